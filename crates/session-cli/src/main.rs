@@ -1,0 +1,3 @@
+//! The `sessions` command-line tool.
+
+fn main() {}

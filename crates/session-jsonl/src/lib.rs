@@ -1,0 +1,1 @@
+//! session-jsonl: skeleton; see the crate README.

@@ -1,0 +1,1 @@
+//! session-replay: skeleton; see the crate README.

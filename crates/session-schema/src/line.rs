@@ -1,0 +1,192 @@
+//! Parsing one line into a record or message, and writing it back.
+//!
+//! Accepted around the JSON (docs/format.md "Lines"): a UTF-8 BOM, leading/trailing whitespace
+//! and a CR before the LF. Lone surrogate escapes are repaired (see [`crate::surrogate`]).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::ParseError;
+use crate::message::BaseMessage;
+use crate::record::Record;
+use crate::state::SessionState;
+use crate::surrogate::{self, LoneSurrogate, RestorePlan};
+
+/// A value parsed from one line, with what had to be repaired on the way.
+#[derive(Debug, Clone)]
+pub struct Parsed<T> {
+    /// The value.
+    pub value: T,
+    /// Lone surrogate escapes that were decoded as U+FFFD (empty for almost every line).
+    pub lone_surrogates: Vec<LoneSurrogate>,
+    /// Whether the line started with a UTF-8 BOM.
+    pub had_bom: bool,
+    restore: RestorePlan,
+}
+
+impl<T> Parsed<T> {
+    /// Wraps a value that needed no repair.
+    pub fn clean(value: T) -> Self {
+        Parsed {
+            value,
+            lone_surrogates: Vec::new(),
+            had_bom: false,
+            restore: RestorePlan::default(),
+        }
+    }
+
+    /// Whether anything was repaired.
+    pub fn was_repaired(&self) -> bool {
+        !self.lone_surrogates.is_empty()
+    }
+}
+
+impl<T: Serialize> Parsed<T> {
+    /// Compact JSON of the value without a newline, with any repaired lone surrogate escapes put
+    /// back, so an unchanged value gives the bytes it was read from.
+    ///
+    /// # Errors
+    /// The value's serialization failed (only possible for values built by hand with invalid
+    /// raw JSON).
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let out = serde_json::to_vec(&self.value)?;
+        Ok(self.restore.apply(out))
+    }
+}
+
+/// Serializes a value as one compact JSON line ending in `\n` (the reference's
+/// `JSON.stringify(value) + "\n"`).
+///
+/// # Errors
+/// The value's serialization failed.
+pub fn to_line<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = serde_json::to_vec(value)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Strips a BOM and surrounding whitespace; returns the rest and whether a BOM was there.
+pub fn trim_line(line: &[u8]) -> (&[u8], bool) {
+    let (rest, bom) = match line.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => (rest, true),
+        None => (line, false),
+    };
+    (rest.trim_ascii(), bom)
+}
+
+/// Parses one run-log line (spec §3).
+///
+/// # Errors
+/// [`ParseError`]: empty, not UTF-8, not JSON (with `eof` for a cut line), not an object, no
+/// `type`, or a known type whose fields do not fit.
+pub fn parse_record(line: &[u8]) -> Result<Parsed<Record>, ParseError> {
+    parse_tagged(line, "type")
+}
+
+/// Parses one line of a `messages/<session_id>.jsonl` file.
+///
+/// # Errors
+/// As [`parse_record`], with `role` as the discriminator.
+pub fn parse_message(line: &[u8]) -> Result<Parsed<BaseMessage>, ParseError> {
+    parse_tagged(line, "role")
+}
+
+/// Parses a whole `SessionState` document (a legacy `state/<id>.json` snapshot).
+///
+/// # Errors
+/// As [`parse_record`]; a missing `session_id`/`updated_at`/`messages` is a shape error.
+pub fn parse_session_state(text: &[u8]) -> Result<Parsed<SessionState>, ParseError> {
+    parse_with(text, None)
+}
+
+/// Parses any value that may carry a discriminator key (`tag`).
+///
+/// # Errors
+/// See [`parse_record`].
+pub fn parse_tagged<T: DeserializeOwned>(
+    line: &[u8],
+    tag: &'static str,
+) -> Result<Parsed<T>, ParseError> {
+    parse_with(line, Some(tag))
+}
+
+fn parse_with<T: DeserializeOwned>(
+    line: &[u8],
+    tag: Option<&'static str>,
+) -> Result<Parsed<T>, ParseError> {
+    let (text, had_bom) = trim_line(line);
+    if text.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    let str_text = match std::str::from_utf8(text) {
+        Ok(s) => s,
+        Err(e) => {
+            // `text` is a sub-slice of `line`; its start is where trimming stopped.
+            let start = text.as_ptr() as usize - line.as_ptr() as usize;
+            return Err(ParseError::InvalidUtf8 {
+                offset: start + e.valid_up_to(),
+            });
+        }
+    };
+    match serde_json::from_str::<T>(str_text) {
+        Ok(value) => Ok(Parsed {
+            value,
+            lone_surrogates: Vec::new(),
+            had_bom,
+            restore: RestorePlan::default(),
+        }),
+        Err(err) => {
+            if err.classify() == serde_json::error::Category::Syntax {
+                let found = surrogate::find_lone_surrogates(text);
+                if !found.is_empty() {
+                    let repaired = surrogate::repair(text, &found);
+                    let repaired_str = std::str::from_utf8(&repaired).unwrap_or(str_text);
+                    return match serde_json::from_str::<T>(repaired_str) {
+                        Ok(value) => Ok(Parsed {
+                            value,
+                            restore: RestorePlan::new(&repaired, &found),
+                            lone_surrogates: found,
+                            had_bom,
+                        }),
+                        Err(err) => Err(classify(err, repaired_str, tag)),
+                    };
+                }
+            }
+            Err(classify(err, str_text, tag))
+        }
+    }
+}
+
+fn classify(err: serde_json::Error, text: &str, tag: Option<&'static str>) -> ParseError {
+    use serde_json::error::Category;
+    match err.classify() {
+        Category::Syntax | Category::Eof | Category::Io => ParseError::Syntax {
+            column: err.column(),
+            eof: err.is_eof(),
+            message: err.to_string(),
+            source: err,
+        },
+        Category::Data => {
+            if !text.starts_with('{') {
+                return ParseError::NotObject;
+            }
+            let kind = tag.and_then(|tag| {
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                    .ok()
+                    .map(|m| m.get(tag).cloned())
+            });
+            match (tag, kind) {
+                (Some(key), Some(None)) => ParseError::MissingTag { key },
+                (_, kind) => ParseError::Shape {
+                    kind: kind.flatten().map(|v| match v {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    }),
+                    column: err.column(),
+                    message: err.to_string(),
+                    source: err,
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! session-state: skeleton; see the crate README.

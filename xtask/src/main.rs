@@ -1,0 +1,3 @@
+//! Project task runner: `cargo xtask <task>`.
+
+fn main() {}
