@@ -1,3 +1,167 @@
-//! Project task runner: `cargo xtask <task>`.
+//! Project task runner, reached as `cargo xtask <task>` (alias in `.cargo/config.toml`).
+//!
+//! Tasks:
+//! * `schema [--check]` — write the JSON Schema of the record union to
+//!   `schema/session-record.schema.json`; with `--check`, compare the committed schema with the
+//!   one the code produces and fail on a breaking change without a `schema_version` bump.
+//! * `bench [jsonl|state|replay|cli|all]` — run the benchmarks (they print ratios).
+//! * `soak [--seconds N]` — long crash/durability soak of the run-log writer.
+//! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
+//!   project's own writers; `--check` verifies the committed copy is what the code writes.
+//!
+//! The `#[test]`s in `tidy.rs`, `deps.rs` and `schema.rs` are part of `cargo test --workspace`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
-fn main() {}
+#[cfg(test)]
+mod deps;
+mod schema;
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all] | soak [--seconds N] | sample [--check]>";
+
+fn run(args: &[String]) -> Result<()> {
+    let task = args.first().map(String::as_str);
+    let rest = args.get(1..).unwrap_or(&[]);
+    match task {
+        Some("schema") => schema::run(rest.iter().any(|a| a == "--check")),
+        Some("bench") => bench(rest.first().map(String::as_str).unwrap_or("all")),
+        Some("soak") => soak(rest),
+        Some("sample") => sample(rest.iter().any(|a| a == "--check")),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(USAGE.into()),
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+pub(crate) fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+pub(crate) fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    cmd.current_dir(project_root());
+    cmd
+}
+
+fn status(mut cmd: Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let st = cmd.status()?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed with {st}").into())
+    }
+}
+
+fn bench(which: &str) -> Result<()> {
+    let all = ["jsonl", "state", "replay", "cli"];
+    let selected: Vec<&str> = if which == "all" {
+        all.to_vec()
+    } else if all.contains(&which) {
+        vec![which]
+    } else {
+        return Err(format!("unknown benchmark `{which}`; one of {all:?} or all").into());
+    };
+    for name in selected {
+        println!("== bench {name}");
+        let mut cmd = cargo();
+        cmd.args(["bench", "-p", &format!("session-{name}"), "--bench", name]);
+        status(cmd)?;
+    }
+    Ok(())
+}
+
+fn soak(rest: &[String]) -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-q",
+        "-p",
+        "session-jsonl",
+        "--example",
+        "soak",
+        "--",
+    ]);
+    cmd.args(rest);
+    status(cmd)
+}
+
+fn sample(check: bool) -> Result<()> {
+    let root = project_root();
+    let target = root.join("sample").join("sessions");
+    let out = if check {
+        let dir = std::env::temp_dir().join(format!("session-sample-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    } else {
+        let _ = std::fs::remove_dir_all(&target);
+        target.clone()
+    };
+    let mut cmd = cargo();
+    cmd.args(["run", "-q", "-p", "session-cli", "--example", "make_sample", "--"]);
+    cmd.arg(&out);
+    status(cmd)?;
+    if check {
+        let diffs = diff_trees(&target, &out)?;
+        let _ = std::fs::remove_dir_all(&out);
+        if !diffs.is_empty() {
+            return Err(format!(
+                "sample/sessions differs from what the code writes (run `cargo xtask sample`):\n  {}",
+                diffs.join("\n  ")
+            )
+            .into());
+        }
+        println!("sample/sessions is up to date");
+    } else {
+        println!("wrote {}", target.display());
+    }
+    Ok(())
+}
+
+/// Relative paths whose contents differ between two trees (missing on either side included).
+fn diff_trees(a: &Path, b: &Path) -> Result<Vec<String>> {
+    let mut files_a = Vec::new();
+    let mut files_b = Vec::new();
+    tidy::walk(a, &mut files_a)?;
+    tidy::walk(b, &mut files_b)?;
+    let rel = |root: &Path, files: &[PathBuf]| -> std::collections::BTreeSet<PathBuf> {
+        files
+            .iter()
+            .filter_map(|f| f.strip_prefix(root).ok().map(Path::to_path_buf))
+            .collect()
+    };
+    let set_a = rel(a, &files_a);
+    let set_b = rel(b, &files_b);
+    let mut diffs = Vec::new();
+    for path in set_a.union(&set_b) {
+        let left = std::fs::read(a.join(path)).ok();
+        let right = std::fs::read(b.join(path)).ok();
+        if left != right {
+            diffs.push(path.display().to_string());
+        }
+    }
+    Ok(diffs)
+}

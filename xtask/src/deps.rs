@@ -1,0 +1,121 @@
+//! The layer rules of `docs/architecture.md`, checked over `cargo metadata`.
+//!
+//! Each workspace crate may depend (normal or build dependency) only on the workspace crates
+//! below it; only session-state links rusqlite; only session-cli uses the terminal crates;
+//! session-schema keeps its required dependencies to serde, serde_json, uuid, time and
+//! thiserror; xtask uses only serde_json. Dev-dependencies are free.
+
+use std::collections::BTreeMap;
+
+/// Allowed normal/build dependencies on workspace members, per member.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("session-schema", &[]),
+    ("session-jsonl", &["session-schema"]),
+    ("session-state", &["session-schema", "session-jsonl"]),
+    ("session-replay", &["session-schema", "session-jsonl", "session-state"]),
+    (
+        "session-cli",
+        &["session-schema", "session-jsonl", "session-state", "session-replay"],
+    ),
+    ("xtask", &[]),
+    ("session-store-tests", &[]),
+];
+
+/// External crates reserved to one member.
+const RESERVED: &[(&str, &str)] = &[
+    ("rusqlite", "session-state"),
+    ("libsqlite3-sys", "session-state"),
+    ("clap", "session-cli"),
+    ("indicatif", "session-cli"),
+];
+
+/// The complete allowed list of required (non-optional) dependencies for some members.
+const CLOSED: &[(&str, &[&str])] = &[
+    ("session-schema", &["serde", "serde_json", "uuid", "time", "thiserror"]),
+    ("xtask", &["serde_json"]),
+];
+
+/// `(member, dependency, kind, optional)` for every declared dependency of every member.
+#[cfg(test)]
+fn declared_edges() -> Vec<(String, String, String, bool)> {
+    let out = crate::cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    edges_from_metadata(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn edges_from_metadata(json: &str) -> Vec<(String, String, String, bool)> {
+    let meta: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    let mut edges = Vec::new();
+    for pkg in meta["packages"].as_array().into_iter().flatten() {
+        let name = pkg["name"].as_str().unwrap_or_default().to_owned();
+        for dep in pkg["dependencies"].as_array().into_iter().flatten() {
+            edges.push((
+                name.clone(),
+                dep["name"].as_str().unwrap_or_default().to_owned(),
+                dep["kind"].as_str().unwrap_or("normal").to_owned(),
+                dep["optional"].as_bool().unwrap_or(false),
+            ));
+        }
+    }
+    edges
+}
+
+/// Every rule violated by `edges`, as readable lines.
+fn violations(edges: &[(String, String, String, bool)]) -> Vec<String> {
+    let layers: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
+    let mut bad = Vec::new();
+    for (member, dep, kind, optional) in edges {
+        if kind == "dev" {
+            continue;
+        }
+        if let Some(allowed) = layers.get(member.as_str()) {
+            if layers.contains_key(dep.as_str()) && !allowed.contains(&dep.as_str()) {
+                bad.push(format!("{member} -> {dep}: breaks the layer order"));
+            }
+        }
+        for (krate, owner) in RESERVED {
+            if dep == krate && member != owner {
+                bad.push(format!("{member} -> {dep}: only {owner} may use {dep}"));
+            }
+        }
+        for (closed, allowed) in CLOSED {
+            if member == closed && !optional && !allowed.contains(&dep.as_str()) {
+                bad.push(format!("{member} -> {dep}: not in its allowed dependency list"));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn workspace_follows_the_layer_rules() {
+    let edges = declared_edges();
+    let members: Vec<&str> = LAYERS.iter().map(|(m, _)| *m).collect();
+    for m in &members {
+        assert!(
+            edges.iter().any(|(name, ..)| name == m) || *m == "xtask",
+            "member {m} missing from cargo metadata"
+        );
+    }
+    let bad = violations(&edges);
+    assert!(bad.is_empty(), "dependency rules broken:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn the_rules_catch_bad_edges() {
+    let edge = |a: &str, b: &str, kind: &str| (a.to_owned(), b.to_owned(), kind.to_owned(), false);
+    let bad = violations(&[
+        edge("session-schema", "session-jsonl", "normal"),
+        edge("session-replay", "session-cli", "normal"),
+        edge("session-jsonl", "rusqlite", "normal"),
+        edge("session-state", "clap", "normal"),
+        edge("session-schema", "memchr", "normal"),
+        edge("session-jsonl", "session-state", "dev"),
+        edge("session-state", "rusqlite", "normal"),
+    ]);
+    // schema -> jsonl breaks both the layer order and the closed dependency list.
+    assert_eq!(bad.len(), 6, "{bad:#?}");
+}
