@@ -12,10 +12,18 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("session-schema", &[]),
     ("session-jsonl", &["session-schema"]),
     ("session-state", &["session-schema", "session-jsonl"]),
-    ("session-replay", &["session-schema", "session-jsonl", "session-state"]),
+    (
+        "session-replay",
+        &["session-schema", "session-jsonl", "session-state"],
+    ),
     (
         "session-cli",
-        &["session-schema", "session-jsonl", "session-state", "session-replay"],
+        &[
+            "session-schema",
+            "session-jsonl",
+            "session-state",
+            "session-replay",
+        ],
     ),
     ("xtask", &[]),
     ("session-store-tests", &[]),
@@ -31,7 +39,10 @@ const RESERVED: &[(&str, &str)] = &[
 
 /// The complete allowed list of required (non-optional) dependencies for some members.
 const CLOSED: &[(&str, &[&str])] = &[
-    ("session-schema", &["serde", "serde_json", "uuid", "time", "thiserror"]),
+    (
+        "session-schema",
+        &["serde", "serde_json", "uuid", "time", "thiserror"],
+    ),
     ("xtask", &["serde_json"]),
 ];
 
@@ -39,10 +50,20 @@ const CLOSED: &[(&str, &[&str])] = &[
 #[cfg(test)]
 fn declared_edges() -> Vec<(String, String, String, bool)> {
     let out = crate::cargo()
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .output()
         .expect("cargo metadata runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     edges_from_metadata(&String::from_utf8_lossy(&out.stdout))
 }
 
@@ -71,10 +92,11 @@ fn violations(edges: &[(String, String, String, bool)]) -> Vec<String> {
         if kind == "dev" {
             continue;
         }
-        if let Some(allowed) = layers.get(member.as_str()) {
-            if layers.contains_key(dep.as_str()) && !allowed.contains(&dep.as_str()) {
-                bad.push(format!("{member} -> {dep}: breaks the layer order"));
-            }
+        if let Some(allowed) = layers.get(member.as_str())
+            && layers.contains_key(dep.as_str())
+            && !allowed.contains(&dep.as_str())
+        {
+            bad.push(format!("{member} -> {dep}: breaks the layer order"));
         }
         for (krate, owner) in RESERVED {
             if dep == krate && member != owner {
@@ -83,7 +105,9 @@ fn violations(edges: &[(String, String, String, bool)]) -> Vec<String> {
         }
         for (closed, allowed) in CLOSED {
             if member == closed && !optional && !allowed.contains(&dep.as_str()) {
-                bad.push(format!("{member} -> {dep}: not in its allowed dependency list"));
+                bad.push(format!(
+                    "{member} -> {dep}: not in its allowed dependency list"
+                ));
             }
         }
     }
@@ -101,7 +125,11 @@ fn workspace_follows_the_layer_rules() {
         );
     }
     let bad = violations(&edges);
-    assert!(bad.is_empty(), "dependency rules broken:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "dependency rules broken:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]

@@ -121,7 +121,15 @@ fn sample(check: bool) -> Result<()> {
         target.clone()
     };
     let mut cmd = cargo();
-    cmd.args(["run", "-q", "-p", "session-cli", "--example", "make_sample", "--"]);
+    cmd.args([
+        "run",
+        "-q",
+        "-p",
+        "session-cli",
+        "--example",
+        "make_sample",
+        "--",
+    ]);
     cmd.arg(&out);
     status(cmd)?;
     if check {

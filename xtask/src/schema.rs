@@ -12,7 +12,9 @@ use serde_json::Value;
 use crate::Result;
 
 fn schema_path() -> PathBuf {
-    crate::project_root().join("schema").join("session-record.schema.json")
+    crate::project_root()
+        .join("schema")
+        .join("session-record.schema.json")
 }
 
 fn generate() -> Result<Value> {
@@ -29,7 +31,11 @@ fn generate() -> Result<Value> {
         ])
         .output()?;
     if !out.status.success() {
-        return Err(format!("emit_schema failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        return Err(format!(
+            "emit_schema failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
     }
     Ok(serde_json::from_slice(&out.stdout)?)
 }
@@ -46,7 +52,10 @@ pub(crate) fn run(check: bool) -> Result<()> {
         return Ok(());
     }
     let old: Value = serde_json::from_str(&std::fs::read_to_string(&path).map_err(|e| {
-        format!("{}: {e} (run `cargo xtask schema` to create it)", path.display())
+        format!(
+            "{}: {e} (run `cargo xtask schema` to create it)",
+            path.display()
+        )
     })?)?;
     let report = compare(&old, &new);
     for line in &report.additive {
@@ -121,7 +130,10 @@ fn signature(node: &Value) -> String {
         let tags: Vec<String> = all
             .iter()
             .filter_map(|n| n["properties"].as_object())
-            .flat_map(|p| p.values().filter_map(|v| v.get("const").map(|c| c.to_string())))
+            .flat_map(|p| {
+                p.values()
+                    .filter_map(|v| v.get("const").map(|c| c.to_string()))
+            })
             .collect();
         if !tags.is_empty() {
             return format!("variant:{}", tags.join(","));
@@ -145,12 +157,16 @@ fn compare_node(old: &Value, new: &Value, path: &str, report: &mut Report) {
         let new_enum = new["enum"].as_array().cloned().unwrap_or_default();
         for v in old_enum {
             if !new_enum.contains(v) {
-                report.breaking.push(format!("{path}: enum value {v} removed"));
+                report
+                    .breaking
+                    .push(format!("{path}: enum value {v} removed"));
             }
         }
         for v in &new_enum {
             if !old_enum.contains(v) {
-                report.additive.push(format!("{path}: enum value {v} added"));
+                report
+                    .additive
+                    .push(format!("{path}: enum value {v} added"));
             }
         }
     }
@@ -184,7 +200,9 @@ fn compare_node(old: &Value, new: &Value, path: &str, report: &mut Report) {
             for n in &new_alts {
                 let sig = signature(n);
                 if !old_alts.iter().any(|o| signature(o) == sig) {
-                    report.additive.push(format!("{path}: alternative {sig} added"));
+                    report
+                        .additive
+                        .push(format!("{path}: alternative {sig} added"));
                 }
             }
         }
@@ -204,7 +222,9 @@ fn compare_node(old: &Value, new: &Value, path: &str, report: &mut Report) {
     let new_req = required(new);
     for (name, o) in old_props {
         match new_props.get(name) {
-            None => report.breaking.push(format!("{path}.{name}: field removed")),
+            None => report
+                .breaking
+                .push(format!("{path}.{name}: field removed")),
             Some(n) => compare_node(o, n, &format!("{path}.{name}"), report),
         }
     }
@@ -224,7 +244,9 @@ fn compare_node(old: &Value, new: &Value, path: &str, report: &mut Report) {
     }
     for name in new_props.keys().filter(|n| !old_props.contains_key(*n)) {
         if !new_req.contains(name) {
-            report.additive.push(format!("{path}.{name}: optional field added"));
+            report
+                .additive
+                .push(format!("{path}.{name}: optional field added"));
         }
     }
 }
@@ -254,7 +276,14 @@ mod tests {
     }
 
     fn base() -> Value {
-        doc(1, run_end(json!({}), json!(["run_id", "outcome"]), json!(["completed", "error"])))
+        doc(
+            1,
+            run_end(
+                json!({}),
+                json!(["run_id", "outcome"]),
+                json!(["completed", "error"]),
+            ),
+        )
     }
 
     #[test]
@@ -281,7 +310,11 @@ mod tests {
     #[test]
     fn breaking_changes_are_found() {
         // Field removed, optional became required, enum value removed, type changed.
-        let mut defs = run_end(json!({}), json!(["run_id", "outcome", "final"]), json!(["completed"]));
+        let mut defs = run_end(
+            json!({}),
+            json!(["run_id", "outcome", "final"]),
+            json!(["completed"]),
+        );
         defs["RunEnd"]["properties"]
             .as_object_mut()
             .unwrap()
@@ -290,7 +323,10 @@ mod tests {
         let r = compare(&base(), &doc(1, defs));
         let text = r.breaking.join("\n");
         assert!(text.contains("RunEnd.run_id: field removed"), "{text}");
-        assert!(text.contains("RunEnd.final: optional field became required"), "{text}");
+        assert!(
+            text.contains("RunEnd.final: optional field became required"),
+            "{text}"
+        );
         assert!(text.contains("enum value \"error\" removed"), "{text}");
         assert!(text.contains("RunEnd.final: type changed"), "{text}");
     }
@@ -309,7 +345,13 @@ mod tests {
         let text = std::fs::read_to_string(schema_path()).expect("schema/ is committed");
         let committed: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(committed["x-schema-version"], 1);
-        for name in ["Record", "Header", "LlmRequest", "BaseMessage", "SessionState"] {
+        for name in [
+            "Record",
+            "Header",
+            "LlmRequest",
+            "BaseMessage",
+            "SessionState",
+        ] {
             assert!(committed["$defs"].get(name).is_some(), "{name} missing");
         }
     }

@@ -77,7 +77,10 @@ fn no_trailing_whitespace_outside_test_data() {
             .extension()
             .is_some_and(|e| ["rs", "md", "toml", "yml", "sh"].iter().any(|x| e == *x))
             || p.file_name().is_some_and(|n| n == "run");
-        if !is_text || p.components().any(|c| c.as_os_str() == "test_data" || c.as_os_str() == "sample") {
+        if !is_text
+            || p.components()
+                .any(|c| c.as_os_str() == "test_data" || c.as_os_str() == "sample")
+        {
             continue;
         }
         let text = std::fs::read_to_string(&p).unwrap_or_default();
@@ -93,12 +96,19 @@ fn no_trailing_whitespace_outside_test_data() {
 /// Library crates never print; only session-cli (and benches, examples, tests) may.
 #[test]
 fn library_crates_never_print() {
-    let libs = ["session-schema", "session-jsonl", "session-state", "session-replay"];
+    let libs = [
+        "session-schema",
+        "session-jsonl",
+        "session-state",
+        "session-replay",
+    ];
     let needles = ["println!", "eprintln!", "print!(", "eprint!(", "dbg!("];
     let mut bad = Vec::new();
     for p in rust_files() {
         let r = rel(&p);
-        let in_lib_src = libs.iter().any(|l| r.starts_with(&format!("crates/{l}/src/")));
+        let in_lib_src = libs
+            .iter()
+            .any(|l| r.starts_with(&format!("crates/{l}/src/")));
         if !in_lib_src {
             continue;
         }
@@ -118,7 +128,14 @@ fn library_crates_never_print() {
 /// The replay core is pure: only its `io` module touches files or the state database.
 #[test]
 fn replay_core_does_no_io() {
-    let needles = ["std::fs", "fs::", "File::", "rusqlite", "session_state::", "session_jsonl::"];
+    let needles = [
+        "std::fs",
+        "fs::",
+        "File::",
+        "rusqlite",
+        "session_state::",
+        "session_jsonl::",
+    ];
     let mut bad = Vec::new();
     for p in rust_files() {
         let r = rel(&p);

@@ -150,8 +150,8 @@ mod tests {
     #[test]
     fn refuses_everything_that_could_escape() {
         for id in [
-            "", "..", ".", "../x", "../../x", "a/b", "a\\b", "a\0b", ".hidden", "a b", "a\nb",
-            "é", "C:x", "a*b",
+            "", "..", ".", "../x", "../../x", "a/b", "a\\b", "a\0b", ".hidden", "a b", "a\nb", "é",
+            "C:x", "a*b",
         ] {
             assert!(!is_safe_id(id), "{id:?}");
         }

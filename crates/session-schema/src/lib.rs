@@ -48,8 +48,8 @@ pub mod json_schema;
 pub use error::ParseError;
 pub use event::{
     AgentEvent, CompactionCompleteEvent, CompactionStartEvent, ContentEvent, FailureKind,
-    LlmRetryEvent, PermissionPreviewEvent, PermissionReadyEvent, StepCompleteEvent,
-    StepStartEvent, StepStatus, TextEvent, ToolCallEvent, ToolResultEvent,
+    LlmRetryEvent, PermissionPreviewEvent, PermissionReadyEvent, StepCompleteEvent, StepStartEvent,
+    StepStatus, TextEvent, ToolCallEvent, ToolResultEvent,
 };
 pub use ids::{IdError, MAX_ID_LEN, SafeId, check_id, is_safe_id, is_uuid};
 pub use line::{

@@ -320,7 +320,9 @@ impl<'a> serde::de::MapAccess<'a> for PairsAccess<'a> {
         seed: V,
     ) -> Result<V::Value, Self::Error> {
         let Some((_, value)) = self.pairs.get(self.pos) else {
-            return Err(serde::de::Error::custom("value requested past the end of the map"));
+            return Err(serde::de::Error::custom(
+                "value requested past the end of the map",
+            ));
         };
         self.pos += 1;
         let mut de = serde_json::Deserializer::from_str(value.get());

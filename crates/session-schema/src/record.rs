@@ -249,7 +249,9 @@ impl RunInput {
     pub fn display_text(&self) -> String {
         match self {
             RunInput::Text(t) => t.text.clone(),
-            RunInput::Parts(p) => crate::message::MessageContent::Parts(p.parts.clone()).plain_text(),
+            RunInput::Parts(p) => {
+                crate::message::MessageContent::Parts(p.parts.clone()).plain_text()
+            }
             RunInput::Unknown(_) => String::new(),
         }
     }

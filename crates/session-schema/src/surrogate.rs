@@ -202,6 +202,11 @@ mod tests {
         // Re-serialized strings hold raw U+FFFD, which is mapped back too.
         let value: serde_json::Value = serde_json::from_slice(&fixed).unwrap();
         let out = serde_json::to_vec(&value).unwrap();
-        assert_eq!(plan.apply(out), r#"{"a":"x\ud83c y","b":"😀","c":"\\ud83c","d":"\uDC00"}"#.as_bytes().to_vec());
+        assert_eq!(
+            plan.apply(out),
+            r#"{"a":"x\ud83c y","b":"😀","c":"\\ud83c","d":"\uDC00"}"#
+                .as_bytes()
+                .to_vec()
+        );
     }
 }

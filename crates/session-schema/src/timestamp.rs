@@ -41,7 +41,8 @@ impl Timestamp {
     /// Out-of-range values give the epoch.
     pub fn from_unix_millis(ms: i64) -> Self {
         let nanos = i128::from(ms) * 1_000_000;
-        let dt = OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let dt =
+            OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH);
         Timestamp::from_datetime(dt)
     }
 

@@ -27,16 +27,25 @@ fn jsonl_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     files_with_ext(&fixtures_root(), "jsonl", &mut files);
     files.sort();
-    assert!(files.len() >= 31, "expected the fixture run and message logs, found {}", files.len());
+    assert!(
+        files.len() >= 31,
+        "expected the fixture run and message logs, found {}",
+        files.len()
+    );
     files
 }
 
 fn check_messages_roundtrip(raw: &str, what: &str) -> usize {
-    let messages: Vec<BaseMessage> = serde_json::from_str(raw).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let messages: Vec<BaseMessage> =
+        serde_json::from_str(raw).unwrap_or_else(|e| panic!("{what}: {e}"));
     let back = serde_json::to_string(&messages).unwrap();
     assert_eq!(back, raw, "{what}: typed messages did not round-trip");
     for m in &messages {
-        assert!(!matches!(m, BaseMessage::Unknown(_)), "{what}: unknown role {}", m.role());
+        assert!(
+            !matches!(m, BaseMessage::Unknown(_)),
+            "{what}: unknown role {}",
+            m.role()
+        );
     }
     messages.len()
 }
@@ -61,7 +70,10 @@ fn every_fixture_line_round_trips_byte_for_byte() {
                 continue;
             }
             let parsed = parse_record(line).unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert!(!matches!(parsed.value, Record::Unknown(_)), "{what}: unknown type");
+            assert!(
+                !matches!(parsed.value, Record::Unknown(_)),
+                "{what}: unknown type"
+            );
             assert_eq!(
                 String::from_utf8_lossy(&parsed.to_json().unwrap()),
                 String::from_utf8_lossy(line),
@@ -72,14 +84,22 @@ fn every_fixture_line_round_trips_byte_for_byte() {
                     messages += check_messages_roundtrip(r.input.messages.get(), &what);
                     if let Some(tools) = &r.input.tools {
                         let typed = tools.parse().unwrap();
-                        assert_eq!(serde_json::to_string(&typed).unwrap(), tools.get(), "{what}");
+                        assert_eq!(
+                            serde_json::to_string(&typed).unwrap(),
+                            tools.get(),
+                            "{what}"
+                        );
                     }
                 }
                 Record::LlmResponse(r) => {
                     messages += check_messages_roundtrip(r.output.messages.get(), &what);
                 }
                 Record::Header(h) => {
-                    let defs = h.tools.as_ref().and_then(|t| t.definitions.as_ref()).unwrap();
+                    let defs = h
+                        .tools
+                        .as_ref()
+                        .and_then(|t| t.definitions.as_ref())
+                        .unwrap();
                     let typed = defs.parse().unwrap();
                     assert!(!typed.is_empty());
                     assert_eq!(serde_json::to_string(&typed).unwrap(), defs.get(), "{what}");
@@ -100,7 +120,8 @@ fn legacy_snapshots_parse_as_session_state() {
     assert_eq!(files.len(), 3);
     for path in files {
         let text = std::fs::read(&path).unwrap();
-        let state = parse_session_state(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let state =
+            parse_session_state(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(!state.value.messages.is_empty());
         assert!(path.to_string_lossy().contains(&state.value.session_id));
     }

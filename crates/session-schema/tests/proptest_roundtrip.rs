@@ -2,6 +2,8 @@
 //! re-serializes to the same bytes — including unknown fields, unknown enum values, arbitrary
 //! Unicode and control characters, and shuffled key orders.
 
+#![allow(clippy::unwrap_used)]
+
 use proptest::prelude::*;
 use session_schema::{
     AgentEvent, AgentEventRecord, ContentEvent, Extra, RawJson, Record, RunEnd, RunOutcome,
@@ -32,16 +34,23 @@ fn extra() -> impl Strategy<Value = Extra> {
 fn record() -> impl Strategy<Value = Record> {
     let ts = (0i64..4_102_444_800_000).prop_map(Timestamp::from_unix_millis);
     prop_oneof![
-        (text(), ts.clone(), "[a-z_]{1,10}", prop::option::of(text()), extra()).prop_map(
-            |(run_id, ts, outcome, final_text, extra)| Record::RunEnd(RunEnd {
-                run_id,
-                ts,
-                outcome: RunOutcome::from(outcome.as_str()),
-                final_text,
-                extra,
-                ..Default::default()
-            })
-        ),
+        (
+            text(),
+            ts.clone(),
+            "[a-z_]{1,10}",
+            prop::option::of(text()),
+            extra()
+        )
+            .prop_map(
+                |(run_id, ts, outcome, final_text, extra)| Record::RunEnd(RunEnd {
+                    run_id,
+                    ts,
+                    outcome: RunOutcome::from(outcome.as_str()),
+                    final_text,
+                    extra,
+                    ..Default::default()
+                })
+            ),
         (text(), ts.clone(), "[a-z_]{1,10}", prop::option::of(text())).prop_map(
             |(run_id, ts, status, message)| Record::RunStatus(RunStatus {
                 run_id,
@@ -51,19 +60,29 @@ fn record() -> impl Strategy<Value = Record> {
                 ..Default::default()
             })
         ),
-        (text(), ts.clone(), text(), text(), text(), prop::option::of(any::<bool>()), extra())
-            .prop_map(|(run_id, ts, tool, tool_call_id, result_raw, is_error, extra)| {
-                Record::ToolOutput(ToolOutput {
-                    run_id,
-                    ts,
-                    tool,
-                    tool_call_id,
-                    result_raw,
-                    is_error,
-                    extra,
-                    ..Default::default()
-                })
-            }),
+        (
+            text(),
+            ts.clone(),
+            text(),
+            text(),
+            text(),
+            prop::option::of(any::<bool>()),
+            extra()
+        )
+            .prop_map(
+                |(run_id, ts, tool, tool_call_id, result_raw, is_error, extra)| {
+                    Record::ToolOutput(ToolOutput {
+                        run_id,
+                        ts,
+                        tool,
+                        tool_call_id,
+                        result_raw,
+                        is_error,
+                        extra,
+                        ..Default::default()
+                    })
+                }
+            ),
         (text(), ts, any::<i64>(), prop::option::of(text())).prop_map(
             |(run_id, ts, seq, content)| Record::AgentEvent(AgentEventRecord {
                 run_id,

@@ -467,7 +467,8 @@ fn fixtures_contain_no_field_the_types_do_not_model() {
     let mut checked = 0;
     for path in files {
         let name = path.to_string_lossy().into_owned();
-        if !name.ends_with(".json") && !name.ends_with(".jsonl") || name.ends_with("expected.json") {
+        if !name.ends_with(".json") && !name.ends_with(".jsonl") || name.ends_with("expected.json")
+        {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();

@@ -20,7 +20,10 @@ fn unknown_record_type_is_kept_whole() {
         panic!("expected Unknown")
     };
     assert_eq!(u.tag, "x.acme.audit");
-    assert_eq!(u.fields.get("payload").unwrap().get(), r#"{"k":[1,2.5,null]}"#);
+    assert_eq!(
+        u.fields.get("payload").unwrap().get(),
+        r#"{"k":[1,2.5,null]}"#
+    );
 }
 
 #[test]
@@ -59,7 +62,8 @@ fn unknown_roles_parts_and_events_are_kept() {
     assert!(matches!(&parsed.value, BaseMessage::Unknown(u) if u.tag == "developer"));
     assert_eq!(parsed.to_json().unwrap(), msg.as_bytes());
 
-    let msg = r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"audio","data":"AAA"}]}"#;
+    let msg =
+        r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"audio","data":"AAA"}]}"#;
     let parsed = parse_message(msg.as_bytes()).unwrap();
     let BaseMessage::User(u) = &parsed.value else {
         panic!()
@@ -89,7 +93,8 @@ fn unknown_roles_parts_and_events_are_kept() {
 
 #[test]
 fn discriminator_not_first_still_dispatches() {
-    let line = r#"{"run_id":"r","type":"run.end","ts":"2026-02-03T12:00:02.800Z","outcome":"error"}"#;
+    let line =
+        r#"{"run_id":"r","type":"run.end","ts":"2026-02-03T12:00:02.800Z","outcome":"error"}"#;
     let parsed = parse_record(line.as_bytes()).unwrap();
     let Record::RunEnd(end) = &parsed.value else {
         panic!()
@@ -135,7 +140,10 @@ fn lone_surrogates_are_repaired_visibly_and_restored() {
     let Record::ToolOutput(out) = &parsed.value else {
         panic!()
     };
-    assert_eq!(out.result_raw, "cut emoji \u{fffd} here, pair 😀, tail \u{fffd}");
+    assert_eq!(
+        out.result_raw,
+        "cut emoji \u{fffd} here, pair 😀, tail \u{fffd}"
+    );
     // The pair was decoded; serde_json writes it raw, so only compare the restored escapes.
     let back = String::from_utf8(parsed.to_json().unwrap()).unwrap();
     assert!(back.contains(r"cut emoji \ud83c here"), "{back}");
@@ -160,9 +168,9 @@ fn other_schema_versions_are_best_effort() {
 
 #[test]
 fn unparseable_timestamps_are_kept() {
-    let Record::Header(h) = roundtrip(
-        r#"{"type":"header","schema_version":1,"run_id":"r","started_at":"not a date"}"#,
-    ) else {
+    let Record::Header(h) =
+        roundtrip(r#"{"type":"header","schema_version":1,"run_id":"r","started_at":"not a date"}"#)
+    else {
         panic!()
     };
     assert!(h.started_at.parse().is_none());
@@ -173,25 +181,39 @@ fn bad_input_gives_typed_errors() {
     let cases: &[(&[u8], fn(&ParseError) -> bool)] = &[
         (b"", |e| matches!(e, ParseError::Empty)),
         (b"   \r", |e| matches!(e, ParseError::Empty)),
-        (b"not json", |e| matches!(e, ParseError::Syntax { eof: false, .. })),
-        (br#"{"type":"run.end","run_id":"r","ts":"2026"#, |e| e.is_eof()),
+        (b"not json", |e| {
+            matches!(e, ParseError::Syntax { eof: false, .. })
+        }),
+        (br#"{"type":"run.end","run_id":"r","ts":"2026"#, |e| {
+            e.is_eof()
+        }),
         (b"[1,2]", |e| matches!(e, ParseError::NotObject)),
         (b"42", |e| matches!(e, ParseError::NotObject)),
-        (br#"{"run_id":"r"}"#, |e| matches!(e, ParseError::MissingTag { key: "type" })),
-        (br#"{"type":"run.end","run_id":7,"ts":"x","outcome":"completed"}"#, |e| {
-            matches!(e, ParseError::Shape { kind: Some(k), .. } if k == "run.end")
+        (br#"{"run_id":"r"}"#, |e| {
+            matches!(e, ParseError::MissingTag { key: "type" })
         }),
-        (br#"{"type":"agent.event","run_id":"r","ts":"x","seq":"one","event":{"type":"final"}}"#, |e| {
-            e.is_shape()
-        }),
+        (
+            br#"{"type":"run.end","run_id":7,"ts":"x","outcome":"completed"}"#,
+            |e| matches!(e, ParseError::Shape { kind: Some(k), .. } if k == "run.end"),
+        ),
+        (
+            br#"{"type":"agent.event","run_id":"r","ts":"x","seq":"one","event":{"type":"final"}}"#,
+            |e| e.is_shape(),
+        ),
         (b"{\"type\":\"run.end\",\"run_id\":\"\xff\"}", |e| {
             matches!(e, ParseError::InvalidUtf8 { offset: 28 })
         }),
-        (b"{\"type\":\"run.end\",\"run_id\":\"a\0b\"}", |e| matches!(e, ParseError::Syntax { .. })),
+        (b"{\"type\":\"run.end\",\"run_id\":\"a\0b\"}", |e| {
+            matches!(e, ParseError::Syntax { .. })
+        }),
     ];
     for (input, check) in cases {
         let err = parse_record(input).expect_err(&String::from_utf8_lossy(input));
-        assert!(check(&err), "{:?} gave {err:?}", String::from_utf8_lossy(input));
+        assert!(
+            check(&err),
+            "{:?} gave {err:?}",
+            String::from_utf8_lossy(input)
+        );
         // Display is a lower-case fragment without a full stop.
         let text = err.to_string();
         assert!(!text.ends_with('.'), "{text}");
