@@ -1,1 +1,65 @@
-//! session-replay: skeleton; see the crate README.
+//! Turning stored session records back into conversations (spec §5–6; compat notes §2.3, §2.12,
+//! §3, §5 items 9–10).
+//!
+//! The core is pure: functions take records ([`session_schema::Record`]), runs ([`RunLog`]) or
+//! messages, and return their result plus a `Vec<`[`Diagnostic`]`>`. They never read files,
+//! never fail on bad data and never panic; what is odd about the data is in the diagnostics.
+//!
+//! * [`invocations`] / [`session_invocations`]: the LLM invocations of a run (request,
+//!   response, timing, retries, missing responses) by session-scoped `seq`.
+//! * [`prompt_at`]: the prompt of one invocation exactly as sent, with over-inclusive snapshots
+//!   (a request that already holds its own response, compat notes §5 item 9) detected and
+//!   corrected ([`Prompt::corrected_messages`]).
+//! * [`check_snapshots`]: each request must extend the previous one within a run unless a
+//!   compaction happened in between; the first divergence of each pair is reported.
+//! * [`transcript`] / [`render_markdown`]: a typed, timestamped account of a run and its
+//!   Markdown rendering; a crashed run ends with [`EntryKind::Incomplete`].
+//! * [`session_history`]: the reference's `session.history` replay.
+//! * [`prepare_resume`]: a saved history made ready for resuming (reminders and saved startup
+//!   system messages stripped, tool-call pairing repaired, current system prompt first).
+//! * [`stats`]: tokens per invocation, run, session, model and day; durations; tool error rates.
+//!
+//! The `io` module is the thin, fallible edge: it reads run logs through session-jsonl and
+//! finds a session's runs through session-state's run index.
+//!
+//! ```
+//! use session_replay::{invocations, prompt_at};
+//! use session_schema::parse_record;
+//!
+//! let lines = [
+//!     r#"{"type":"header","schema_version":1,"run_id":"r1","session_id":"s1","started_at":"2026-02-03T12:00:00.123Z"}"#,
+//!     r#"{"type":"llm.request","run_id":"r1","ts":"2026-02-03T12:00:01.000Z","seq":4,"input":{"messages":[{"role":"user","content":"hi"}],"tools":null,"tool_choice":null}}"#,
+//!     r#"{"type":"llm.response","run_id":"r1","ts":"2026-02-03T12:00:02.000Z","seq":4,"output":{"messages":[{"role":"assistant","content":"hello"}],"usage":null,"stop_reason":"end_turn","provider_meta":null}}"#,
+//! ];
+//! let records: Vec<_> = lines.iter().map(|l| parse_record(l.as_bytes()).unwrap().value).collect();
+//! let (invs, diags) = invocations(&records);
+//! assert_eq!(invs[0].seq, 4);
+//! assert_eq!(invs[0].duration_ms(), Some(1000));
+//! assert!(diags.is_empty());
+//! let (prompt, _) = prompt_at(&records, None);
+//! assert_eq!(prompt.unwrap().messages.len(), 1);
+//! ```
+
+mod diagnostic;
+mod history;
+mod invocation;
+mod resume;
+mod run;
+mod stats;
+mod transcript;
+
+pub use diagnostic::{Diagnostic, DiagnosticKind, Severity};
+pub use history::{HistoryEvent, HistoryOptions, SessionHistory, session_history};
+pub use invocation::{
+    Divergence, Invocation, OverInclusive, Prompt, Retry, SnapshotReport, check_snapshots,
+    invocations, own_response_position, prompt_at, session_invocations,
+};
+pub use resume::{
+    NO_RESULT_TEXT, RESUME_DIFF_TAG, ResumeChange, ResumeOptions, UnansweredCalls,
+    is_resume_diff_reminder, prepare_resume, prepare_state_for_resume,
+};
+pub use run::{RunLog, RunMeta, SkipKind, SkippedLine};
+pub use stats::{InvocationStats, RunStats, Stats, Tokens, ToolStats, stats};
+pub use transcript::{
+    Entry, EntryKind, IncompleteReason, Transcript, render_markdown, transcript, transcript_with,
+};

@@ -1,0 +1,108 @@
+//! `session.history`: a session's past runs replayed as UI events, with the reference's
+//! semantics (compat notes §2.12 and §4 `history.test.ts`).
+//!
+//! * The runs are ordered by `header.started_at` (string order, as the reference sorts) and the
+//!   newest `max_runs` are kept.
+//! * Each `run.start` becomes a `hidden_user_message` event with `seq` -1 whose content is the
+//!   input text (text parts concatenated, images as `[image]`); an empty input (a forced
+//!   compaction run) gives no event.
+//! * Every `agent.event` follows as written.
+//! * Only the newest `max_events` events are kept; `truncated` says whether any were dropped.
+//!
+//! Deliberate deviation: the reference picks candidate runs by file mtime before sorting by
+//! `started_at`; here the run list comes from the session-state run index, so the newest
+//! `max_runs` by `started_at` are kept.
+
+use session_schema::{AgentEvent, ContentEvent, Record};
+
+use crate::run::RunLog;
+
+/// Limits of [`session_history`] (the reference's RPC parameters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryOptions {
+    /// At most this many runs, the newest (default 20).
+    pub max_runs: usize,
+    /// At most this many events, the newest (default 1500).
+    pub max_events: usize,
+}
+
+impl Default for HistoryOptions {
+    fn default() -> Self {
+        HistoryOptions {
+            max_runs: 20,
+            max_events: 1500,
+        }
+    }
+}
+
+/// One replayed event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryEvent {
+    /// The run it comes from.
+    pub run_id: String,
+    /// `agent.event.seq`, or -1 for a `hidden_user_message`.
+    pub seq: i64,
+    /// The event as written (or the synthesized `hidden_user_message`).
+    pub event: AgentEvent,
+}
+
+/// The answer of [`session_history`] (`{runs, events_sent, truncated}` plus the events).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionHistory {
+    /// Number of runs replayed.
+    pub runs: usize,
+    /// Number of events returned.
+    pub events_sent: usize,
+    /// Whether older events were dropped to respect `max_events`.
+    pub truncated: bool,
+    /// The events, oldest first.
+    pub events: Vec<HistoryEvent>,
+}
+
+/// Replays a session's runs as `session.history` does (see the module docs). `runs` may be in
+/// any order; runs whose records are empty still count as replayed runs, as a run file with
+/// only a header does in the reference.
+pub fn session_history(runs: &[RunLog], options: HistoryOptions) -> SessionHistory {
+    let mut order: Vec<&RunLog> = runs.iter().collect();
+    // Newest first to apply max_runs, then oldest first for replay (stable on ties).
+    order.sort_by(|a, b| b.meta.started_at.as_str().cmp(a.meta.started_at.as_str()));
+    order.truncate(options.max_runs);
+    order.reverse();
+
+    let mut events = Vec::new();
+    for run in &order {
+        for record in &run.records {
+            match record {
+                Record::RunStart(s) => {
+                    let text = s.input.display_text();
+                    if !text.is_empty() {
+                        events.push(HistoryEvent {
+                            run_id: s.run_id.clone(),
+                            seq: -1,
+                            event: AgentEvent::HiddenUserMessage(ContentEvent {
+                                content: Some(text),
+                                ..Default::default()
+                            }),
+                        });
+                    }
+                }
+                Record::AgentEvent(e) => events.push(HistoryEvent {
+                    run_id: e.run_id.clone(),
+                    seq: e.seq,
+                    event: e.event.clone(),
+                }),
+                _ => {}
+            }
+        }
+    }
+    let truncated = events.len() > options.max_events;
+    if truncated {
+        events.drain(..events.len() - options.max_events);
+    }
+    SessionHistory {
+        runs: order.len(),
+        events_sent: events.len(),
+        truncated,
+        events,
+    }
+}

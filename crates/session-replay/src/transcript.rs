@@ -1,0 +1,582 @@
+//! Human-readable transcript of a run (spec §3 records, compat notes §2.3 emission order),
+//! as a typed sequence and as Markdown.
+//!
+//! Built from the UI-playback records (`agent.event`) plus `run.start`, `tool.output` (full
+//! tool output, compat notes §1.2), the invocation records, `run.error` and `run.end`. A run
+//! without `run.end`, or whose log ends in a torn line, ends with an
+//! [`EntryKind::Incomplete`] entry.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use session_schema::{AgentEvent, Record, RunInput, RunStatusKind, Timestamp, Usage};
+
+use crate::run::{SkipKind, SkippedLine};
+
+/// A run's transcript: entries in record order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Transcript {
+    /// The run id (from the header or the first record that has one).
+    pub run_id: Option<String>,
+    /// The session id (header or `run.start`).
+    pub session_id: Option<String>,
+    /// `header.started_at`.
+    pub started_at: Option<Timestamp>,
+    /// `header.model` as `provider/name` (plus ` (reasoning)` when set).
+    pub model: Option<String>,
+    /// The entries.
+    pub entries: Vec<Entry>,
+}
+
+/// One transcript entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// When the underlying record was written (`None` for entries not tied to a record).
+    pub ts: Option<Timestamp>,
+    /// Index of the record it comes from in the slice passed in.
+    pub record: Option<usize>,
+    /// What happened.
+    pub kind: EntryKind,
+}
+
+/// What a transcript entry says.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// The user's input (`run.start.input`): text, with each image part as `[image]`.
+    UserInput {
+        /// Display text (text parts concatenated, images as `[image]`).
+        text: String,
+        /// Number of image parts.
+        images: usize,
+    },
+    /// An LLM call was made (`llm.request`).
+    ModelRequest {
+        /// Invocation number.
+        seq: i64,
+        /// Model name when recorded.
+        model: Option<String>,
+    },
+    /// The LLM answered (`llm.response`).
+    ModelResponse {
+        /// Invocation number.
+        seq: i64,
+        /// Token usage.
+        usage: Option<Usage>,
+        /// Provider stop reason.
+        stop_reason: Option<String>,
+    },
+    /// A provider call is retried (`llm.retry`).
+    Retry {
+        /// Failure class (`rate_limit`, `overloaded`, …).
+        failure_kind: Option<String>,
+        /// HTTP status.
+        status: Option<String>,
+        /// Attempt about to be made.
+        next_attempt: Option<String>,
+        /// Attempt budget.
+        max_attempts: Option<String>,
+        /// Wait in milliseconds.
+        delay_ms: Option<String>,
+    },
+    /// Reasoning text.
+    Reasoning {
+        /// The text.
+        text: String,
+    },
+    /// Assistant text emitted before tool calls.
+    AssistantText {
+        /// The text.
+        text: String,
+    },
+    /// A tool call with its arguments.
+    ToolCall {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        tool: String,
+        /// Arguments as compact JSON text.
+        args: String,
+    },
+    /// A tool result (full `tool.output.result_raw`, else the `tool_result` event's text).
+    ToolResult {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        tool: String,
+        /// The output.
+        output: String,
+        /// Whether the tool failed.
+        is_error: bool,
+    },
+    /// Context compaction started.
+    CompactionStarted,
+    /// Context compaction finished.
+    CompactionFinished {
+        /// Whether the history was actually compacted.
+        compacted: bool,
+    },
+    /// A non-running `run.status` with a message (`"Operation aborted"`).
+    Status {
+        /// The status.
+        status: String,
+        /// The message.
+        message: Option<String>,
+    },
+    /// The run failed (`run.error`).
+    Error {
+        /// Error class name.
+        name: String,
+        /// Message.
+        message: String,
+    },
+    /// The final answer.
+    Final {
+        /// The text.
+        text: String,
+    },
+    /// How the run ended (`run.end.outcome`).
+    Outcome {
+        /// `completed`, `cancelled`, `error` or another value.
+        outcome: String,
+    },
+    /// A line of the log could not be read.
+    Skipped {
+        /// 1-based line.
+        line: u64,
+        /// Why.
+        kind: SkipKind,
+    },
+    /// The run log stops before the run ended.
+    Incomplete {
+        /// Why the run is considered incomplete.
+        reason: IncompleteReason,
+    },
+}
+
+/// Why a transcript ends with [`EntryKind::Incomplete`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IncompleteReason {
+    /// No `run.end` record (crash, or the run is still going).
+    NoRunEnd,
+    /// The log ends in a torn line at this 1-based line.
+    TornTail {
+        /// The torn line.
+        line: u64,
+    },
+}
+
+/// The transcript of one run's records (no skipped-line information).
+pub fn transcript(records: &[Record]) -> Transcript {
+    transcript_with(records, &[])
+}
+
+/// The transcript of one run's records, with the lines the reader skipped: corrupt lines appear
+/// as [`EntryKind::Skipped`] at their place, a torn tail as the final
+/// [`EntryKind::Incomplete`].
+pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcript {
+    let mut t = Transcript::default();
+    let with_output: BTreeSet<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::ToolOutput(o) => Some(o.tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut final_seen = false;
+    let mut ended = false;
+    let push = |t: &mut Transcript, i: usize, ts: &Timestamp, kind: EntryKind| {
+        t.entries.push(Entry {
+            ts: Some(ts.clone()),
+            record: Some(i),
+            kind,
+        });
+    };
+    for (i, record) in records.iter().enumerate() {
+        if t.run_id.is_none() {
+            t.run_id = record.run_id().map(str::to_owned);
+        }
+        match record {
+            Record::Header(h) => {
+                t.session_id = h.session_id.clone().or(t.session_id.take());
+                t.started_at = Some(h.started_at.clone());
+                t.model = h.model.as_ref().map(|m| {
+                    let mut s = match (&m.provider, &m.name) {
+                        (Some(p), Some(n)) => format!("{p}/{n}"),
+                        (None, Some(n)) => n.clone(),
+                        (Some(p), None) => p.clone(),
+                        (None, None) => String::new(),
+                    };
+                    if let Some(r) = &m.reasoning {
+                        let _ = write!(s, " ({r})");
+                    }
+                    s
+                });
+            }
+            Record::RunStart(s) => {
+                if t.session_id.is_none() {
+                    t.session_id = s.session_id.clone();
+                }
+                let images = match &s.input {
+                    RunInput::Parts(p) => p
+                        .parts
+                        .iter()
+                        .filter(|p| matches!(p, session_schema::ContentPart::ImageUrl(_)))
+                        .count(),
+                    _ => 0,
+                };
+                push(
+                    &mut t,
+                    i,
+                    &s.ts,
+                    EntryKind::UserInput {
+                        text: s.input.display_text(),
+                        images,
+                    },
+                );
+            }
+            Record::LlmRequest(q) => push(
+                &mut t,
+                i,
+                &q.ts,
+                EntryKind::ModelRequest {
+                    seq: q.seq,
+                    model: q
+                        .model
+                        .as_ref()
+                        .and_then(|m| m.name.clone())
+                        .or(q.input.model.clone()),
+                },
+            ),
+            Record::LlmResponse(r) => push(
+                &mut t,
+                i,
+                &r.ts,
+                EntryKind::ModelResponse {
+                    seq: r.seq,
+                    usage: r.output.usage.clone().flatten(),
+                    stop_reason: r.output.stop_reason.clone().flatten(),
+                },
+            ),
+            Record::AgentEvent(e) => {
+                let kind = match &e.event {
+                    AgentEvent::Text(x) => Some(EntryKind::AssistantText {
+                        text: x.content.clone().unwrap_or_default(),
+                    }),
+                    AgentEvent::Reasoning(x) => Some(EntryKind::Reasoning {
+                        text: x.content.clone().unwrap_or_default(),
+                    }),
+                    AgentEvent::LlmRetry(x) => Some(EntryKind::Retry {
+                        failure_kind: x.failure_kind.as_ref().map(|k| k.as_str().to_owned()),
+                        status: x.status.as_ref().map(ToString::to_string),
+                        next_attempt: x.next_attempt.as_ref().map(ToString::to_string),
+                        max_attempts: x.max_attempts.as_ref().map(ToString::to_string),
+                        delay_ms: x.delay_ms.as_ref().map(ToString::to_string),
+                    }),
+                    AgentEvent::ToolCall(x) => Some(EntryKind::ToolCall {
+                        call_id: x.tool_call_id.clone().unwrap_or_default(),
+                        tool: x.tool.clone().unwrap_or_default(),
+                        args: x
+                            .args
+                            .as_ref()
+                            .map(|a| a.get().to_owned())
+                            .or(x.raw_args.clone())
+                            .unwrap_or_default(),
+                    }),
+                    AgentEvent::ToolResult(x) => {
+                        let id = x.tool_call_id.as_deref().unwrap_or_default();
+                        (!with_output.contains(id)).then(|| EntryKind::ToolResult {
+                            call_id: id.to_owned(),
+                            tool: x.tool.clone().unwrap_or_default(),
+                            output: x.result.clone().unwrap_or_default(),
+                            is_error: x.is_error == Some(true),
+                        })
+                    }
+                    AgentEvent::CompactionStart(_) => Some(EntryKind::CompactionStarted),
+                    AgentEvent::CompactionComplete(c) => Some(EntryKind::CompactionFinished {
+                        compacted: c.compacted == Some(true),
+                    }),
+                    AgentEvent::Final(x) => {
+                        final_seen = true;
+                        Some(EntryKind::Final {
+                            text: x.content.clone().unwrap_or_default(),
+                        })
+                    }
+                    _ => None,
+                };
+                if let Some(kind) = kind {
+                    push(&mut t, i, &e.ts, kind);
+                }
+            }
+            Record::ToolOutput(o) => push(
+                &mut t,
+                i,
+                &o.ts,
+                EntryKind::ToolResult {
+                    call_id: o.tool_call_id.clone(),
+                    tool: o.tool.clone(),
+                    output: o.result_raw.clone(),
+                    is_error: o.is_error == Some(true),
+                },
+            ),
+            Record::RunStatus(s)
+                if !matches!(s.status, RunStatusKind::Running | RunStatusKind::Completed)
+                    && s.message.is_some() =>
+            {
+                push(
+                    &mut t,
+                    i,
+                    &s.ts,
+                    EntryKind::Status {
+                        status: s.status.as_str().to_owned(),
+                        message: s.message.clone(),
+                    },
+                );
+            }
+            Record::RunError(e) => push(
+                &mut t,
+                i,
+                &e.ts,
+                EntryKind::Error {
+                    name: e.error.name.clone(),
+                    message: e.error.message.clone(),
+                },
+            ),
+            Record::RunEnd(e) => {
+                ended = true;
+                if !final_seen && let Some(text) = &e.final_text {
+                    push(&mut t, i, &e.ts, EntryKind::Final { text: text.clone() });
+                }
+                push(
+                    &mut t,
+                    i,
+                    &e.ts,
+                    EntryKind::Outcome {
+                        outcome: e.outcome.as_str().to_owned(),
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+    insert_skipped(&mut t, records.len(), skipped);
+    let torn = skipped.iter().find(|s| s.kind == SkipKind::TornTail);
+    let reason = match torn {
+        Some(s) => Some(IncompleteReason::TornTail { line: s.line }),
+        None if !ended => Some(IncompleteReason::NoRunEnd),
+        None => None,
+    };
+    if let Some(reason) = reason {
+        t.entries.push(Entry {
+            ts: None,
+            record: None,
+            kind: EntryKind::Incomplete { reason },
+        });
+    }
+    t
+}
+
+/// Places corrupt/shape-skipped lines among the entries by line number. Entries know record
+/// indices, not lines; a skipped line sits after all records read before it, which is the
+/// number of lines before it minus the skipped lines before it (one record per line).
+fn insert_skipped(t: &mut Transcript, record_count: usize, skipped: &[SkippedLine]) {
+    let mut inserts: Vec<(usize, Entry)> = Vec::new();
+    for (n, s) in skipped.iter().enumerate() {
+        if s.kind == SkipKind::TornTail {
+            continue;
+        }
+        let records_before = usize::try_from(s.line.saturating_sub(1))
+            .unwrap_or(usize::MAX)
+            .saturating_sub(n)
+            .min(record_count);
+        let pos = t
+            .entries
+            .iter()
+            .position(|e| e.record.is_some_and(|r| r >= records_before))
+            .unwrap_or(t.entries.len());
+        inserts.push((
+            pos,
+            Entry {
+                ts: None,
+                record: None,
+                kind: EntryKind::Skipped {
+                    line: s.line,
+                    kind: s.kind,
+                },
+            },
+        ));
+    }
+    for (pos, entry) in inserts.into_iter().rev() {
+        t.entries.insert(pos, entry);
+    }
+}
+
+/// Renders a transcript as Markdown: a title with the run's identity, then one section per
+/// entry (user input, reasoning, assistant text, tool calls and results in fenced blocks, final
+/// answer), with the record timestamps; deterministic for a given transcript.
+pub fn render_markdown(t: &Transcript) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Run {}", t.run_id.as_deref().unwrap_or("(unknown)"));
+    out.push('\n');
+    if let Some(s) = &t.session_id {
+        let _ = writeln!(out, "- Session: {s}");
+    }
+    if let Some(s) = &t.started_at {
+        let _ = writeln!(out, "- Started: {s}");
+    }
+    if let Some(m) = &t.model {
+        let _ = writeln!(out, "- Model: {m}");
+    }
+    for e in &t.entries {
+        out.push('\n');
+        let ts = e.ts.as_ref().map(|t| format!(" · {t}")).unwrap_or_default();
+        match &e.kind {
+            EntryKind::UserInput { text, .. } => {
+                let _ = writeln!(out, "## User{ts}\n");
+                push_quoted_text(&mut out, text);
+            }
+            EntryKind::ModelRequest { seq, model } => {
+                let m = model
+                    .as_deref()
+                    .map(|m| format!(" to {m}"))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "_LLM call {seq}{m}{ts}_");
+            }
+            EntryKind::ModelResponse {
+                seq,
+                usage,
+                stop_reason,
+            } => {
+                let mut line = format!("_LLM answer {seq}");
+                if let Some(r) = stop_reason {
+                    let _ = write!(line, " ({r})");
+                }
+                if let Some(u) = usage {
+                    let _ = write!(
+                        line,
+                        ": {} in ({} cached), {} out",
+                        u.input_tokens,
+                        u.input_cached_tokens.flatten().unwrap_or(0),
+                        u.output_tokens
+                    );
+                }
+                let _ = writeln!(out, "{line}{ts}_");
+            }
+            EntryKind::Retry {
+                failure_kind,
+                status,
+                next_attempt,
+                max_attempts,
+                delay_ms,
+            } => {
+                let mut line = String::from("_Retry");
+                if let (Some(n), Some(m)) = (next_attempt, max_attempts) {
+                    let _ = write!(line, " (attempt {n} of {m})");
+                }
+                if let Some(k) = failure_kind {
+                    let _ = write!(line, " after {k}");
+                }
+                if let Some(s) = status {
+                    let _ = write!(line, " (HTTP {s})");
+                }
+                if let Some(d) = delay_ms {
+                    let _ = write!(line, ", waiting {d} ms");
+                }
+                let _ = writeln!(out, "{line}{ts}_");
+            }
+            EntryKind::Reasoning { text } => {
+                let _ = writeln!(out, "## Reasoning{ts}\n");
+                push_quoted_text(&mut out, text);
+            }
+            EntryKind::AssistantText { text } => {
+                let _ = writeln!(out, "## Assistant{ts}\n");
+                push_quoted_text(&mut out, text);
+            }
+            EntryKind::ToolCall {
+                call_id,
+                tool,
+                args,
+            } => {
+                let _ = writeln!(out, "## Tool call `{tool}` ({call_id}){ts}\n");
+                push_fenced(&mut out, "json", args);
+            }
+            EntryKind::ToolResult {
+                call_id,
+                tool,
+                output,
+                is_error,
+            } => {
+                let err = if *is_error { " — error" } else { "" };
+                let _ = writeln!(out, "## Tool result `{tool}` ({call_id}){err}{ts}\n");
+                push_fenced(&mut out, "", output);
+            }
+            EntryKind::CompactionStarted => {
+                let _ = writeln!(out, "_Compaction started{ts}_");
+            }
+            EntryKind::CompactionFinished { compacted } => {
+                let what = if *compacted {
+                    "history compacted"
+                } else {
+                    "nothing compacted"
+                };
+                let _ = writeln!(out, "_Compaction finished: {what}{ts}_");
+            }
+            EntryKind::Status { status, message } => {
+                let m = message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "_Status {status}{m}{ts}_");
+            }
+            EntryKind::Error { name, message } => {
+                let _ = writeln!(out, "## Error{ts}\n");
+                let _ = writeln!(out, "**{name}**: {message}");
+            }
+            EntryKind::Final { text } => {
+                let _ = writeln!(out, "## Final answer{ts}\n");
+                push_quoted_text(&mut out, text);
+            }
+            EntryKind::Outcome { outcome } => {
+                let _ = writeln!(out, "**Outcome: {outcome}**{ts}");
+            }
+            EntryKind::Skipped { line, kind } => {
+                let _ = writeln!(out, "> [line {line} skipped: {}]", kind.as_str());
+            }
+            EntryKind::Incomplete { reason } => {
+                let why = match reason {
+                    IncompleteReason::NoRunEnd => "no run.end record".to_owned(),
+                    IncompleteReason::TornTail { line } => format!("torn line {line} at the end"),
+                };
+                let _ = writeln!(
+                    out,
+                    "**Incomplete: the log stops before the run ended ({why})**"
+                );
+            }
+        }
+    }
+    out
+}
+
+fn push_quoted_text(out: &mut String, text: &str) {
+    if text.is_empty() {
+        out.push_str("_(empty)_\n");
+        return;
+    }
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+fn push_fenced(out: &mut String, lang: &str, text: &str) {
+    // A fence longer than any backtick run in the text keeps the block closed correctly.
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let _ = writeln!(out, "{fence}{lang}");
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+    let _ = writeln!(out, "{fence}");
+}
