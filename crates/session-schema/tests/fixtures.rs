@@ -1,6 +1,8 @@
 //! Every line the reference wrote under `../shared/fixtures/` parses and re-serializes to the
 //! identical bytes; every message inside decodes as typed `BaseMessage`s that round-trip too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use session_schema::{BaseMessage, Record, parse_message, parse_record, parse_session_state};

@@ -1,6 +1,8 @@
 //! Tolerance without data loss (spec §8–9): unknown types, fields and enum values, BOM, CRLF,
 //! lone surrogates, other schema versions, and typed errors for bad input.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use session_schema::{
     AgentEvent, BaseMessage, ContentPart, ParseError, Record, RunOutcome, RunStatusKind,
     SchemaMode, parse_message, parse_record,
@@ -178,7 +180,8 @@ fn unparseable_timestamps_are_kept() {
 
 #[test]
 fn bad_input_gives_typed_errors() {
-    let cases: &[(&[u8], fn(&ParseError) -> bool)] = &[
+    type Case<'a> = (&'a [u8], fn(&ParseError) -> bool);
+    let cases: &[Case] = &[
         (b"", |e| matches!(e, ParseError::Empty)),
         (b"   \r", |e| matches!(e, ParseError::Empty)),
         (b"not json", |e| {
