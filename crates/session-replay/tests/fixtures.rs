@@ -2,6 +2,8 @@
 //! the facts in its `expected.json`: invocation seqs, missing responses, over-inclusive
 //! snapshots, snapshot continuity, `session.history` answers, and the crashed run S9.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
