@@ -1,1 +1,68 @@
-//! session-jsonl: skeleton; see the crate README.
+//! Run files on disk: the layout, a durable append writer and a crash-tolerant streaming reader
+//! (spec §2–4, §8–9 of `session-store.md`; compat notes §2.1–2.4, §2.12, §5).
+//!
+//! Layer: depends only on session-schema (records, ids, timestamps). Never prints, never panics
+//! on bad input; every failure is a [`JsonlError`]; damage inside files is data ([`Damage`]).
+//!
+//! * [`layout`] — `<sessions_root>/YYYY/MM/DD/<run_id>.jsonl`: [`run_path`], [`find_run`],
+//!   [`list_run_files`] (newest first, tolerating non-padded directories).
+//! * [`scan`] — cheap look-ups: [`read_header`] (first 64 KiB at most) and [`terminal_state`]
+//!   (backward scan of the tail).
+//! * [`Reader`] — streaming iterator of [`Item`]s (records with offset and line, or [`Damage`]
+//!   reports); [`read_run`] reads a whole file. `.jsonl.zst` archives are read transparently.
+//! * [`Follower`] — follow a run that is still being written (`tail -f`).
+//! * [`RunWriter`] — one writer per file (advisory lock), header first, one `write` per line,
+//!   explicit [`Durability`] including group commit; [`seal_torn_tail`], [`needs_seal`] and
+//!   [`is_locked`] for repair and housekeeping tools.
+//! * [`archive`] — [`compress_run`] into `<run_id>.jsonl.zst`, verified before the original
+//!   goes.
+//! * [`text`] — lossy decoding of tool output bytes and code-point-safe truncation.
+//!
+//! ```
+//! use session_jsonl::{read_run, Durability, RunWriter, WriterOptions};
+//! use session_schema::{Header, Record, RunEnd, Timestamp, RunOutcome};
+//!
+//! let root = tempfile::tempdir().unwrap();
+//! let header = Header {
+//!     schema_version: 1,
+//!     run_id: "8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a".into(),
+//!     started_at: Timestamp::from_raw("2026-02-03T12:00:00.123Z"),
+//!     ..Default::default()
+//! };
+//! let writer = RunWriter::create(root.path(), &header, WriterOptions::with_durability(Durability::SyncData)).unwrap();
+//! writer.append(&Record::RunEnd(RunEnd {
+//!     run_id: header.run_id.clone(),
+//!     ts: Timestamp::now(),
+//!     outcome: RunOutcome::Completed,
+//!     ..Default::default()
+//! })).unwrap();
+//! assert!(writer.path().ends_with("2026/02/03/8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a.jsonl"));
+//! let path = writer.path().to_owned();
+//! drop(writer);
+//! let run = read_run(&path).unwrap();
+//! assert_eq!(run.records.len(), 2);
+//! assert!(run.damage.is_empty());
+//! ```
+
+pub mod archive;
+mod error;
+mod follow;
+pub mod layout;
+mod reader;
+pub mod scan;
+pub mod text;
+mod writer;
+
+pub use archive::compress_run;
+pub use error::{JsonlError, Result};
+pub use follow::{FollowOptions, Follower};
+pub use layout::{
+    FoundRun, RunDate, RunFile, RunListing, find_all_runs, find_run, list_run_files, run_path,
+};
+pub use reader::{
+    DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, Item, Reader,
+    ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file, read_run,
+    read_run_with,
+};
+pub use scan::{HeadScan, HeaderFacts, RunEndState, TerminalState, read_header, terminal_state};
+pub use writer::{Durability, RunWriter, WriterOptions, is_locked, needs_seal, seal_torn_tail};

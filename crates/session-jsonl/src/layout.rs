@@ -1,0 +1,454 @@
+//! Where run files live: `<sessions_root>/YYYY/MM/DD/<run_id>.jsonl` (spec §2, compat notes §2.1–2.2).
+//!
+//! The date is the UTC date of the header's `started_at`; an unparseable `started_at` falls back
+//! to the current UTC date, as the reference does. Archived runs are `<run_id>.jsonl.zst` in the
+//! same directory. Ids are checked with [`session_schema::check_id`] before any path is built.
+
+use std::cmp::Reverse;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use session_schema::{Timestamp, check_id};
+use time::{Date, OffsetDateTime};
+
+use crate::error::{JsonlError, Result};
+
+/// File-name suffix of a plain run file.
+pub const RUN_EXT: &str = ".jsonl";
+/// File-name suffix of an archived (zstd) run file.
+pub const ARCHIVED_EXT: &str = ".jsonl.zst";
+
+/// A UTC calendar date naming a `YYYY/MM/DD` directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunDate {
+    /// Year (the directory has 4 digits for years 1000–9999).
+    pub year: u16,
+    /// Month, 1–12.
+    pub month: u8,
+    /// Day of month, 1–31.
+    pub day: u8,
+}
+
+impl RunDate {
+    /// The UTC date of `ts`, or of the current time when `ts` does not parse as RFC 3339
+    /// (compat notes §2.2: the reference falls back to "now").
+    pub fn of_started_at(ts: &Timestamp) -> RunDate {
+        let dt = ts.parse().unwrap_or_else(OffsetDateTime::now_utc);
+        RunDate::from_date(dt.to_offset(time::UtcOffset::UTC).date())
+    }
+
+    fn from_date(d: Date) -> RunDate {
+        RunDate {
+            year: u16::try_from(d.year()).unwrap_or(0),
+            month: u8::from(d.month()),
+            day: d.day(),
+        }
+    }
+
+    fn to_date(self) -> Option<Date> {
+        let month = time::Month::try_from(self.month).ok()?;
+        Date::from_calendar_date(i32::from(self.year), month, self.day).ok()
+    }
+
+    /// The day before and the day after (for looking beside the computed directory).
+    pub fn neighbours(self) -> Vec<RunDate> {
+        let Some(d) = self.to_date() else {
+            return Vec::new();
+        };
+        [d.previous_day(), d.next_day()]
+            .into_iter()
+            .flatten()
+            .map(RunDate::from_date)
+            .collect()
+    }
+
+    /// `<root>/YYYY/MM/DD` (zero-padded: 4-digit year, 2-digit month and day).
+    pub fn dir(self, sessions_root: &Path) -> PathBuf {
+        sessions_root
+            .join(format!("{:04}", self.year))
+            .join(format!("{:02}", self.month))
+            .join(format!("{:02}", self.day))
+    }
+}
+
+fn checked(run_id: &str) -> Result<()> {
+    check_id(run_id).map_err(|source| JsonlError::UnsafeRunId {
+        run_id: run_id.to_owned(),
+        source,
+    })
+}
+
+/// The path of a new run file: `<sessions_root>/YYYY/MM/DD/<run_id>.jsonl`, date = UTC date of
+/// `started_at` (current UTC date when it does not parse). Pure: touches no file.
+///
+/// # Errors
+/// [`JsonlError::UnsafeRunId`] when `run_id` fails [`check_id`].
+pub fn run_path(sessions_root: &Path, run_id: &str, started_at: &Timestamp) -> Result<PathBuf> {
+    checked(run_id)?;
+    Ok(RunDate::of_started_at(started_at)
+        .dir(sessions_root)
+        .join(format!("{run_id}{RUN_EXT}")))
+}
+
+/// The run id named by a run file's name (`<id>.jsonl` or `<id>.jsonl.zst`) and whether it is
+/// archived; `None` for any other name.
+pub fn parse_run_file_name(name: &str) -> Option<(&str, bool)> {
+    if let Some(id) = name.strip_suffix(ARCHIVED_EXT) {
+        return (!id.is_empty()).then_some((id, true));
+    }
+    let id = name.strip_suffix(RUN_EXT)?;
+    (!id.is_empty()).then_some((id, false))
+}
+
+/// The result of [`find_run`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundRun {
+    /// The file to use: a plain `.jsonl` wins over an archive, the computed directory over a
+    /// neighbour, then newest date directory first.
+    pub path: PathBuf,
+    /// Every other file with the same run id that was seen (another date directory, or both a
+    /// `.jsonl` and a `.jsonl.zst`). Not empty means the tree needs attention; nothing was chosen
+    /// silently beyond the order above.
+    pub duplicates: Vec<PathBuf>,
+    /// Whether the file was found only by scanning every date directory (its directory
+    /// disagrees with the header's `started_at`, or no date hint was given).
+    pub by_scan: bool,
+}
+
+fn candidates_in(dir: &Path, run_id: &str, out: &mut Vec<PathBuf>) {
+    for name in [
+        format!("{run_id}{RUN_EXT}"),
+        format!("{run_id}{ARCHIVED_EXT}"),
+    ] {
+        let p = dir.join(name);
+        if p.is_file() {
+            out.push(p);
+        }
+    }
+}
+
+/// Finds the file of run `run_id` under `sessions_root`.
+///
+/// With a `started_at` hint it looks in the computed date directory, then the day before and
+/// after (clock or timezone trouble); files found there are returned with any same-id files in
+/// those three directories as duplicates. Without a hint, or when none is there, it scans every
+/// date directory ([`list_run_files`]) and reports every further match as a duplicate. Archived
+/// `.jsonl.zst` files count.
+///
+/// # Errors
+/// [`JsonlError::UnsafeRunId`] (before any file access), [`JsonlError::NotFound`], or
+/// [`JsonlError::Io`] when the root cannot be listed.
+pub fn find_run(
+    sessions_root: &Path,
+    run_id: &str,
+    started_at: Option<&Timestamp>,
+) -> Result<FoundRun> {
+    checked(run_id)?;
+    if let Some(ts) = started_at {
+        let date = RunDate::of_started_at(ts);
+        let mut found = Vec::new();
+        candidates_in(&date.dir(sessions_root), run_id, &mut found);
+        for n in date.neighbours() {
+            candidates_in(&n.dir(sessions_root), run_id, &mut found);
+        }
+        if !found.is_empty() {
+            let path = found.remove(0);
+            return Ok(FoundRun {
+                path,
+                duplicates: found,
+                by_scan: false,
+            });
+        }
+    }
+    let mut found = find_all_runs(sessions_root, run_id)?;
+    if found.is_empty() {
+        return Err(JsonlError::NotFound {
+            run_id: run_id.to_owned(),
+            root: sessions_root.to_owned(),
+        });
+    }
+    // Plain files before archives, keeping the newest-first date order otherwise.
+    found.sort_by_key(|p| p.to_string_lossy().ends_with(ARCHIVED_EXT));
+    let path = found.remove(0);
+    Ok(FoundRun {
+        path,
+        duplicates: found,
+        by_scan: true,
+    })
+}
+
+/// Every file of run `run_id` in any date directory, newest date first (exhaustive scan).
+///
+/// # Errors
+/// As [`find_run`].
+pub fn find_all_runs(sessions_root: &Path, run_id: &str) -> Result<Vec<PathBuf>> {
+    checked(run_id)?;
+    Ok(list_run_files(sessions_root)?
+        .files
+        .into_iter()
+        .filter(|f| f.run_id == run_id)
+        .map(|f| f.path)
+        .collect())
+}
+
+/// One run file found by [`list_run_files`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFile {
+    /// Full path.
+    pub path: PathBuf,
+    /// Run id from the file name (not checked against the header; use
+    /// [`read_header`](crate::read_header) for that).
+    pub run_id: String,
+    /// Whether this is an archived `.jsonl.zst`.
+    pub compressed: bool,
+    /// The date of the directory it lives in.
+    pub date: RunDate,
+    /// Whether a directory on the way is not zero-padded (`2026/2/11`): the reference's reader
+    /// (`^\d{4}$/^\d{2}$/^\d{2}$`) would not see this run.
+    pub nonstandard_dir: bool,
+    /// Modification time, used to order runs of one day (newest first).
+    pub modified: Option<SystemTime>,
+}
+
+/// A directory under the sessions root that could not be listed.
+#[derive(Debug)]
+pub struct SkippedDir {
+    /// The directory.
+    pub path: PathBuf,
+    /// Why.
+    pub error: io::Error,
+}
+
+/// The result of [`list_run_files`].
+#[derive(Debug, Default)]
+pub struct RunListing {
+    /// Run files, newest first: descending year, month, day directories, and within one day by
+    /// modification time (newest first), then by name.
+    pub files: Vec<RunFile>,
+    /// Date directories that are all digits but not zero-padded (`2026/2/11`); their runs are
+    /// listed (with [`RunFile::nonstandard_dir`]) although the reference would miss them.
+    pub nonstandard_dirs: Vec<PathBuf>,
+    /// Directories that could not be read; their runs are missing from `files`.
+    pub skipped: Vec<SkippedDir>,
+}
+
+/// All-digit directory names with their numeric value and whether they are padded to `width`.
+fn numeric_subdirs(
+    dir: &Path,
+    width: usize,
+    max: u32,
+    skipped: &mut Vec<SkippedDir>,
+) -> Vec<(u32, bool, PathBuf)> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(error) => {
+            skipped.push(SkippedDir {
+                path: dir.to_owned(),
+                error,
+            });
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.is_empty() || name.len() > width || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(n) = name.parse::<u32>() else { continue };
+        if n == 0 || n > max {
+            continue;
+        }
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        out.push((n, name.len() == width, entry.path()));
+    }
+    // Descending value; padded before unpadded for equal values.
+    out.sort_by_key(|(n, padded, _)| (Reverse(*n), Reverse(*padded)));
+    out
+}
+
+/// Lists every run file under `sessions_root` newest first without opening any of them.
+///
+/// Walks `YYYY/MM/DD` directories in descending order. Directories whose names are all digits
+/// but not zero-padded are included and reported in [`RunListing::nonstandard_dirs`]; anything
+/// else (`messages/`, `state/`, `state.db`, stray files) is ignored. A missing root gives an
+/// empty listing.
+///
+/// # Errors
+/// [`JsonlError::Io`] only when the root exists but cannot be listed; unreadable
+/// subdirectories are reported in [`RunListing::skipped`].
+pub fn list_run_files(sessions_root: &Path) -> Result<RunListing> {
+    let mut listing = RunListing::default();
+    match fs::metadata(sessions_root) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(listing),
+        Err(e) => return Err(JsonlError::io("stat", sessions_root, e)),
+        Ok(_) => {}
+    }
+    if let Err(e) = fs::read_dir(sessions_root) {
+        return Err(JsonlError::io("list", sessions_root, e));
+    }
+    let mut skipped = Vec::new();
+    for (year, y_pad, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
+        for (month, m_pad, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
+            for (day, d_pad, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
+                let nonstandard = !(y_pad && m_pad && d_pad);
+                if nonstandard {
+                    listing.nonstandard_dirs.push(d_dir.clone());
+                }
+                let date = RunDate {
+                    year: u16::try_from(year).unwrap_or(0),
+                    month: u8::try_from(month).unwrap_or(0),
+                    day: u8::try_from(day).unwrap_or(0),
+                };
+                let entries = match fs::read_dir(&d_dir) {
+                    Ok(e) => e,
+                    Err(error) => {
+                        skipped.push(SkippedDir { path: d_dir, error });
+                        continue;
+                    }
+                };
+                let mut day_files = Vec::new();
+                for entry in entries.flatten() {
+                    let name = entry.file_name();
+                    let Some(name) = name.to_str() else { continue };
+                    let Some((run_id, compressed)) = parse_run_file_name(name) else {
+                        continue;
+                    };
+                    let Ok(meta) = entry.metadata() else { continue };
+                    if !meta.is_file() {
+                        continue;
+                    }
+                    day_files.push(RunFile {
+                        path: entry.path(),
+                        run_id: run_id.to_owned(),
+                        compressed,
+                        date,
+                        nonstandard_dir: nonstandard,
+                        modified: meta.modified().ok(),
+                    });
+                }
+                day_files.sort_by(|a, b| {
+                    b.modified
+                        .cmp(&a.modified)
+                        .then_with(|| a.path.cmp(&b.path))
+                });
+                listing.files.extend(day_files);
+            }
+        }
+    }
+    listing.skipped = skipped;
+    Ok(listing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_uses_utc_date_of_started_at() {
+        let root = Path::new("/s");
+        let p = run_path(
+            root,
+            "r1",
+            &Timestamp::from_raw("2026-02-03T23:59:59.999+09:00"),
+        )
+        .unwrap();
+        assert_eq!(p, Path::new("/s/2026/02/03/r1.jsonl"));
+        let p = run_path(
+            root,
+            "r1",
+            &Timestamp::from_raw("2026-02-03T20:00:00.000-05:00"),
+        )
+        .unwrap();
+        assert_eq!(p, Path::new("/s/2026/02/04/r1.jsonl"));
+    }
+
+    #[test]
+    fn unparseable_started_at_uses_today() {
+        let today = RunDate::from_date(OffsetDateTime::now_utc().date());
+        let p = run_path(Path::new("/s"), "r1", &Timestamp::from_raw("not a date")).unwrap();
+        assert_eq!(p, today.dir(Path::new("/s")).join("r1.jsonl"));
+    }
+
+    #[test]
+    fn unsafe_ids_are_refused() {
+        for id in ["../x", "a/b", "", ".."] {
+            let err = run_path(Path::new("/s"), id, &Timestamp::now()).unwrap_err();
+            assert!(matches!(err, JsonlError::UnsafeRunId { .. }), "{id}");
+            assert!(matches!(
+                find_run(Path::new("/nonexistent"), id, None),
+                Err(JsonlError::UnsafeRunId { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn file_names() {
+        assert_eq!(parse_run_file_name("a.jsonl"), Some(("a", false)));
+        assert_eq!(parse_run_file_name("a.jsonl.zst"), Some(("a", true)));
+        assert_eq!(parse_run_file_name(".jsonl"), None);
+        assert_eq!(parse_run_file_name("a.json"), None);
+    }
+
+    #[test]
+    fn listing_is_newest_first_and_reports_unpadded_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for (dir, name) in [
+            ("2026/11/30", "a.jsonl"),
+            ("2026/11/29", "b.jsonl.zst"),
+            ("2025/12/01", "c.jsonl"),
+            ("2026/2/11", "d.jsonl"),
+            ("messages", "e.jsonl"),
+            ("2026/11/xx", "f.jsonl"),
+        ] {
+            fs::create_dir_all(root.join(dir)).unwrap();
+            fs::write(root.join(dir).join(name), b"").unwrap();
+        }
+        let listing = list_run_files(root).unwrap();
+        let ids: Vec<_> = listing.files.iter().map(|f| f.run_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "d", "c"]);
+        assert!(listing.files[1].compressed);
+        assert!(listing.files[2].nonstandard_dir);
+        assert_eq!(listing.nonstandard_dirs, [root.join("2026/2/11")]);
+        assert!(
+            list_run_files(&root.join("missing"))
+                .unwrap()
+                .files
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn find_looks_beside_the_computed_dir_then_scans() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for dir in ["2026/02/04", "2025/01/01"] {
+            fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        fs::write(root.join("2026/02/04/r.jsonl"), b"").unwrap();
+        let ts = Timestamp::from_raw("2026-02-03T10:00:00.000Z");
+        let found = find_run(root, "r", Some(&ts)).unwrap();
+        assert_eq!(found.path, root.join("2026/02/04/r.jsonl"));
+        assert!(!found.by_scan && found.duplicates.is_empty());
+
+        fs::write(root.join("2025/01/01/r.jsonl.zst"), b"").unwrap();
+        let found = find_run(root, "r", None).unwrap();
+        assert_eq!(found.path, root.join("2026/02/04/r.jsonl"));
+        assert_eq!(found.duplicates, [root.join("2025/01/01/r.jsonl.zst")]);
+        assert!(found.by_scan);
+
+        let far = Timestamp::from_raw("2020-01-01T00:00:00.000Z");
+        let found = find_run(root, "r", Some(&far)).unwrap();
+        assert!(found.by_scan);
+        assert!(matches!(
+            find_run(root, "nope", None),
+            Err(JsonlError::NotFound { .. })
+        ));
+    }
+}

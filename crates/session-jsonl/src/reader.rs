@@ -1,0 +1,864 @@
+//! The crash-tolerant streaming reader (spec §3–4, §8–9; compat notes §2.12).
+//!
+//! A [`Reader`] turns any byte stream into [`Item`]s: every record that can be recovered, and a
+//! [`Damage`] report for everything that cannot be taken at face value. Only I/O failures are
+//! `Err`. Memory stays bounded by the longest line ([`ReaderOptions::max_line_len`]); a longer
+//! line is skipped without being buffered and reported as [`DamageKind::OversizedLine`].
+//!
+//! How lines are classified:
+//!
+//! | line | items |
+//! |---|---|
+//! | parses as a record | [`Item::Record`] |
+//! | last line, no `\n`, parses | [`Item::Record`] (the bytes are exactly what the writer wrote; a later writer seals it with `\n`) |
+//! | last line, no `\n`, does not parse | [`DamageKind::TornTail`] |
+//! | not JSON (incl. a cut line that was later sealed with `\n`) | [`DamageKind::CorruptLine`] |
+//! | JSON of the wrong shape | [`DamageKind::SchemaMismatch`] (raw JSON in [`Damage::raw`]) |
+//! | NUL bytes | one [`DamageKind::NulRun`] per run of NULs; the pieces between them are read as lines of their own, so a record written after NUL padding is recovered |
+//! | invalid UTF-8 | [`DamageKind::InvalidUtf8`], then the record decoded lossily (U+FFFD) |
+//! | lone surrogate escape | [`DamageKind::LoneSurrogate`], then the record (repaired, see [`session_schema::surrogate`]) |
+//! | longer than `max_line_len` | [`DamageKind::OversizedLine`] |
+//! | blank (whitespace only) | nothing |
+//!
+//! File-level reports: [`DamageKind::EmptyFile`] (no content at all),
+//! [`DamageKind::MissingHeader`] (the first record is not a `header`),
+//! [`DamageKind::NewerSchemaVersion`] / [`DamageKind::UnknownSchemaVersion`] (the header's
+//! `schema_version` is not 1; the rest is read best-effort, spec §8) and
+//! [`DamageKind::DuplicateHeader`]. A UTF-8 BOM and CRLF line endings are accepted silently.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use session_schema::{ParseError, Parsed, Record, SCHEMA_VERSION, parse_record};
+
+use crate::error::{JsonlError, Result};
+use crate::layout::ARCHIVED_EXT;
+
+/// Default [`ReaderOptions::max_line_len`]: 256 MiB.
+pub const DEFAULT_MAX_LINE_LEN: usize = 256 << 20;
+/// Default [`ReaderOptions::read_size`]: 1 MiB.
+pub const DEFAULT_READ_SIZE: usize = 1 << 20;
+/// Longest excerpt of a damaged line kept in [`Damage::excerpt`], in bytes.
+pub const EXCERPT_LEN: usize = 160;
+
+/// Reader settings. Build with `ReaderOptions { max_line_len: 1 << 20, ..Default::default() }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Longest line (bytes, without its `\n`) that is parsed; longer lines are skipped without
+    /// buffering them and reported as [`DamageKind::OversizedLine`]. Memory use is about this
+    /// plus [`read_size`](Self::read_size).
+    pub max_line_len: usize,
+    /// Bytes requested from the source per `read` (the buffer starts this large).
+    pub read_size: usize,
+    /// Keep each record's line bytes in [`RecordLine::raw`] (costs one copy per line).
+    pub keep_raw: bool,
+    /// Report [`DamageKind::MissingHeader`] / [`DamageKind::EmptyFile`] (run files); turn off to
+    /// read a stream that starts mid-file.
+    pub expect_header: bool,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            max_line_len: DEFAULT_MAX_LINE_LEN,
+            read_size: DEFAULT_READ_SIZE,
+            keep_raw: false,
+            expect_header: true,
+        }
+    }
+}
+
+/// What is wrong with a part of a run file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DamageKind {
+    /// The last line has no `\n` and does not parse: a write cut short by a crash.
+    TornTail,
+    /// A line that is not JSON (garbage, or a torn fragment that a later writer sealed).
+    CorruptLine,
+    /// Valid JSON that does not fit the record schema; [`Damage::raw`] holds it.
+    SchemaMismatch,
+    /// A run of NUL bytes (unwritten blocks after a crash); text around it is still read.
+    NulRun,
+    /// Bytes that are not UTF-8; the line was decoded lossily (U+FFFD) and its record, if any,
+    /// follows this report.
+    InvalidUtf8,
+    /// A lone UTF-16 surrogate escape (`"\ud83c"`), repaired; the record follows this report.
+    LoneSurrogate,
+    /// A line longer than [`ReaderOptions::max_line_len`], skipped unread.
+    OversizedLine,
+    /// The file holds no content at all (zero bytes or only whitespace).
+    EmptyFile,
+    /// The first record is not a `header` (or there is no record at all): the reference's
+    /// readers would not see this run.
+    MissingHeader,
+    /// The header's `schema_version` is newer than this crate's; records are read best-effort.
+    NewerSchemaVersion,
+    /// The header's `schema_version` is older than 1 (never written by any known version).
+    UnknownSchemaVersion,
+    /// A second `header` record after the first one (the record is still yielded).
+    DuplicateHeader,
+}
+
+impl DamageKind {
+    /// Stable snake_case name (used in test expectations and CLI output).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DamageKind::TornTail => "torn_tail",
+            DamageKind::CorruptLine => "corrupt_line",
+            DamageKind::SchemaMismatch => "schema_mismatch",
+            DamageKind::NulRun => "nul_run",
+            DamageKind::InvalidUtf8 => "invalid_utf8",
+            DamageKind::LoneSurrogate => "lone_surrogate",
+            DamageKind::OversizedLine => "oversized_line",
+            DamageKind::EmptyFile => "empty_file",
+            DamageKind::MissingHeader => "missing_header",
+            DamageKind::NewerSchemaVersion => "newer_schema_version",
+            DamageKind::UnknownSchemaVersion => "unknown_schema_version",
+            DamageKind::DuplicateHeader => "duplicate_header",
+        }
+    }
+
+    /// Whether the affected record was still recovered (the report is informational).
+    pub fn record_recovered(self) -> bool {
+        matches!(
+            self,
+            DamageKind::InvalidUtf8
+                | DamageKind::LoneSurrogate
+                | DamageKind::NewerSchemaVersion
+                | DamageKind::UnknownSchemaVersion
+                | DamageKind::DuplicateHeader
+                | DamageKind::MissingHeader
+        )
+    }
+}
+
+impl fmt::Display for DamageKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One damage report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// What is wrong.
+    pub kind: DamageKind,
+    /// Byte offset of the damaged bytes in the (decompressed) file.
+    pub offset: u64,
+    /// 1-based physical line number.
+    pub line: u64,
+    /// Number of damaged bytes (without the `\n`); 0 for file-level reports.
+    pub len: u64,
+    /// Lower-case explanation.
+    pub message: String,
+    /// The JSON text, for [`DamageKind::SchemaMismatch`] (lossy for invalid UTF-8).
+    pub raw: Option<String>,
+    /// The first bytes of a damaged line (lossy UTF-8, at most [`EXCERPT_LEN`] bytes).
+    pub excerpt: Option<String>,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at line {}, byte offset {}: {}",
+            self.kind, self.line, self.offset, self.message
+        )
+    }
+}
+
+/// One recovered record with its position.
+#[derive(Debug, Clone)]
+pub struct RecordLine {
+    /// The record and what was repaired in it.
+    pub parsed: Parsed<Record>,
+    /// Byte offset of the line (of the piece after a NUL run) in the (decompressed) file.
+    pub offset: u64,
+    /// 1-based physical line number.
+    pub line: u64,
+    /// Length of the line in bytes, without the `\n`.
+    pub len: u64,
+    /// The line's bytes (without `\n`) when [`ReaderOptions::keep_raw`] is set.
+    /// [`Parsed::to_json`] gives the same bytes back for any line without BOM or CR.
+    pub raw: Option<Vec<u8>>,
+}
+
+impl RecordLine {
+    /// The record.
+    pub fn record(&self) -> &Record {
+        &self.parsed.value
+    }
+}
+
+/// What a [`Reader`] yields.
+#[derive(Debug, Clone)]
+pub enum Item {
+    /// A recovered record.
+    Record(RecordLine),
+    /// A damage report.
+    Damage(Damage),
+}
+
+impl Item {
+    /// The record, if this is one.
+    pub fn as_record(&self) -> Option<&RecordLine> {
+        match self {
+            Item::Record(r) => Some(r),
+            Item::Damage(_) => None,
+        }
+    }
+
+    /// The damage report, if this is one.
+    pub fn as_damage(&self) -> Option<&Damage> {
+        match self {
+            Item::Damage(d) => Some(d),
+            Item::Record(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeaderState {
+    Pending,
+    Seen,
+    Missing,
+}
+
+fn excerpt(bytes: &[u8]) -> String {
+    let cut = bytes.len().min(EXCERPT_LEN);
+    let s = String::from_utf8_lossy(&bytes[..cut]);
+    // A cut inside a multi-byte sequence shows as one U+FFFD at the end; drop it.
+    let s = if cut < bytes.len() {
+        s.trim_end_matches('\u{fffd}').to_owned()
+    } else {
+        s.into_owned()
+    };
+    s
+}
+
+/// Turns lines into items; shared by [`Reader`] and [`Follower`](crate::Follower).
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    keep_raw: bool,
+    expect_header: bool,
+    header: HeaderState,
+    content_seen: bool,
+}
+
+impl Decoder {
+    pub(crate) fn new(opts: &ReaderOptions) -> Self {
+        Decoder {
+            keep_raw: opts.keep_raw,
+            expect_header: opts.expect_header,
+            header: if opts.expect_header {
+                HeaderState::Pending
+            } else {
+                HeaderState::Seen
+            },
+            content_seen: false,
+        }
+    }
+
+    /// One physical line without its `\n`; `terminated` is false for a final line without one.
+    pub(crate) fn line(
+        &mut self,
+        bytes: &[u8],
+        offset: u64,
+        line: u64,
+        terminated: bool,
+        out: &mut VecDeque<Item>,
+    ) {
+        if !self.content_seen && !bytes.trim_ascii().is_empty() {
+            self.content_seen = true;
+        }
+        if memchr::memchr(0, bytes).is_none() {
+            self.piece(bytes, offset, line, terminated, out);
+            return;
+        }
+        // NUL runs: report each, read the pieces between them as lines of their own.
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == 0 {
+                let start = i;
+                while i < bytes.len() && bytes[i] == 0 {
+                    i += 1;
+                }
+                out.push_back(Item::Damage(Damage {
+                    kind: DamageKind::NulRun,
+                    offset: offset + start as u64,
+                    line,
+                    len: (i - start) as u64,
+                    message: format!("{} NUL bytes", i - start),
+                    raw: None,
+                    excerpt: None,
+                }));
+            } else {
+                let start = i;
+                i = memchr::memchr(0, &bytes[i..]).map_or(bytes.len(), |n| i + n);
+                let last = i == bytes.len();
+                self.piece(
+                    &bytes[start..i],
+                    offset + start as u64,
+                    line,
+                    !last || terminated,
+                    out,
+                );
+            }
+        }
+    }
+
+    fn piece(
+        &mut self,
+        bytes: &[u8],
+        offset: u64,
+        line: u64,
+        terminated: bool,
+        out: &mut VecDeque<Item>,
+    ) {
+        match parse_record(bytes) {
+            Ok(parsed) => {
+                if !parsed.lone_surrogates.is_empty() {
+                    let first = parsed.lone_surrogates[0].offset;
+                    out.push_back(Item::Damage(Damage {
+                        kind: DamageKind::LoneSurrogate,
+                        offset: offset + first as u64,
+                        line,
+                        len: bytes.len() as u64,
+                        message: format!(
+                            "{} lone surrogate escape(s) repaired as U+FFFD, first {}",
+                            parsed.lone_surrogates.len(),
+                            parsed.lone_surrogates[0].escape_str()
+                        ),
+                        raw: None,
+                        excerpt: None,
+                    }));
+                }
+                self.record(parsed, bytes, offset, line, out);
+            }
+            Err(ParseError::Empty) => {}
+            Err(ParseError::InvalidUtf8 { offset: bad }) => {
+                let lossy = String::from_utf8_lossy(bytes);
+                out.push_back(Item::Damage(Damage {
+                    kind: DamageKind::InvalidUtf8,
+                    offset: offset + bad as u64,
+                    line,
+                    len: bytes.len() as u64,
+                    message: format!(
+                        "invalid UTF-8 at byte {bad} of the line; decoded with U+FFFD replacements"
+                    ),
+                    raw: None,
+                    excerpt: Some(excerpt(lossy.as_bytes())),
+                }));
+                match parse_record(lossy.as_bytes()) {
+                    Ok(parsed) => self.record(parsed, bytes, offset, line, out),
+                    Err(e) => self.failed(
+                        &e,
+                        lossy.as_bytes(),
+                        bytes.len(),
+                        offset,
+                        line,
+                        terminated,
+                        out,
+                    ),
+                }
+            }
+            Err(e) => self.failed(&e, bytes, bytes.len(), offset, line, terminated, out),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn failed(
+        &mut self,
+        err: &ParseError,
+        text: &[u8],
+        len: usize,
+        offset: u64,
+        line: u64,
+        terminated: bool,
+        out: &mut VecDeque<Item>,
+    ) {
+        let (kind, raw) = if err.is_shape() {
+            (
+                DamageKind::SchemaMismatch,
+                Some(String::from_utf8_lossy(session_schema::trim_line(text).0).into_owned()),
+            )
+        } else if !terminated {
+            (DamageKind::TornTail, None)
+        } else {
+            (DamageKind::CorruptLine, None)
+        };
+        let message = match kind {
+            DamageKind::TornTail => format!("last line has no newline and is incomplete: {err}"),
+            DamageKind::CorruptLine if err.is_eof() => {
+                format!("line ends in the middle of a value (a torn write sealed later): {err}")
+            }
+            _ => err.to_string(),
+        };
+        out.push_back(Item::Damage(Damage {
+            kind,
+            offset,
+            line,
+            len: len as u64,
+            message,
+            raw,
+            excerpt: Some(excerpt(text)),
+        }));
+    }
+
+    fn record(
+        &mut self,
+        parsed: Parsed<Record>,
+        bytes: &[u8],
+        offset: u64,
+        line: u64,
+        out: &mut VecDeque<Item>,
+    ) {
+        match (&parsed.value, self.header) {
+            (Record::Header(h), HeaderState::Pending) => {
+                self.header = HeaderState::Seen;
+                if h.schema_version != SCHEMA_VERSION {
+                    let newer = h.schema_version > SCHEMA_VERSION;
+                    out.push_back(Item::Damage(Damage {
+                        kind: if newer {
+                            DamageKind::NewerSchemaVersion
+                        } else {
+                            DamageKind::UnknownSchemaVersion
+                        },
+                        offset,
+                        line,
+                        len: 0,
+                        message: format!(
+                            "header has schema_version {}, this reader implements {}; reading best-effort",
+                            h.schema_version, SCHEMA_VERSION
+                        ),
+                        raw: None,
+                        excerpt: None,
+                    }));
+                }
+            }
+            (_, HeaderState::Pending) => {
+                self.header = HeaderState::Missing;
+                out.push_back(Item::Damage(Damage {
+                    kind: DamageKind::MissingHeader,
+                    offset,
+                    line,
+                    len: 0,
+                    message: format!(
+                        "first record is a `{}` record, not a `header`",
+                        parsed.value.kind()
+                    ),
+                    raw: None,
+                    excerpt: None,
+                }));
+            }
+            (Record::Header(_), _) if self.expect_header => {
+                out.push_back(Item::Damage(Damage {
+                    kind: DamageKind::DuplicateHeader,
+                    offset,
+                    line,
+                    len: bytes.len() as u64,
+                    message: "a second `header` record".to_owned(),
+                    raw: None,
+                    excerpt: None,
+                }));
+            }
+            _ => {}
+        }
+        out.push_back(Item::Record(RecordLine {
+            parsed,
+            offset,
+            line,
+            len: bytes.len() as u64,
+            raw: self.keep_raw.then(|| bytes.to_vec()),
+        }));
+    }
+
+    /// End of input at `offset` (file length), `line` = number of the line after the last.
+    pub(crate) fn finish(&mut self, offset: u64, line: u64, out: &mut VecDeque<Item>) {
+        if !self.expect_header || self.header != HeaderState::Pending {
+            return;
+        }
+        let (kind, message) = if self.content_seen {
+            (
+                DamageKind::MissingHeader,
+                "no record in the file is a `header`",
+            )
+        } else {
+            (DamageKind::EmptyFile, "file has no content")
+        };
+        self.header = HeaderState::Missing;
+        out.push_back(Item::Damage(Damage {
+            kind,
+            offset,
+            line,
+            len: 0,
+            message: message.to_owned(),
+            raw: None,
+            excerpt: None,
+        }));
+    }
+
+    pub(crate) fn oversized(&mut self, skip: Skip, terminated: bool, out: &mut VecDeque<Item>) {
+        self.content_seen = true;
+        out.push_back(Item::Damage(Damage {
+            kind: DamageKind::OversizedLine,
+            offset: skip.offset,
+            line: skip.line,
+            len: skip.len,
+            message: format!(
+                "line of {} bytes{} is longer than the limit; skipped",
+                skip.len,
+                if terminated { "" } else { " (no newline)" }
+            ),
+            raw: None,
+            excerpt: None,
+        }));
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Skip {
+    offset: u64,
+    line: u64,
+    len: u64,
+}
+
+/// Streaming reader over any [`Read`]: an iterator of `io::Result<Item>`.
+///
+/// Reads blocks of [`ReaderOptions::read_size`], finds newlines with `memchr` and parses each
+/// line straight from the buffer. Errors of the source are returned as `Err` items; the reader
+/// can be polled again after one (the bytes read so far are kept).
+///
+/// ```
+/// use session_jsonl::{Item, Reader, ReaderOptions};
+/// let data = b"{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"r\",\"started_at\":\"2026-02-03T12:00:00.000Z\"}\n{\"type\":\"run.e";
+/// let items: Vec<Item> = Reader::new(&data[..], ReaderOptions::default())
+///     .collect::<Result<_, _>>()
+///     .unwrap();
+/// assert!(items[0].as_record().is_some());
+/// assert_eq!(items[1].as_damage().unwrap().kind, session_jsonl::DamageKind::TornTail);
+/// ```
+#[derive(Debug)]
+pub struct Reader<R> {
+    src: R,
+    opts: ReaderOptions,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// Bytes from `pos` already searched for `\n`.
+    scanned: usize,
+    /// Offset in the stream of `buf[0]`.
+    base: u64,
+    /// Number of the line starting at `pos`.
+    line: u64,
+    eof: bool,
+    done: bool,
+    follow: bool,
+    skip: Option<Skip>,
+    dec: Decoder,
+    pending: VecDeque<Item>,
+}
+
+impl<R: Read> Reader<R> {
+    /// A reader over `src` starting at byte offset 0, line 1.
+    pub fn new(src: R, opts: ReaderOptions) -> Self {
+        Reader::with_position(src, opts, 0, 1)
+    }
+
+    /// A reader over `src` whose first byte is at `offset` on line `line` of the file (for
+    /// resuming; use with `expect_header: false` unless `offset` is 0).
+    pub fn with_position(src: R, opts: ReaderOptions, offset: u64, line: u64) -> Self {
+        let size = opts.read_size.max(1);
+        Reader {
+            src,
+            dec: Decoder::new(&opts),
+            buf: vec![0; size],
+            opts,
+            pos: 0,
+            end: 0,
+            scanned: 0,
+            base: offset,
+            line,
+            eof: false,
+            done: false,
+            follow: false,
+            skip: None,
+            pending: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn set_follow(&mut self, follow: bool) {
+        self.follow = follow;
+    }
+
+    pub(crate) fn source_mut(&mut self) -> &mut R {
+        &mut self.src
+    }
+
+    /// Byte offset just after the last complete (`\n`-terminated) line consumed so far: where
+    /// a clean record would start.
+    pub fn complete_offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// 1-based number of the next line to be read.
+    pub fn next_line(&self) -> u64 {
+        self.line
+    }
+
+    /// Bytes buffered past [`complete_offset`](Self::complete_offset) (a partial last line).
+    pub fn buffered_partial(&self) -> usize {
+        self.end - self.pos
+    }
+
+    /// Reads more bytes; returns how many (0 at end of input).
+    fn fill(&mut self) -> io::Result<usize> {
+        if self.end == self.buf.len() {
+            if self.pos > 0 {
+                self.buf.copy_within(self.pos..self.end, 0);
+                self.base += self.pos as u64;
+                self.end -= self.pos;
+                self.pos = 0;
+            }
+            if self.end == self.buf.len() {
+                let grown = (self.buf.len() * 2).max(self.buf.len() + 1);
+                self.buf.resize(grown, 0);
+            }
+        }
+        let want = (self.buf.len() - self.end).min(self.opts.read_size.max(1));
+        loop {
+            match self.src.read(&mut self.buf[self.end..self.end + want]) {
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn consume_line(&mut self, nl: usize) {
+        let line_len = nl - self.pos;
+        let offset = self.base + self.pos as u64;
+        if line_len > self.opts.max_line_len {
+            let skip = Skip {
+                offset,
+                line: self.line,
+                len: line_len as u64,
+            };
+            self.dec.oversized(skip, true, &mut self.pending);
+        } else {
+            let bytes = &self.buf[self.pos..nl];
+            self.dec
+                .line(bytes, offset, self.line, true, &mut self.pending);
+        }
+        self.pos = nl + 1;
+        self.scanned = 0;
+        self.line += 1;
+    }
+
+    /// Finishes the input: the partial last line (if any) is final.
+    pub(crate) fn finish_input(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(skip) = self.skip.take() {
+            self.dec.oversized(skip, false, &mut self.pending);
+            self.line += 1;
+        } else if self.pos < self.end {
+            let offset = self.base + self.pos as u64;
+            let bytes = &self.buf[self.pos..self.end];
+            self.dec
+                .line(bytes, offset, self.line, false, &mut self.pending);
+            self.line += 1;
+        }
+        let end = self.base + self.end as u64;
+        self.pos = self.end;
+        self.scanned = 0;
+        self.dec.finish(end, self.line, &mut self.pending);
+        self.done = true;
+    }
+
+    /// The next item; `None` at the end (in follow mode: nothing new yet).
+    pub(crate) fn next_item(&mut self) -> Option<io::Result<Item>> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(Ok(item));
+            }
+            if self.done {
+                return None;
+            }
+            if let Some(mut skip) = self.skip {
+                match memchr::memchr(b'\n', &self.buf[self.pos..self.end]) {
+                    Some(i) => {
+                        skip.len += i as u64;
+                        self.pos += i + 1;
+                        self.skip = None;
+                        self.dec.oversized(skip, true, &mut self.pending);
+                        self.line += 1;
+                        continue;
+                    }
+                    None => {
+                        skip.len += (self.end - self.pos) as u64;
+                        self.pos = self.end;
+                        self.skip = Some(skip);
+                    }
+                }
+            } else {
+                let from = self.pos + self.scanned;
+                if let Some(i) = memchr::memchr(b'\n', &self.buf[from..self.end]) {
+                    self.consume_line(from + i);
+                    continue;
+                }
+                self.scanned = self.end - self.pos;
+                if self.end - self.pos > self.opts.max_line_len {
+                    self.skip = Some(Skip {
+                        offset: self.base + self.pos as u64,
+                        line: self.line,
+                        len: (self.end - self.pos) as u64,
+                    });
+                    self.pos = self.end;
+                    self.scanned = 0;
+                    continue;
+                }
+            }
+            if self.eof {
+                self.finish_input();
+                continue;
+            }
+            match self.fill() {
+                Ok(0) => {
+                    if self.follow {
+                        return None;
+                    }
+                    self.eof = true;
+                }
+                Ok(_) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+impl<R: Read> Iterator for Reader<R> {
+    type Item = io::Result<Item>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_item()
+    }
+}
+
+/// A run file opened for reading: plain, or decompressed on the fly for `.jsonl.zst`.
+pub enum RunFileReader {
+    /// A plain `.jsonl` file.
+    Plain(File),
+    /// An archived `.jsonl.zst` file, decompressed while reading.
+    Zstd(Box<zstd::stream::read::Decoder<'static, BufReader<File>>>),
+}
+
+impl fmt::Debug for RunFileReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunFileReader::Plain(file) => f.debug_tuple("Plain").field(file).finish(),
+            RunFileReader::Zstd(_) => f.write_str("Zstd(..)"),
+        }
+    }
+}
+
+impl Read for RunFileReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            RunFileReader::Plain(f) => f.read(buf),
+            RunFileReader::Zstd(d) => d.read(buf),
+        }
+    }
+}
+
+/// Whether `path` names an archived run file (`.jsonl.zst`).
+pub fn is_archived(path: &Path) -> bool {
+    path.to_string_lossy().ends_with(ARCHIVED_EXT)
+}
+
+/// Opens a run file for reading, decompressing `.jsonl.zst` transparently. Never locks.
+///
+/// # Errors
+/// [`JsonlError::Io`] when the file cannot be opened or the zstd stream cannot be set up.
+pub fn open_run_file(path: &Path) -> Result<RunFileReader> {
+    let file = File::open(path).map_err(|e| JsonlError::io("open", path, e))?;
+    if is_archived(path) {
+        let dec = zstd::stream::read::Decoder::new(file)
+            .map_err(|e| JsonlError::io("start decompressing", path, e))?;
+        Ok(RunFileReader::Zstd(Box::new(dec)))
+    } else {
+        Ok(RunFileReader::Plain(file))
+    }
+}
+
+impl Reader<RunFileReader> {
+    /// Opens a run file (`.jsonl` or `.jsonl.zst`) with default options.
+    ///
+    /// # Errors
+    /// See [`open_run_file`].
+    pub fn open(path: &Path) -> Result<Self> {
+        Reader::open_with(path, ReaderOptions::default())
+    }
+
+    /// Opens a run file (`.jsonl` or `.jsonl.zst`) with `opts`.
+    ///
+    /// # Errors
+    /// See [`open_run_file`].
+    pub fn open_with(path: &Path, opts: ReaderOptions) -> Result<Self> {
+        Ok(Reader::new(open_run_file(path)?, opts))
+    }
+}
+
+/// Everything read from one run file by [`read_run`].
+#[derive(Debug, Clone, Default)]
+pub struct RunRead {
+    /// The file read.
+    pub path: PathBuf,
+    /// Recovered records in file order.
+    pub records: Vec<RecordLine>,
+    /// Damage reports in file order.
+    pub damage: Vec<Damage>,
+}
+
+/// Reads a whole run file (`.jsonl` or `.jsonl.zst`) into records and damage reports.
+///
+/// # Errors
+/// [`JsonlError::Io`] (open) or [`JsonlError::Read`] (a read failed, with its line and offset).
+pub fn read_run(path: &Path) -> Result<RunRead> {
+    read_run_with(path, ReaderOptions::default())
+}
+
+/// [`read_run`] with explicit options.
+///
+/// # Errors
+/// As [`read_run`].
+pub fn read_run_with(path: &Path, opts: ReaderOptions) -> Result<RunRead> {
+    let mut reader = Reader::open_with(path, opts)?;
+    let mut out = RunRead {
+        path: path.to_owned(),
+        ..RunRead::default()
+    };
+    while let Some(item) = reader.next() {
+        match item {
+            Ok(Item::Record(r)) => out.records.push(r),
+            Ok(Item::Damage(d)) => out.damage.push(d),
+            Err(source) => {
+                return Err(JsonlError::Read {
+                    path: path.to_owned(),
+                    line: reader.next_line(),
+                    offset: reader.complete_offset(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(out)
+}

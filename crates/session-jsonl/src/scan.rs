@@ -1,0 +1,492 @@
+//! Cheap look-ups that do not read whole files: the header from the head of a run file, the
+//! terminal state from its tail (issue "Layout": enumerate runs without reading whole files).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use session_schema::{ErrorInfo, Header, Record, RunOutcome, Timestamp, parse_record};
+
+use crate::error::{JsonlError, Result};
+use crate::reader::{
+    Damage, DamageKind, Decoder, Item, Reader, ReaderOptions, is_archived, open_run_file,
+};
+
+/// Most bytes [`read_header`] reads: 64 KiB.
+pub const HEAD_LIMIT: usize = 64 << 10;
+
+/// The small header fields, read even when the header line is longer than [`HEAD_LIMIT`]
+/// (the reference's header can carry a system prompt over 64 KiB; its small fields come first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderFacts {
+    /// The first line's `type` (`"header"` for a good run file).
+    pub kind: Option<String>,
+    /// `schema_version`.
+    pub schema_version: Option<u64>,
+    /// `run_id`.
+    pub run_id: Option<String>,
+    /// `session_id`.
+    pub session_id: Option<String>,
+    /// `started_at`.
+    pub started_at: Option<Timestamp>,
+}
+
+/// The result of [`read_header`].
+#[derive(Debug, Clone)]
+pub struct HeadScan {
+    /// The file read.
+    pub path: PathBuf,
+    /// Small fields of the first line (filled as far as they could be read).
+    pub facts: HeaderFacts,
+    /// The whole parsed header, when the first line is a header that fits in [`HEAD_LIMIT`].
+    pub header: Option<Box<Header>>,
+    /// Whether the first line ended within [`HEAD_LIMIT`] (false: only `facts` were read).
+    pub complete: bool,
+    /// Damage of the first line: [`DamageKind::EmptyFile`], [`DamageKind::MissingHeader`],
+    /// a corrupt or torn first line, a schema version other than 1, …
+    pub damage: Vec<Damage>,
+}
+
+impl HeadScan {
+    /// Whether the first line is a `header` record (possibly only partly read).
+    pub fn is_header(&self) -> bool {
+        self.header.is_some() || (!self.complete && self.facts.kind.as_deref() == Some("header"))
+    }
+}
+
+struct FactsSeed<'a>(&'a mut HeaderFacts);
+
+impl<'de> DeserializeSeed<'de> for FactsSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FactsSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => self.0.kind = Some(map.next_value()?),
+                "schema_version" => self.0.schema_version = Some(map.next_value()?),
+                "run_id" => self.0.run_id = Some(map.next_value()?),
+                "session_id" => self.0.session_id = Some(map.next_value()?),
+                "started_at" => self.0.started_at = Some(map.next_value()?),
+                "ts" if self.0.started_at.is_none() && self.0.kind.as_deref() != Some("header") => {
+                    // Non-header records: `ts` stands in for `started_at` in tail scans.
+                    self.0.started_at = Some(map.next_value()?);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the top-level string fields of a JSON object prefix (which may be cut anywhere) as
+/// far as they go.
+pub fn scan_facts(prefix: &[u8]) -> HeaderFacts {
+    let (text, _) = session_schema::trim_line(prefix);
+    let mut facts = HeaderFacts::default();
+    let mut de = serde_json::Deserializer::from_slice(text);
+    // A cut prefix ends in an EOF error; the fields before it are kept.
+    let _ = FactsSeed(&mut facts).deserialize(&mut de);
+    facts
+}
+
+/// Reads the header of a run file (`.jsonl` or `.jsonl.zst`) from at most its first
+/// [`HEAD_LIMIT`] bytes.
+///
+/// # Errors
+/// [`JsonlError::Io`] when the file cannot be opened or read. A bad first line is reported in
+/// [`HeadScan::damage`], not as an error.
+pub fn read_header(path: &Path) -> Result<HeadScan> {
+    let mut src = open_run_file(path)?;
+    let mut buf = vec![0u8; HEAD_LIMIT];
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(JsonlError::io("read", path, e)),
+        }
+    }
+    let buf = &buf[..n];
+    Ok(head_from_bytes(path, buf, n < HEAD_LIMIT))
+}
+
+fn head_from_bytes(path: &Path, buf: &[u8], at_eof: bool) -> HeadScan {
+    let mut scan = HeadScan {
+        path: path.to_owned(),
+        facts: HeaderFacts::default(),
+        header: None,
+        complete: true,
+        damage: Vec::new(),
+    };
+    // Skip blank lines before the first content (the reader does the same).
+    let mut start = 0;
+    let mut line_no = 1;
+    let first = loop {
+        match memchr::memchr(b'\n', &buf[start..]) {
+            Some(i) if buf[start..start + i].trim_ascii().is_empty() => {
+                start += i + 1;
+                line_no += 1;
+            }
+            Some(i) => break Some((start + i, true)),
+            None if at_eof => break Some((buf.len(), false)),
+            None => break None,
+        }
+    };
+    let Some((end, terminated)) = first else {
+        scan.complete = false;
+        scan.facts = scan_facts(&buf[start..]);
+        if scan.facts.kind.as_deref() != Some("header") {
+            scan.damage.push(Damage {
+                kind: DamageKind::MissingHeader,
+                offset: start as u64,
+                line: line_no,
+                len: 0,
+                message: format!(
+                    "first line (longer than {HEAD_LIMIT} bytes) is not a `header` record"
+                ),
+                raw: None,
+                excerpt: None,
+            });
+        }
+        return scan;
+    };
+    let mut dec = Decoder::new(&ReaderOptions::default());
+    let mut items = VecDeque::new();
+    dec.line(
+        &buf[start..end],
+        start as u64,
+        line_no,
+        terminated,
+        &mut items,
+    );
+    if !terminated {
+        dec.finish(end as u64, line_no + 1, &mut items);
+    }
+    for item in items {
+        match item {
+            Item::Record(r) => {
+                if let Record::Header(h) = r.parsed.value {
+                    scan.facts = HeaderFacts {
+                        kind: Some("header".to_owned()),
+                        schema_version: Some(h.schema_version),
+                        run_id: Some(h.run_id.clone()),
+                        session_id: h.session_id.clone(),
+                        started_at: Some(h.started_at.clone()),
+                    };
+                    scan.header = Some(Box::new(h));
+                } else if scan.facts.kind.is_none() {
+                    scan.facts.kind = Some(r.parsed.value.kind().to_owned());
+                }
+            }
+            Item::Damage(d) => scan.damage.push(d),
+        }
+    }
+    if scan.header.is_none() && scan.facts.kind.is_none() {
+        scan.facts = scan_facts(&buf[start..end]);
+    }
+    scan
+}
+
+/// How a run ended, as far as its tail tells.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEndState {
+    /// The last record is `run.end`.
+    Ended {
+        /// `run.end.outcome` (`completed`, `cancelled`, `error`, or an unknown value).
+        outcome: RunOutcome,
+        /// `run.end.final`.
+        final_text: Option<String>,
+        /// The `run.error` just before it, if any.
+        error: Option<ErrorInfo>,
+    },
+    /// The last record is `run.error` (the reference always follows it with `run.end`, so the
+    /// process died right after).
+    Errored {
+        /// The error.
+        error: ErrorInfo,
+    },
+    /// No `run.end`: the run is still being written or its process crashed. Tell the two apart
+    /// with [`is_locked`](crate::is_locked).
+    Open,
+}
+
+/// The result of [`terminal_state`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalState {
+    /// How the run ended.
+    pub end: RunEndState,
+    /// `type` of the last record that could be read.
+    pub last_type: Option<String>,
+    /// `ts` of the last record that could be read.
+    pub last_ts: Option<Timestamp>,
+    /// Whether the file ends in a line without `\n` that is not a complete record.
+    pub torn_tail: bool,
+    /// Bytes read to decide (the whole decompressed size for `.jsonl.zst`).
+    pub bytes_read: u64,
+}
+
+impl TerminalState {
+    /// Whether the run has a `run.end` record.
+    pub fn has_end(&self) -> bool {
+        matches!(self.end, RunEndState::Ended { .. })
+    }
+}
+
+/// Lines longer than this are not read whole by [`terminal_state`]; their type and `ts` come
+/// from their first [`TAIL_PREFIX`] bytes.
+pub const TAIL_LINE_LIMIT: u64 = 1 << 20;
+/// Bytes of a long line's start read by [`terminal_state`].
+pub const TAIL_PREFIX: usize = 4096;
+const TAIL_BLOCK: u64 = 64 << 10;
+/// Damaged lines skipped at the end of a file before [`terminal_state`] gives up (→ `Open`).
+const TAIL_MAX_DAMAGED: usize = 64;
+
+struct Tail<'a> {
+    file: &'a mut File,
+    bytes_read: u64,
+}
+
+impl Tail<'_> {
+    fn read_at(&mut self, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.seek(SeekFrom::Start(at))?;
+        self.file.read_exact(buf)?;
+        self.bytes_read += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Start of the line that ends at `end` (exclusive): just after the previous `\n`, or 0.
+    fn line_start(&mut self, end: u64) -> io::Result<u64> {
+        let mut hi = end;
+        let mut block = vec![0u8; TAIL_BLOCK as usize];
+        while hi > 0 {
+            let lo = hi.saturating_sub(TAIL_BLOCK);
+            let buf = &mut block[..(hi - lo) as usize];
+            self.read_at(lo, buf)?;
+            if let Some(i) = memchr::memrchr(b'\n', buf) {
+                return Ok(lo + i as u64 + 1);
+            }
+            hi = lo;
+        }
+        Ok(0)
+    }
+}
+
+enum TailLine {
+    Record(Box<Record>),
+    Prefix(String, Option<Timestamp>),
+    Bad,
+}
+
+fn tail_line(tail: &mut Tail<'_>, start: u64, end: u64) -> io::Result<TailLine> {
+    let len = end - start;
+    if len > TAIL_LINE_LIMIT {
+        let mut buf = vec![0u8; TAIL_PREFIX];
+        tail.read_at(start, &mut buf)?;
+        let facts = scan_facts(&buf);
+        return Ok(match facts.kind {
+            Some(kind) => TailLine::Prefix(kind, facts.started_at),
+            None => TailLine::Bad,
+        });
+    }
+    let mut buf = vec![0u8; len as usize];
+    tail.read_at(start, &mut buf)?;
+    // After NUL padding, the piece behind the last NUL is the line's record.
+    let piece = match memchr::memrchr(0, &buf) {
+        Some(i) => &buf[i + 1..],
+        None => &buf[..],
+    };
+    let parsed = parse_record(piece).or_else(|e| match e {
+        session_schema::ParseError::InvalidUtf8 { .. } => {
+            parse_record(String::from_utf8_lossy(piece).as_bytes())
+        }
+        e => Err(e),
+    });
+    Ok(match parsed {
+        Ok(p) => TailLine::Record(Box::new(p.value)),
+        Err(_) => TailLine::Bad,
+    })
+}
+
+/// Finds how a run ended from the tail of its file, reading backwards from the end.
+///
+/// Reads the last complete record (skipping a torn tail and damaged lines) and, when it is a
+/// `run.end`, the records just before it for a `run.error`. Typically reads one 64 KiB block.
+/// Archived `.jsonl.zst` files cannot be read backwards and are decompressed in full.
+///
+/// # Errors
+/// [`JsonlError::Io`] when the file cannot be opened or read.
+pub fn terminal_state(path: &Path) -> Result<TerminalState> {
+    if is_archived(path) {
+        return terminal_state_streaming(path);
+    }
+    let mut file = File::open(path).map_err(|e| JsonlError::io("open", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| JsonlError::io("stat", path, e))?
+        .len();
+    let mut tail = Tail {
+        file: &mut file,
+        bytes_read: 0,
+    };
+    scan_tail(&mut tail, len).map_err(|e| JsonlError::io("read", path, e))
+}
+
+fn scan_tail(tail: &mut Tail<'_>, len: u64) -> io::Result<TerminalState> {
+    let mut state = TerminalState {
+        end: RunEndState::Open,
+        last_type: None,
+        last_ts: None,
+        torn_tail: false,
+        bytes_read: 0,
+    };
+    if len == 0 {
+        return Ok(state);
+    }
+    let mut last = [0u8; 1];
+    tail.read_at(len - 1, &mut last)?;
+    let mut line_end = if last[0] == b'\n' { len - 1 } else { len };
+    let mut unterminated = last[0] != b'\n';
+    let mut damaged = 0;
+    let mut found_end = false;
+    let mut looked_back = 0;
+    loop {
+        let start = tail.line_start(line_end)?;
+        let line = if start == line_end {
+            None
+        } else {
+            Some(tail_line(tail, start, line_end)?)
+        };
+        match line {
+            None => {}
+            Some(TailLine::Bad) => {
+                if unterminated {
+                    state.torn_tail = true;
+                }
+                damaged += 1;
+                if damaged > TAIL_MAX_DAMAGED {
+                    break;
+                }
+            }
+            Some(TailLine::Prefix(kind, ts)) => {
+                if found_end {
+                    break;
+                }
+                state.last_type = Some(kind);
+                state.last_ts = ts;
+                break;
+            }
+            Some(TailLine::Record(rec)) => {
+                if found_end {
+                    if let Record::RunError(e) = *rec {
+                        if let RunEndState::Ended { error, .. } = &mut state.end {
+                            *error = Some(e.error);
+                        }
+                        break;
+                    }
+                    // Look at most two records back (a `run.status` may sit in between).
+                    looked_back += 1;
+                    if looked_back >= 2 {
+                        break;
+                    }
+                } else {
+                    state.last_type = Some(rec.kind().to_owned());
+                    state.last_ts = rec.ts().cloned();
+                    match *rec {
+                        Record::RunEnd(end) => {
+                            state.end = RunEndState::Ended {
+                                outcome: end.outcome,
+                                final_text: end.final_text,
+                                error: None,
+                            };
+                            found_end = true;
+                        }
+                        Record::RunError(e) => {
+                            state.end = RunEndState::Errored { error: e.error };
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        }
+        unterminated = false;
+        if start == 0 {
+            break;
+        }
+        line_end = start - 1;
+    }
+    state.bytes_read = tail.bytes_read;
+    Ok(state)
+}
+
+fn terminal_state_streaming(path: &Path) -> Result<TerminalState> {
+    let mut reader = Reader::new(
+        open_run_file(path)?,
+        ReaderOptions {
+            expect_header: false,
+            ..ReaderOptions::default()
+        },
+    );
+    let mut state = TerminalState {
+        end: RunEndState::Open,
+        last_type: None,
+        last_ts: None,
+        torn_tail: false,
+        bytes_read: 0,
+    };
+    let mut prev_error: Option<ErrorInfo> = None;
+    while let Some(item) = reader.next() {
+        let item = item.map_err(|source| JsonlError::Read {
+            path: path.to_owned(),
+            line: reader.next_line(),
+            offset: reader.complete_offset(),
+            source,
+        })?;
+        match item {
+            Item::Damage(d) => state.torn_tail = d.kind == DamageKind::TornTail,
+            Item::Record(r) => {
+                state.torn_tail = false;
+                state.last_type = Some(r.parsed.value.kind().to_owned());
+                state.last_ts = r.parsed.value.ts().cloned();
+                match r.parsed.value {
+                    Record::RunEnd(end) => {
+                        state.end = RunEndState::Ended {
+                            outcome: end.outcome,
+                            final_text: end.final_text,
+                            error: prev_error.take(),
+                        };
+                    }
+                    Record::RunError(e) => {
+                        prev_error = Some(e.error.clone());
+                        state.end = RunEndState::Errored { error: e.error };
+                    }
+                    Record::RunStatus(_) => {}
+                    _ => {
+                        prev_error = None;
+                        state.end = RunEndState::Open;
+                    }
+                }
+            }
+        }
+    }
+    state.bytes_read = reader.complete_offset();
+    Ok(state)
+}
