@@ -322,16 +322,17 @@ impl Decoder {
         match parse_record(bytes) {
             Ok(parsed) => {
                 if !parsed.lone_surrogates.is_empty() {
-                    let first = parsed.lone_surrogates[0].offset;
+                    let first = &parsed.lone_surrogates[0];
                     out.push_back(Item::Damage(Damage {
                         kind: DamageKind::LoneSurrogate,
-                        offset: offset + first as u64,
+                        offset,
                         line,
                         len: bytes.len() as u64,
                         message: format!(
-                            "{} lone surrogate escape(s) repaired as U+FFFD, first {}",
+                            "{} lone surrogate escape(s) repaired as U+FFFD, first {} at byte {} of the line",
                             parsed.lone_surrogates.len(),
-                            parsed.lone_surrogates[0].escape_str()
+                            first.escape_str(),
+                            first.offset
                         ),
                         raw: None,
                         excerpt: None,
@@ -344,7 +345,7 @@ impl Decoder {
                 let lossy = String::from_utf8_lossy(bytes);
                 out.push_back(Item::Damage(Damage {
                     kind: DamageKind::InvalidUtf8,
-                    offset: offset + bad as u64,
+                    offset,
                     line,
                     len: bytes.len() as u64,
                     message: format!(
@@ -482,13 +483,15 @@ impl Decoder {
         if !self.expect_header || self.header != HeaderState::Pending {
             return;
         }
-        let (kind, message) = if self.content_seen {
+        let (kind, message, offset, line) = if self.content_seen {
             (
                 DamageKind::MissingHeader,
                 "no record in the file is a `header`",
+                offset,
+                line,
             )
         } else {
-            (DamageKind::EmptyFile, "file has no content")
+            (DamageKind::EmptyFile, "file has no content", 0, 1)
         };
         self.header = HeaderState::Missing;
         out.push_back(Item::Damage(Damage {
