@@ -64,6 +64,9 @@ pub enum DiagnosticKind {
     NoSuchInvocation,
     /// A run could not be replayed at all (no records).
     EmptyRun,
+    /// A line was read after a repair (invalid UTF-8 decoded lossily, a lone surrogate escape,
+    /// an unknown `schema_version` read best-effort).
+    RepairedLine,
 }
 
 impl DiagnosticKind {
@@ -86,6 +89,7 @@ impl DiagnosticKind {
             DiagnosticKind::ForeignRecord => "foreign-record",
             DiagnosticKind::NoSuchInvocation => "no-such-invocation",
             DiagnosticKind::EmptyRun => "empty-run",
+            DiagnosticKind::RepairedLine => "repaired-line",
         }
     }
 }

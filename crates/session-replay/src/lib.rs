@@ -19,7 +19,7 @@
 //!   system messages stripped, tool-call pairing repaired, current system prompt first).
 //! * [`stats`]: tokens per invocation, run, session, model and day; durations; tool error rates.
 //!
-//! The `io` module is the thin, fallible edge: it reads run logs through session-jsonl and
+//! The [`io`] module is the thin, fallible edge: it reads run logs through session-jsonl and
 //! finds a session's runs through session-state's run index.
 //!
 //! ```
@@ -43,6 +43,7 @@
 mod diagnostic;
 mod history;
 mod invocation;
+pub mod io;
 mod resume;
 mod run;
 mod stats;
@@ -58,7 +59,7 @@ pub use resume::{
     NO_RESULT_TEXT, RESUME_DIFF_TAG, ResumeChange, ResumeOptions, UnansweredCalls,
     is_resume_diff_reminder, prepare_resume, prepare_state_for_resume,
 };
-pub use run::{RunLog, RunMeta, SkipKind, SkippedLine};
+pub use run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 pub use stats::{InvocationStats, RunStats, Stats, Tokens, ToolStats, stats};
 pub use transcript::{
     Entry, EntryKind, IncompleteReason, Transcript, render_markdown, transcript, transcript_with,

@@ -117,3 +117,79 @@ impl RunLog {
         self.records.iter().any(|r| matches!(r, Record::RunEnd(_)))
     }
 }
+
+/// Checks a run's structure (spec §3–4): a `header` first, every record of the same run,
+/// skipped lines (a torn tail is a note: it is what a crash leaves), and a `run.end` at the
+/// end (a note when missing: a crash or a run still going).
+pub fn verify_run(run: &RunLog) -> Vec<crate::Diagnostic> {
+    use crate::diagnostic::{Diagnostic, DiagnosticKind};
+    let mut diags = Vec::new();
+    let run_id = (!run.meta.run_id.is_empty()).then_some(run.meta.run_id.as_str());
+    if run.records.is_empty() {
+        diags.push(
+            Diagnostic::warning(DiagnosticKind::EmptyRun, "the run log holds no record")
+                .in_run(run_id),
+        );
+    } else if !matches!(run.records.first(), Some(Record::Header(_))) {
+        diags.push(
+            Diagnostic::warning(
+                DiagnosticKind::HeaderProblem,
+                "the first record is not a header; the reference's readers do not see this run",
+            )
+            .at(0)
+            .in_run(run_id),
+        );
+    }
+    for (i, r) in run.records.iter().enumerate() {
+        if i > 0 && matches!(r, Record::Header(_)) {
+            diags.push(
+                Diagnostic::warning(DiagnosticKind::HeaderProblem, "a second header record")
+                    .at(i)
+                    .in_run(run_id),
+            );
+        }
+        if let (Some(own), Some(other)) = (run_id, r.run_id())
+            && own != other
+        {
+            diags.push(
+                Diagnostic::warning(
+                    DiagnosticKind::ForeignRecord,
+                    format!("{} record belongs to run {other}", r.kind()),
+                )
+                .at(i)
+                .in_run(run_id),
+            );
+        }
+    }
+    for s in &run.skipped {
+        let d = match s.kind {
+            SkipKind::TornTail => Diagnostic::note(
+                DiagnosticKind::TornTail,
+                format!(
+                    "line {} (byte offset {}) is cut short",
+                    s.line, s.byte_offset
+                ),
+            ),
+            kind => Diagnostic::warning(
+                DiagnosticKind::SkippedLine,
+                format!(
+                    "line {} (byte offset {}) was skipped ({})",
+                    s.line,
+                    s.byte_offset,
+                    kind.as_str()
+                ),
+            ),
+        };
+        diags.push(d.in_run(run_id));
+    }
+    if !run.records.is_empty() && !run.has_run_end() {
+        diags.push(
+            Diagnostic::note(
+                DiagnosticKind::NoRunEnd,
+                "the run has no run.end record (crashed or still running)",
+            )
+            .in_run(run_id),
+        );
+    }
+    diags
+}

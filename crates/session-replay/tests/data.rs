@@ -1,11 +1,12 @@
 //! Data-driven cases in `test_data/NNNN_name/`, all checked through [`check`].
 //!
 //! A case directory holds inputs:
-//! * `run*.jsonl` — run logs (one or more; read line by line, a cut final line is a torn tail);
+//! * `run*.jsonl` — run logs (one or more), read through [`session_replay::io::read_run`];
 //! * `messages.jsonl` — a saved history for resume preparation, with `system-prompt.txt`;
 //! * `params.json` — optional `{"prompt_seq": n, "max_runs": n, "max_events": n}`;
 //!
-//! and one expected file per output: `invocations.txt`, `prompt.txt`, `snapshots.txt`,
+//! and one expected file per output: `diagnostics.txt` (reader and structure checks),
+//! `invocations.txt`, `prompt.txt`, `snapshots.txt`,
 //! `transcript.md` (single-run cases), `history.txt`, `stats.txt`, `resume.txt` and
 //! `resume-synthesize.txt`. Run with `UPDATE_EXPECT=1` to rewrite the expected files after
 //! reviewing the change.
@@ -17,57 +18,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use session_replay::{
-    Diagnostic, HistoryOptions, ResumeOptions, RunLog, SkipKind, SkippedLine, UnansweredCalls,
+    Diagnostic, HistoryOptions, ResumeOptions, RunLog, UnansweredCalls,
     check_snapshots, prepare_resume, prompt_at, render_markdown, session_history,
     session_invocations, stats, transcript_with,
 };
-use session_schema::{AgentEvent, BaseMessage, parse_message, parse_record};
+use session_schema::{AgentEvent, BaseMessage, parse_message};
 
 fn test_data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data")
-}
-
-/// Reads a run log the way a tolerant reader does: one record per line; a final line without
-/// `\n` that does not parse is a torn tail; other bad lines are skipped as corrupt or shape.
-fn read_run(bytes: &[u8]) -> RunLog {
-    let mut records = Vec::new();
-    let mut lines = Vec::new();
-    let mut skipped = Vec::new();
-    let mut offset = 0u64;
-    let mut rest = bytes;
-    let mut line_no = 0u64;
-    while !rest.is_empty() {
-        line_no += 1;
-        let (line, terminated, next) = match rest.iter().position(|b| *b == b'\n') {
-            Some(p) => (&rest[..p], true, &rest[p + 1..]),
-            None => (rest, false, &rest[rest.len()..]),
-        };
-        if !line.trim_ascii().is_empty() {
-            match parse_record(line) {
-                Ok(p) => {
-                    records.push(p.value);
-                    lines.push(line_no);
-                }
-                Err(e) => skipped.push(SkippedLine {
-                    line: line_no,
-                    byte_offset: offset,
-                    kind: if !terminated {
-                        SkipKind::TornTail
-                    } else if e.is_shape() {
-                        SkipKind::Shape
-                    } else {
-                        SkipKind::Corrupt
-                    },
-                }),
-            }
-        }
-        offset += line.len() as u64 + u64::from(terminated);
-        rest = next;
-    }
-    let mut run = RunLog::from_records(records);
-    run.lines = lines;
-    run.skipped = skipped;
-    run
 }
 
 fn push_diags(out: &mut String, diags: &[Diagnostic]) {
@@ -276,9 +234,18 @@ fn check(case: &Path) -> Vec<String> {
         })
         .collect();
     run_files.sort();
+    // Read through the real reader (session-jsonl), as the CLI does.
+    let mut read_diags = String::new();
     let runs: Vec<RunLog> = run_files
         .iter()
-        .map(|p| read_run(&std::fs::read(p).unwrap()))
+        .map(|p| {
+            let (log, diags) = session_replay::io::read_run(p).unwrap();
+            let _ = writeln!(read_diags, "{}:", p.file_name().unwrap().to_string_lossy());
+            for d in &diags {
+                let _ = writeln!(read_diags, "  {d}");
+            }
+            log
+        })
         .collect();
 
     // session_history gets the runs in file order (it orders them itself); the per-session
@@ -287,6 +254,7 @@ fn check(case: &Path) -> Vec<String> {
     sorted.sort_by(|a, b| a.meta.started_at.cmp(&b.meta.started_at));
     let mut outputs: BTreeMap<&str, String> = BTreeMap::new();
     if !runs.is_empty() {
+        outputs.insert("diagnostics.txt", read_diags);
         outputs.insert("invocations.txt", render_invocations(&sorted));
         outputs.insert("snapshots.txt", render_snapshots(&sorted));
         let options = HistoryOptions {

@@ -1,0 +1,169 @@
+//! The thin, fallible edge: reading runs through session-jsonl (and, for sessions, finding
+//! them through session-state's run index) and handing them to the pure functions.
+//!
+//! Damage inside a file is not an error here either: it becomes [`SkippedLine`]s in the
+//! [`RunLog`] and [`Diagnostic`]s beside it. Only failures to read at all are [`Error`]s.
+
+use std::path::{Path, PathBuf};
+
+use session_jsonl::{DamageKind, RunRead};
+use session_schema::Timestamp;
+
+use crate::diagnostic::{Diagnostic, DiagnosticKind};
+use crate::run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
+
+/// Why a run or session could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A run file could not be found or read.
+    #[error("cannot read run {run_id}")]
+    Run {
+        /// The run id (or the file path when read by path).
+        run_id: String,
+        /// The underlying failure (carries the path, line and byte offset).
+        #[source]
+        source: session_jsonl::JsonlError,
+    },
+}
+
+/// Reads one run file (`.jsonl` or `.jsonl.zst`) into a [`RunLog`], with the diagnostics of
+/// [`verify_run`] plus the reader's reports on repaired lines.
+///
+/// # Errors
+/// [`Error::Run`] when the file cannot be opened or read.
+pub fn read_run(path: &Path) -> Result<(RunLog, Vec<Diagnostic>), Error> {
+    let read = session_jsonl::read_run(path).map_err(|source| Error::Run {
+        run_id: path.display().to_string(),
+        source,
+    })?;
+    Ok(run_log_from_read(read))
+}
+
+/// Finds run `run_id` under `sessions_root` (using `started_at` as the date hint when known)
+/// and reads it. Further files with the same id are reported as
+/// [`DiagnosticKind::HeaderProblem`] diagnostics naming them.
+///
+/// # Errors
+/// [`Error::Run`]: unsafe id, not found, or unreadable.
+pub fn find_and_read_run(
+    sessions_root: &Path,
+    run_id: &str,
+    started_at: Option<&Timestamp>,
+) -> Result<(RunLog, Vec<Diagnostic>), Error> {
+    let wrap = |source| Error::Run {
+        run_id: run_id.to_owned(),
+        source,
+    };
+    let found = session_jsonl::find_run(sessions_root, run_id, started_at).map_err(wrap)?;
+    let read = session_jsonl::read_run(&found.path).map_err(wrap)?;
+    let (log, mut diags) = run_log_from_read(read);
+    for dup in &found.duplicates {
+        diags.push(
+            Diagnostic::warning(
+                DiagnosticKind::HeaderProblem,
+                format!("another file has the same run id: {}", dup.display()),
+            )
+            .in_run(Some(run_id)),
+        );
+    }
+    Ok((log, diags))
+}
+
+/// Turns what session-jsonl read into a [`RunLog`] and diagnostics (no I/O).
+pub fn run_log_from_read(read: RunRead) -> (RunLog, Vec<Diagnostic>) {
+    let mut skipped = Vec::new();
+    let mut notes = Vec::new();
+    for d in &read.damage {
+        let kind = match d.kind {
+            DamageKind::TornTail => Some(SkipKind::TornTail),
+            DamageKind::SchemaMismatch => Some(SkipKind::Shape),
+            k if k.record_recovered() => None,
+            _ => Some(SkipKind::Corrupt),
+        };
+        match kind {
+            Some(kind) => skipped.push(SkippedLine {
+                line: d.line,
+                byte_offset: d.offset,
+                kind,
+            }),
+            // Header-level reports are re-derived by verify_run; repairs are passed on.
+            None if matches!(
+                d.kind,
+                DamageKind::InvalidUtf8
+                    | DamageKind::LoneSurrogate
+                    | DamageKind::NewerSchemaVersion
+                    | DamageKind::UnknownSchemaVersion
+            ) =>
+            {
+                notes.push(Diagnostic::note(
+                    DiagnosticKind::RepairedLine,
+                    format!("line {} (byte offset {}): {}", d.line, d.offset, d.message),
+                ));
+            }
+            None => {}
+        }
+    }
+    let lines = read.records.iter().map(|r| r.line).collect();
+    let records: Vec<_> = read.records.into_iter().map(|r| r.parsed.value).collect();
+    let meta = RunMeta::from_records(&records).unwrap_or_else(|| RunMeta {
+        run_id: file_run_id(&read.path).unwrap_or_default(),
+        ..RunMeta::default()
+    });
+    let log = RunLog {
+        meta,
+        records,
+        lines,
+        skipped,
+    };
+    let mut diags = verify_run(&log);
+    for n in &mut notes {
+        n.run_id = Some(log.meta.run_id.clone());
+    }
+    diags.extend(notes);
+    (log, diags)
+}
+
+fn file_run_id(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    session_jsonl::layout::parse_run_file_name(name).map(|(id, _)| id.to_owned())
+}
+
+/// Reads the runs named by `metas` (from a run index) under `sessions_root`, skipping none: a
+/// run that cannot be found or read is returned in the error list with its id, and the others
+/// are still read.
+pub fn read_runs(
+    sessions_root: &Path,
+    metas: &[RunMeta],
+) -> (Vec<RunLog>, Vec<Diagnostic>, Vec<Error>) {
+    let mut runs = Vec::with_capacity(metas.len());
+    let mut diags = Vec::new();
+    let mut errors = Vec::new();
+    for meta in metas {
+        match find_and_read_run(sessions_root, &meta.run_id, Some(&meta.started_at)) {
+            Ok((mut log, d)) => {
+                if log.meta.session_id.is_none() {
+                    log.meta.session_id = meta.session_id.clone();
+                }
+                runs.push(log);
+                diags.extend(d);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    (runs, diags, errors)
+}
+
+/// The path a [`RunLog`] would be read from is not kept in it; this is the conventional one
+/// (`<root>/YYYY/MM/DD/<run_id>.jsonl`), for messages.
+///
+/// # Errors
+/// [`Error::Run`] when the run id is not safe as a file name.
+pub fn conventional_path(sessions_root: &Path, meta: &RunMeta) -> Result<PathBuf, Error> {
+    session_jsonl::run_path(sessions_root, &meta.run_id, &meta.started_at).map_err(|source| {
+        Error::Run {
+            run_id: meta.run_id.clone(),
+            source,
+        }
+    })
+}
