@@ -18,9 +18,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use session_replay::{
-    Diagnostic, HistoryOptions, ResumeOptions, RunLog, UnansweredCalls,
-    check_snapshots, prepare_resume, prompt_at, render_markdown, session_history,
-    session_invocations, stats, transcript_with,
+    Diagnostic, HistoryOptions, ResumeOptions, RunLog, UnansweredCalls, check_snapshots,
+    prepare_resume, prompt_at, render_markdown, session_history, session_invocations, stats,
+    transcript_with,
 };
 use session_schema::{AgentEvent, BaseMessage, parse_message};
 
