@@ -1,1 +1,75 @@
-//! session-state: skeleton; see the crate README.
+//! Resumable session state and the run index of the session store (spec §2, §3.1;
+//! compat notes §2.5–2.11, §5).
+//!
+//! Layer: depends on session-schema (types) and session-jsonl (run files); the only crate of
+//! the workspace that links SQLite. Never prints, never panics on bad input; every failure is a
+//! [`StateError`], damage inside files is data ([`MessageDamage`], [`RunRow::damage_count`]).
+//!
+//! * [`StateStore`] — `state.db` (the reference's `session_state` table, byte-identical schema,
+//!   WAL) + `messages/<session_id>.jsonl` + legacy `state/<session_id>.json`:
+//!   [`StateStore::load`] (tolerant, legacy migration), [`StateStore::save`] /
+//!   [`StateStore::save_expecting`] (incremental append, crash-consistent, compare-and-swap),
+//!   [`StateStore::list`] (workspace filter, legacy merged, keyset pagination),
+//!   [`StateStore::delete`], [`StateStore::migrate_legacy`].
+//! * [`summarize`] / [`summarize_lines`] — the summary columns exactly as the reference
+//!   computes them (`message_count`, display-mode `last_user_message`, `workspace_root`).
+//! * Run index — our own `runs` table: [`StateStore::index_runs`] (incremental by size and
+//!   mtime, any writer, `.jsonl.zst` too), [`StateStore::runs_for_session`],
+//!   [`StateStore::list_runs`], [`StateStore::reindex`].
+//!
+//! Deviations from the reference (all deliberate, see the crate README): files 0600 and
+//! directories 0700; fsync of files and directories; `synchronous=FULL`; `workspace_root`
+//! backfilled on open; legacy snapshots migrated under the requested id with type checks;
+//! legacy entries merged into the listing order.
+//!
+//! ```
+//! use session_schema::{parse_message, SessionState, Timestamp};
+//! use session_state::{ListQuery, StateStore};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = StateStore::open(dir.path()).unwrap();
+//! let mut state = SessionState {
+//!     session_id: "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1".into(),
+//!     updated_at: Timestamp::from_raw("2026-02-03T12:00:02.900Z"),
+//!     messages: vec![parse_message(br#"{"role":"user","content":"list files"}"#).unwrap().value],
+//!     ..Default::default()
+//! };
+//! let first = store.save(&state).unwrap();
+//! state.messages.push(parse_message(br#"{"role":"assistant","content":"done"}"#).unwrap().value);
+//! let second = store.save_expecting(&state, Some(first.generation)).unwrap();
+//! assert_eq!(second.mode, session_state::SaveMode::Appended { messages: 1 });
+//!
+//! let loaded = store.load(&state.session_id).unwrap().unwrap();
+//! assert_eq!(loaded.state.messages, state.messages);
+//! let page = store.list(&ListQuery::all().limit(50)).unwrap();
+//! assert_eq!(page.entries[0].summary.last_user_message.as_deref(), Some("list files"));
+//! ```
+
+mod compact;
+mod db;
+mod error;
+mod fsutil;
+mod legacy;
+mod list;
+mod messages;
+mod runs;
+mod store;
+mod summary;
+mod types;
+mod workspace;
+
+pub use error::{Result, StateError};
+pub use runs::{
+    FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunOutcome, RunPage, RunQuery, RunRow,
+};
+pub use store::StateStore;
+pub use summary::{Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta};
+#[doc(hidden)]
+pub use types::FaultHook;
+pub use types::{
+    DamageKind, DeleteReport, EntrySource, FaultPoint, Generation, ListCursor, ListDiagnostic,
+    ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
+    MigrationEntry, MigrationOutcome, MigrationReport, SaveMode, SaveReport, StoreOptions,
+    WorkspaceFilter,
+};
+pub use workspace::normalize_workspace_root;

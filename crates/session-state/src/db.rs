@@ -1,0 +1,306 @@
+//! `state.db`: connection setup, the reference's schema, our additive tables, busy retries.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::functions::FunctionFlags;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::error::{Result, StateError};
+use crate::summary::workspace_root_from_meta;
+use crate::workspace::normalize_workspace_root;
+
+/// The reference's `CREATE TABLE`, byte for byte (compat §2.5; the tabs are part of the text
+/// SQLite keeps in `sqlite_master`).
+pub(crate) const CREATE_SESSION_STATE: &str = "CREATE TABLE IF NOT EXISTS session_state (\n\t\t\t\tsession_id TEXT PRIMARY KEY,\n\t\t\t\tupdated_at TEXT NOT NULL,\n\t\t\t\trun_id TEXT,\n\t\t\t\tinvoke_seq INTEGER,\n\t\t\t\tschema_version INTEGER NOT NULL,\n\t\t\t\tmeta_json TEXT,\n\t\t\t\tmessage_count INTEGER,\n\t\t\t\tlast_user_message TEXT,\n\t\t\t\tworkspace_root TEXT\n\t\t\t)";
+
+/// The reference's index.
+pub(crate) const CREATE_UPDATED_AT_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS idx_session_state_updated_at\n\t\t\tON session_state(updated_at DESC)";
+
+/// Our additive bookkeeping (ignored by the reference, which only touches `session_state`).
+const CREATE_OURS: &str = "
+CREATE TABLE IF NOT EXISTS session_files (
+    session_id TEXT PRIMARY KEY,
+    generation INTEGER NOT NULL,
+    row_fingerprint INTEGER NOT NULL,
+    file_len INTEGER NOT NULL,
+    file_lines INTEGER NOT NULL,
+    file_digest INTEGER NOT NULL,
+    pending_file TEXT
+);
+CREATE TABLE IF NOT EXISTS runs (
+    path TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    session_id TEXT,
+    started_at TEXT,
+    model_provider TEXT,
+    model_name TEXT,
+    outcome TEXT NOT NULL,
+    last_status TEXT,
+    record_count INTEGER NOT NULL,
+    invocation_count INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    cached_input_tokens INTEGER NOT NULL,
+    cache_creation_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    total_tokens INTEGER NOT NULL,
+    file_size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    first_input TEXT,
+    workspace_root TEXT,
+    damage_count INTEGER NOT NULL,
+    last_ts TEXT,
+    compressed INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at, run_id);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs(started_at DESC, run_id DESC);
+";
+
+/// `PRAGMA user_version` once our tables exist and `workspace_root` was backfilled.
+const OUR_USER_VERSION: i64 = 1;
+
+/// SQL function normalising a workspace root, for the list filter.
+pub(crate) const NORM_FN: &str = "session_store_norm_root";
+
+pub(crate) fn db_err(path: &Path, context: &'static str) -> impl FnOnce(rusqlite::Error) -> StateError {
+    let path = path.to_path_buf();
+    move |source| StateError::Db {
+        path,
+        context,
+        source,
+    }
+}
+
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Runs `op` until it does not fail with SQLITE_BUSY/LOCKED, up to `max_wait` in total.
+pub(crate) fn retry_busy<T>(
+    path: &Path,
+    max_wait: Duration,
+    context: &'static str,
+    mut op: impl FnMut() -> rusqlite::Result<T>,
+) -> Result<T> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match op() {
+            Ok(v) => return Ok(v),
+            Err(e) if is_busy(&e) => {
+                if start.elapsed() >= max_wait {
+                    return Err(StateError::Busy {
+                        path: path.to_path_buf(),
+                        waited_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        source: e,
+                    });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(db_err(path, context)(e)),
+        }
+    }
+}
+
+/// A write transaction taken with `BEGIN IMMEDIATE`; rolled back on drop unless committed.
+pub(crate) struct WriteTx<'c> {
+    pub(crate) conn: &'c Connection,
+    path: &'c Path,
+    open: bool,
+}
+
+impl<'c> WriteTx<'c> {
+    /// Takes the write lock, waiting (busy timeout + retries) up to `max_wait`.
+    pub(crate) fn begin(conn: &'c Connection, path: &'c Path, max_wait: Duration) -> Result<Self> {
+        retry_busy(path, max_wait, "begin write transaction", || {
+            conn.execute_batch("BEGIN IMMEDIATE")
+        })?;
+        Ok(WriteTx {
+            conn,
+            path,
+            open: true,
+        })
+    }
+
+    /// Commits. In WAL mode with `synchronous=FULL` the commit is durable on return.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        self.open = false;
+        match self.conn.execute_batch("COMMIT") {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(db_err(self.path, "commit")(e))
+            }
+        }
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+/// A read transaction (`BEGIN DEFERRED`): a consistent snapshot across several SELECTs.
+pub(crate) struct ReadTx<'c> {
+    pub(crate) conn: &'c Connection,
+}
+
+impl<'c> ReadTx<'c> {
+    pub(crate) fn begin(conn: &'c Connection, path: &Path, max_wait: Duration) -> Result<Self> {
+        retry_busy(path, max_wait, "begin read transaction", || {
+            conn.execute_batch("BEGIN DEFERRED")
+        })?;
+        Ok(ReadTx { conn })
+    }
+}
+
+impl Drop for ReadTx<'_> {
+    fn drop(&mut self) {
+        let _ = self.conn.execute_batch("COMMIT");
+    }
+}
+
+/// Opens `state.db` under `root`: creates it with mode 0600 when missing, switches it to WAL,
+/// sets `synchronous=FULL` and the busy timeout, creates or migrates the reference's schema
+/// and adds our tables.
+pub(crate) fn open_db(db_path: &Path, busy_timeout: Duration, max_wait: Duration) -> Result<Connection> {
+    // Create the file ourselves so it gets 0600; SQLite gives `-wal`/`-shm` the same mode.
+    if !db_path.exists() {
+        let (_f, _) = crate::fsutil::open_private_rw(db_path)?;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(db_path, flags).map_err(db_err(db_path, "open"))?;
+    conn.busy_timeout(busy_timeout)
+        .map_err(db_err(db_path, "set busy timeout"))?;
+    conn.create_scalar_function(
+        NORM_FN,
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Text(t) => std::str::from_utf8(t)
+                    .ok()
+                    .map(normalize_workspace_root),
+                _ => None,
+            })
+        },
+    )
+    .map_err(db_err(db_path, "register function"))?;
+    let mode: String = retry_busy(db_path, max_wait, "set journal_mode=WAL", || {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+    })?;
+    let _ = mode;
+    conn.execute_batch("PRAGMA synchronous = FULL")
+        .map_err(db_err(db_path, "set synchronous"))?;
+    if !schema_is_current(&conn).map_err(db_err(db_path, "read schema"))? {
+        init_schema(&conn, db_path, max_wait)?;
+    }
+    Ok(conn)
+}
+
+fn has_workspace_column(conn: &Connection) -> rusqlite::Result<bool> {
+    let mut stmt = conn.prepare("PRAGMA table_info(session_state)")?;
+    let names = stmt.query_map([], |r| r.get::<_, String>(1))?;
+    for n in names {
+        if n? == "workspace_root" {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
+    let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    Ok(v >= OUR_USER_VERSION && has_workspace_column(conn)?)
+}
+
+fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<()> {
+    let tx = WriteTx::begin(conn, db_path, max_wait)?;
+    let err = db_err(db_path, "create schema");
+    let run = || -> rusqlite::Result<()> {
+        conn.execute_batch(CREATE_SESSION_STATE)?;
+        let added = if has_workspace_column(conn)? {
+            false
+        } else {
+            conn.execute_batch("ALTER TABLE session_state ADD COLUMN workspace_root TEXT;")?;
+            true
+        };
+        conn.execute_batch(CREATE_UPDATED_AT_INDEX)?;
+        conn.execute_batch(CREATE_OURS)?;
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if added || v < OUR_USER_VERSION {
+            backfill_workspace_root(conn)?;
+        }
+        conn.execute_batch(&format!("PRAGMA user_version = {OUR_USER_VERSION}"))?;
+        Ok(())
+    };
+    run().map_err(err)?;
+    tx.commit()
+}
+
+/// Sets `workspace_root` from `meta_json` for rows where it is NULL (the reference adds the
+/// column without backfilling, compat §5 item 12). Rows whose meta has no usable value stay
+/// NULL.
+fn backfill_workspace_root(conn: &Connection) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare(
+        "SELECT session_id, meta_json FROM session_state \
+         WHERE workspace_root IS NULL AND meta_json LIKE '%codelia_workspace_root%'",
+    )?;
+    let rows: Vec<(String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .filter_map(|r| r.ok())
+        .collect();
+    let mut update =
+        conn.prepare("UPDATE session_state SET workspace_root = ?2 WHERE session_id = ?1")?;
+    for (id, meta) in rows {
+        if let Some(root) = workspace_root_from_meta(Some(&meta)) {
+            update.execute(rusqlite::params![id, root])?;
+        }
+    }
+    Ok(())
+}
+
+/// Fingerprint of a `session_state` row: all nine columns with their storage classes.
+pub(crate) fn row_fingerprint(values: &[ValueRef<'_>]) -> u64 {
+    let mut chain = crate::fsutil::EMPTY_DIGEST;
+    for v in values {
+        let mut buf: Vec<u8> = Vec::new();
+        match v {
+            ValueRef::Null => buf.push(0),
+            ValueRef::Integer(i) => {
+                buf.push(1);
+                buf.extend_from_slice(&i.to_le_bytes());
+            }
+            ValueRef::Real(f) => {
+                buf.push(2);
+                buf.extend_from_slice(&f.to_le_bytes());
+            }
+            ValueRef::Text(t) => {
+                buf.push(3);
+                buf.extend_from_slice(t);
+            }
+            ValueRef::Blob(b) => {
+                buf.push(4);
+                buf.extend_from_slice(b);
+            }
+        }
+        chain = crate::fsutil::chain_digest(chain, crate::fsutil::line_digest(&buf));
+    }
+    chain
+}
+
+/// Path of `state.db` under a sessions root.
+pub(crate) fn db_path(root: &Path) -> PathBuf {
+    root.join("state.db")
+}

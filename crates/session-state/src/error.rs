@@ -1,0 +1,140 @@
+//! The one error type of this crate.
+
+use std::io;
+use std::path::PathBuf;
+
+use session_schema::IdError;
+
+/// Everything that can go wrong in session-state.
+///
+/// `Display` is a lower-case fragment without a full stop; `source()` is wired to the underlying
+/// error. Variants carry the file path, 1-based line and byte offset where one exists.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// A session or run id failed the safe-id check before any path was built from it
+    /// (compat notes §5 item 6).
+    #[error("unsafe id {id:?}")]
+    UnsafeId {
+        /// The id as given.
+        id: String,
+        /// Why it was refused.
+        #[source]
+        source: IdError,
+    },
+    /// A file-system operation failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        /// What was being done (`"read"`, `"write"`, `"fsync"`, `"rename"`, …).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// SQLite reported an error on `state.db` (never "database is locked" for a busy database:
+    /// saves wait and retry, see [`crate::StoreOptions::busy_timeout`]).
+    #[error("state database {}: {context}", path.display())]
+    Db {
+        /// Path of `state.db`.
+        path: PathBuf,
+        /// What was being done.
+        context: &'static str,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database stayed locked by another writer for longer than the busy timeout and every
+    /// retry (a process holding a write transaction open for that long).
+    #[error("state database {} stayed busy for {waited_ms} ms", path.display())]
+    Busy {
+        /// Path of `state.db`.
+        path: PathBuf,
+        /// How long the save waited in total, in milliseconds.
+        waited_ms: u64,
+        /// The last SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// Compare-and-swap failed: the session changed since the caller loaded it
+    /// ([`crate::StateStore::save_expecting`]). Nothing was written.
+    #[error("session {session_id} was saved by another writer (expected {expected}, found {found})")]
+    Conflict {
+        /// The session.
+        session_id: String,
+        /// The generation the caller expected (`none` = the session must not exist yet).
+        expected: String,
+        /// The generation found in the database (`none` = no row).
+        found: String,
+    },
+    /// A legacy `state/<id>.json` snapshot is not a valid session state (cut mid-write,
+    /// not JSON, or fields of the wrong type). The file is left untouched.
+    #[error("legacy snapshot {} is invalid at line {line}, byte {byte_offset}: {reason}", path.display())]
+    LegacyInvalid {
+        /// The snapshot file.
+        path: PathBuf,
+        /// 1-based line of the problem (1 when unknown).
+        line: u64,
+        /// Byte offset of the problem within the file (0 when unknown).
+        byte_offset: u64,
+        /// What is wrong.
+        reason: String,
+        /// The parse error, when there is one.
+        #[source]
+        source: Option<session_schema::ParseError>,
+    },
+    /// A message could not be serialized (a hand-built [`session_schema::RawJson`] holding
+    /// invalid JSON).
+    #[error("message {index} of session {session_id} cannot be serialized")]
+    Serialize {
+        /// The session.
+        session_id: String,
+        /// 0-based index of the message in `SessionState.messages` (`usize::MAX` for `meta`).
+        index: usize,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A run file could not be read by the run index.
+    #[error("run file {}", path.display())]
+    Run {
+        /// The run file.
+        path: PathBuf,
+        /// The reader's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A pagination cursor string could not be decoded.
+    #[error("invalid cursor {token:?}")]
+    InvalidCursor {
+        /// The token as given.
+        token: String,
+    },
+    /// A save was stopped on purpose by a fault-injection hook (tests only; see
+    /// [`crate::FaultPoint`]). The store is left exactly as a crash at that point would leave it.
+    #[doc(hidden)]
+    #[error("save stopped at injected fault point {point:?}")]
+    InjectedFault {
+        /// Where the save stopped.
+        point: crate::FaultPoint,
+    },
+}
+
+/// `Result` with [`StateError`].
+pub type Result<T, E = StateError> = std::result::Result<T, E>;
+
+impl StateError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        StateError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether this is a compare-and-swap conflict ([`StateError::Conflict`]).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StateError::Conflict { .. })
+    }
+}

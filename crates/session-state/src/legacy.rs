@@ -1,0 +1,220 @@
+//! Legacy `state/<session_id>.json` snapshots (compat §2.8), read with type checks.
+
+use std::path::Path;
+
+use serde_json::value::RawValue;
+use session_schema::{BaseMessage, Num, ParseError, RawJson, SessionState, SessionStateSummary, Timestamp, parse_message};
+
+use crate::compact::compact_json;
+use crate::error::{Result, StateError};
+use crate::fsutil;
+use crate::messages::{keep_raw, ordered_object};
+use crate::store::StateStore;
+use crate::summary::{summarize_lines, workspace_root_from_meta};
+use crate::types::{DamageKind, LegacyLoad, LoadNote, MessageDamage};
+
+/// Reads and validates `state/<id>.json`. `Ok(None)` when the file does not exist.
+pub(crate) fn read_legacy(store: &StateStore, id: &str) -> Result<Option<LegacyLoad>> {
+    let path = store.legacy_path(id)?;
+    let Some(bytes) = fsutil::read_if_exists(&path)? else {
+        return Ok(None);
+    };
+    parse_legacy(&path, id, &bytes).map(Some)
+}
+
+fn invalid(path: &Path, bytes: &[u8], reason: String, err: Option<serde_json::Error>) -> StateError {
+    let (line, column) = err.as_ref().map_or((1, 1), |e| (e.line().max(1), e.column().max(1)));
+    // Byte offset of (line, column): serde_json counts columns in bytes.
+    let mut offset = 0usize;
+    for (i, l) in bytes.split(|&b| b == b'\n').enumerate() {
+        if i + 1 == line {
+            offset += column.saturating_sub(1).min(l.len());
+            break;
+        }
+        offset += l.len() + 1;
+    }
+    StateError::LegacyInvalid {
+        path: path.to_path_buf(),
+        line: line as u64,
+        byte_offset: offset.min(bytes.len()) as u64,
+        reason,
+        source: err.map(|e| ParseError::Syntax {
+            column: e.column(),
+            eof: e.is_eof(),
+            message: e.to_string(),
+            source: e,
+        }),
+    }
+}
+
+/// Validates a legacy snapshot. Fixes the reference's quirks (compat §5 item 11): the state is
+/// keyed by `id` (the file name) whatever its inner `session_id` says; `session_id` and
+/// `updated_at` must be non-empty strings, `messages` an array (absent = empty), `run_id` a
+/// string, `invoke_seq` an integer and `meta` an object — values of the wrong type are dropped
+/// with a note instead of being stored as-is.
+pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<LegacyLoad> {
+    let text = std::str::from_utf8(session_schema::trim_line(bytes).0).map_err(|e| {
+        StateError::LegacyInvalid {
+            path: path.to_path_buf(),
+            line: 1,
+            byte_offset: e.valid_up_to() as u64,
+            reason: "not UTF-8".to_owned(),
+            source: None,
+        }
+    })?;
+    let members = ordered_object(text).map_err(|e| {
+        let reason = if e.is_eof() {
+            "file ends in the middle of the JSON (cut mid-write)".to_owned()
+        } else {
+            format!("not a JSON object: {e}")
+        };
+        invalid(path, bytes, reason, Some(e))
+    })?;
+    let get = |key: &str| -> Option<&RawValue> {
+        members
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_ref())
+    };
+    let mut notes = Vec::new();
+    let mut damage = Vec::new();
+    let string_field = |key: &str| -> Option<String> {
+        get(key).and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+    };
+    let inner = string_field("session_id").filter(|s| !s.is_empty()).ok_or_else(|| {
+        invalid(path, bytes, "`session_id` is missing or not a non-empty string".to_owned(), None)
+    })?;
+    if inner != id {
+        notes.push(LoadNote::LegacyIdMismatch { inner });
+    }
+    let updated_at = string_field("updated_at").filter(|s| !s.is_empty()).ok_or_else(|| {
+        invalid(path, bytes, "`updated_at` is missing or not a non-empty string".to_owned(), None)
+    })?;
+    if let Some(v) = get("schema_version") {
+        if v.get() != "1" {
+            notes.push(LoadNote::LegacySchemaVersion {
+                found: v.get().to_owned(),
+            });
+        }
+    }
+    let run_id = match get("run_id") {
+        None => None,
+        Some(v) if v.get() == "null" => None,
+        Some(v) => match serde_json::from_str::<String>(v.get()) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                notes.push(LoadNote::ColumnType {
+                    column: "run_id",
+                    found: v.get().to_owned(),
+                });
+                None
+            }
+        },
+    };
+    let invoke_seq = match get("invoke_seq") {
+        None => None,
+        Some(v) if v.get() == "null" => None,
+        Some(v) => match serde_json::from_str::<i64>(v.get()) {
+            Ok(i) => Some(i),
+            Err(_) => {
+                notes.push(LoadNote::ColumnType {
+                    column: "invoke_seq",
+                    found: v.get().to_owned(),
+                });
+                None
+            }
+        },
+    };
+    let meta = match get("meta") {
+        None => None,
+        Some(v) if v.get() == "null" => None,
+        Some(v) if v.get().starts_with('{') => {
+            let compact = String::from_utf8(compact_json(v.get().as_bytes())).unwrap_or_default();
+            RawJson::from_json(compact).ok()
+        }
+        Some(v) => {
+            notes.push(LoadNote::ColumnType {
+                column: "meta",
+                found: v.get().chars().take(40).collect(),
+            });
+            None
+        }
+    };
+    let elements: Vec<Box<RawValue>> = match get("messages") {
+        None => Vec::new(),
+        Some(v) => serde_json::from_str(v.get()).map_err(|e| {
+            invalid(path, bytes, format!("`messages` is not an array: {e}"), None)
+        })?,
+    };
+    let mut messages: Vec<BaseMessage> = Vec::with_capacity(elements.len());
+    for (i, el) in elements.iter().enumerate() {
+        let compact = compact_json(el.get().as_bytes());
+        match parse_message(&compact) {
+            Ok(p) => messages.push(p.value),
+            Err(err) => {
+                let kept = if err.is_shape() && !matches!(err, ParseError::NotObject) {
+                    keep_raw(&compact)
+                } else {
+                    None
+                };
+                let kind = match (&err, &kept) {
+                    (_, Some(_)) => DamageKind::Shape,
+                    (ParseError::NotObject, _) => DamageKind::NotObject,
+                    _ => DamageKind::MissingRole,
+                };
+                damage.push(MessageDamage {
+                    path: path.to_path_buf(),
+                    line: Some(i as u64 + 1),
+                    byte_offset: 0,
+                    kind,
+                    kept: kept.is_some(),
+                    detail: err.to_string(),
+                });
+                if let Some(m) = kept {
+                    messages.push(m);
+                }
+            }
+        }
+    }
+    Ok(LegacyLoad {
+        state: SessionState {
+            schema_version: Some(Num::from(1i64)),
+            session_id: id.to_owned(),
+            updated_at: Timestamp::from_raw(updated_at),
+            run_id,
+            invoke_seq,
+            messages,
+            meta,
+            ..Default::default()
+        },
+        damage,
+        notes,
+    })
+}
+
+/// The listing summary of a legacy snapshot, as the reference's `list()` builds it: every
+/// `messages` element counts, the display rules apply to the raw elements.
+pub(crate) fn legacy_summary(path: &Path, id: &str, bytes: &[u8]) -> Result<SessionStateSummary> {
+    let loaded = parse_legacy(path, id, bytes)?;
+    let text = std::str::from_utf8(session_schema::trim_line(bytes).0).unwrap_or("");
+    let members = ordered_object(text).unwrap_or_default();
+    let raw_messages: Vec<Box<RawValue>> = members
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "messages")
+        .and_then(|(_, v)| serde_json::from_str(v.get()).ok())
+        .unwrap_or_default();
+    let lines: Vec<&[u8]> = raw_messages.iter().map(|m| m.get().as_bytes()).collect();
+    let meta = loaded.state.meta.as_ref().map(RawJson::get);
+    let summary = summarize_lines(&lines, meta);
+    Ok(SessionStateSummary {
+        session_id: id.to_owned(),
+        updated_at: loaded.state.updated_at,
+        run_id: loaded.state.run_id,
+        message_count: Some(summary.message_count),
+        last_user_message: summary.last_user_message,
+        workspace_root: workspace_root_from_meta(meta),
+        ..Default::default()
+    })
+}

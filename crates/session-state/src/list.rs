@@ -1,0 +1,289 @@
+//! `list` (compat §2.9, with legacy entries merged into the order and keyset pagination) and
+//! `migrate_legacy`.
+
+use std::cmp::Ordering;
+use std::fs;
+
+use rusqlite::types::Value;
+use session_schema::{SessionStateSummary, Timestamp, is_safe_id};
+
+use crate::db::{NORM_FN, ReadTx, db_err};
+use crate::error::{Result, StateError};
+use crate::legacy::legacy_summary;
+use crate::store::StateStore;
+use crate::types::{
+    EntrySource, ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, MigrationEntry,
+    MigrationOutcome, MigrationReport, WorkspaceFilter,
+};
+use crate::workspace::normalize_workspace_root;
+
+/// Order of entries: `updated_at` descending (byte order), then `session_id` descending.
+fn newer_first(a: (&str, &str), b: (&str, &str)) -> Ordering {
+    b.0.cmp(a.0).then_with(|| b.1.cmp(a.1))
+}
+
+/// Whether `key` comes strictly after the cursor in listing order.
+fn after_cursor(key: (&str, &str), cursor: Option<&ListCursor>) -> bool {
+    match cursor {
+        None => true,
+        Some(c) => newer_first((&c.updated_at, &c.session_id), key) == Ordering::Less,
+    }
+}
+
+impl StateStore {
+    /// Lists sessions newest first: `session_state` rows and legacy snapshots that have no row
+    /// yet, merged into one order (`updated_at` descending by string comparison, then
+    /// `session_id` descending), filtered by workspace root, limited, and paged with a keyset
+    /// cursor on `(updated_at, session_id)`.
+    ///
+    /// A legacy snapshot that cannot be read is skipped and reported in
+    /// [`ListPage::diagnostics`]; its file is left untouched. Summaries are the stored columns
+    /// (`SessionStateSummary`, compat §1.8), absent values omitted like the reference.
+    ///
+    /// # Errors
+    /// [`StateError::Db`]; [`StateError::Io`] when `state/` cannot be read (the reference
+    /// fails there too).
+    pub fn list(&self, query: &ListQuery) -> Result<ListPage> {
+        let want = query.limit.map(|l| l.saturating_add(1));
+        let root_filter = match &query.workspace {
+            WorkspaceFilter::All => None,
+            WorkspaceFilter::Root(r) => Some(normalize_workspace_root(r)),
+        };
+        let mut db_entries: Vec<ListEntry> = Vec::new();
+        let mut legacy_ids: Vec<(String, bool)> = Vec::new();
+        let legacy_names = self.legacy_names()?;
+        {
+            let conn = self.lock();
+            let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+            let mut sql = String::from(
+                "SELECT session_id, updated_at, run_id, message_count, last_user_message, workspace_root \
+                 FROM session_state WHERE 1",
+            );
+            let mut args: Vec<Value> = Vec::new();
+            if let Some(c) = &query.after {
+                sql.push_str(" AND (updated_at < ? OR (updated_at = ? AND session_id < ?))");
+                args.push(Value::Text(c.updated_at.clone()));
+                args.push(Value::Text(c.updated_at.clone()));
+                args.push(Value::Text(c.session_id.clone()));
+            }
+            if let Some(root) = &root_filter {
+                sql.push_str(&format!(" AND {NORM_FN}(workspace_root) = ?"));
+                args.push(Value::Text(root.clone()));
+            }
+            sql.push_str(" ORDER BY updated_at DESC, session_id DESC");
+            if let Some(n) = want {
+                sql.push_str(&format!(" LIMIT {n}"));
+            }
+            let err = db_err(&self.db_path, "list sessions");
+            let mut stmt = conn.prepare(&sql).map_err(err)?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+                    Ok((
+                        r.get::<_, Value>(0)?,
+                        r.get::<_, Value>(1)?,
+                        r.get::<_, Value>(2)?,
+                        r.get::<_, Value>(3)?,
+                        r.get::<_, Value>(4)?,
+                        r.get::<_, Value>(5)?,
+                    ))
+                })
+                .map_err(db_err(&self.db_path, "list sessions"))?;
+            for row in rows {
+                let (id, updated, run, count, last, ws) =
+                    row.map_err(db_err(&self.db_path, "read session row"))?;
+                db_entries.push(ListEntry {
+                    summary: SessionStateSummary {
+                        session_id: text(id).unwrap_or_default(),
+                        updated_at: Timestamp::from_raw(text(updated).unwrap_or_default()),
+                        run_id: text(run),
+                        message_count: match count {
+                            Value::Integer(i) => u64::try_from(i).ok(),
+                            _ => None,
+                        },
+                        last_user_message: text(last),
+                        workspace_root: text(ws),
+                        ..Default::default()
+                    },
+                    source: EntrySource::Db,
+                });
+            }
+            let mut exists = conn
+                .prepare("SELECT 1 FROM session_state WHERE session_id = ?1")
+                .map_err(db_err(&self.db_path, "look up session"))?;
+            for name in legacy_names {
+                let has = exists
+                    .exists([&name])
+                    .map_err(db_err(&self.db_path, "look up session"))?;
+                legacy_ids.push((name, has));
+            }
+        }
+        let mut diagnostics = Vec::new();
+        let mut legacy_entries: Vec<ListEntry> = Vec::new();
+        for (id, has_row) in legacy_ids {
+            if has_row {
+                continue;
+            }
+            let path = self.root.join("state").join(format!("{id}.json"));
+            if !is_safe_id(&id) {
+                diagnostics.push(ListDiagnostic {
+                    path,
+                    detail: "file name is not a safe session id".to_owned(),
+                });
+                continue;
+            }
+            let bytes = match fs::read(&path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    diagnostics.push(ListDiagnostic {
+                        path,
+                        detail: format!("cannot read: {e}"),
+                    });
+                    continue;
+                }
+            };
+            match legacy_summary(&path, &id, &bytes) {
+                Ok(summary) => {
+                    if !after_cursor(
+                        (summary.updated_at.as_str(), &summary.session_id),
+                        query.after.as_ref(),
+                    ) {
+                        continue;
+                    }
+                    if let Some(root) = &root_filter {
+                        match &summary.workspace_root {
+                            Some(ws) if &normalize_workspace_root(ws) == root => {}
+                            _ => continue,
+                        }
+                    }
+                    legacy_entries.push(ListEntry {
+                        summary,
+                        source: EntrySource::Legacy,
+                    });
+                }
+                Err(e) => diagnostics.push(ListDiagnostic {
+                    path,
+                    detail: e.to_string(),
+                }),
+            }
+        }
+        let mut entries = db_entries;
+        entries.extend(legacy_entries);
+        entries.sort_by(|a, b| {
+            newer_first(
+                (a.summary.updated_at.as_str(), &a.summary.session_id),
+                (b.summary.updated_at.as_str(), &b.summary.session_id),
+            )
+        });
+        let mut next_cursor = None;
+        if let Some(limit) = query.limit {
+            if entries.len() > limit {
+                entries.truncate(limit);
+                next_cursor = entries.last().map(|e| ListCursor {
+                    updated_at: e.summary.updated_at.as_str().to_owned(),
+                    session_id: e.summary.session_id.clone(),
+                });
+            }
+        }
+        Ok(ListPage {
+            entries,
+            next_cursor,
+            diagnostics,
+        })
+    }
+
+    /// Ids of `state/*.json` files with a safe id, sorted.
+    fn legacy_names(&self) -> Result<Vec<String>> {
+        let dir = self.root.join("state");
+        let read = match fs::read_dir(&dir) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StateError::io("read directory", &dir, e)),
+        };
+        let mut names = Vec::new();
+        for entry in read {
+            let entry = entry.map_err(|e| StateError::io("read directory", &dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(id) = name.strip_suffix(".json") {
+                names.push(id.to_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// Migrates every legacy snapshot that has no row yet (or, with `dry_run`, reports what
+    /// would be migrated without writing anything). Legacy files are never deleted; invalid ones
+    /// are reported and left untouched.
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when `state/` cannot be read; [`StateError::Db`]/[`StateError::Busy`]
+    /// from the database. Per-file problems are outcomes, not errors.
+    pub fn migrate_legacy(&self, dry_run: bool) -> Result<MigrationReport> {
+        let mut report = MigrationReport::default();
+        for id in self.legacy_names()? {
+            let path = self.root.join("state").join(format!("{id}.json"));
+            if !is_safe_id(&id) {
+                report.entries.push(MigrationEntry {
+                    session_id: id,
+                    path,
+                    outcome: MigrationOutcome::UnsafeName,
+                });
+                continue;
+            }
+            let has_row = {
+                let conn = self.lock();
+                conn.query_row(
+                    "SELECT 1 FROM session_state WHERE session_id = ?1",
+                    [&id],
+                    |_| Ok(()),
+                )
+                .map(|()| true)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(false),
+                    e => Err(e),
+                })
+                .map_err(db_err(&self.db_path, "look up session"))?
+            };
+            let outcome = if has_row {
+                MigrationOutcome::AlreadyIndexed
+            } else {
+                let bytes = match crate::fsutil::read_if_exists(&path)? {
+                    Some(b) => b,
+                    None => continue,
+                };
+                match legacy_summary(&path, &id, &bytes) {
+                    Err(e) => MigrationOutcome::Invalid {
+                        detail: e.to_string(),
+                    },
+                    Ok(summary) if dry_run => MigrationOutcome::WouldMigrate(summary),
+                    Ok(summary) => {
+                        let legacy = crate::legacy::parse_legacy(&path, &id, &bytes)?;
+                        match self.save_expecting(&legacy.state, None) {
+                            Ok(_) => MigrationOutcome::Migrated(summary),
+                            Err(e) if e.is_conflict() => MigrationOutcome::AlreadyIndexed,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+            };
+            report.entries.push(MigrationEntry {
+                session_id: id,
+                path,
+                outcome,
+            });
+        }
+        Ok(report)
+    }
+}
+
+fn text(v: Value) -> Option<String> {
+    match v {
+        Value::Text(t) => Some(t),
+        Value::Null => None,
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Real(f) => Some(f.to_string()),
+        Value::Blob(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+    }
+}

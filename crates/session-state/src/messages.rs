@@ -1,0 +1,211 @@
+//! `messages/<session_id>.jsonl`: serializing a message list and reading one back tolerantly.
+
+use std::path::Path;
+
+use serde_json::value::RawValue;
+use session_schema::{BaseMessage, Extra, ParseError, RawJson, UnknownObject, parse_message};
+
+use crate::compact::compact_json;
+use crate::error::{Result, StateError};
+use crate::fsutil::{chain_digest, line_digest};
+use crate::types::{DamageKind, MessageDamage};
+
+/// Serialized message lines (compact JSON + `\n` each) with their digests.
+pub(crate) struct Lines {
+    pub(crate) lines: Vec<Vec<u8>>,
+    pub(crate) digests: Vec<u64>,
+}
+
+impl Lines {
+    /// Serializes `messages` the way the reference does (`JSON.stringify(m) + "\n"`).
+    pub(crate) fn serialize(session_id: &str, messages: &[BaseMessage]) -> Result<Lines> {
+        let mut lines = Vec::with_capacity(messages.len());
+        let mut digests = Vec::with_capacity(messages.len());
+        for (index, m) in messages.iter().enumerate() {
+            let json = serde_json::to_vec(m).map_err(|source| StateError::Serialize {
+                session_id: session_id.to_owned(),
+                index,
+                source,
+            })?;
+            let mut line = compact_json(&json);
+            line.push(b'\n');
+            digests.push(line_digest(&line));
+            lines.push(line);
+        }
+        Ok(Lines { lines, digests })
+    }
+
+    /// `(byte length, digest chain)` of the first `n` lines.
+    pub(crate) fn prefix(&self, n: usize) -> (u64, u64) {
+        let mut len = 0u64;
+        let mut chain = crate::fsutil::EMPTY_DIGEST;
+        for (line, d) in self.lines.iter().zip(&self.digests).take(n) {
+            len += line.len() as u64;
+            chain = chain_digest(chain, *d);
+        }
+        (len, chain)
+    }
+
+    /// Extends a digest chain with lines `from..`.
+    pub(crate) fn extend_digest(&self, mut chain: u64, from: usize) -> u64 {
+        for d in &self.digests[from..] {
+            chain = chain_digest(chain, *d);
+        }
+        chain
+    }
+
+    /// Concatenation of lines `from..`.
+    pub(crate) fn concat(&self, from: usize) -> Vec<u8> {
+        let total: usize = self.lines[from..].iter().map(Vec::len).sum();
+        let mut out = Vec::with_capacity(total);
+        for l in &self.lines[from..] {
+            out.extend_from_slice(l);
+        }
+        out
+    }
+
+    /// Total byte length.
+    pub(crate) fn total_len(&self) -> u64 {
+        self.lines.iter().map(|l| l.len() as u64).sum()
+    }
+}
+
+/// Messages read from a file, plus what had to be skipped.
+pub(crate) struct ReadMessages {
+    pub(crate) messages: Vec<BaseMessage>,
+    pub(crate) damage: Vec<MessageDamage>,
+}
+
+/// Parses the content of a messages file tolerantly (compat §2.7 plus §5 item 4):
+/// lines split on `\n`, CR and surrounding white space trimmed, blank lines skipped. A line
+/// that cannot be a message is reported in `damage` and skipped, except a JSON object with a
+/// string `role` that does not fit the typed model, which is kept verbatim.
+pub(crate) fn parse_messages(path: &Path, bytes: &[u8]) -> ReadMessages {
+    let mut messages = Vec::new();
+    let mut damage = Vec::new();
+    let mut start = 0usize;
+    let mut line_no = 0u64;
+    while start < bytes.len() {
+        line_no += 1;
+        let (end, has_newline) = match memchr_nl(&bytes[start..]) {
+            Some(p) => (start + p, true),
+            None => (bytes.len(), false),
+        };
+        let line = &bytes[start..end];
+        match parse_message(line) {
+            Ok(parsed) => messages.push(parsed.value),
+            Err(ParseError::Empty) => {}
+            Err(err) => {
+                let (kind, kept) = match &err {
+                    e if e.is_eof() && !has_newline => (DamageKind::TornTail, None),
+                    ParseError::Syntax { .. } | ParseError::InvalidUtf8 { .. } => {
+                        (DamageKind::Corrupt, None)
+                    }
+                    ParseError::NotObject => (DamageKind::NotObject, None),
+                    ParseError::MissingTag { .. } => (DamageKind::MissingRole, None),
+                    _ => match keep_raw(line) {
+                        Some(m) => (DamageKind::Shape, Some(m)),
+                        None => (DamageKind::MissingRole, None),
+                    },
+                };
+                damage.push(MessageDamage {
+                    path: path.to_path_buf(),
+                    line: Some(line_no),
+                    byte_offset: start as u64,
+                    kind,
+                    kept: kept.is_some(),
+                    detail: err.to_string(),
+                });
+                if let Some(m) = kept {
+                    messages.push(m);
+                }
+            }
+        }
+        start = if has_newline { end + 1 } else { end };
+    }
+    ReadMessages { messages, damage }
+}
+
+fn memchr_nl(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
+}
+
+/// Keeps a JSON object with a string `role` as `BaseMessage::Unknown` (fields in order).
+pub(crate) fn keep_raw(line: &[u8]) -> Option<BaseMessage> {
+    let text = std::str::from_utf8(session_schema::trim_line(line).0).ok()?;
+    let pairs: OrderedObject = serde_json::from_str(text).ok()?;
+    let mut role = None;
+    let mut fields = Vec::new();
+    for (k, v) in pairs.0 {
+        if k == "role" && role.is_none() {
+            role = Some(serde_json::from_str::<String>(v.get()).ok()?);
+        } else {
+            let compact = compact_json(v.get().as_bytes());
+            let raw = RawJson::from_json(String::from_utf8(compact).ok()?).ok()?;
+            fields.push((k, raw));
+        }
+    }
+    Some(BaseMessage::Unknown(UnknownObject {
+        tag: role?,
+        fields: Extra(fields),
+    }))
+}
+
+/// A JSON object's members in document order, values raw.
+struct OrderedObject(Vec<(String, Box<RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for OrderedObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = OrderedObject;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<OrderedObject, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                    out.push((k, v));
+                }
+                Ok(OrderedObject(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Members of a JSON object in document order (for legacy snapshots).
+pub(crate) fn ordered_object(text: &str) -> std::result::Result<Vec<(String, Box<RawValue>)>, serde_json::Error> {
+    serde_json::from_str::<OrderedObject>(text).map(|o| o.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_corrupt_and_odd_lines_are_reported_and_good_ones_kept() {
+        let input = b"{\"role\":\"user\",\"content\":\"a\"}\r\n\n  {\"role\":\"assistant\",\"content\":\"b\"}  \nnot json\n[1]\n{\"content\":\"x\"}\n{\"role\":\"user\",\"content\":[null]}\n{\"role\":\"assistant\",\"content\":\"to";
+        let r = parse_messages(Path::new("m.jsonl"), input);
+        let kinds: Vec<_> = r.damage.iter().map(|d| (d.line, d.kind.clone(), d.kept)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Some(4), DamageKind::Corrupt, false),
+                (Some(5), DamageKind::NotObject, false),
+                (Some(6), DamageKind::MissingRole, false),
+                (Some(7), DamageKind::Shape, true),
+                (Some(8), DamageKind::TornTail, false),
+            ]
+        );
+        assert_eq!(r.messages.len(), 3);
+        assert_eq!(r.messages[2].role(), "user");
+        assert_eq!(
+            serde_json::to_string(&r.messages[2]).unwrap(),
+            r#"{"role":"user","content":[null]}"#
+        );
+    }
+}

@@ -1,0 +1,785 @@
+//! [`StateStore`]: load, save (incremental, crash-consistent, compare-and-swap), list,
+//! delete and legacy migration over `state.db` + `messages/` + `state/`.
+
+use std::fs;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, OptionalExtension, params};
+use session_schema::{Num, RawJson, SessionState, Timestamp, check_id};
+
+use crate::db::{self, ReadTx, WriteTx, db_err};
+use crate::error::{Result, StateError};
+use crate::fsutil::{self, EMPTY_DIGEST};
+use crate::messages::{Lines, parse_messages};
+use crate::summary::summarize;
+use crate::types::{
+    DamageKind, FaultPoint, Generation, LoadNote, LoadSource, LoadedSession, MessageDamage,
+    SaveMode, SaveReport, StoreOptions,
+};
+
+/// Resumable session state under one sessions root (spec §2, §3.1; compat notes §2.5–2.11).
+///
+/// Layout, shared with the reference implementation (both may use it at once):
+///
+/// ```text
+/// <root>/state.db                    SQLite, WAL: table session_state (reference schema),
+///                                    plus our tables session_files and runs
+/// <root>/messages/<session_id>.jsonl one compact message per line
+/// <root>/state/<session_id>.json     legacy snapshots (read, migrated, never deleted by load)
+/// ```
+///
+/// One connection per store, behind a mutex: a `StateStore` is `Send + Sync` and may be shared
+/// between threads; several processes may open the same root at once.
+pub struct StateStore {
+    pub(crate) root: PathBuf,
+    pub(crate) db_path: PathBuf,
+    pub(crate) conn: Mutex<Connection>,
+    pub(crate) options: StoreOptions,
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore")
+            .field("root", &self.root)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The committed state of one session as found in the database.
+struct Stored {
+    /// The nine reference columns.
+    values: Vec<Value>,
+    generation: Generation,
+    /// Our bookkeeping, when it matches the row (the row was last written by this crate).
+    files: Option<FilesRow>,
+}
+
+#[derive(Debug, Clone)]
+struct FilesRow {
+    file_len: u64,
+    file_lines: u64,
+    file_digest: u64,
+    pending_file: Option<String>,
+}
+
+const ROW_COLUMNS: &str = "session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root";
+
+impl StateStore {
+    /// Opens (creating when missing) the store under `sessions_root` with default options.
+    ///
+    /// Creates `sessions_root`, `messages/` and `state/` (mode 0700 when created) and
+    /// `state.db` (mode 0600) with the reference's exact `session_state` schema and index,
+    /// WAL journal, `synchronous=FULL` and a busy timeout. A database the reference created is
+    /// migrated the way it would migrate it (`ADD COLUMN workspace_root`), plus a backfill of
+    /// `workspace_root` from `meta_json`; our bookkeeping lives in the additional tables
+    /// `session_files` and `runs` and in `PRAGMA user_version`.
+    ///
+    /// Committed saves whose final rename was interrupted by a crash are completed here.
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when a directory cannot be created; [`StateError::Db`] when
+    /// `state.db` cannot be opened or initialised (for example when it is a directory);
+    /// [`StateError::Busy`] when another process holds the write lock for longer than
+    /// [`StoreOptions::max_busy_wait`].
+    pub fn open(sessions_root: impl AsRef<Path>) -> Result<StateStore> {
+        StateStore::open_with(sessions_root, StoreOptions::default())
+    }
+
+    /// [`StateStore::open`] with explicit options.
+    ///
+    /// # Errors
+    /// As [`StateStore::open`].
+    pub fn open_with(sessions_root: impl AsRef<Path>, options: StoreOptions) -> Result<StateStore> {
+        let root = sessions_root.as_ref().to_path_buf();
+        fsutil::create_dir_private(&root)?;
+        fsutil::create_dir_private(&root.join("messages"))?;
+        fsutil::create_dir_private(&root.join("state"))?;
+        let db_path = db::db_path(&root);
+        let conn = db::open_db(&db_path, options.busy_timeout, options.max_busy_wait)?;
+        let store = StateStore {
+            root,
+            db_path,
+            conn: Mutex::new(conn),
+            options,
+        };
+        store.roll_forward_all()?;
+        Ok(store)
+    }
+
+    /// The sessions root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Path of `state.db`.
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// Path of `messages/<session_id>.jsonl`.
+    ///
+    /// # Errors
+    /// [`StateError::UnsafeId`] when the id fails the safe-id check.
+    pub fn messages_path(&self, session_id: &str) -> Result<PathBuf> {
+        checked(session_id)?;
+        Ok(self.messages_dir().join(format!("{session_id}.jsonl")))
+    }
+
+    /// Path of the legacy snapshot `state/<session_id>.json`.
+    ///
+    /// # Errors
+    /// [`StateError::UnsafeId`] when the id fails the safe-id check.
+    pub fn legacy_path(&self, session_id: &str) -> Result<PathBuf> {
+        checked(session_id)?;
+        Ok(self.root.join("state").join(format!("{session_id}.json")))
+    }
+
+    pub(crate) fn messages_dir(&self) -> PathBuf {
+        self.root.join("messages")
+    }
+
+    fn temp_path(&self, session_id: &str, generation: u64) -> PathBuf {
+        self.messages_dir()
+            .join(format!("{session_id}.jsonl.g{generation}.tmp"))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn fault(&self, point: FaultPoint) -> Result<()> {
+        match &self.options.fault_hook {
+            Some(hook) if hook(point) => Err(StateError::InjectedFault { point }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads the row and our bookkeeping for `session_id` (inside the caller's transaction).
+    fn read_stored(&self, conn: &Connection, session_id: &str) -> Result<Option<Stored>> {
+        let values: Option<Vec<Value>> = conn
+            .query_row(
+                &format!("SELECT {ROW_COLUMNS} FROM session_state WHERE session_id = ?1"),
+                [session_id],
+                |r| (0..9).map(|i| r.get::<_, Value>(i)).collect(),
+            )
+            .optional()
+            .map_err(db_err(&self.db_path, "read session row"))?;
+        let Some(values) = values else {
+            return Ok(None);
+        };
+        let refs: Vec<ValueRef<'_>> = values.iter().map(ValueRef::from).collect();
+        let fp = db::row_fingerprint(&refs);
+        let files: Option<(i64, i64, i64, i64, i64, Option<String>)> = conn
+            .query_row(
+                "SELECT generation, row_fingerprint, file_len, file_lines, file_digest, pending_file \
+                 FROM session_files WHERE session_id = ?1",
+                [session_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+            )
+            .optional()
+            .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
+        let (counter, files) = match files {
+            Some((g, rfp, len, lines, digest, pending)) => {
+                let ours = rfp as u64 == fp;
+                (
+                    g as u64,
+                    ours.then_some(FilesRow {
+                        file_len: len as u64,
+                        file_lines: lines as u64,
+                        file_digest: digest as u64,
+                        pending_file: pending,
+                    }),
+                )
+            }
+            None => (0, None),
+        };
+        Ok(Some(Stored {
+            values,
+            generation: Generation { counter, row: fp },
+            files,
+        }))
+    }
+
+    /// Saves `state` (no compare-and-swap: last writer wins, like the reference).
+    ///
+    /// See [`StateStore::save_expecting`] for what is written and the guarantees.
+    ///
+    /// # Errors
+    /// As [`StateStore::save_expecting`], without [`StateError::Conflict`].
+    pub fn save(&self, state: &SessionState) -> Result<SaveReport> {
+        self.save_inner(state, None)
+    }
+
+    /// Saves `state` only if the stored session still has generation `expected`
+    /// (`None` = the session must not exist yet); otherwise nothing is written and the result
+    /// is [`StateError::Conflict`]. Use the generation from [`StateStore::load`] or from the
+    /// previous [`SaveReport`].
+    ///
+    /// What is written: when the new message list extends the stored one, only the new lines
+    /// are appended to `messages/<id>.jsonl` (one write, one fsync); otherwise the file is
+    /// rewritten through a temp file, fsync, rename and directory fsync. Then the
+    /// `session_state` row (every column as the reference writes it: summary per compat
+    /// §2.6/§2.10/§2.11, `meta_json` = compact JSON of `meta`) and our bookkeeping row are
+    /// committed in one transaction, the commit point. A crash at any step leaves
+    /// [`StateStore::load`] returning the complete old or the complete new state (crate
+    /// README, "Crash consistency").
+    ///
+    /// # Errors
+    /// [`StateError::UnsafeId`] before anything is touched; [`StateError::Conflict`];
+    /// [`StateError::Serialize`] for a message holding invalid raw JSON; [`StateError::Io`];
+    /// [`StateError::Db`]; [`StateError::Busy`] after [`StoreOptions::max_busy_wait`].
+    pub fn save_expecting(
+        &self,
+        state: &SessionState,
+        expected: Option<Generation>,
+    ) -> Result<SaveReport> {
+        self.save_inner(state, Some(expected))
+    }
+
+    fn save_inner(
+        &self,
+        state: &SessionState,
+        expected: Option<Option<Generation>>,
+    ) -> Result<SaveReport> {
+        let id = state.session_id.as_str();
+        checked(id)?;
+        // CPU work before taking the lock.
+        let lines = Lines::serialize(id, &state.messages)?;
+        let meta_json = match &state.meta {
+            Some(m) => Some(
+                String::from_utf8(crate::compact::compact_json(m.get().as_bytes())).map_err(
+                    |e| StateError::Serialize {
+                        session_id: id.to_owned(),
+                        index: usize::MAX,
+                        source: serde::de::Error::custom(e),
+                    },
+                )?,
+            ),
+            None => None,
+        };
+        let meta_raw = match &meta_json {
+            Some(m) => Some(RawJson::from_json(m.clone()).map_err(|source| {
+                StateError::Serialize {
+                    session_id: id.to_owned(),
+                    index: usize::MAX,
+                    source,
+                }
+            })?),
+            None => None,
+        };
+        let summary = summarize(&state.messages, meta_raw.as_ref());
+        let schema_version = state
+            .schema_version
+            .as_ref()
+            .and_then(Num::as_i64)
+            .unwrap_or(1);
+
+        let main = self.messages_path(id)?;
+        let dir = self.messages_dir();
+        let conn = self.lock();
+        let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+        let stored = self.read_stored(&conn, id)?;
+        let current = stored.as_ref().map(|s| s.generation);
+        if let Some(expected) = expected {
+            if expected != current {
+                return Err(StateError::Conflict {
+                    session_id: id.to_owned(),
+                    expected: expected.map_or_else(|| "none".to_owned(), |g| g.to_string()),
+                    found: current.map_or_else(|| "none".to_owned(), |g| g.to_string()),
+                });
+            }
+        }
+        let files = stored.as_ref().and_then(|s| s.files.clone());
+        // Complete a committed rewrite whose rename a crash interrupted, before touching the
+        // file (its content is the committed one).
+        if let Some(pending) = files.as_ref().and_then(|f| f.pending_file.as_deref()) {
+            self.finish_rename(&dir.join(pending), &main)?;
+        }
+        let old_counter = current.map_or(0, |g| g.counter);
+        let new_counter = old_counter + 1;
+
+        // Append when our committed prefix is exactly the start of the new list.
+        let append_from: Option<(usize, u64, u64)> = match (&stored, &files) {
+            (None, _) => Some((0, 0, EMPTY_DIGEST)),
+            (Some(_), Some(f)) if (f.file_lines as usize) <= lines.lines.len() => {
+                let n = f.file_lines as usize;
+                let (len, digest) = lines.prefix(n);
+                (len == f.file_len && digest == f.file_digest).then_some((n, len, digest))
+            }
+            _ => None,
+        };
+        let mut pending_file: Option<String> = None;
+        let (mode, bytes_written, file_len, file_digest) = match append_from {
+            Some((n, committed_len, committed_digest)) => {
+                let (mut file, created) = fsutil::open_private_rw(&main)?;
+                let actual = file
+                    .metadata()
+                    .map_err(|e| StateError::io("stat", &main, e))?
+                    .len();
+                if stored.is_some() && actual < committed_len {
+                    // Someone cut the file below what we committed: rewrite it whole.
+                    drop(file);
+                    self.rewrite(id, &lines, new_counter, &mut pending_file)?
+                } else {
+                    if actual != committed_len {
+                        // An uncommitted tail of a crashed save (or an orphan file of a
+                        // session that has no row yet).
+                        file.set_len(committed_len)
+                            .map_err(|e| StateError::io("truncate", &main, e))?;
+                        self.fault(FaultPoint::TailTruncated)?;
+                    }
+                    let new_bytes = lines.concat(n);
+                    if !new_bytes.is_empty() {
+                        file.seek(SeekFrom::Start(committed_len))
+                            .map_err(|e| StateError::io("seek", &main, e))?;
+                        file.write_all(&new_bytes)
+                            .map_err(|e| StateError::io("write", &main, e))?;
+                        self.fault(FaultPoint::AppendWritten)?;
+                    }
+                    if !new_bytes.is_empty() || actual != committed_len || created {
+                        file.sync_data()
+                            .map_err(|e| StateError::io("fsync", &main, e))?;
+                        self.fault(FaultPoint::AppendSynced)?;
+                    }
+                    if created {
+                        fsutil::sync_dir(&dir)?;
+                        self.fault(FaultPoint::AppendDirSynced)?;
+                    }
+                    let digest = lines.extend_digest(committed_digest, n);
+                    let len = committed_len + new_bytes.len() as u64;
+                    (
+                        SaveMode::Appended {
+                            messages: (lines.lines.len() - n) as u64,
+                        },
+                        new_bytes.len() as u64,
+                        len,
+                        digest,
+                    )
+                }
+            }
+            None => self.rewrite(id, &lines, new_counter, &mut pending_file)?,
+        };
+
+        // The commit point: the reference's row and our bookkeeping in one transaction.
+        let err = db_err(&self.db_path, "write session row");
+        conn.execute(
+            "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
+             invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
+             message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
+             workspace_root = excluded.workspace_root",
+            params![
+                id,
+                state.updated_at.as_str(),
+                state.run_id,
+                state.invoke_seq,
+                schema_version,
+                meta_json,
+                summary.message_count as i64,
+                summary.last_user_message,
+                summary.workspace_root,
+            ],
+        )
+        .map_err(err)?;
+        let fresh = self
+            .read_stored(&conn, id)?
+            .ok_or_else(|| StateError::Db {
+                path: self.db_path.clone(),
+                context: "re-read session row",
+                source: rusqlite::Error::QueryReturnedNoRows,
+            })?;
+        conn.execute(
+            "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+             ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, row_fingerprint = excluded.row_fingerprint, \
+             file_len = excluded.file_len, file_lines = excluded.file_lines, file_digest = excluded.file_digest, \
+             pending_file = excluded.pending_file",
+            params![
+                id,
+                new_counter as i64,
+                fresh.generation.row as i64,
+                file_len as i64,
+                lines.lines.len() as i64,
+                file_digest as i64,
+                pending_file,
+            ],
+        )
+        .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
+        tx.commit()?;
+        self.fault(FaultPoint::Committed)?;
+        let generation = Generation {
+            counter: new_counter,
+            row: fresh.generation.row,
+        };
+        match &pending_file {
+            Some(name) => {
+                let tmp = dir.join(name);
+                fs::rename(&tmp, &main).map_err(|e| StateError::io("rename", &tmp, e))?;
+                self.fault(FaultPoint::Renamed)?;
+                fsutil::sync_dir(&dir)?;
+                self.fault(FaultPoint::RenameDirSynced)?;
+            }
+            None => {
+                // A crashed rewrite at this generation may have left its temp file behind.
+                fsutil::remove_if_exists(&self.temp_path(id, new_counter))?;
+            }
+        }
+        Ok(SaveReport {
+            generation,
+            mode,
+            bytes_written,
+        })
+    }
+
+    /// Writes the complete list to a temp file that becomes the committed content
+    /// (`pending_file`) at commit; renamed over the main file after the commit.
+    fn rewrite(
+        &self,
+        id: &str,
+        lines: &Lines,
+        new_counter: u64,
+        pending: &mut Option<String>,
+    ) -> Result<(SaveMode, u64, u64, u64)> {
+        let tmp = self.temp_path(id, new_counter);
+        let mut f = fsutil::create_private_truncate(&tmp)?;
+        let all = lines.concat(0);
+        f.write_all(&all)
+            .map_err(|e| StateError::io("write", &tmp, e))?;
+        self.fault(FaultPoint::TempWritten)?;
+        f.sync_all().map_err(|e| StateError::io("fsync", &tmp, e))?;
+        self.fault(FaultPoint::TempSynced)?;
+        fsutil::sync_dir(&self.messages_dir())?;
+        self.fault(FaultPoint::TempDirSynced)?;
+        *pending = tmp
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        Ok((
+            SaveMode::Rewritten,
+            all.len() as u64,
+            lines.total_len(),
+            lines.extend_digest(EMPTY_DIGEST, 0),
+        ))
+    }
+
+    /// Renames a committed temp file over the main file; a missing temp means it was already
+    /// renamed.
+    fn finish_rename(&self, tmp: &Path, main: &Path) -> Result<()> {
+        match fs::rename(tmp, main) {
+            Ok(()) => fsutil::sync_dir(&self.messages_dir()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StateError::io("rename", tmp, e)),
+        }
+    }
+
+    /// Completes every committed rewrite whose rename was interrupted (called by `open`), so
+    /// that the reference, which only reads `messages/<id>.jsonl`, sees committed content.
+    fn roll_forward_all(&self) -> Result<()> {
+        let conn = self.lock();
+        let pending: Vec<(String, String)> = {
+            let mut stmt = conn
+                .prepare("SELECT session_id, pending_file FROM session_files WHERE pending_file IS NOT NULL")
+                .map_err(db_err(&self.db_path, "read pending renames"))?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(db_err(&self.db_path, "read pending renames"))?;
+            rows.filter_map(std::result::Result::ok).collect()
+        };
+        drop(conn);
+        for (id, name) in pending {
+            if check_id(&id).is_err() || check_id(&name).is_err() {
+                continue;
+            }
+            let main = self.messages_dir().join(format!("{id}.jsonl"));
+            self.finish_rename(&self.messages_dir().join(&name), &main)?;
+        }
+        Ok(())
+    }
+
+    /// Loads a session: the `session_state` row and its messages file, or else a legacy
+    /// `state/<id>.json` snapshot, which is then migrated into `state.db` under `session_id`
+    /// (compat §2.7, §2.8 with the quirks fixed, see the crate README). `Ok(None)` when neither
+    /// exists.
+    ///
+    /// Tolerant: damaged message lines are reported in [`LoadedSession::damage`] and the
+    /// complete messages are returned. Only the committed part of the messages file is read, so
+    /// a crash in the middle of a save never shows new messages with old metadata.
+    ///
+    /// # Errors
+    /// [`StateError::UnsafeId`] before any path is built; [`StateError::LegacyInvalid`] when
+    /// only a legacy snapshot exists and it is not a valid state (the file is left untouched);
+    /// [`StateError::Io`]; [`StateError::Db`].
+    pub fn load(&self, session_id: &str) -> Result<Option<LoadedSession>> {
+        checked(session_id)?;
+        // A rewrite by a concurrent writer between our snapshot of the row and our read of the
+        // file shows up as a digest mismatch: take a fresh snapshot and read again.
+        for _ in 0..3 {
+            match self.load_db(session_id, false)? {
+                LoadAttempt::Found(s) => return Ok(Some(*s)),
+                LoadAttempt::Retry => continue,
+                LoadAttempt::NoRow => return self.load_legacy_and_migrate(session_id),
+            }
+        }
+        match self.load_db(session_id, true)? {
+            LoadAttempt::Found(s) => Ok(Some(*s)),
+            LoadAttempt::Retry => Ok(None),
+            LoadAttempt::NoRow => self.load_legacy_and_migrate(session_id),
+        }
+    }
+
+    fn load_db(&self, id: &str, last_try: bool) -> Result<LoadAttempt> {
+        let stored = {
+            let conn = self.lock();
+            let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+            self.read_stored(&conn, id)?
+        };
+        let Some(stored) = stored else {
+            return Ok(LoadAttempt::NoRow);
+        };
+        let main = self.messages_path(id)?;
+        let mut damage = Vec::new();
+        let mut notes = Vec::new();
+        let messages = match &stored.files {
+            Some(files) => {
+                let pending = files
+                    .pending_file
+                    .as_deref()
+                    .map(|p| self.messages_dir().join(p))
+                    .filter(|p| p.exists());
+                let path = pending.unwrap_or_else(|| main.clone());
+                let bytes = fsutil::read_if_exists(&path)?.unwrap_or_default();
+                let committed = usize::try_from(files.file_len).unwrap_or(usize::MAX);
+                let prefix_ok = bytes.len() >= committed && {
+                    let (digest, count) = fsutil::digest_lines(&bytes[..committed]);
+                    digest == files.file_digest && count == files.file_lines
+                };
+                if prefix_ok {
+                    if bytes.len() > committed {
+                        notes.push(LoadNote::UncommittedTail {
+                            bytes: (bytes.len() - committed) as u64,
+                        });
+                    }
+                    let read = parse_messages(&path, &bytes[..committed]);
+                    damage.extend(read.damage);
+                    read.messages
+                } else if !last_try {
+                    return Ok(LoadAttempt::Retry);
+                } else {
+                    damage.push(MessageDamage {
+                        path: path.clone(),
+                        line: None,
+                        byte_offset: 0,
+                        kind: DamageKind::FileChanged,
+                        kept: true,
+                        detail: format!(
+                            "file holds {} bytes, {} were committed with a different digest",
+                            bytes.len(),
+                            committed
+                        ),
+                    });
+                    let read = parse_messages(&path, &bytes);
+                    damage.extend(read.damage);
+                    read.messages
+                }
+            }
+            None => {
+                // Written by the reference (or by an older tool): the whole file is the truth.
+                let bytes = fsutil::read_if_exists(&main)?.unwrap_or_default();
+                let read = parse_messages(&main, &bytes);
+                damage.extend(read.damage);
+                read.messages
+            }
+        };
+        let v = &stored.values;
+        if let Value::Integer(expected) = v[6] {
+            if expected as u64 != messages.len() as u64 {
+                damage.push(MessageDamage {
+                    path: main.clone(),
+                    line: None,
+                    byte_offset: 0,
+                    kind: DamageKind::CountMismatch {
+                        expected: expected as u64,
+                        found: messages.len() as u64,
+                    },
+                    kept: true,
+                    detail: "message_count of the row differs from the messages file".to_owned(),
+                });
+            }
+        }
+        let updated_at = match &v[1] {
+            Value::Text(t) => t.clone(),
+            other => value_text(other),
+        };
+        let run_id = match &v[2] {
+            Value::Null => None,
+            Value::Text(t) => Some(t.clone()),
+            other => {
+                notes.push(LoadNote::ColumnType {
+                    column: "run_id",
+                    found: value_text(other),
+                });
+                None
+            }
+        };
+        let invoke_seq = match &v[3] {
+            Value::Null => None,
+            Value::Integer(i) => Some(*i),
+            Value::Real(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(*f as i64),
+            other => {
+                notes.push(LoadNote::ColumnType {
+                    column: "invoke_seq",
+                    found: value_text(other),
+                });
+                None
+            }
+        };
+        let meta = match &v[5] {
+            Value::Null => None,
+            Value::Text(t) => match RawJson::from_json(t.clone()) {
+                Ok(raw) if raw.get().starts_with('{') || raw.get().starts_with('[') => Some(raw),
+                Ok(_) => {
+                    notes.push(LoadNote::MetaUnreadable {
+                        detail: "meta_json is not an object or array".to_owned(),
+                    });
+                    None
+                }
+                Err(e) => {
+                    notes.push(LoadNote::MetaUnreadable {
+                        detail: e.to_string(),
+                    });
+                    None
+                }
+            },
+            other => {
+                notes.push(LoadNote::ColumnType {
+                    column: "meta_json",
+                    found: value_text(other),
+                });
+                None
+            }
+        };
+        let state = SessionState {
+            schema_version: Some(Num::from(1i64)),
+            session_id: id.to_owned(),
+            updated_at: Timestamp::from_raw(updated_at),
+            run_id,
+            invoke_seq,
+            messages,
+            meta,
+            ..Default::default()
+        };
+        Ok(LoadAttempt::Found(Box::new(LoadedSession {
+            state,
+            source: LoadSource::Db,
+            damage,
+            notes,
+            generation: Some(stored.generation),
+        })))
+    }
+
+    fn load_legacy_and_migrate(&self, id: &str) -> Result<Option<LoadedSession>> {
+        let Some(legacy) = crate::legacy::read_legacy(self, id)? else {
+            return Ok(None);
+        };
+        let mut notes = legacy.notes;
+        match self.save_expecting(&legacy.state, None) {
+            Ok(report) => Ok(Some(LoadedSession {
+                state: legacy.state,
+                source: LoadSource::Legacy { migrated: true },
+                damage: legacy.damage,
+                notes,
+                generation: Some(report.generation),
+            })),
+            Err(StateError::Conflict { .. }) => {
+                // Another process migrated (or saved) it first: its row wins.
+                match self.load_db(id, true)? {
+                    LoadAttempt::Found(s) => Ok(Some(*s)),
+                    _ => Ok(None),
+                }
+            }
+            Err(e) => {
+                notes.push(LoadNote::MigrationFailed {
+                    detail: e.to_string(),
+                });
+                Ok(Some(LoadedSession {
+                    state: legacy.state,
+                    source: LoadSource::Legacy { migrated: false },
+                    damage: legacy.damage,
+                    notes,
+                    generation: None,
+                }))
+            }
+        }
+    }
+
+    /// Deletes a session: the legacy snapshot first (so it cannot reappear), then the row
+    /// and our bookkeeping (one transaction), then the messages file and any temp file.
+    ///
+    /// # Errors
+    /// [`StateError::UnsafeId`]; [`StateError::Io`]; [`StateError::Db`];
+    /// [`StateError::Busy`].
+    pub fn delete(&self, session_id: &str) -> Result<crate::types::DeleteReport> {
+        checked(session_id)?;
+        let mut report = crate::types::DeleteReport::default();
+        let legacy = self.legacy_path(session_id)?;
+        report.legacy_file = fsutil::remove_if_exists(&legacy)?;
+        if report.legacy_file {
+            fsutil::sync_dir(&self.root.join("state"))?;
+        }
+        let counter = {
+            let conn = self.lock();
+            let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+            let stored = self.read_stored(&conn, session_id)?;
+            let counter: Option<i64> = conn
+                .query_row(
+                    "SELECT generation FROM session_files WHERE session_id = ?1",
+                    [session_id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
+            let err = db_err(&self.db_path, "delete session");
+            conn.execute("DELETE FROM session_state WHERE session_id = ?1", [session_id])
+                .map_err(err)?;
+            conn.execute("DELETE FROM session_files WHERE session_id = ?1", [session_id])
+                .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
+            tx.commit()?;
+            report.row = stored.is_some();
+            counter.unwrap_or(0) as u64
+        };
+        report.messages_file = fsutil::remove_if_exists(&self.messages_path(session_id)?)?;
+        fsutil::remove_if_exists(&self.temp_path(session_id, counter))?;
+        fsutil::remove_if_exists(&self.temp_path(session_id, counter + 1))?;
+        fsutil::sync_dir(&self.messages_dir())?;
+        Ok(report)
+    }
+}
+
+enum LoadAttempt {
+    Found(Box<LoadedSession>),
+    Retry,
+    NoRow,
+}
+
+pub(crate) fn checked(id: &str) -> Result<()> {
+    check_id(id).map_err(|source| StateError::UnsafeId {
+        id: id.to_owned(),
+        source,
+    })
+}
+
+pub(crate) fn value_text(v: &Value) -> String {
+    match v {
+        Value::Null => "NULL".to_owned(),
+        Value::Integer(i) => format!("INTEGER {i}"),
+        Value::Real(f) => format!("REAL {f}"),
+        Value::Text(t) => format!("TEXT {t:?}"),
+        Value::Blob(b) => format!("BLOB of {} bytes", b.len()),
+    }
+}

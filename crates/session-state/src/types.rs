@@ -1,0 +1,471 @@
+//! Public value types of the session-state API.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use session_schema::{SessionState, SessionStateSummary};
+
+/// Options of [`crate::StateStore::open_with`].
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// SQLite busy timeout of one attempt to take the write lock (default 5 s, like the
+    /// reference's better-sqlite3 connection).
+    pub busy_timeout: Duration,
+    /// Total time a write waits for the lock across retries before it fails with
+    /// [`crate::StateError::Busy`] (default 120 s). Writers of different sessions only ever
+    /// wait for each other; they never fail with "database is locked" while another process
+    /// makes progress.
+    pub max_busy_wait: Duration,
+    /// Fault injection for crash-consistency tests: called at each [`FaultPoint`] of `save`;
+    /// returning `true` stops the save right there, as a crash would (nothing is cleaned up),
+    /// and `save` returns [`crate::StateError::InjectedFault`].
+    #[doc(hidden)]
+    pub fault_hook: Option<FaultHook>,
+}
+
+/// See [`StoreOptions::fault_hook`].
+#[doc(hidden)]
+pub type FaultHook = Arc<dyn Fn(FaultPoint) -> bool + Send + Sync>;
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            busy_timeout: Duration::from_secs(5),
+            max_busy_wait: Duration::from_secs(120),
+            fault_hook: None,
+        }
+    }
+}
+
+impl fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("busy_timeout", &self.busy_timeout)
+            .field("max_busy_wait", &self.max_busy_wait)
+            .field("fault_hook", &self.fault_hook.is_some())
+            .finish()
+    }
+}
+
+/// The write and sync steps of `save`, in the order they happen (see "Crash consistency" in
+/// the crate README). Used by the fault-injection hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum FaultPoint {
+    /// Append path: an uncommitted tail left by an earlier crash was cut off the messages file.
+    TailTruncated,
+    /// Append path: the new lines were written to `messages/<id>.jsonl` (not yet synced).
+    AppendWritten,
+    /// Append path: the messages file was fsynced.
+    AppendSynced,
+    /// Append path: the messages directory was fsynced after creating the file.
+    AppendDirSynced,
+    /// Rewrite path: the complete new list was written to the temp file (not yet synced).
+    TempWritten,
+    /// Rewrite path: the temp file was fsynced.
+    TempSynced,
+    /// Rewrite path: the messages directory was fsynced (the temp file's name is durable).
+    TempDirSynced,
+    /// The row transaction (the commit point) is durable.
+    Committed,
+    /// Rewrite path: the temp file was renamed over `messages/<id>.jsonl`.
+    Renamed,
+    /// Rewrite path: the messages directory was fsynced after the rename.
+    RenameDirSynced,
+}
+
+impl FaultPoint {
+    /// Every fault point, in order.
+    pub const ALL: [FaultPoint; 10] = [
+        FaultPoint::TailTruncated,
+        FaultPoint::AppendWritten,
+        FaultPoint::AppendSynced,
+        FaultPoint::AppendDirSynced,
+        FaultPoint::TempWritten,
+        FaultPoint::TempSynced,
+        FaultPoint::TempDirSynced,
+        FaultPoint::Committed,
+        FaultPoint::Renamed,
+        FaultPoint::RenameDirSynced,
+    ];
+}
+
+/// Version token of a stored session, for compare-and-swap saves
+/// ([`crate::StateStore::save_expecting`]).
+///
+/// It changes on every save by any writer: our own saves bump `counter` (kept in the
+/// additive `session_files` table), and a save by the reference implementation, which does not
+/// know that table, changes the row fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Generation {
+    pub(crate) counter: u64,
+    pub(crate) row: u64,
+}
+
+impl Generation {
+    /// Number of saves made through this crate since the session was first saved by it
+    /// (0 for a row only the reference has written).
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+}
+
+impl fmt::Display for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{:016x}", self.counter, self.row)
+    }
+}
+
+/// Where a loaded session came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LoadSource {
+    /// The `session_state` row and `messages/<id>.jsonl`.
+    Db,
+    /// A legacy `state/<id>.json` snapshot (compat §2.8). `migrated` says whether it is now
+    /// also stored in `state.db` (it is unless the migration failed; see the load notes).
+    Legacy {
+        /// Whether the migrated copy is durable in `state.db` + `messages/`.
+        migrated: bool,
+    },
+}
+
+/// A session returned by [`crate::StateStore::load`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LoadedSession {
+    /// The state, keys in the reference's order (`schema_version` is always 1, like the
+    /// reference's `load`).
+    pub state: SessionState,
+    /// Where it came from.
+    pub source: LoadSource,
+    /// Message lines that were skipped or kept only as raw objects, and file-level mismatches.
+    /// Empty for a healthy session.
+    pub damage: Vec<MessageDamage>,
+    /// Other things worth telling the user (meta that is not JSON, a legacy file whose inner id
+    /// differs, a failed migration, …). Empty for a healthy session.
+    pub notes: Vec<LoadNote>,
+    /// Version token for [`crate::StateStore::save_expecting`]; `None` when the session has no
+    /// row in `state.db` (a legacy snapshot whose migration failed).
+    pub generation: Option<Generation>,
+}
+
+/// One problem found in a messages file (or a legacy snapshot's `messages` array).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageDamage {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line (for a legacy snapshot: 1-based index in `messages`); `None` for
+    /// file-level damage.
+    pub line: Option<u64>,
+    /// Byte offset of the line start within the file (0 for file-level damage and legacy).
+    pub byte_offset: u64,
+    /// What is wrong.
+    pub kind: DamageKind,
+    /// Whether the message was still kept: a JSON object with a string `role` that does not
+    /// fit the typed model is kept verbatim as `BaseMessage::Unknown` (tag = its role) so that
+    /// nothing is lost on the next save.
+    pub kept: bool,
+    /// Human-readable detail (the parser's message).
+    pub detail: String,
+}
+
+/// Kinds of [`MessageDamage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DamageKind {
+    /// The last line is cut short (a torn write): no `\n` and the JSON ends early.
+    TornTail,
+    /// A line is not valid JSON or not UTF-8.
+    Corrupt,
+    /// A line is valid JSON but not an object (the reference rejects these too, except
+    /// arrays, which the typed model cannot hold).
+    NotObject,
+    /// An object without a string `role`.
+    MissingRole,
+    /// An object whose fields do not fit its role's schema (kept raw).
+    Shape,
+    /// The row's `message_count` differs from the number of messages found.
+    CountMismatch {
+        /// `message_count` of the row.
+        expected: u64,
+        /// Messages found (kept ones).
+        found: u64,
+    },
+    /// The messages file does not hold what this crate committed (another writer rewrote or
+    /// cut it); the whole file was read instead of the committed prefix.
+    FileChanged,
+}
+
+/// Non-damage observations made while loading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LoadNote {
+    /// `meta_json` is not a JSON object or array; meta was omitted (the reference does the
+    /// same after reporting it).
+    MetaUnreadable {
+        /// The parser's message.
+        detail: String,
+    },
+    /// A column had a type the format does not allow (`invoke_seq` stored as TEXT by the
+    /// reference's legacy migration, for example); the value was omitted.
+    ColumnType {
+        /// Column (or legacy field) name.
+        column: &'static str,
+        /// What was found.
+        found: String,
+    },
+    /// A legacy snapshot's inner `session_id` differs from its file name; it was loaded and
+    /// migrated under the requested id (the reference migrates under the inner id and then
+    /// re-migrates on every load).
+    LegacyIdMismatch {
+        /// The `session_id` inside the file.
+        inner: String,
+    },
+    /// A legacy snapshot had `schema_version` other than 1; it is reported as 1.
+    LegacySchemaVersion {
+        /// The value found.
+        found: String,
+    },
+    /// Migrating a legacy snapshot into `state.db` failed; the legacy state is still returned.
+    MigrationFailed {
+        /// The error.
+        detail: String,
+    },
+    /// A save had written lines past the committed end of the messages file and then
+    /// crashed before its commit; they were ignored (the next save cuts them off).
+    UncommittedTail {
+        /// Ignored bytes.
+        bytes: u64,
+    },
+}
+
+/// What [`crate::StateStore::save`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SaveReport {
+    /// The new version token.
+    pub generation: Generation,
+    /// How the messages file was updated.
+    pub mode: SaveMode,
+    /// Bytes written to message files by this save (appended lines or the whole rewrite).
+    pub bytes_written: u64,
+}
+
+/// How a save updated `messages/<id>.jsonl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SaveMode {
+    /// The new list extends the stored one: only new lines were appended (possibly none).
+    Appended {
+        /// Number of appended messages.
+        messages: u64,
+    },
+    /// Earlier messages changed (or the file was not ours): the file was rewritten through a
+    /// temp file, fsync, rename and directory fsync.
+    Rewritten,
+}
+
+/// Filter of [`ListQuery`] on the `workspace_root` column.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WorkspaceFilter {
+    /// Every session, with or without a workspace root (`scope:"all"`).
+    #[default]
+    All,
+    /// Sessions whose workspace root equals this one after normalisation
+    /// ([`crate::normalize_workspace_root`] on both sides); sessions without one are hidden.
+    Root(String),
+}
+
+/// Query of [`crate::StateStore::list`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ListQuery {
+    /// Workspace filter.
+    pub workspace: WorkspaceFilter,
+    /// Maximum number of entries (`None` = all).
+    pub limit: Option<usize>,
+    /// Continue after this entry (from [`ListPage::next_cursor`]).
+    pub after: Option<ListCursor>,
+}
+
+impl ListQuery {
+    /// Every session, newest first, no limit.
+    pub fn all() -> Self {
+        ListQuery::default()
+    }
+
+    /// Sets the workspace filter.
+    pub fn workspace(mut self, root: impl Into<String>) -> Self {
+        self.workspace = WorkspaceFilter::Root(root.into());
+        self
+    }
+
+    /// Sets the limit.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Sets the cursor.
+    pub fn after(mut self, cursor: ListCursor) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+}
+
+/// Keyset position in a listing: `(updated_at, session_id)` of the last entry returned.
+///
+/// Order is `updated_at` descending by plain string comparison (what the reference's
+/// `ORDER BY updated_at DESC` does), then `session_id` descending. Entries saved while a
+/// listing is paged move to the front and are not repeated; entries that do not change are
+/// neither skipped nor repeated.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListCursor {
+    /// `updated_at` of the last entry.
+    pub updated_at: String,
+    /// `session_id` of the last entry.
+    pub session_id: String,
+}
+
+impl ListCursor {
+    /// Encodes the cursor as one opaque string (`<len>:<session_id><updated_at>`) for command
+    /// lines and RPC.
+    pub fn to_token(&self) -> String {
+        format!("{}:{}{}", self.session_id.len(), self.session_id, self.updated_at)
+    }
+
+    /// Decodes [`ListCursor::to_token`] output.
+    ///
+    /// # Errors
+    /// [`crate::StateError::InvalidCursor`] when the token is malformed.
+    pub fn from_token(token: &str) -> crate::Result<Self> {
+        let bad = || crate::StateError::InvalidCursor {
+            token: token.to_owned(),
+        };
+        let (len, rest) = token.split_once(':').ok_or_else(bad)?;
+        let len: usize = len.parse().map_err(|_| bad())?;
+        if !rest.is_char_boundary(len.min(rest.len())) || rest.len() < len {
+            return Err(bad());
+        }
+        let (id, updated_at) = rest.split_at(len);
+        Ok(ListCursor {
+            updated_at: updated_at.to_owned(),
+            session_id: id.to_owned(),
+        })
+    }
+}
+
+/// Where a listed session lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EntrySource {
+    /// A `session_state` row.
+    Db,
+    /// Only a legacy `state/<id>.json` snapshot (not migrated yet).
+    Legacy,
+}
+
+/// One session in a listing.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ListEntry {
+    /// The reference's summary shape (absent values are `None`).
+    pub summary: SessionStateSummary,
+    /// Where it lives.
+    pub source: EntrySource,
+}
+
+/// A page of [`crate::StateStore::list`].
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct ListPage {
+    /// Entries, newest first.
+    pub entries: Vec<ListEntry>,
+    /// Cursor for the next page; `None` when this page is the last.
+    pub next_cursor: Option<ListCursor>,
+    /// Legacy snapshots that could not be listed, and other problems that did not stop the
+    /// listing.
+    pub diagnostics: Vec<ListDiagnostic>,
+}
+
+/// A problem met while listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListDiagnostic {
+    /// The file concerned.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// What [`crate::StateStore::delete`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DeleteReport {
+    /// The `session_state` row existed.
+    pub row: bool,
+    /// `messages/<id>.jsonl` existed.
+    pub messages_file: bool,
+    /// `state/<id>.json` existed.
+    pub legacy_file: bool,
+}
+
+impl DeleteReport {
+    /// Whether anything was removed.
+    pub fn found(&self) -> bool {
+        self.row || self.messages_file || self.legacy_file
+    }
+}
+
+/// Result of [`crate::StateStore::migrate_legacy`].
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct MigrationReport {
+    /// One entry per file under `state/`, in file-name order.
+    pub entries: Vec<MigrationEntry>,
+}
+
+/// One legacy snapshot in a [`MigrationReport`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct MigrationEntry {
+    /// The id from the file name.
+    pub session_id: String,
+    /// The snapshot file.
+    pub path: PathBuf,
+    /// What happened (or would happen with `dry_run`).
+    pub outcome: MigrationOutcome,
+}
+
+/// Outcome for one legacy snapshot.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum MigrationOutcome {
+    /// `dry_run`: it would be migrated (summary of what would be stored).
+    WouldMigrate(SessionStateSummary),
+    /// It was migrated now; the legacy file stays in place.
+    Migrated(SessionStateSummary),
+    /// A row for this id already exists (the row wins; nothing to do).
+    AlreadyIndexed,
+    /// The snapshot is invalid and was left untouched.
+    Invalid {
+        /// Why.
+        detail: String,
+    },
+    /// The file name is not a safe id; it was ignored.
+    UnsafeName,
+}
+
+/// A loaded legacy snapshot with its problems (internal).
+#[derive(Debug)]
+pub(crate) struct LegacyLoad {
+    pub(crate) state: SessionState,
+    pub(crate) damage: Vec<MessageDamage>,
+    pub(crate) notes: Vec<LoadNote>,
+}
