@@ -33,6 +33,9 @@ fn invalid(path: &Path, bytes: &[u8], reason: String, err: Option<serde_json::Er
         }
         offset += l.len() + 1;
     }
+    if err.as_ref().is_some_and(serde_json::Error::is_eof) {
+        offset = bytes.len();
+    }
     StateError::LegacyInvalid {
         path: path.to_path_buf(),
         line: line as u64,

@@ -187,7 +187,6 @@ impl RunCursor {
 
 /// Query of [`StateStore::list_runs`]; all filters combine with AND.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
 pub struct RunQuery {
     /// Only runs of this session.
     pub session: Option<String>,

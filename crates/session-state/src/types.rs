@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use session_schema::{SessionState, SessionStateSummary};
 
-/// Options of [`crate::StateStore::open_with`].
+/// Options of [`crate::StateStore::open_with`]; build with
+/// `StoreOptions { busy_timeout, ..StoreOptions::default() }`.
 #[derive(Clone)]
-#[non_exhaustive]
 pub struct StoreOptions {
     /// SQLite busy timeout of one attempt to take the write lock (default 5 s, like the
     /// reference's better-sqlite3 connection).
@@ -282,9 +282,9 @@ pub enum WorkspaceFilter {
     Root(String),
 }
 
-/// Query of [`crate::StateStore::list`].
+/// Query of [`crate::StateStore::list`]; build with the methods or
+/// `ListQuery { limit: Some(50), ..ListQuery::default() }`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
 pub struct ListQuery {
     /// Workspace filter.
     pub workspace: WorkspaceFilter,
