@@ -106,3 +106,63 @@ pub fn session_history(runs: &[RunLog], options: HistoryOptions) -> SessionHisto
         events,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use session_schema::parse_record;
+
+    fn run(lines: &[&str]) -> RunLog {
+        RunLog::from_records(
+            lines
+                .iter()
+                .map(|l| parse_record(l.as_bytes()).unwrap().value)
+                .collect(),
+        )
+    }
+
+    /// history.test.ts 8: two runs, `max_events: 2` → the newer run's hidden user message and
+    /// its `final`, `truncated: true`.
+    #[test]
+    fn max_events_keeps_the_newest() {
+        let a = run(&[
+            r#"{"type":"header","schema_version":1,"run_id":"a","session_id":"s","started_at":"2026-01-01T00:00:00.000Z"}"#,
+            r#"{"type":"run.start","run_id":"a","session_id":"s","ts":"2026-01-01T00:00:00.001Z","input":{"type":"text","text":"one"}}"#,
+            r#"{"type":"agent.event","run_id":"a","ts":"2026-01-01T00:00:01.000Z","seq":0,"event":{"type":"final","content":"1"}}"#,
+        ]);
+        let b = run(&[
+            r#"{"type":"header","schema_version":1,"run_id":"b","session_id":"s","started_at":"2026-01-02T00:00:00.000Z"}"#,
+            r#"{"type":"run.start","run_id":"b","session_id":"s","ts":"2026-01-02T00:00:00.001Z","input":{"type":"text","text":"two"}}"#,
+            r#"{"type":"agent.event","run_id":"b","ts":"2026-01-02T00:00:01.000Z","seq":0,"event":{"type":"final","text":"verbatim"}}"#,
+        ]);
+        let h = session_history(
+            &[b, a],
+            HistoryOptions {
+                max_events: 2,
+                ..HistoryOptions::default()
+            },
+        );
+        assert_eq!((h.runs, h.events_sent, h.truncated), (2, 2, true));
+        assert_eq!(h.events[0].seq, -1);
+        assert_eq!(h.events[0].run_id, "b");
+        // Events pass through untouched, even with an unexpected shape.
+        let AgentEvent::Final(f) = &h.events[1].event else {
+            panic!("{:?}", h.events[1])
+        };
+        assert_eq!(f.extra.get("text").map(|v| v.get()), Some("\"verbatim\""));
+    }
+
+    /// history.test.ts 9: parts input → "check this [image] please".
+    #[test]
+    fn parts_input_renders_images() {
+        let r = run(&[
+            r#"{"type":"header","schema_version":1,"run_id":"a","session_id":"s","started_at":"2026-01-01T00:00:00.000Z"}"#,
+            r#"{"type":"run.start","run_id":"a","session_id":"s","ts":"2026-01-01T00:00:00.001Z","input":{"type":"parts","parts":[{"type":"text","text":"check this "},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}},{"type":"text","text":" please"}]}}"#,
+        ]);
+        let h = session_history(&[r], HistoryOptions::default());
+        let AgentEvent::HiddenUserMessage(m) = &h.events[0].event else {
+            panic!()
+        };
+        assert_eq!(m.content.as_deref(), Some("check this [image] please"));
+    }
+}

@@ -257,6 +257,7 @@ fn repair_tool_calls(
     let mut out: Vec<BaseMessage> = Vec::with_capacity(kept.len());
     // Synthesized results wait until the round after their call ends.
     let mut pending: Vec<BaseMessage> = Vec::new();
+    let mut synthesized: BTreeSet<&str> = BTreeSet::new();
     let mut in_results = false;
     for (i, m) in kept {
         let is_tool = matches!(m, BaseMessage::Tool(_));
@@ -298,7 +299,11 @@ fn repair_tool_calls(
                         }));
                     }
                     UnansweredCalls::SynthesizeError => {
-                        for c in &unanswered {
+                        // One result per call id, even when a call id is repeated.
+                        for c in unanswered
+                            .iter()
+                            .filter(|c| synthesized.insert(c.id.as_str()))
+                        {
                             changes.push(ResumeChange::SynthesizedResult {
                                 call_index: *i,
                                 call_id: c.id.clone(),
@@ -343,5 +348,75 @@ fn continues_response(m: &BaseMessage) -> bool {
         BaseMessage::Reasoning(_) => true,
         BaseMessage::Assistant(a) => a.tool_calls.as_ref().is_some_and(|c| !c.is_empty()),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use session_schema::parse_message;
+
+    fn msgs(lines: &[&str]) -> Vec<BaseMessage> {
+        lines
+            .iter()
+            .map(|l| parse_message(l.as_bytes()).unwrap().value)
+            .collect()
+    }
+
+    fn json(messages: &[BaseMessage]) -> String {
+        serde_json::to_string(messages).unwrap()
+    }
+
+    /// resume-context.test.ts 1: `[system base, system resume-diff, user hello]` → `[user]`,
+    /// then the current prompt first.
+    #[test]
+    fn strips_reminder_and_leading_system_then_prepends_current_prompt() {
+        let input = msgs(&[
+            r#"{"role":"system","content":"base"}"#,
+            r#"{"role":"system","content":"<system-reminder type=\"session.resume.diff\">\nchanged\n</system-reminder>"}"#,
+            r#"{"role":"user","content":"hello"}"#,
+        ]);
+        let (out, changes) = prepare_resume(&input, "", ResumeOptions::default());
+        assert_eq!(json(&out), r#"[{"role":"user","content":"hello"}]"#);
+        assert_eq!(changes.len(), 2);
+        let (out, _) = prepare_resume(&input, "current system", ResumeOptions::default());
+        assert_eq!(
+            json(&out),
+            r#"[{"role":"system","content":"current system"},{"role":"user","content":"hello"}]"#
+        );
+    }
+
+    /// The crashed S9 session: an unanswered call is dropped and the assistant message keeps
+    /// `content: null` without a `tool_calls` key, as `normalizeToolCallHistory` leaves it.
+    #[test]
+    fn dangling_call_leaves_assistant_with_null_content() {
+        let input = msgs(&[
+            r#"{"role":"user","content":"Run the long build"}"#,
+            r#"{"role":"assistant","content":"Starting the long build."}"#,
+            r#"{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"shell","arguments":"{}"}}]}"#,
+        ]);
+        let (out, changes) = prepare_resume(&input, "", ResumeOptions::default());
+        assert_eq!(
+            serde_json::to_string(&out[2]).unwrap(),
+            r#"{"role":"assistant","content":null}"#
+        );
+        assert!(matches!(
+            &changes[..],
+            [ResumeChange::DroppedUnansweredCall {
+                index: 2,
+                no_calls_left: true,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn reminder_in_a_text_part_is_detected_but_not_in_a_user_message() {
+        let m = msgs(&[
+            r#"{"role":"system","content":[{"type":"text","text":"<system-reminder type=\"session.resume.diff\">"}]}"#,
+            r#"{"role":"user","content":"<system-reminder type=\"session.resume.diff\">"}"#,
+        ]);
+        assert!(is_resume_diff_reminder(&m[0]));
+        assert!(!is_resume_diff_reminder(&m[1]));
     }
 }
