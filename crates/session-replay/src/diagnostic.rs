@@ -67,6 +67,8 @@ pub enum DiagnosticKind {
     /// A line was read after a repair (invalid UTF-8 decoded lossily, a lone surrogate escape,
     /// an unknown `schema_version` read best-effort).
     RepairedLine,
+    /// An indexed run file could not be read (vanished, or an I/O error); it is left out.
+    UnreadableRun,
 }
 
 impl DiagnosticKind {
@@ -90,6 +92,7 @@ impl DiagnosticKind {
             DiagnosticKind::NoSuchInvocation => "no-such-invocation",
             DiagnosticKind::EmptyRun => "empty-run",
             DiagnosticKind::RepairedLine => "repaired-line",
+            DiagnosticKind::UnreadableRun => "unreadable-run",
         }
     }
 }

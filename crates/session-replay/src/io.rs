@@ -10,6 +10,7 @@ use session_jsonl::{DamageKind, RunRead};
 use session_schema::Timestamp;
 
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
+use crate::history::{HistoryOptions, SessionHistory};
 use crate::run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 
 /// Why a run or session could not be read.
@@ -24,6 +25,15 @@ pub enum Error {
         /// The underlying failure (carries the path, line and byte offset).
         #[source]
         source: session_jsonl::JsonlError,
+    },
+    /// The session-state run index could not be queried.
+    #[error("cannot look up the runs of session {session_id}")]
+    RunIndex {
+        /// The session id.
+        session_id: String,
+        /// The underlying failure (carries the database path; boxed, it is large).
+        #[source]
+        source: Box<session_state::StateError>,
     },
 }
 
@@ -166,4 +176,91 @@ pub fn conventional_path(sessions_root: &Path, meta: &RunMeta) -> Result<PathBuf
             source,
         }
     })
+}
+
+/// The meta of an indexed run (`started_at` missing in the index reads as the epoch, which
+/// orders it first, as the reference's string sort puts an empty `started_at` first).
+pub fn run_meta_from_row(row: &session_state::RunRow) -> RunMeta {
+    RunMeta {
+        run_id: row.run_id.clone(),
+        session_id: row.session_id.clone(),
+        started_at: row
+            .started_at
+            .as_deref()
+            .map(Timestamp::from_raw)
+            .unwrap_or_else(|| Timestamp::from_raw("")),
+    }
+}
+
+/// The newest `max_runs` runs of a session, oldest first, found through session-state's run
+/// index ([`session_state::StateStore::runs_for_session`]) and read from the paths it records;
+/// no other file of the tree is opened. The index is not refreshed here: call
+/// [`session_state::StateStore::index_runs`] first to pick up runs written since it was last
+/// brought up to date.
+///
+/// A run that is indexed but can no longer be read is left out and reported as a
+/// [`DiagnosticKind::UnreadableRun`] warning (the reference skips unreadable files silently).
+///
+/// # Errors
+/// [`Error::RunIndex`] when the index cannot be queried.
+pub fn session_runs(
+    store: &session_state::StateStore,
+    session_id: &str,
+    max_runs: usize,
+) -> Result<(Vec<RunLog>, Vec<Diagnostic>), Error> {
+    let rows = store
+        .runs_for_session(session_id)
+        .map_err(|source| Error::RunIndex {
+            session_id: session_id.to_owned(),
+            source: Box::new(source),
+        })?;
+    let skip = rows.len().saturating_sub(max_runs);
+    let mut runs = Vec::with_capacity(rows.len() - skip);
+    let mut diags = Vec::new();
+    for row in &rows[skip..] {
+        match read_run(&row.path) {
+            Ok((mut log, d)) => {
+                let indexed = run_meta_from_row(row);
+                if log.meta.run_id.is_empty() {
+                    log.meta.run_id = indexed.run_id;
+                }
+                if log.meta.session_id.is_none() {
+                    log.meta.session_id = indexed.session_id;
+                }
+                runs.push(log);
+                diags.extend(d);
+            }
+            Err(e) => diags.push(
+                Diagnostic::warning(DiagnosticKind::UnreadableRun, error_chain(&e))
+                    .in_run(Some(&row.run_id)),
+            ),
+        }
+    }
+    Ok((runs, diags))
+}
+
+/// `session.history` for a session of `store` (see [`crate::session_history`]): the runs come
+/// from the run index ([`session_runs`]), at most `options.max_runs` of them.
+///
+/// # Errors
+/// [`Error::RunIndex`] when the index cannot be queried.
+pub fn session_history(
+    store: &session_state::StateStore,
+    session_id: &str,
+    options: HistoryOptions,
+) -> Result<(SessionHistory, Vec<Diagnostic>), Error> {
+    let (runs, diags) = session_runs(store, session_id, options.max_runs)?;
+    Ok((crate::history::session_history(&runs, options), diags))
+}
+
+/// An error and its sources as one line (`a: b: c`).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }

@@ -343,3 +343,87 @@ fn crashed_run_keeps_its_invocations_and_ends_incomplete() {
         }
     }
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The same answers through the thin reader: runs found via session-state's run index in a
+/// copy of the fixture tree (the fixture is read-only; SQLite needs to write beside state.db).
+#[test]
+fn session_history_through_the_run_index_matches_the_reference_answers() {
+    let expected = expected();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("sessions");
+    copy_tree(&fixture_dir().join("sessions"), &root);
+    let store = session_state::StateStore::open(&root).unwrap();
+    store.index_runs().unwrap();
+    let mut ids: BTreeMap<String, String> = BTreeMap::new();
+    for group in ["scenario_sessions", "legacy_sessions"] {
+        for (name, id) in expected[group].as_object().unwrap() {
+            ids.insert(name.clone(), id.as_str().unwrap().to_owned());
+        }
+    }
+    let answers = expected["codelia_runtime_rpc_outputs"]["session.history"]
+        .as_object()
+        .unwrap();
+    for (name, answer) in answers {
+        let (h, diags) =
+            session_replay::io::session_history(&store, &ids[name], HistoryOptions::default())
+                .unwrap();
+        let result = &answer["result"];
+        assert_eq!(h.runs as u64, result["runs"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            h.events_sent as u64,
+            result["events_sent"].as_u64().unwrap(),
+            "{name}"
+        );
+        let got: Vec<(String, i64, String)> = h
+            .events
+            .iter()
+            .map(|e| (e.run_id.clone(), e.seq, e.event.tag().to_owned()))
+            .collect();
+        let want: Vec<(String, i64, String)> = answer["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["run_id"].as_str().unwrap().to_owned(),
+                    e["seq"].as_i64().unwrap(),
+                    e["type"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+        // Only the crashed run has something to say (no run.end).
+        for d in &diags {
+            assert_eq!(d.kind, DiagnosticKind::NoRunEnd, "{name}: {d}");
+        }
+    }
+    // max_runs keeps the newest runs.
+    let (h, _) = session_replay::io::session_history(
+        &store,
+        &ids["S2"],
+        HistoryOptions {
+            max_runs: 1,
+            ..HistoryOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(h.runs, 1);
+    assert!(
+        h.events
+            .iter()
+            .all(|e| e.run_id == "812276ce-7f41-4280-92eb-e61a9c795043")
+    );
+}
