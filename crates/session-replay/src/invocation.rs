@@ -720,3 +720,46 @@ fn divergence_message(d: &Divergence) -> String {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SYS: &str = r#"{"role":"system","content":"s"}"#;
+    const USER: &str = r#"{"role":"user","content":"q"}"#;
+    const CALL: &str = r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{}"}}]}"#;
+    const RESULT: &str = r#"{"role":"tool","tool_call_id":"c1","tool_name":"read","content":"x"}"#;
+    const OK: &str = r#"{"role":"assistant","content":"ok"}"#;
+
+    fn arr(items: &[&str]) -> String {
+        format!("[{}]", items.join(","))
+    }
+
+    #[test]
+    fn own_response_at_the_tail() {
+        let o = own_response_position(&arr(&[SYS, USER, CALL]), &arr(&[CALL])).unwrap();
+        assert_eq!((o.own_response_at, o.appended), (2, 1));
+    }
+
+    #[test]
+    fn own_response_followed_by_its_tool_results() {
+        let o = own_response_position(&arr(&[SYS, USER, CALL, RESULT]), &arr(&[CALL])).unwrap();
+        assert_eq!((o.own_response_at, o.appended), (2, 2));
+    }
+
+    #[test]
+    fn an_equal_message_earlier_in_the_history_is_not_the_own_response() {
+        // "ok" answered an earlier turn; the request ends with a user message, so it is clean.
+        assert_eq!(
+            own_response_position(&arr(&[SYS, USER, OK, USER]), &arr(&[OK])),
+            None
+        );
+        assert_eq!(own_response_position(&arr(&[SYS, USER]), &arr(&[])), None);
+    }
+
+    #[test]
+    fn key_order_and_spacing_do_not_hide_the_own_response() {
+        let reordered = r#"{"content": "ok", "role": "assistant"}"#;
+        assert!(own_response_position(&arr(&[SYS, USER, reordered]), &arr(&[OK])).is_some());
+    }
+}
