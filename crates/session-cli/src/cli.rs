@@ -1,0 +1,309 @@
+//! Command-line definition (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Store location: --root DIR wins; otherwise CODELIA_LAYOUT=xdg (any case) selects
+${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as unset),
+else ~/.codelia/sessions. `sessions where` shows the choice.
+
+Exit status:
+  0  success (verify: no problems found)
+  1  verify found problems
+  2  usage error (bad arguments)
+  3  not found (no such run, session or store)
+  4  data or I/O error (the message names the file and byte offset where known)
+
+Colour is used only when stdout is a terminal and NO_COLOR is unset (override with --color).
+Progress bars appear on stderr only when stderr is a terminal.";
+
+/// Inspect, verify, repair, export and clean up agent session history.
+#[derive(Debug, Parser)]
+#[command(name = "sessions", version, about, after_help = AFTER_HELP, propagate_version = true)]
+pub(crate) struct Cli {
+    /// Session store directory (the `sessions/` folder); overrides the environment.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) root: Option<PathBuf>,
+    /// When to colour output.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub(crate) color: ColorChoice,
+    /// The command.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ColorChoice {
+    /// Colour when stdout is a terminal and NO_COLOR is unset.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Print the resolved store root and how it was chosen.
+    Where(WhereArgs),
+    /// List runs, newest first, from the run index.
+    Runs(RunsArgs),
+    /// List saved sessions (current directory's workspace by default).
+    Sessions(SessionsArgs),
+    /// Show a readable transcript of a run or of every run of a session.
+    Show(ShowArgs),
+    /// Print the exact prompt sent at an invocation of a run, as JSON.
+    Replay(ReplayArgs),
+    /// Replay a session's history the way the reference's `session.history` does.
+    History(HistoryArgs),
+    /// Print a run's records as they are written (`-f` keeps following).
+    Tail(TailArgs),
+    /// Check run files, message logs and the index; exit 1 when problems are found.
+    Verify(VerifyArgs),
+    /// Seal torn tails, migrate legacy snapshots and rebuild the run index.
+    Repair(RepairArgs),
+    /// Token usage and run counts with a small bar chart.
+    Stats(StatsArgs),
+    /// Export a run or a session as Markdown, JSON or JSONL.
+    Export(ExportArgs),
+    /// Move old runs and sessions to the trash under the root, or empty the trash.
+    Gc(GcArgs),
+    /// Compress old run files to `.jsonl.zst` (still readable by every command).
+    Archive(ArchiveArgs),
+    /// Rebuild the run index from scratch and report the difference.
+    Reindex(ReindexArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WhereArgs {
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Outcome filter values for `runs --outcome`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub(crate) enum OutcomeArg {
+    /// `run.end{completed}`.
+    Completed,
+    /// `run.end{error}` or a `run.error` record.
+    Error,
+    /// `run.end{cancelled}`.
+    Cancelled,
+    /// No terminal record and the file is locked by a writer.
+    Running,
+    /// No terminal record and no writer holds the file.
+    Crashed,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunsArgs {
+    /// Only runs of this session.
+    #[arg(long, value_name = "SESSION_ID")]
+    pub(crate) session: Option<String>,
+    /// Only runs started at or after this time (RFC 3339, YYYY-MM-DD, or an age like 7d).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// Only runs started before this time (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) until: Option<String>,
+    /// Only runs with this outcome (repeatable).
+    #[arg(long, value_enum, value_name = "OUTCOME")]
+    pub(crate) outcome: Vec<OutcomeArg>,
+    /// Only runs whose workspace root (from run.start ui_context or the session) is DIR.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<String>,
+    /// Page size.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub(crate) limit: usize,
+    /// Continue after this cursor (printed at the end of the previous page).
+    #[arg(long, value_name = "CURSOR")]
+    pub(crate) cursor: Option<String>,
+    /// Show start times in UTC instead of local time.
+    #[arg(long)]
+    pub(crate) utc: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SessionsArgs {
+    /// Every workspace, including sessions without one.
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// Sessions of this workspace root instead of the current directory's.
+    #[arg(long, value_name = "DIR", conflicts_with = "all")]
+    pub(crate) workspace: Option<String>,
+    /// At most N sessions (0 = no limit).
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub(crate) limit: usize,
+    /// Show times in UTC instead of local time.
+    #[arg(long)]
+    pub(crate) utc: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// A run id or a session id.
+    pub(crate) id: String,
+    /// Print the records exactly as stored instead of a transcript.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// Show times in UTC instead of local time.
+    #[arg(long)]
+    pub(crate) utc: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// The run id.
+    pub(crate) run: String,
+    /// Invocation number (`llm.request.seq`); default: the last one of the run.
+    #[arg(long, value_name = "N")]
+    pub(crate) seq: Option<i64>,
+    /// Drop the request's own response when the snapshot was serialized too late (compat §5.9).
+    #[arg(long)]
+    pub(crate) corrected: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// The session id.
+    pub(crate) session: String,
+    /// At most this many runs (newest kept).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub(crate) max_runs: usize,
+    /// At most this many events (newest kept).
+    #[arg(long, default_value_t = 1500, value_name = "N")]
+    pub(crate) max_events: usize,
+    /// One JSON object per line (events, then a summary line).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TailArgs {
+    /// The run id.
+    pub(crate) run: String,
+    /// Keep following the file until the run ends (or Ctrl-C).
+    #[arg(short = 'f', long)]
+    pub(crate) follow: bool,
+    /// Print the records as stored instead of one summary line each.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// With -f: stop after this many seconds without the run ending (0 = wait forever).
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    pub(crate) timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    /// Run ids or run file paths to check (default: the whole store).
+    pub(crate) runs: Vec<String>,
+    /// One JSON object per problem, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RepairArgs {
+    /// Show the plan without changing anything.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// One JSON object per action.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `stats --by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StatsBy {
+    /// UTC day of the run's start.
+    Day,
+    /// Model name.
+    Model,
+    /// Session id.
+    Session,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    /// Group by.
+    #[arg(long, value_enum, default_value_t = StatsBy::Day)]
+    pub(crate) by: StatsBy,
+    /// Only runs started at or after this time.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// Only runs started before this time.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) until: Option<String>,
+    /// One JSON object per group.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// Markdown transcript.
+    Md,
+    /// One JSON document.
+    Json,
+    /// The records as stored, one per line.
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// A run id or a session id.
+    pub(crate) id: String,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub(crate) format: ExportFormat,
+    /// Write to this file instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Age threshold (e.g. 30d, 12h, 2w).
+    #[arg(long, value_name = "AGE", required_unless_present = "empty_trash")]
+    pub(crate) older_than: Option<String>,
+    /// Show what would move without moving anything.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Delete the trash folder for real.
+    #[arg(long, conflicts_with = "older_than")]
+    pub(crate) empty_trash: bool,
+    /// One JSON object per moved item.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ArchiveArgs {
+    /// Age threshold (e.g. 90d).
+    #[arg(long, value_name = "AGE")]
+    pub(crate) older_than: String,
+    /// Show what would be compressed without writing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// One JSON object per archived file.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReindexArgs {
+    /// One JSON object with the difference.
+    #[arg(long)]
+    pub(crate) json: bool,
+}

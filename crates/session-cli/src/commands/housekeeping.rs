@@ -1,0 +1,697 @@
+//! Commands that change the store: `repair`, `gc` (retention into a trash folder) and
+//! `archive` (zstd compression of old run files).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use session_jsonl::{JsonlError, RunEndState};
+use session_state::{EntrySource, ListQuery, MigrationOutcome};
+use time::OffsetDateTime;
+
+use super::state::{open_store, refresh_index, state_err};
+use crate::Ctx;
+use crate::cli::{ArchiveArgs, GcArgs, RepairArgs};
+use crate::error::{CliError, EXIT_OK, one_line};
+use crate::jsonw::JsonObj;
+use crate::progress::Progress;
+use crate::store::{jsonl_err, rel};
+use crate::style::{Paint, bytes as fmt_bytes};
+use crate::timefmt::parse_age;
+
+/// Name of the trash folder under the root (never a date directory, so no reader sees it).
+pub(crate) const TRASH_DIR: &str = "trash";
+/// The record of what one `gc` moved, one JSON object per line, written before each move.
+pub(crate) const MANIFEST: &str = "manifest.jsonl";
+
+/// One line of output of a housekeeping command.
+struct Action<'a> {
+    action: &'a str,
+    file: String,
+    id: Option<String>,
+    status: &'a str,
+    detail: String,
+}
+
+fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), CliError> {
+    if json {
+        let mut o = JsonObj::new();
+        o.str("action", a.action);
+        o.str("file", &a.file);
+        o.opt_str("id", a.id.as_deref());
+        o.str("status", a.status);
+        o.str("detail", &a.detail);
+        writeln!(ctx.out, "{}", o.finish())?;
+    } else {
+        let s = ctx.style;
+        let status = match a.status {
+            "done" => s.paint(Paint::Green, a.status),
+            "planned" => s.paint(Paint::Yellow, a.status),
+            "failed" => s.paint(Paint::Red, a.status),
+            other => s.paint(Paint::Dim, other),
+        };
+        let detail = if a.detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", a.detail)
+        };
+        writeln!(ctx.out, "{status:<8} {} {}{detail}", a.action, a.file)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// repair
+
+pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliError> {
+    let store = open_store(ctx)?;
+    let root = ctx.root.path.clone();
+    let planned_or_done = if args.dry_run { "planned" } else { "done" };
+    let mut changes = 0usize;
+    let mut failures = 0usize;
+    // 1. Torn tails: append `\n` so the fragment stays a separate damaged line and the next
+    //    append starts clean. Nothing is truncated or rewritten.
+    let listing = session_jsonl::list_run_files(&root).map_err(jsonl_err)?;
+    let bar = Progress::new(
+        ctx.progress,
+        listing.files.len() as u64,
+        "checking run tails",
+    );
+    for f in listing.files.iter().filter(|f| !f.compressed) {
+        bar.inc();
+        let needs = match session_jsonl::needs_seal(&f.path) {
+            Ok(n) => n,
+            Err(e) => {
+                failures += 1;
+                let a = Action {
+                    action: "seal-torn-tail",
+                    file: rel(&root, &f.path).into_owned(),
+                    id: Some(f.run_id.clone()),
+                    status: "failed",
+                    detail: one_line(&e),
+                };
+                emit(ctx, args.json, &a)?;
+                continue;
+            }
+        };
+        if !needs {
+            continue;
+        }
+        let len = fs::metadata(&f.path).map(|m| m.len()).unwrap_or(0);
+        let (status, detail) = if session_jsonl::is_locked(&f.path).unwrap_or(false) {
+            ("skipped", "a writer has the file open".to_owned())
+        } else if args.dry_run {
+            (
+                "planned",
+                format!("would append a newline at byte offset {len}"),
+            )
+        } else {
+            match session_jsonl::seal_torn_tail(&f.path) {
+                Ok(true) => {
+                    changes += 1;
+                    ("done", format!("appended a newline at byte offset {len}"))
+                }
+                Ok(false) => ("skipped", "already sealed".to_owned()),
+                Err(JsonlError::Locked { .. }) => {
+                    ("skipped", "a writer has the file open".to_owned())
+                }
+                Err(e) => {
+                    failures += 1;
+                    ("failed", one_line(&e))
+                }
+            }
+        };
+        let a = Action {
+            action: "seal-torn-tail",
+            file: rel(&root, &f.path).into_owned(),
+            id: Some(f.run_id.clone()),
+            status,
+            detail,
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    bar.finish();
+    // 2. Legacy snapshots without a row: migrate them (the files stay in place).
+    let report = store.migrate_legacy(args.dry_run).map_err(state_err)?;
+    for e in &report.entries {
+        let (status, detail) = match &e.outcome {
+            MigrationOutcome::WouldMigrate(s) => (
+                "planned",
+                format!("would migrate {} message(s)", s.message_count.unwrap_or(0)),
+            ),
+            MigrationOutcome::Migrated(s) => {
+                changes += 1;
+                (
+                    "done",
+                    format!(
+                        "migrated {} message(s); the legacy file stays",
+                        s.message_count.unwrap_or(0)
+                    ),
+                )
+            }
+            MigrationOutcome::AlreadyIndexed => continue,
+            MigrationOutcome::Invalid { detail } => {
+                failures += 1;
+                ("failed", detail.clone())
+            }
+            MigrationOutcome::UnsafeName => {
+                ("skipped", "file name is not a safe session id".to_owned())
+            }
+            _ => ("skipped", String::new()),
+        };
+        let a = Action {
+            action: "migrate-legacy",
+            file: rel(&root, &e.path).into_owned(),
+            id: Some(e.session_id.clone()),
+            status,
+            detail,
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    // 3. The run index, rebuilt from the files.
+    if args.dry_run {
+        let n = listing.files.len();
+        let a = Action {
+            action: "rebuild-index",
+            file: "state.db".into(),
+            id: None,
+            status: planned_or_done,
+            detail: format!("would re-read {n} run file(s)"),
+        };
+        emit(ctx, args.json, &a)?;
+    } else {
+        let bar = Progress::lazy(ctx.progress, "rebuilding the run index");
+        let r = store
+            .reindex_with_progress(&mut |d, t| bar.update(d, t))
+            .map_err(state_err)?;
+        bar.finish();
+        changes += r.changes.len();
+        let a = Action {
+            action: "rebuild-index",
+            file: "state.db".into(),
+            id: None,
+            status: "done",
+            detail: format!(
+                "{} run(s), {} difference(s), {} unreadable",
+                r.total,
+                r.changes.len(),
+                r.failed.len()
+            ),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    if !args.json {
+        let verb = if args.dry_run {
+            "dry run: nothing was changed"
+        } else {
+            "repair finished"
+        };
+        writeln!(
+            ctx.out,
+            "{verb}; {changes} change(s), {failures} failure(s)"
+        )?;
+    }
+    Ok(if failures > 0 {
+        crate::error::EXIT_DATA
+    } else {
+        EXIT_OK
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// gc
+
+/// A run file as `gc`/`archive` see it.
+struct RunFacts {
+    path: PathBuf,
+    run_id: String,
+    session_id: Option<String>,
+    started_at: Option<String>,
+    last_ts: Option<String>,
+    /// Latest of `started_at` and the last record's `ts`; `None` when neither parses.
+    activity: Option<OffsetDateTime>,
+    ended: bool,
+    locked: bool,
+    compressed: bool,
+    size: u64,
+}
+
+fn parse_ts(s: Option<&str>) -> Option<OffsetDateTime> {
+    s.and_then(|t| session_schema::Timestamp::from_raw(t).parse())
+}
+
+fn scan_runs(ctx: &Ctx<'_>) -> Result<Vec<RunFacts>, CliError> {
+    let listing = session_jsonl::list_run_files(&ctx.root.path).map_err(jsonl_err)?;
+    let bar = Progress::new(
+        ctx.progress,
+        listing.files.len() as u64,
+        "reading run files",
+    );
+    let mut out = Vec::with_capacity(listing.files.len());
+    for f in listing.files {
+        bar.inc();
+        let head = session_jsonl::read_header(&f.path).map_err(jsonl_err)?;
+        let tail = session_jsonl::terminal_state(&f.path).map_err(jsonl_err)?;
+        let started_at = head
+            .facts
+            .started_at
+            .as_ref()
+            .map(|t| t.as_str().to_owned());
+        let last_ts = tail.last_ts.as_ref().map(|t| t.as_str().to_owned());
+        let activity = match (
+            parse_ts(started_at.as_deref()),
+            parse_ts(last_ts.as_deref()),
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        out.push(RunFacts {
+            locked: !f.compressed && session_jsonl::is_locked(&f.path).unwrap_or(true),
+            size: fs::metadata(&f.path).map(|m| m.len()).unwrap_or(0),
+            ended: !matches!(tail.end, RunEndState::Open),
+            run_id: head.facts.run_id.clone().unwrap_or(f.run_id),
+            session_id: head.facts.session_id.clone(),
+            compressed: f.compressed,
+            path: f.path,
+            started_at,
+            last_ts,
+            activity,
+        });
+    }
+    bar.finish();
+    Ok(out)
+}
+
+fn trash_stamp(now: OffsetDateTime) -> String {
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    )
+}
+
+/// Appends one manifest line and fsyncs it (the record of a move exists before the move).
+fn manifest_line(path: &Path, line: &str) -> Result<(), CliError> {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| CliError::io(path, e))?;
+    f.write_all(line.as_bytes())
+        .and_then(|()| f.write_all(b"\n"))
+        .and_then(|()| f.sync_data())
+        .map_err(|e| CliError::io(path, e))
+}
+
+fn fsync_dir(dir: &Path) {
+    // Best effort: the rename itself is what matters; a failed directory fsync only weakens
+    // durability across a power loss.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+fn move_file(from: &Path, to: &Path) -> Result<(), CliError> {
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent).map_err(|e| CliError::io(parent, e))?;
+    }
+    if to.exists() {
+        return Err(CliError::Data(format!(
+            "{} exists already; not overwriting",
+            to.display()
+        )));
+    }
+    fs::rename(from, to).map_err(|e| CliError::io(from, e))?;
+    if let Some(p) = to.parent() {
+        fsync_dir(p);
+    }
+    if let Some(p) = from.parent() {
+        fsync_dir(p);
+    }
+    Ok(())
+}
+
+fn dir_size(dir: &Path) -> (u64, u64) {
+    let mut files = 0;
+    let mut bytes = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(_) => {
+                    files += 1;
+                    bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    (files, bytes)
+}
+
+fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
+    let trash = ctx.root.path.join(TRASH_DIR);
+    if !trash.is_dir() {
+        if args.json {
+            writeln!(
+                ctx.out,
+                "{}",
+                JsonObj::new()
+                    .str("action", "empty-trash")
+                    .str("status", "skipped")
+                    .str("detail", "no trash folder")
+                    .finish()
+            )?;
+        } else {
+            writeln!(ctx.out, "the trash is empty")?;
+        }
+        return Ok(EXIT_OK);
+    }
+    let mut batches: Vec<PathBuf> = fs::read_dir(&trash)
+        .map_err(|e| CliError::io(&trash, e))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    batches.sort();
+    let mut total_files = 0;
+    let mut total_bytes = 0;
+    for b in &batches {
+        let (files, bytes) = dir_size(b);
+        total_files += files;
+        total_bytes += bytes;
+        let status = if args.dry_run { "planned" } else { "done" };
+        if !args.dry_run {
+            if b.is_dir() {
+                fs::remove_dir_all(b).map_err(|e| CliError::io(b, e))?;
+            } else {
+                fs::remove_file(b).map_err(|e| CliError::io(b, e))?;
+            }
+        }
+        let a = Action {
+            action: "delete",
+            file: rel(&ctx.root.path, b).into_owned(),
+            id: None,
+            status,
+            detail: format!("{files} file(s), {}", fmt_bytes(bytes)),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    if !args.dry_run {
+        let _ = fs::remove_dir(&trash);
+        fsync_dir(&ctx.root.path);
+    }
+    if !args.json {
+        let verb = if args.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        };
+        writeln!(
+            ctx.out,
+            "{verb} {total_files} file(s), {} from the trash",
+            fmt_bytes(total_bytes)
+        )?;
+    }
+    Ok(EXIT_OK)
+}
+
+pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
+    if args.empty_trash {
+        return empty_trash(ctx, args);
+    }
+    let age = parse_age(args.older_than.as_deref().unwrap_or_default())?;
+    let cutoff = ctx.now - age;
+    let store = open_store(ctx)?;
+    let root = ctx.root.path.clone();
+    let runs = scan_runs(ctx)?;
+    let sessions = store.list(&ListQuery::all()).map_err(state_err)?;
+    // Sessions saved within the window keep all their runs.
+    let mut session_updated: BTreeMap<String, Option<OffsetDateTime>> = BTreeMap::new();
+    for e in &sessions.entries {
+        session_updated.insert(e.summary.session_id.clone(), e.summary.updated_at.parse());
+    }
+    let active = |sid: &Option<String>| -> bool {
+        sid.as_ref()
+            .and_then(|s| session_updated.get(s))
+            .is_some_and(|u| u.is_none_or(|t| t >= cutoff))
+    };
+    let mut moving: Vec<&RunFacts> = Vec::new();
+    let mut kept_sessions: BTreeSet<String> = BTreeSet::new();
+    let (mut kept_locked, mut kept_active, mut kept_undated) = (0, 0, 0);
+    for r in &runs {
+        let old = r.activity.is_some_and(|a| a < cutoff);
+        if old && r.locked {
+            kept_locked += 1;
+        } else if old && active(&r.session_id) {
+            kept_active += 1;
+        } else if r.activity.is_none() {
+            kept_undated += 1;
+        } else if old {
+            moving.push(r);
+            continue;
+        }
+        if let Some(s) = &r.session_id {
+            kept_sessions.insert(s.clone());
+        }
+    }
+    // Sessions untouched since the cutoff whose runs all go (or that have none).
+    let moving_sessions: Vec<_> = sessions
+        .entries
+        .iter()
+        .filter(|e| {
+            e.summary.updated_at.parse().is_some_and(|t| t < cutoff)
+                && !kept_sessions.contains(&e.summary.session_id)
+        })
+        .collect();
+    let stamp = trash_stamp(ctx.now);
+    let mut batch = root.join(TRASH_DIR).join(&stamp);
+    let mut n = 2;
+    while batch.exists() {
+        batch = root.join(TRASH_DIR).join(format!("{stamp}-{n}"));
+        n += 1;
+    }
+    let manifest = batch.join(MANIFEST);
+    let status = if args.dry_run { "planned" } else { "done" };
+    if !args.dry_run && (!moving.is_empty() || !moving_sessions.is_empty()) {
+        fs::create_dir_all(&batch).map_err(|e| CliError::io(&batch, e))?;
+        let mut o = JsonObj::new();
+        o.str("op", "gc");
+        o.str(
+            "created_at",
+            session_schema::Timestamp::from_datetime(ctx.now).as_str(),
+        );
+        o.str("older_than", args.older_than.as_deref().unwrap_or_default());
+        o.str(
+            "cutoff",
+            session_schema::Timestamp::from_datetime(cutoff).as_str(),
+        );
+        o.str("root", &root.to_string_lossy());
+        manifest_line(&manifest, &o.finish())?;
+    }
+    let mut moved_bytes = 0;
+    for r in &moving {
+        let from_rel = rel(&root, &r.path).into_owned();
+        let to = batch.join(&from_rel);
+        if !args.dry_run {
+            let mut o = JsonObj::new();
+            o.str("op", "move_run");
+            o.str("run_id", &r.run_id);
+            o.opt_str("session_id", r.session_id.as_deref());
+            o.opt_str("started_at", r.started_at.as_deref());
+            o.opt_str("last_ts", r.last_ts.as_deref());
+            o.bool("ended", r.ended);
+            o.unum("bytes", r.size);
+            o.str("from", &from_rel);
+            o.str("to", &rel(&root, &to));
+            manifest_line(&manifest, &o.finish())?;
+            move_file(&r.path, &to)?;
+        }
+        moved_bytes += r.size;
+        let last = r
+            .last_ts
+            .as_deref()
+            .or(r.started_at.as_deref())
+            .unwrap_or("?");
+        let a = Action {
+            action: "move-run",
+            file: from_rel,
+            id: Some(r.run_id.clone()),
+            status,
+            detail: format!("last activity {last}"),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    for e in &moving_sessions {
+        let id = e.summary.session_id.clone();
+        let messages = store.messages_path(&id).map_err(state_err)?;
+        let legacy = store.legacy_path(&id).map_err(state_err)?;
+        if !args.dry_run {
+            // Keep a complete snapshot in the legacy format: moving `state/<id>.json` back
+            // under the root restores the session (it is migrated on the next load).
+            let snapshot = batch.join("state").join(format!("{id}.json"));
+            let state = match store.load(&id).map_err(state_err)? {
+                Some(l) => serde_json::to_string(&l.state).map_err(|e| CliError::data(&e))?,
+                None => continue,
+            };
+            let mut o = JsonObj::new();
+            o.str("op", "move_session");
+            o.str("session_id", &id);
+            o.str("updated_at", e.summary.updated_at.as_str());
+            o.str("snapshot", &rel(&root, &snapshot));
+            o.str(
+                "source",
+                if e.source == EntrySource::Legacy {
+                    "legacy"
+                } else {
+                    "db"
+                },
+            );
+            manifest_line(&manifest, &o.finish())?;
+            if let Some(p) = snapshot.parent() {
+                fs::create_dir_all(p).map_err(|e| CliError::io(p, e))?;
+            }
+            let mut f = File::create(&snapshot).map_err(|e| CliError::io(&snapshot, e))?;
+            f.write_all(state.as_bytes())
+                .and_then(|()| f.write_all(b"\n"))
+                .and_then(|()| f.sync_all())
+                .map_err(|e| CliError::io(&snapshot, e))?;
+            for (src, sub) in [(&messages, "messages"), (&legacy, "state-legacy")] {
+                if src.is_file() {
+                    let to = batch.join(sub).join(src.file_name().unwrap_or_default());
+                    fs::create_dir_all(batch.join(sub))
+                        .map_err(|e| CliError::io(batch.join(sub), e))?;
+                    fs::copy(src, &to).map_err(|e| CliError::io(src, e))?;
+                }
+            }
+            store.delete(&id).map_err(state_err)?;
+        }
+        let a = Action {
+            action: "move-session",
+            file: rel(&root, &messages).into_owned(),
+            id: Some(id),
+            status,
+            detail: format!("updated {}", e.summary.updated_at),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    if !args.dry_run && !moving.is_empty() {
+        refresh_index(ctx, &store)?;
+    }
+    if !args.json {
+        let verb = if args.dry_run { "would move" } else { "moved" };
+        let whereto = if moving.is_empty() && moving_sessions.is_empty() {
+            String::new()
+        } else {
+            format!(" to {}", rel(&root, &batch))
+        };
+        writeln!(
+            ctx.out,
+            "{verb} {} run(s) ({}) and {} session(s){whereto}; kept {kept_locked} locked, {kept_active} of sessions saved within {}, {kept_undated} undated",
+            moving.len(),
+            fmt_bytes(moved_bytes),
+            moving_sessions.len(),
+            args.older_than.as_deref().unwrap_or_default()
+        )?;
+    }
+    Ok(EXIT_OK)
+}
+
+// ---------------------------------------------------------------------------------------------
+// archive
+
+pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliError> {
+    let age = parse_age(&args.older_than)?;
+    let cutoff = ctx.now - age;
+    let store = open_store(ctx)?;
+    let root = ctx.root.path.clone();
+    let runs = scan_runs(ctx)?;
+    let (mut before, mut after, mut count, mut failed) = (0u64, 0u64, 0usize, 0usize);
+    for r in runs
+        .iter()
+        .filter(|r| !r.compressed && r.activity.is_some_and(|a| a < cutoff))
+    {
+        let file = rel(&root, &r.path).into_owned();
+        if r.locked {
+            let a = Action {
+                action: "archive",
+                file,
+                id: Some(r.run_id.clone()),
+                status: "skipped",
+                detail: "a writer has the file open".into(),
+            };
+            emit(ctx, args.json, &a)?;
+            continue;
+        }
+        if args.dry_run {
+            before += r.size;
+            count += 1;
+            let a = Action {
+                action: "archive",
+                file,
+                id: Some(r.run_id.clone()),
+                status: "planned",
+                detail: fmt_bytes(r.size),
+            };
+            emit(ctx, args.json, &a)?;
+            continue;
+        }
+        match session_jsonl::compress_run(&r.path) {
+            Ok(p) => {
+                let size = fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                before += r.size;
+                after += size;
+                count += 1;
+                let a = Action {
+                    action: "archive",
+                    file,
+                    id: Some(r.run_id.clone()),
+                    status: "done",
+                    detail: format!("{} → {}", fmt_bytes(r.size), fmt_bytes(size)),
+                };
+                emit(ctx, args.json, &a)?;
+            }
+            Err(e) => {
+                failed += 1;
+                let a = Action {
+                    action: "archive",
+                    file,
+                    id: Some(r.run_id.clone()),
+                    status: "failed",
+                    detail: one_line(&e),
+                };
+                emit(ctx, args.json, &a)?;
+            }
+        }
+    }
+    if !args.dry_run && count > 0 {
+        refresh_index(ctx, &store)?;
+    }
+    if !args.json {
+        if args.dry_run {
+            writeln!(
+                ctx.out,
+                "would archive {count} run file(s) ({})",
+                fmt_bytes(before)
+            )?;
+        } else {
+            writeln!(
+                ctx.out,
+                "archived {count} run file(s): {} → {}; {failed} failure(s)",
+                fmt_bytes(before),
+                fmt_bytes(after)
+            )?;
+        }
+    }
+    Ok(if failed > 0 {
+        crate::error::EXIT_DATA
+    } else {
+        EXIT_OK
+    })
+}

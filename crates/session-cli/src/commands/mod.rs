@@ -1,0 +1,93 @@
+//! One function per subcommand. Each returns the exit code on success.
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use crate::Ctx;
+use crate::cli::WhereArgs;
+use crate::error::{CliError, EXIT_OK};
+
+/// Writes one compact JSON object and a newline (the `--json` line format).
+pub(crate) fn json_line(out: &mut dyn Write, value: &Value) -> Result<(), CliError> {
+    serde_json::to_writer(&mut *out, value).map_err(|e| CliError::Output(e.into()))?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// `sessions where`.
+pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliError> {
+    let root = &ctx.root;
+    let exists = root.path.is_dir();
+    if args.json {
+        let v = json!({
+            "root": root.path.to_string_lossy(),
+            "source": root.source.key(),
+            "exists": exists,
+        });
+        json_line(ctx.out, &v)?;
+    } else {
+        writeln!(ctx.out, "{}", root.path.display())?;
+        writeln!(ctx.out, "  chosen: {}", root.source)?;
+        if !exists {
+            writeln!(ctx.out, "  (the directory does not exist yet)")?;
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+mod show;
+pub(crate) use show::show;
+
+/// What a `<run-id|session-id>` argument names: run files in the order to show them.
+pub(crate) struct Target {
+    /// The session id when the argument named a session.
+    pub(crate) session: Option<String>,
+    /// Run files (one for a run; a session's runs by `started_at`).
+    pub(crate) paths: Vec<std::path::PathBuf>,
+}
+
+/// Resolves a run id (first) or a session id.
+///
+/// # Errors
+/// Not found (3) when neither a run file nor a session with that id exists.
+pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliError> {
+    let root = ctx.root.path.clone();
+    if crate::store::is_run(&root, id)? {
+        return Ok(Target {
+            session: None,
+            paths: vec![crate::store::locate_run(&root, id)?],
+        });
+    }
+    let runs = crate::store::session_runs(ctx, id)?;
+    if runs.is_empty() {
+        return Err(CliError::NotFound(format!(
+            "no run or session {id} under {}",
+            root.display()
+        )));
+    }
+    Ok(Target {
+        session: Some(id.to_owned()),
+        paths: runs,
+    })
+}
+
+mod replay;
+mod tail;
+pub(crate) use replay::replay;
+pub(crate) use tail::tail;
+
+mod export;
+mod housekeeping;
+mod runs;
+mod sessions;
+pub(crate) mod state;
+mod stats;
+pub(crate) mod verify;
+pub(crate) use export::export;
+pub(crate) use housekeeping::{archive, gc, repair};
+pub(crate) use runs::runs;
+pub(crate) use sessions::{history, sessions};
+pub(crate) use state::{reindex, session_state_json};
+pub(crate) use stats::stats;
+pub(crate) use verify::verify;

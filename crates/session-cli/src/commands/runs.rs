@@ -1,0 +1,321 @@
+//! `sessions runs`: runs newest first from the run index, with filters and a cursor.
+
+use session_state::{RunCursor, RunOutcome, RunQuery, RunRow, StateStore};
+use time::OffsetDateTime;
+
+use super::state::{open_store, refresh_index, state_err};
+use crate::Ctx;
+use crate::cli::{OutcomeArg, RunsArgs};
+use crate::error::{CliError, EXIT_OK};
+use crate::jsonw::JsonObj;
+use crate::store::rel;
+use crate::style::{Paint, one_line, pad, thousands};
+use crate::timefmt::parse_instant;
+
+/// A run without `run.end` whose last record is newer than this is shown as `running` even
+/// when no lock tells (the reference never locks its run files).
+const RECENT_SECS: i64 = 120;
+
+/// The displayed outcome of an indexed run: `completed`, `error`, `cancelled`, `running`
+/// (locked by a writer, or written to in the last two minutes) or `crashed`.
+pub(crate) fn display_outcome(row: &RunRow, now: OffsetDateTime) -> String {
+    match &row.outcome {
+        RunOutcome::Open => {
+            if session_jsonl::is_locked(&row.path).unwrap_or(false) {
+                return "running".into();
+            }
+            let recent = row
+                .last_ts
+                .as_deref()
+                .and_then(|t| session_schema::Timestamp::from_raw(t).parse())
+                .is_some_and(|t| (now - t).whole_seconds() < RECENT_SECS);
+            if recent {
+                "running".into()
+            } else {
+                "crashed".into()
+            }
+        }
+        other => other.as_str().to_owned(),
+    }
+}
+
+fn outcome_name(o: OutcomeArg) -> &'static str {
+    match o {
+        OutcomeArg::Completed => "completed",
+        OutcomeArg::Error => "error",
+        OutcomeArg::Cancelled => "cancelled",
+        OutcomeArg::Running => "running",
+        OutcomeArg::Crashed => "crashed",
+    }
+}
+
+/// Canonical `YYYY-MM-DDTHH:MM:SS.mmmZ` of a `--since`/`--until` argument (index comparisons
+/// are string comparisons of such timestamps).
+pub(crate) fn bound(text: Option<&str>, now: OffsetDateTime) -> Result<Option<String>, CliError> {
+    text.map(|t| {
+        parse_instant(t, now).map(|dt| {
+            session_schema::Timestamp::from_datetime(dt)
+                .as_str()
+                .to_owned()
+        })
+    })
+    .transpose()
+}
+
+/// An absolute, normalised form of a `--workspace` argument.
+pub(crate) fn workspace_arg(ctx: &Ctx<'_>, dir: &str) -> Result<String, CliError> {
+    let p = std::path::Path::new(dir);
+    if p.is_absolute() {
+        Ok(dir.to_owned())
+    } else {
+        Ok(ctx.cwd()?.join(p).to_string_lossy().into_owned())
+    }
+}
+
+/// `--workspace`: a run belongs to a workspace when its own `run.start.ui_context` (or header
+/// cwd) names it, or when its session's saved `workspace_root` does (most clients send no
+/// ui_context, so the session is usually what knows).
+pub(crate) struct WorkspaceMatch {
+    root: String,
+    sessions: std::collections::BTreeSet<String>,
+}
+
+impl WorkspaceMatch {
+    fn new(store: &StateStore, root: &str) -> Result<Self, CliError> {
+        let page = store
+            .list(&session_state::ListQuery::all().workspace(root.to_owned()))
+            .map_err(state_err)?;
+        Ok(WorkspaceMatch {
+            root: session_state::normalize_workspace_root(root),
+            sessions: page
+                .entries
+                .into_iter()
+                .map(|e| e.summary.session_id)
+                .collect(),
+        })
+    }
+
+    fn matches(&self, row: &RunRow) -> bool {
+        row.workspace_root
+            .as_deref()
+            .is_some_and(|w| session_state::normalize_workspace_root(w) == self.root)
+            || row
+                .session_id
+                .as_ref()
+                .is_some_and(|s| self.sessions.contains(s))
+    }
+}
+
+/// An indexed run with its displayed outcome.
+pub(crate) type Shown = (RunRow, String);
+
+/// Fetches up to `limit` rows matching `query` plus the client-side outcome filter, paging
+/// through the index; returns the rows and the cursor after the last one returned.
+pub(crate) fn fetch(
+    store: &StateStore,
+    root: &std::path::Path,
+    mut query: RunQuery,
+    outcomes: &[OutcomeArg],
+    workspace: Option<&WorkspaceMatch>,
+    limit: usize,
+    now: OffsetDateTime,
+) -> Result<(Vec<Shown>, Option<String>), CliError> {
+    let wanted: Vec<&str> = outcomes.iter().map(|o| outcome_name(*o)).collect();
+    // One outcome the index knows exactly is filtered there.
+    if let [only] = outcomes {
+        query.outcome = match only {
+            OutcomeArg::Completed => Some(RunOutcome::Completed),
+            OutcomeArg::Error => Some(RunOutcome::Error),
+            OutcomeArg::Cancelled => Some(RunOutcome::Cancelled),
+            OutcomeArg::Running | OutcomeArg::Crashed => Some(RunOutcome::Open),
+        };
+    }
+    // Collect one match more than asked for: it tells whether a next page exists.
+    // Outcomes the index stores exactly are filtered there; the rest is filtered here.
+    let index_filters_outcome = matches!(
+        outcomes,
+        [OutcomeArg::Completed | OutcomeArg::Error | OutcomeArg::Cancelled]
+    );
+    let client_side = workspace.is_some() || (!wanted.is_empty() && !index_filters_outcome);
+    let page_size = if client_side {
+        (limit + 1).max(200)
+    } else {
+        limit + 1
+    };
+    let mut matched: Vec<Shown> = Vec::new();
+    loop {
+        query.limit = Some(page_size);
+        let page = store.list_runs(&query).map_err(state_err)?;
+        let n = page.runs.len();
+        for row in page.runs {
+            if matched.len() > limit {
+                break;
+            }
+            if workspace.is_some_and(|w| !w.matches(&row)) {
+                continue;
+            }
+            let shown = display_outcome(&row, now);
+            if wanted.is_empty() || wanted.contains(&shown.as_str()) {
+                matched.push((row, shown));
+            }
+        }
+        if matched.len() > limit {
+            break;
+        }
+        match page.next_cursor {
+            Some(c) if n > 0 => query.after = Some(c),
+            _ => break,
+        }
+    }
+    let next = if matched.len() > limit {
+        matched.truncate(limit);
+        matched.last().map(|(row, _)| {
+            RunCursor {
+                started_at: row.started_at.clone().unwrap_or_default(),
+                rel_path: rel(root, &row.path).into_owned(),
+            }
+            .to_token()
+        })
+    } else {
+        None
+    };
+    Ok((matched, next))
+}
+
+// RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
+#[allow(clippy::field_reassign_with_default)]
+pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> {
+    if args.limit == 0 {
+        return Err(CliError::Usage("--limit must be at least 1".into()));
+    }
+    let store = open_store(ctx)?;
+    refresh_index(ctx, &store)?;
+    let mut query = RunQuery::default();
+    query.session = args.session.clone();
+    query.since = bound(args.since.as_deref(), ctx.now)?;
+    query.until = bound(args.until.as_deref(), ctx.now)?;
+    let workspace = match args.workspace.as_deref() {
+        Some(w) => Some(WorkspaceMatch::new(&store, &workspace_arg(ctx, w)?)?),
+        None => None,
+    };
+    if let Some(c) = &args.cursor {
+        query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
+    }
+    let root = ctx.root.path.clone();
+    let (rows, next) = fetch(
+        &store,
+        &root,
+        query,
+        &args.outcome,
+        workspace.as_ref(),
+        args.limit,
+        ctx.now,
+    )?;
+    if args.json {
+        for (row, outcome) in &rows {
+            writeln!(ctx.out, "{}", row_json(&root, row, outcome))?;
+        }
+        if let Some(n) = &next {
+            let mut o = JsonObj::new();
+            o.str("next_cursor", n);
+            writeln!(ctx.out, "{}", o.finish())?;
+        }
+        return Ok(EXIT_OK);
+    }
+    let times = ctx.times(args.utc);
+    let s = ctx.style;
+    writeln!(
+        ctx.out,
+        "{}",
+        s.paint(
+            crate::style::Paint::Bold,
+            &format!(
+                "{} {} {} {} {} {:>4} {:>9}  {}",
+                pad("STARTED", 20),
+                pad("RUN", 36),
+                pad("SESSION", 8),
+                pad("OUTCOME", 9),
+                pad("MODEL", 18),
+                "INV",
+                "TOKENS",
+                "INPUT"
+            )
+        )
+    )?;
+    for (row, outcome) in &rows {
+        let started = row
+            .started_at
+            .as_deref()
+            .map(|t| times.show(t))
+            .unwrap_or_else(|| "-".into());
+        let session: String = row
+            .session_id
+            .as_deref()
+            .unwrap_or("-")
+            .chars()
+            .take(8)
+            .collect();
+        let paint = match outcome.as_str() {
+            "completed" => Paint::Green,
+            "cancelled" | "running" => Paint::Yellow,
+            _ => Paint::Red,
+        };
+        let model = one_line(row.model_name.as_deref().unwrap_or("-"), 18);
+        let input = one_line(row.first_input.as_deref().unwrap_or(""), 50);
+        writeln!(
+            ctx.out,
+            "{} {} {} {} {} {:>4} {:>9}  {}",
+            pad(&started, 20),
+            pad(&row.run_id, 36),
+            pad(&session, 8),
+            s.paint(paint, &pad(outcome, 9)),
+            pad(&model, 18),
+            row.invocation_count,
+            thousands(row.total_tokens),
+            input
+        )?;
+    }
+    if rows.is_empty() {
+        writeln!(ctx.out, "(no runs match)")?;
+    }
+    if let Some(n) = next {
+        writeln!(
+            ctx.out,
+            "{}",
+            s.paint(
+                Paint::Dim,
+                &format!("more: sessions runs --cursor '{n}' (same filters)")
+            )
+        )?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// One run as a `--json` line.
+pub(crate) fn row_json(root: &std::path::Path, row: &RunRow, outcome: &str) -> String {
+    let mut tokens = JsonObj::new();
+    tokens.unum("input", row.input_tokens);
+    tokens.unum("cached_input", row.cached_input_tokens);
+    tokens.unum("cache_creation", row.cache_creation_tokens);
+    tokens.unum("output", row.output_tokens);
+    tokens.unum("total", row.total_tokens);
+    let mut o = JsonObj::new();
+    o.str("run_id", &row.run_id);
+    o.opt_str("session_id", row.session_id.as_deref());
+    o.opt_str("started_at", row.started_at.as_deref());
+    o.str("outcome", outcome);
+    o.opt_str("last_status", row.last_status.as_deref());
+    o.opt_str("model_provider", row.model_provider.as_deref());
+    o.opt_str("model", row.model_name.as_deref());
+    o.unum("invocations", row.invocation_count);
+    o.raw("tokens", &tokens.finish());
+    o.opt_str("first_input", row.first_input.as_deref());
+    o.opt_str("workspace_root", row.workspace_root.as_deref());
+    o.unum("records", row.record_count);
+    o.unum("damage", row.damage_count);
+    o.opt_str("last_ts", row.last_ts.as_deref());
+    o.str("file", &rel(root, &row.path));
+    o.unum("file_size", row.file_size);
+    o.bool("compressed", row.compressed);
+    o.finish()
+}

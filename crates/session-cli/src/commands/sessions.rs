@@ -1,0 +1,228 @@
+//! `sessions sessions`: saved sessions like the reference's session list, and
+//! `sessions history`: the reference's `session.history` replay.
+
+use std::path::{Path, PathBuf};
+
+use session_replay::HistoryOptions;
+use session_state::{EntrySource, ListQuery};
+
+use super::state::{open_store, state_err};
+use crate::Ctx;
+use crate::cli::{HistoryArgs, SessionsArgs};
+use crate::error::{CliError, EXIT_OK};
+use crate::jsonw::JsonObj;
+use crate::style::{Paint, one_line, pad};
+
+/// The workspace root of `dir` as the reference's runtime finds it (compat notes Q8): the
+/// nearest ancestor holding a project marker (`.codelia`, `.git`, `.jj`), else `dir` itself.
+pub(crate) fn workspace_of(dir: &Path) -> PathBuf {
+    for d in dir.ancestors() {
+        if [".codelia", ".git", ".jj"]
+            .iter()
+            .any(|m| d.join(m).exists())
+        {
+            return d.to_owned();
+        }
+    }
+    dir.to_owned()
+}
+
+pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, CliError> {
+    let store = open_store(ctx)?;
+    let mut query = ListQuery::all();
+    let scope = if args.all {
+        None
+    } else {
+        let ws = match &args.workspace {
+            Some(w) => super::runs::workspace_arg(ctx, w)?,
+            None => workspace_of(&ctx.cwd()?).to_string_lossy().into_owned(),
+        };
+        query = query.workspace(ws.clone());
+        Some(ws)
+    };
+    if args.limit > 0 {
+        query = query.limit(args.limit);
+    }
+    let page = store.list(&query).map_err(state_err)?;
+    for d in &page.diagnostics {
+        let msg = format!("{}: {}", d.path.display(), d.detail);
+        ctx.warn(&msg);
+    }
+    if args.json {
+        for e in &page.entries {
+            let s = &e.summary;
+            let mut o = JsonObj::new();
+            o.str("session_id", &s.session_id);
+            o.str("updated_at", s.updated_at.as_str());
+            o.opt_str("run_id", s.run_id.as_deref());
+            match s.message_count {
+                Some(n) => o.unum("message_count", n),
+                None => o.raw("message_count", "null"),
+            };
+            o.opt_str("last_user_message", s.last_user_message.as_deref());
+            o.opt_str("workspace_root", s.workspace_root.as_deref());
+            o.str(
+                "source",
+                if e.source == EntrySource::Legacy {
+                    "legacy"
+                } else {
+                    "db"
+                },
+            );
+            writeln!(ctx.out, "{}", o.finish())?;
+        }
+        return Ok(EXIT_OK);
+    }
+    let times = ctx.times(args.utc);
+    let st = ctx.style;
+    match &scope {
+        Some(ws) => writeln!(
+            ctx.out,
+            "{}",
+            st.paint(
+                Paint::Dim,
+                &format!("workspace {ws} (--all for every workspace)")
+            )
+        )?,
+        None => writeln!(ctx.out, "{}", st.paint(Paint::Dim, "all workspaces"))?,
+    }
+    writeln!(
+        ctx.out,
+        "{}",
+        st.paint(
+            Paint::Bold,
+            &format!(
+                "{} {} {:>5}  {}  {}",
+                pad("UPDATED", 20),
+                pad("SESSION", 36),
+                "MSGS",
+                pad("LAST USER MESSAGE", 60),
+                "WORKSPACE"
+            )
+        )
+    )?;
+    for e in &page.entries {
+        let s = &e.summary;
+        let msgs = s.message_count.map_or("-".to_owned(), |n| n.to_string());
+        let mut last = one_line(s.last_user_message.as_deref().unwrap_or(""), 60);
+        if e.source == EntrySource::Legacy {
+            last = format!("(legacy) {last}");
+            last = one_line(&last, 60);
+        }
+        writeln!(
+            ctx.out,
+            "{} {} {:>5}  {}  {}",
+            pad(&times.show(s.updated_at.as_str()), 20),
+            pad(&s.session_id, 36),
+            msgs,
+            pad(&last, 60),
+            s.workspace_root.as_deref().unwrap_or("-")
+        )?;
+    }
+    if page.entries.is_empty() {
+        writeln!(ctx.out, "(no sessions)")?;
+    }
+    if page.next_cursor.is_some() {
+        writeln!(
+            ctx.out,
+            "{}",
+            st.paint(
+                Paint::Dim,
+                &format!("showing the newest {}; --limit 0 shows all", args.limit)
+            )
+        )?;
+    }
+    Ok(EXIT_OK)
+}
+
+pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError> {
+    let runs = crate::store::session_runs(ctx, &args.session)?;
+    let mut logs = Vec::with_capacity(runs.len());
+    for r in &runs {
+        logs.push(crate::store::load_run_file(r, false)?.log);
+    }
+    if logs.is_empty() {
+        // A session with saved state but no run files still answers (runs: 0), as the
+        // reference does; an id nobody knows is "not found".
+        let store = open_store(ctx)?;
+        let known = store
+            .list(&ListQuery::all())
+            .map_err(state_err)?
+            .entries
+            .iter()
+            .any(|e| e.summary.session_id == args.session);
+        if !known {
+            return Err(CliError::NotFound(format!(
+                "no session {} under {}",
+                args.session,
+                ctx.root.path.display()
+            )));
+        }
+    }
+    let h = session_replay::session_history(
+        &logs,
+        HistoryOptions {
+            max_runs: args.max_runs,
+            max_events: args.max_events,
+        },
+    );
+    if args.json {
+        for e in &h.events {
+            let mut o = JsonObj::new();
+            o.str("run_id", &e.run_id);
+            o.num("seq", e.seq);
+            o.str("type", e.event.tag());
+            o.ser("event", &e.event);
+            writeln!(ctx.out, "{}", o.finish())?;
+        }
+        let mut o = JsonObj::new();
+        o.bool("summary", true);
+        o.unum("runs", h.runs as u64);
+        o.unum("events_sent", h.events_sent as u64);
+        o.bool("truncated", h.truncated);
+        writeln!(ctx.out, "{}", o.finish())?;
+        return Ok(EXIT_OK);
+    }
+    let st = ctx.style;
+    let mut current = String::new();
+    for e in &h.events {
+        if e.run_id != current {
+            current = e.run_id.clone();
+            writeln!(
+                ctx.out,
+                "{}",
+                st.paint(Paint::Bold, &format!("run {current}"))
+            )?;
+        }
+        let detail = match &e.event {
+            session_schema::AgentEvent::HiddenUserMessage(c) => {
+                one_line(c.content.as_deref().unwrap_or(""), 100)
+            }
+            _ => {
+                let rec = session_schema::Record::AgentEvent(session_schema::AgentEventRecord {
+                    seq: e.seq,
+                    event: e.event.clone(),
+                    ..Default::default()
+                });
+                super::tail::describe(&rec)
+            }
+        };
+        if e.seq < 0 {
+            writeln!(ctx.out, "  {} {}", st.paint(Paint::Cyan, "user"), detail)?;
+        } else {
+            writeln!(ctx.out, "  {detail}")?;
+        }
+    }
+    writeln!(
+        ctx.out,
+        "{} run(s), {} event(s){}",
+        h.runs,
+        h.events_sent,
+        if h.truncated {
+            " (older events dropped: --max-events)"
+        } else {
+            ""
+        }
+    )?;
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,268 @@
+//! `sessions show` and the terminal rendering of transcripts.
+
+use std::io::Write;
+
+use session_replay::{EntryKind, IncompleteReason, Transcript};
+
+use crate::Ctx;
+use crate::cli::ShowArgs;
+use crate::error::{CliError, EXIT_OK};
+use crate::style::{Paint, Style};
+use crate::timefmt::TimeDisplay;
+
+/// Tool outputs longer than this many lines are clipped in `show` (`export --format md` and
+/// `show --raw` give everything).
+const TOOL_OUTPUT_LINES: usize = 40;
+
+pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> {
+    let target = super::resolve_target(ctx, &args.id)?;
+    let times = ctx.times(args.utc);
+    for (i, path) in target.paths.iter().enumerate() {
+        let run = crate::store::load_run_file(path, false)?;
+        if args.raw {
+            write_raw(ctx.out, path)?;
+            continue;
+        }
+        if i > 0 {
+            writeln!(ctx.out)?;
+        }
+        let t = session_replay::transcript_with(&run.log.records, &run.log.skipped);
+        render(ctx.out, ctx.style, times, &t)?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// Copies a run file's bytes (decompressed for archives) to `out`.
+pub(crate) fn write_raw(out: &mut dyn Write, path: &std::path::Path) -> Result<(), CliError> {
+    let mut src = session_jsonl::open_run_file(path).map_err(crate::store::jsonl_err)?;
+    std::io::copy(&mut src, out).map_err(|e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe => CliError::Output(e),
+        _ => CliError::io(path, e),
+    })?;
+    Ok(())
+}
+
+fn clock(times: TimeDisplay, ts: Option<&session_schema::Timestamp>) -> String {
+    match ts {
+        Some(ts) => {
+            let full = times.show(ts.as_str());
+            // `YYYY-MM-DD HH:MM:SS…` → `HH:MM:SS`.
+            full.get(11..19).map_or(full.clone(), str::to_owned)
+        }
+        None => "        ".to_owned(),
+    }
+}
+
+fn indent(text: &str, max_lines: Option<usize>) -> String {
+    let mut out = String::new();
+    let total = text.lines().count();
+    for (n, line) in text.lines().enumerate() {
+        if max_lines.is_some_and(|m| n >= m) {
+            out.push_str(&format!(
+                "           … {} more lines (see `sessions export` or `show --raw`)\n",
+                total - n
+            ));
+            break;
+        }
+        out.push_str("           ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Renders a transcript for a terminal or a pager: a heading, then one block per entry with
+/// its time.
+pub(crate) fn render(
+    out: &mut dyn Write,
+    s: Style,
+    times: TimeDisplay,
+    t: &Transcript,
+) -> Result<(), CliError> {
+    let run = t.run_id.as_deref().unwrap_or("(unknown run)");
+    writeln!(
+        out,
+        "{} {}",
+        s.paint(Paint::Bold, "Run"),
+        s.paint(Paint::Bold, run)
+    )?;
+    if let Some(sess) = &t.session_id {
+        writeln!(out, "  session  {sess}")?;
+    }
+    if let Some(ts) = &t.started_at {
+        writeln!(out, "  started  {}", times.show(ts.as_str()))?;
+    }
+    if let Some(m) = &t.model {
+        writeln!(out, "  model    {m}")?;
+    }
+    writeln!(out)?;
+    for e in &t.entries {
+        let at = s.paint(Paint::Dim, &clock(times, e.ts.as_ref()));
+        match &e.kind {
+            EntryKind::UserInput { text, .. } => {
+                writeln!(out, "{at} {}", s.paint(Paint::Cyan, "user"))?;
+                out.write_all(indent(text, None).as_bytes())?;
+            }
+            EntryKind::ModelRequest { seq, model } => {
+                let m = model
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{at} {}",
+                    s.paint(Paint::Dim, &format!("→ llm #{seq}{m}"))
+                )?;
+            }
+            EntryKind::ModelResponse {
+                seq,
+                usage,
+                stop_reason,
+            } => {
+                let mut line = format!("← llm #{seq}");
+                if let Some(u) = usage {
+                    line.push_str(&format!(
+                        " · {} in / {} out tokens",
+                        u.input_tokens, u.output_tokens
+                    ));
+                }
+                if let Some(r) = stop_reason {
+                    line.push_str(&format!(" · {r}"));
+                }
+                writeln!(out, "{at} {}", s.paint(Paint::Dim, &line))?;
+            }
+            EntryKind::Retry {
+                failure_kind,
+                status,
+                next_attempt,
+                max_attempts,
+                delay_ms,
+            } => {
+                let mut line = "retry".to_owned();
+                if let Some(k) = failure_kind {
+                    line.push_str(&format!(" · {k}"));
+                }
+                if let Some(st) = status {
+                    line.push_str(&format!(" · HTTP {st}"));
+                }
+                if let (Some(n), Some(m)) = (next_attempt, max_attempts) {
+                    line.push_str(&format!(" · attempt {n}/{m}"));
+                }
+                if let Some(d) = delay_ms {
+                    line.push_str(&format!(" · after {d} ms"));
+                }
+                writeln!(out, "{at} {}", s.paint(Paint::Yellow, &line))?;
+            }
+            EntryKind::Reasoning { text } => {
+                writeln!(out, "{at} {}", s.paint(Paint::Dim, "reasoning"))?;
+                out.write_all(s.paint(Paint::Dim, &indent(text, None)).as_bytes())?;
+            }
+            EntryKind::AssistantText { text } => {
+                writeln!(out, "{at} {}", s.paint(Paint::Green, "assistant"))?;
+                out.write_all(indent(text, None).as_bytes())?;
+            }
+            EntryKind::ToolCall {
+                call_id,
+                tool,
+                args,
+            } => {
+                writeln!(
+                    out,
+                    "{at} {} {} {}",
+                    s.paint(Paint::Magenta, "tool call"),
+                    s.paint(Paint::Bold, tool),
+                    s.paint(Paint::Dim, call_id)
+                )?;
+                out.write_all(indent(args, Some(TOOL_OUTPUT_LINES)).as_bytes())?;
+            }
+            EntryKind::ToolResult {
+                call_id,
+                tool,
+                output,
+                is_error,
+            } => {
+                let label = if *is_error {
+                    s.paint(Paint::Red, "tool error")
+                } else {
+                    s.paint(Paint::Magenta, "tool result")
+                };
+                writeln!(
+                    out,
+                    "{at} {label} {} {}",
+                    s.paint(Paint::Bold, tool),
+                    s.paint(Paint::Dim, call_id)
+                )?;
+                out.write_all(indent(output, Some(TOOL_OUTPUT_LINES)).as_bytes())?;
+            }
+            EntryKind::CompactionStarted => {
+                writeln!(out, "{at} {}", s.paint(Paint::Yellow, "compaction started"))?;
+            }
+            EntryKind::CompactionFinished { compacted } => {
+                let what = if *compacted {
+                    "compaction finished: history compacted"
+                } else {
+                    "compaction finished: nothing compacted"
+                };
+                writeln!(out, "{at} {}", s.paint(Paint::Yellow, what))?;
+            }
+            EntryKind::Status { status, message } => {
+                let m = message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{at} {}",
+                    s.paint(Paint::Yellow, &format!("status {status}{m}"))
+                )?;
+            }
+            EntryKind::Error { name, message } => {
+                writeln!(
+                    out,
+                    "{at} {}",
+                    s.paint(Paint::Red, &format!("error {name}: {message}"))
+                )?;
+            }
+            EntryKind::Final { text } => {
+                writeln!(out, "{at} {}", s.paint(Paint::Green, "final"))?;
+                out.write_all(indent(text, None).as_bytes())?;
+            }
+            EntryKind::Outcome { outcome } => {
+                let paint = match outcome.as_str() {
+                    "completed" => Paint::Green,
+                    "cancelled" => Paint::Yellow,
+                    _ => Paint::Red,
+                };
+                writeln!(out, "{at} {}", s.paint(paint, &format!("run {outcome}")))?;
+            }
+            EntryKind::Skipped { line, kind } => {
+                writeln!(
+                    out,
+                    "{at} {}",
+                    s.paint(
+                        Paint::Red,
+                        &format!("line {line} skipped ({})", kind.as_str())
+                    )
+                )?;
+            }
+            EntryKind::Incomplete { reason } => {
+                let why = match reason {
+                    IncompleteReason::NoRunEnd => {
+                        "no run.end: the run is still being written or its process died".to_owned()
+                    }
+                    IncompleteReason::TornTail { line } => {
+                        format!("the log ends in a torn line (line {line})")
+                    }
+                    _ => "the log stops before the run ended".to_owned(),
+                };
+                writeln!(
+                    out,
+                    "{at} {}",
+                    s.paint(Paint::Red, &format!("incomplete: {why}"))
+                )?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

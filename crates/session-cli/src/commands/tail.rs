@@ -1,0 +1,226 @@
+//! `sessions tail [-f] <run-id>`: print a run's records, and with `-f` keep following it.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use session_jsonl::{FollowOptions, Follower, Item};
+use session_schema::{AgentEvent, Record, RunInput};
+
+use crate::Ctx;
+use crate::cli::TailArgs;
+use crate::error::{CliError, EXIT_OK};
+use crate::store::{jsonl_err, locate_run};
+use crate::style::{Paint, Style, one_line};
+use crate::timefmt::TimeDisplay;
+
+pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
+    let path = locate_run(&ctx.root.path, &args.run)?;
+    let times = ctx.times(false);
+    if session_jsonl::is_archived(&path) {
+        // Archived runs are finished; print them once.
+        let reader = session_jsonl::Reader::open_with(
+            &path,
+            session_jsonl::ReaderOptions {
+                keep_raw: args.raw,
+                ..Default::default()
+            },
+        )
+        .map_err(jsonl_err)?;
+        for item in reader {
+            let item = item.map_err(|e| CliError::io(&path, e))?;
+            print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+        }
+        return Ok(EXIT_OK);
+    }
+    let opts = FollowOptions {
+        reader: session_jsonl::ReaderOptions {
+            keep_raw: args.raw,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut f = Follower::open(&path, opts).map_err(jsonl_err)?;
+    if !args.follow {
+        for item in f.finish().map_err(jsonl_err)? {
+            print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+        }
+        return Ok(EXIT_OK);
+    }
+    let idle = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
+    let mut last = Instant::now();
+    loop {
+        match f.wait(Duration::from_millis(250)).map_err(jsonl_err)? {
+            Some(item) => {
+                print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+                ctx.out.flush()?;
+                last = Instant::now();
+            }
+            None => {
+                if f.ended() {
+                    break;
+                }
+                if idle.is_some_and(|d| last.elapsed() >= d) {
+                    // Read whatever partial line is there as final, then stop.
+                    for item in f.finish().map_err(jsonl_err)? {
+                        print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+                    }
+                    ctx.warn(&format!(
+                        "no new records for {} s and no run.end; stopped following",
+                        args.timeout
+                    ));
+                    break;
+                }
+            }
+        }
+        if f.ended() {
+            break;
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn print_item(
+    out: &mut dyn Write,
+    s: Style,
+    times: TimeDisplay,
+    raw: bool,
+    item: &Item,
+) -> Result<(), CliError> {
+    match item {
+        Item::Record(r) => {
+            if raw {
+                match &r.raw {
+                    Some(bytes) => out.write_all(bytes)?,
+                    None => out.write_all(&r.parsed.to_json().unwrap_or_default())?,
+                }
+                out.write_all(b"\n")?;
+            } else {
+                let rec = r.record();
+                let ts = rec.ts().map(|t| times.show(t.as_str())).unwrap_or_default();
+                let clock = ts.get(11..19).unwrap_or(&ts).to_owned();
+                writeln!(
+                    out,
+                    "{} {} {}",
+                    s.paint(Paint::Dim, &clock),
+                    s.paint(Paint::Bold, rec.kind()),
+                    describe(rec)
+                )?;
+            }
+        }
+        Item::Damage(d) => {
+            writeln!(out, "{}", s.paint(Paint::Red, &format!("damage: {d}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// One line saying what a record holds.
+pub(crate) fn describe(rec: &Record) -> String {
+    match rec {
+        Record::Header(h) => {
+            let model = h.model.as_ref().map(|m| {
+                format!(
+                    "{}/{}",
+                    m.provider.as_deref().unwrap_or("?"),
+                    m.name.as_deref().unwrap_or("?")
+                )
+            });
+            format!(
+                "run {} session {}{}",
+                h.run_id,
+                h.session_id.as_deref().unwrap_or("-"),
+                model.map(|m| format!(" model {m}")).unwrap_or_default()
+            )
+        }
+        Record::RunStart(r) => {
+            let text = match &r.input {
+                RunInput::Text(t) => t.text.clone(),
+                other => other.display_text(),
+            };
+            one_line(&text, 100)
+        }
+        Record::RunContext(r) => format!("context left {}%", r.context_left_percent),
+        Record::AgentEvent(e) => {
+            let detail = match &e.event {
+                AgentEvent::Text(t) | AgentEvent::Reasoning(t) => {
+                    one_line(t.content.as_deref().unwrap_or(""), 80)
+                }
+                AgentEvent::ToolCall(t) => format!(
+                    "{} {}",
+                    t.tool.as_deref().unwrap_or("?"),
+                    t.tool_call_id.as_deref().unwrap_or("")
+                ),
+                AgentEvent::ToolResult(t) => format!(
+                    "{} {}{}",
+                    t.tool.as_deref().unwrap_or("?"),
+                    t.tool_call_id.as_deref().unwrap_or(""),
+                    if t.is_error == Some(true) {
+                        " (error)"
+                    } else {
+                        ""
+                    }
+                ),
+                AgentEvent::Final(c) => one_line(c.content.as_deref().unwrap_or(""), 80),
+                AgentEvent::LlmRetry(r) => format!(
+                    "{} attempt {}",
+                    r.failure_kind
+                        .as_ref()
+                        .map(|k| k.as_str().to_owned())
+                        .unwrap_or_default(),
+                    r.next_attempt
+                        .as_ref()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ),
+                _ => String::new(),
+            };
+            format!("#{} {} {}", e.seq, event_type(&e.event), detail)
+                .trim_end()
+                .to_owned()
+        }
+        Record::ToolOutput(t) => format!(
+            "{} {} ({} bytes){}",
+            t.tool,
+            t.tool_call_id,
+            t.result_raw.len(),
+            if t.is_error == Some(true) {
+                " error"
+            } else {
+                ""
+            }
+        ),
+        Record::LlmRequest(r) => format!(
+            "#{} {}",
+            r.seq,
+            r.model
+                .as_ref()
+                .and_then(|m| m.name.clone())
+                .unwrap_or_default()
+        )
+        .trim_end()
+        .to_owned(),
+        Record::LlmResponse(r) => {
+            let usage = match &r.output.usage {
+                Some(Some(u)) => format!(" {} in / {} out tokens", u.input_tokens, u.output_tokens),
+                _ => String::new(),
+            };
+            let stop = match &r.output.stop_reason {
+                Some(Some(s)) => format!(" · {s}"),
+                _ => String::new(),
+            };
+            format!("#{}{usage}{stop}", r.seq)
+        }
+        Record::RunStatus(r) => match &r.message {
+            Some(m) => format!("{}: {}", r.status.as_str(), one_line(m, 80)),
+            None => r.status.as_str().to_owned(),
+        },
+        Record::RunError(r) => format!("{}: {}", r.error.name, one_line(&r.error.message, 80)),
+        Record::RunEnd(r) => r.outcome.as_str().to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// The `type` of an agent event as written.
+pub(crate) fn event_type(e: &AgentEvent) -> &str {
+    e.tag()
+}

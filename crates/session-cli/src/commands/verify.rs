@@ -1,0 +1,276 @@
+//! `sessions verify [RUN…]`: check run files (damage with offsets, invocation pairing, request
+//! snapshot continuity), message logs and the session index; exit 1 when problems are found.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use session_jsonl::DamageKind;
+use session_replay::{DiagnosticKind, Severity};
+
+use crate::Ctx;
+use crate::cli::VerifyArgs;
+use crate::error::{CliError, EXIT_OK, EXIT_PROBLEMS};
+use crate::jsonw::JsonObj;
+use crate::progress::Progress;
+use crate::store::{jsonl_err, load_run_file, locate_run, rel};
+use crate::style::{Paint, bytes as fmt_bytes};
+
+/// One finding of `verify`.
+#[derive(Debug, Clone)]
+pub(crate) struct Finding {
+    /// The file concerned.
+    pub(crate) file: PathBuf,
+    /// The run or session id, when known.
+    pub(crate) id: Option<String>,
+    /// Stable kind name (`torn_tail`, `missing-response`, `message_count_mismatch`, …).
+    pub(crate) kind: String,
+    /// `true`: a problem (exit 1); `false`: a note (expected in real data, shown for context).
+    pub(crate) problem: bool,
+    /// 1-based line, when known.
+    pub(crate) line: Option<u64>,
+    /// Byte offset, when known.
+    pub(crate) offset: Option<u64>,
+    /// Lower-case explanation.
+    pub(crate) message: String,
+}
+
+/// Damage kinds that only report a repair or a best-effort mode; the record was still read.
+fn damage_is_problem(kind: DamageKind) -> bool {
+    !matches!(
+        kind,
+        DamageKind::LoneSurrogate | DamageKind::NewerSchemaVersion
+    )
+}
+
+/// Checks one run file; appends findings and returns the bytes checked.
+pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<u64, CliError> {
+    let run = load_run_file(path, false)?;
+    let id = Some(run.log.meta.run_id.clone()).filter(|s| !s.is_empty());
+    for d in &run.damage {
+        findings.push(Finding {
+            file: path.to_owned(),
+            id: id.clone(),
+            kind: d.kind.as_str().to_owned(),
+            problem: damage_is_problem(d.kind),
+            line: Some(d.line),
+            offset: Some(d.offset),
+            message: d.message.clone(),
+        });
+    }
+    let mut diags = run.diags.clone();
+    diags.extend(session_replay::invocations(&run.log.records).1);
+    diags.extend(session_replay::check_snapshots(&run.log.records).1);
+    // The same finding can come from two checks (for example a missing response); keep one.
+    let mut seen = std::collections::BTreeSet::new();
+    for d in diags {
+        // Line-level damage is already reported from the reader, with its exact offset.
+        if matches!(
+            d.kind,
+            DiagnosticKind::TornTail | DiagnosticKind::SkippedLine | DiagnosticKind::RepairedLine
+        ) {
+            continue;
+        }
+        if !seen.insert((d.kind, d.record, d.message.clone())) {
+            continue;
+        }
+        let pos = d.record.and_then(|i| run.position(i));
+        findings.push(Finding {
+            file: path.to_owned(),
+            id: id.clone(),
+            kind: d.kind.as_str().to_owned(),
+            problem: d.severity == Severity::Warning,
+            line: pos.map(|p| p.0),
+            offset: pos.map(|p| p.1),
+            message: d.message,
+        });
+    }
+    Ok(run.bytes)
+}
+
+pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliError> {
+    let root = ctx.root.path.clone();
+    let mut findings = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    let whole_store = args.runs.is_empty();
+    if whole_store {
+        if !root.is_dir() {
+            return Err(CliError::NotFound(format!(
+                "no session store at {}",
+                root.display()
+            )));
+        }
+        let listing = session_jsonl::list_run_files(&root).map_err(jsonl_err)?;
+        let mut by_id: BTreeMap<&str, Vec<&Path>> = BTreeMap::new();
+        for f in &listing.files {
+            by_id.entry(f.run_id.as_str()).or_default().push(&f.path);
+        }
+        for (id, paths) in by_id.iter().filter(|(_, p)| p.len() > 1) {
+            for p in &paths[1..] {
+                findings.push(Finding {
+                    file: p.to_path_buf(),
+                    id: Some((*id).to_owned()),
+                    kind: "duplicate_run_id".into(),
+                    problem: true,
+                    line: None,
+                    offset: None,
+                    message: format!("run id also used by {}", rel(&root, paths[0])),
+                });
+            }
+        }
+        for d in &listing.nonstandard_dirs {
+            findings.push(Finding {
+                file: d.clone(),
+                id: None,
+                kind: "nonstandard_date_dir".into(),
+                problem: true,
+                line: None,
+                offset: None,
+                message:
+                    "date directory is not zero-padded; the reference's readers do not see its runs"
+                        .into(),
+            });
+        }
+        for s in &listing.skipped {
+            findings.push(Finding {
+                file: s.path.clone(),
+                id: None,
+                kind: "unreadable_dir".into(),
+                problem: true,
+                line: None,
+                offset: None,
+                message: format!("cannot list directory: {}", s.error),
+            });
+        }
+        files.extend(listing.files.into_iter().map(|f| f.path));
+    } else {
+        for r in &args.runs {
+            let p = Path::new(r);
+            if p.is_file() {
+                files.push(p.to_owned());
+            } else {
+                files.push(locate_run(&root, r)?);
+            }
+        }
+    }
+    let progress = Progress::new(ctx.progress, files.len() as u64, "verifying runs");
+    let mut total_bytes = 0u64;
+    for f in &files {
+        match check_run(f, &mut findings) {
+            Ok(b) => total_bytes += b,
+            Err(e) => findings.push(Finding {
+                file: f.clone(),
+                id: crate::store::run_id_of_path(f),
+                kind: "unreadable".into(),
+                problem: true,
+                line: None,
+                offset: None,
+                message: e.to_string(),
+            }),
+        }
+        progress.inc();
+    }
+    progress.finish();
+    let mut sessions_checked = 0usize;
+    if whole_store {
+        sessions_checked = super::state::verify_state(ctx, &mut findings)?;
+    }
+    report(
+        ctx,
+        args.json,
+        &findings,
+        files.len(),
+        total_bytes,
+        sessions_checked,
+    )?;
+    Ok(if findings.iter().any(|f| f.problem) {
+        EXIT_PROBLEMS
+    } else {
+        EXIT_OK
+    })
+}
+
+fn report(
+    ctx: &mut Ctx<'_>,
+    json: bool,
+    findings: &[Finding],
+    files: usize,
+    bytes: u64,
+    sessions: usize,
+) -> Result<(), CliError> {
+    let root = ctx.root.path.clone();
+    let problems = findings.iter().filter(|f| f.problem).count();
+    let notes = findings.len() - problems;
+    let problem_files: std::collections::BTreeSet<&Path> = findings
+        .iter()
+        .filter(|f| f.problem)
+        .map(|f| f.file.as_path())
+        .collect();
+    if json {
+        for f in findings {
+            let mut o = JsonObj::new();
+            o.str("file", &rel(&root, &f.file));
+            o.opt_str("id", f.id.as_deref());
+            o.str("severity", if f.problem { "problem" } else { "note" });
+            o.str("kind", &f.kind);
+            match f.line {
+                Some(l) => o.unum("line", l),
+                None => o.raw("line", "null"),
+            };
+            match f.offset {
+                Some(l) => o.unum("offset", l),
+                None => o.raw("offset", "null"),
+            };
+            o.str("message", &f.message);
+            writeln!(ctx.out, "{}", o.finish())?;
+        }
+        let mut o = JsonObj::new();
+        o.bool("summary", true);
+        o.unum("run_files", files as u64);
+        o.unum("bytes", bytes);
+        o.unum("sessions", sessions as u64);
+        o.unum("problems", problems as u64);
+        o.unum("notes", notes as u64);
+        writeln!(ctx.out, "{}", o.finish())?;
+        return Ok(());
+    }
+    let s = ctx.style;
+    for f in findings {
+        let label = if f.problem {
+            s.paint(Paint::Red, "problem")
+        } else {
+            s.paint(Paint::Dim, "note")
+        };
+        let at = match (f.line, f.offset) {
+            (Some(l), Some(o)) => format!(":{l} (byte offset {o})"),
+            (Some(l), None) => format!(":{l}"),
+            (None, Some(o)) => format!(" (byte offset {o})"),
+            (None, None) => String::new(),
+        };
+        writeln!(
+            ctx.out,
+            "{}{at}: {label} [{}] {}",
+            rel(&root, &f.file),
+            f.kind,
+            f.message
+        )?;
+    }
+    let verdict = if problems == 0 {
+        s.paint(Paint::Green, "no problems")
+    } else {
+        s.paint(
+            Paint::Red,
+            &format!("{problems} problem(s) in {} file(s)", problem_files.len()),
+        )
+    };
+    writeln!(
+        ctx.out,
+        "checked {files} run file(s) ({}){}: {verdict}, {notes} note(s)",
+        fmt_bytes(bytes),
+        if sessions > 0 {
+            format!(" and {sessions} session(s)")
+        } else {
+            String::new()
+        }
+    )?;
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! A tiny JSON object writer that keeps key order and splices raw JSON text in unchanged, so
+//! records and messages come out byte-for-byte as stored (serde_json's `Value` would sort keys).
+
+use serde::Serialize;
+
+/// Builds one JSON object; values are written in the order they are added.
+#[derive(Debug, Default)]
+pub(crate) struct JsonObj {
+    buf: String,
+}
+
+impl JsonObj {
+    pub(crate) fn new() -> Self {
+        JsonObj {
+            buf: String::from("{"),
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        if self.buf.len() > 1 {
+            self.buf.push(',');
+        }
+        self.buf
+            .push_str(&serde_json::to_string(key).unwrap_or_else(|_| "\"\"".into()));
+        self.buf.push(':');
+    }
+
+    /// `key: raw` where `raw` is JSON text (an empty string writes `null`).
+    pub(crate) fn raw(&mut self, key: &str, raw: &str) -> &mut Self {
+        self.key(key);
+        self.buf.push_str(if raw.is_empty() { "null" } else { raw });
+        self
+    }
+
+    /// `key: "value"`.
+    pub(crate) fn str(&mut self, key: &str, value: &str) -> &mut Self {
+        let v = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+        self.raw(key, &v)
+    }
+
+    /// `key: "value"` or `null`.
+    pub(crate) fn opt_str(&mut self, key: &str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(v) => self.str(key, v),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    /// `key: n`.
+    pub(crate) fn num(&mut self, key: &str, n: i64) -> &mut Self {
+        self.raw(key, &n.to_string())
+    }
+
+    /// `key: n` for unsigned values.
+    pub(crate) fn unum(&mut self, key: &str, n: u64) -> &mut Self {
+        self.raw(key, &n.to_string())
+    }
+
+    /// `key: true|false`.
+    pub(crate) fn bool(&mut self, key: &str, b: bool) -> &mut Self {
+        self.raw(key, if b { "true" } else { "false" })
+    }
+
+    /// `key: <serialized value>` (`null` if serialization fails, which only hand-built raw JSON
+    /// can cause).
+    pub(crate) fn ser<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> &mut Self {
+        let v = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+        self.raw(key, &v)
+    }
+
+    /// The finished object text.
+    pub(crate) fn finish(&mut self) -> String {
+        let mut s = std::mem::take(&mut self.buf);
+        s.push('}');
+        s
+    }
+}
+
+/// A JSON array of raw JSON texts.
+pub(crate) fn raw_array<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    let mut s = String::from("[");
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(item);
+    }
+    s.push(']');
+    s
+}

@@ -1,0 +1,162 @@
+//! Where the session store lives (compat notes §2.1).
+//!
+//! `--root DIR` wins. Otherwise the reference's layout: `CODELIA_LAYOUT=xdg` (any case) puts the
+//! store under `${XDG_STATE_HOME:-~/.local/state}/codelia/sessions`, anything else under
+//! `~/.codelia/sessions`. Unlike the reference, an empty `XDG_STATE_HOME` counts as unset (the
+//! XDG rule), so the store never silently becomes the relative path `codelia/sessions`.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::env::Env;
+use crate::error::CliError;
+
+/// How the root was chosen; printed by `sessions where`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RootSource {
+    /// `--root DIR` on the command line.
+    Flag,
+    /// `CODELIA_LAYOUT=xdg` with `XDG_STATE_HOME` set and non-empty.
+    XdgStateHome,
+    /// `CODELIA_LAYOUT=xdg` with `XDG_STATE_HOME` unset or empty: `~/.local/state`.
+    XdgDefault,
+    /// The reference's default "home" layout.
+    Home,
+}
+
+impl RootSource {
+    /// Short machine-readable name (`--json`).
+    pub(crate) fn key(&self) -> &'static str {
+        match self {
+            RootSource::Flag => "flag",
+            RootSource::XdgStateHome => "xdg_state_home",
+            RootSource::XdgDefault => "xdg_default",
+            RootSource::Home => "home",
+        }
+    }
+}
+
+impl fmt::Display for RootSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RootSource::Flag => "from --root",
+            RootSource::XdgStateHome => "CODELIA_LAYOUT=xdg, from $XDG_STATE_HOME/codelia/sessions",
+            RootSource::XdgDefault => {
+                "CODELIA_LAYOUT=xdg, $XDG_STATE_HOME unset or empty: ~/.local/state/codelia/sessions"
+            }
+            RootSource::Home => "default layout: ~/.codelia/sessions (set CODELIA_LAYOUT=xdg for the XDG layout)",
+        })
+    }
+}
+
+/// The resolved store root and how it was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Root {
+    /// The `sessions/` directory.
+    pub(crate) path: PathBuf,
+    /// Why this path.
+    pub(crate) source: RootSource,
+}
+
+/// Resolves the store root from the `--root` flag and the environment.
+///
+/// # Errors
+/// [`CliError::Usage`] when no flag is given and `HOME` is unset or empty (nothing to resolve
+/// `~` against).
+pub(crate) fn resolve(flag: Option<PathBuf>, env: &Env) -> Result<Root, CliError> {
+    if let Some(path) = flag {
+        return Ok(Root {
+            path,
+            source: RootSource::Flag,
+        });
+    }
+    let home = || {
+        env.get("HOME").map(PathBuf::from).ok_or_else(|| {
+            CliError::Usage("HOME is not set; pass --root DIR to name the session store".into())
+        })
+    };
+    let xdg = env
+        .get("CODELIA_LAYOUT")
+        .is_some_and(|v| v.eq_ignore_ascii_case("xdg"));
+    if xdg {
+        if let Some(state) = env.get("XDG_STATE_HOME") {
+            return Ok(Root {
+                path: PathBuf::from(state).join("codelia").join("sessions"),
+                source: RootSource::XdgStateHome,
+            });
+        }
+        return Ok(Root {
+            path: home()?.join(".local/state/codelia/sessions"),
+            source: RootSource::XdgDefault,
+        });
+    }
+    Ok(Root {
+        path: home()?.join(".codelia/sessions"),
+        source: RootSource::Home,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        Env::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn flag_wins_over_everything() {
+        let e = env(&[
+            ("HOME", "/h"),
+            ("CODELIA_LAYOUT", "xdg"),
+            ("XDG_STATE_HOME", "/s"),
+        ]);
+        let r = resolve(Some("/x".into()), &e).unwrap();
+        assert_eq!(r.path, PathBuf::from("/x"));
+        assert_eq!(r.source, RootSource::Flag);
+    }
+
+    #[test]
+    fn home_layout_by_default_and_for_other_layout_values() {
+        for e in [
+            env(&[("HOME", "/h")]),
+            env(&[("HOME", "/h"), ("CODELIA_LAYOUT", "home")]),
+        ] {
+            let r = resolve(None, &e).unwrap();
+            assert_eq!(r.path, PathBuf::from("/h/.codelia/sessions"));
+            assert_eq!(r.source, RootSource::Home);
+        }
+    }
+
+    #[test]
+    fn xdg_is_case_insensitive_and_empty_state_home_is_unset() {
+        let r = resolve(
+            None,
+            &env(&[
+                ("HOME", "/h"),
+                ("CODELIA_LAYOUT", "XdG"),
+                ("XDG_STATE_HOME", "/s"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(r.path, PathBuf::from("/s/codelia/sessions"));
+        assert_eq!(r.source, RootSource::XdgStateHome);
+        let r = resolve(
+            None,
+            &env(&[
+                ("HOME", "/h"),
+                ("CODELIA_LAYOUT", "xdg"),
+                ("XDG_STATE_HOME", ""),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(r.path, PathBuf::from("/h/.local/state/codelia/sessions"));
+        assert_eq!(r.source, RootSource::XdgDefault);
+    }
+
+    #[test]
+    fn missing_home_is_a_usage_error() {
+        let err = resolve(None, &env(&[])).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+    }
+}

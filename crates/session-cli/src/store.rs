@@ -1,0 +1,125 @@
+//! Glue between the commands and the library layers: finding runs and sessions, reading run
+//! files into the shapes session-replay works on, and turning library errors into exit codes.
+
+use std::path::{Path, PathBuf};
+
+use session_jsonl::{Damage, JsonlError};
+use session_replay::RunLog;
+
+use crate::error::{CliError, one_line};
+
+/// Maps a session-jsonl error: unknown run → not found (3), unsafe id → usage (2), else data (4).
+pub(crate) fn jsonl_err(e: JsonlError) -> CliError {
+    match &e {
+        JsonlError::NotFound { run_id, root } => {
+            CliError::NotFound(format!("no run {run_id} under {}", root.display()))
+        }
+        JsonlError::UnsafeRunId { .. } => CliError::Usage(one_line(&e)),
+        _ => CliError::data(&e),
+    }
+}
+
+/// The file of run `id` (a plain `.jsonl` preferred over an archive).
+///
+/// # Errors
+/// Not found (3) when no file has that id; usage (2) for an id that is not a safe file name.
+pub(crate) fn locate_run(root: &Path, id: &str) -> Result<PathBuf, CliError> {
+    let found = session_jsonl::find_run(root, id, None).map_err(jsonl_err)?;
+    Ok(found.path)
+}
+
+/// Whether `id` names a run file under `root` (`false` for unsafe ids and unknown runs).
+pub(crate) fn is_run(root: &Path, id: &str) -> Result<bool, CliError> {
+    match session_jsonl::find_run(root, id, None) {
+        Ok(_) => Ok(true),
+        Err(JsonlError::NotFound { .. } | JsonlError::UnsafeRunId { .. }) => Ok(false),
+        Err(e) => Err(jsonl_err(e)),
+    }
+}
+
+/// A run file read whole: the [`RunLog`] session-replay works on, the reader's damage reports
+/// and each record's position and stored bytes.
+pub(crate) struct LoadedRun {
+    /// The file read.
+    pub(crate) path: PathBuf,
+    /// Records and skipped lines.
+    pub(crate) log: RunLog,
+    /// What session-replay's structural check and the reader's repairs found.
+    pub(crate) diags: Vec<session_replay::Diagnostic>,
+    /// Damage reports of the reader, in file order.
+    pub(crate) damage: Vec<Damage>,
+    /// Byte offset of each record (same length as `log.records`).
+    pub(crate) offsets: Vec<u64>,
+    /// Each record's JSON as stored (byte-exact, lone surrogates restored), when asked for.
+    pub(crate) json: Vec<Vec<u8>>,
+    /// Decompressed size of the file in bytes.
+    pub(crate) bytes: u64,
+}
+
+impl LoadedRun {
+    /// `line N, byte offset M` of record `index`, when known.
+    pub(crate) fn position(&self, index: usize) -> Option<(u64, u64)> {
+        Some((self.log.line_of(index)?, *self.offsets.get(index)?))
+    }
+}
+
+/// Reads the run file at `path` (`.jsonl` or `.jsonl.zst`); `keep_json` also keeps each
+/// record's stored bytes (for exports).
+///
+/// # Errors
+/// Data/IO (4) naming the file, line and byte offset when a read fails.
+pub(crate) fn load_run_file(path: &Path, keep_json: bool) -> Result<LoadedRun, CliError> {
+    let read = session_jsonl::read_run(path).map_err(jsonl_err)?;
+    let offsets = read.records.iter().map(|r| r.offset).collect();
+    let bytes = read.records.iter().map(|r| r.len + 1).sum::<u64>()
+        + read.damage.iter().map(|d| d.len).sum::<u64>();
+    let mut json = Vec::new();
+    if keep_json {
+        for r in &read.records {
+            json.push(r.parsed.to_json().map_err(|e| {
+                CliError::Data(format!("{}: line {}: {e}", path.display(), r.line))
+            })?);
+        }
+    }
+    let damage = read.damage.clone();
+    let (log, diags) = session_replay::io::run_log_from_read(read);
+    Ok(LoadedRun {
+        path: path.to_owned(),
+        log,
+        diags,
+        damage,
+        offsets,
+        json,
+        bytes,
+    })
+}
+
+/// The run id a run file's name gives.
+pub(crate) fn run_id_of_path(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    session_jsonl::layout::parse_run_file_name(name).map(|(id, _)| id.to_owned())
+}
+
+/// `path` relative to `root` when it is inside it (for short messages), else as given.
+pub(crate) fn rel<'a>(root: &Path, path: &'a Path) -> std::borrow::Cow<'a, str> {
+    match path.strip_prefix(root) {
+        Ok(p) => p.to_string_lossy(),
+        Err(_) => path.to_string_lossy(),
+    }
+}
+
+/// The runs of a session in `started_at` order, from the run index (brought up to date first).
+///
+/// # Errors
+/// Not found (3) when there is no store; data (4).
+pub(crate) fn session_runs(
+    ctx: &mut crate::Ctx<'_>,
+    session_id: &str,
+) -> Result<Vec<PathBuf>, CliError> {
+    let store = crate::commands::state::open_store(ctx)?;
+    crate::commands::state::refresh_index(ctx, &store)?;
+    let rows = store
+        .runs_for_session(session_id)
+        .map_err(crate::commands::state::state_err)?;
+    Ok(rows.into_iter().map(|r| r.path).collect())
+}

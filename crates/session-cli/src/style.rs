@@ -1,0 +1,147 @@
+//! Terminal styling (ANSI colour only when enabled), clipping and the bar chart.
+
+/// Colours used by the human output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Paint {
+    /// Headings and ids.
+    Bold,
+    /// Secondary text (timestamps, hints).
+    Dim,
+    /// Success.
+    Green,
+    /// Errors and damage.
+    Red,
+    /// Warnings, cancelled runs.
+    Yellow,
+    /// Users.
+    Cyan,
+    /// Tools.
+    Magenta,
+}
+
+/// Applies colours when enabled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Style {
+    /// Whether to emit ANSI escapes.
+    pub(crate) color: bool,
+}
+
+impl Style {
+    /// `text` wrapped in the escape for `paint` (unchanged without colour).
+    pub(crate) fn paint(&self, paint: Paint, text: &str) -> String {
+        if !self.color {
+            return text.to_owned();
+        }
+        let code = match paint {
+            Paint::Bold => "1",
+            Paint::Dim => "2",
+            Paint::Green => "32",
+            Paint::Red => "31",
+            Paint::Yellow => "33",
+            Paint::Cyan => "36",
+            Paint::Magenta => "35",
+        };
+        format!("\x1b[{code}m{text}\x1b[0m")
+    }
+}
+
+/// The first line of `text`, clipped to `max` characters with `…` (never splits a character),
+/// with control characters replaced so one entry stays on one line.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let first = text.trim_start().lines().next().unwrap_or("");
+    let more_lines = text.trim().lines().nth(1).is_some();
+    let mut out = String::new();
+    for (n, c) in first.chars().enumerate() {
+        if n + 1 >= max && (first.chars().count() > max || more_lines) {
+            out.push('…');
+            return out;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    if more_lines && out.chars().count() < max {
+        out.push('…');
+    }
+    out
+}
+
+/// A horizontal bar of `width` cells for `value` out of `max`, using eighth-blocks.
+pub(crate) fn bar(value: u64, max: u64, width: usize) -> String {
+    if max == 0 || width == 0 {
+        return String::new();
+    }
+    let eighths =
+        ((u128::from(value) * width as u128 * 8 + u128::from(max) / 2) / u128::from(max)) as usize;
+    let eighths = if value > 0 { eighths.max(1) } else { 0 };
+    let mut s = "█".repeat(eighths / 8);
+    const PARTS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
+    s.push_str(PARTS[eighths % 8]);
+    s
+}
+
+/// `1234567` → `1,234,567`.
+pub(crate) fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Byte counts as `12.3 MiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Pads `text` with spaces to `width` display characters (counting chars, not bytes).
+pub(crate) fn pad(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n >= width {
+        text.to_owned()
+    } else {
+        format!("{text}{}", " ".repeat(width - n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clipping_keeps_characters_whole() {
+        assert_eq!(one_line("hello", 10), "hello");
+        assert_eq!(one_line("この画像は何ですか", 5), "この画像…");
+        assert_eq!(one_line("a\nb", 10), "a…");
+        assert_eq!(one_line("tab\there", 20), "tab here");
+    }
+
+    #[test]
+    fn bars_scale() {
+        assert_eq!(bar(10, 10, 4), "████");
+        assert_eq!(bar(5, 10, 4), "██");
+        assert_eq!(bar(1, 1000, 4), "▏");
+        assert_eq!(bar(0, 10, 4), "");
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(12), "12");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+    }
+}
