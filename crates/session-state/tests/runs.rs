@@ -1,0 +1,171 @@
+//! The run index follows the run tree incrementally: new, grown, compressed and deleted files,
+//! runs written by session-jsonl's writer, keyset pagination and filters, deterministic
+//! rebuilds.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use session_jsonl::{Durability, RunWriter, WriterOptions};
+use session_schema::{Header, ModelInfo, Record, RunEnd, RunOutcome as EndOutcome, Timestamp};
+use session_state::{RunChange, RunCursor, RunOutcome, RunQuery, StateStore};
+
+fn fixture_runs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/codelia-runtime/sessions/2026/11/30")
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf, StateStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let day = root.join("2026/11/30");
+    fs::create_dir_all(&day).unwrap();
+    for e in fs::read_dir(fixture_runs()).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), day.join(e.file_name())).unwrap();
+    }
+    let store = StateStore::open(&root).unwrap();
+    (dir, root, store)
+}
+
+fn counts(r: &session_state::IndexReport) -> (u64, u64, u64, u64) {
+    (r.added, r.updated, r.removed, r.unchanged)
+}
+
+#[test]
+fn index_follows_changes_incrementally() {
+    let (_dir, root, store) = setup();
+    assert_eq!(counts(&store.index_runs().unwrap()), (20, 0, 0, 0));
+    let s9 = root.join("2026/11/30/2a11c3a2-3276-4762-88f9-5f8918cb8042.jsonl");
+    // The crashed run gets a torn tail appended by a dying writer.
+    let mut bytes = fs::read(&s9).unwrap();
+    bytes.extend_from_slice(b"{\"type\":\"run.status\",\"run_id\":\"2a11c3a2");
+    fs::write(&s9, &bytes).unwrap();
+    let r = store.index_runs().unwrap();
+    assert_eq!(counts(&r), (0, 1, 0, 19));
+    assert_eq!(r.damaged, vec![(s9.clone(), 1)]);
+    let row = &store.runs_for_session("8cde78e5-83d1-486e-9235-92043137d532").unwrap()[0];
+    assert_eq!(row.damage_count, 1);
+    assert_eq!(row.file_size, bytes.len() as u64);
+    // Archiving replaces the file by a .jsonl.zst: one removed, one added, same facts.
+    let zst = session_jsonl::compress_run(&root.join("2026/11/30/dd74a9e6-ad97-48cf-9d7e-b0e6b5de066a.jsonl")).unwrap();
+    let r = store.index_runs().unwrap();
+    assert_eq!(counts(&r), (1, 0, 1, 19));
+    let s1 = store.runs_for_session("505df585-1046-40f7-a56f-9e890871501c").unwrap();
+    assert_eq!(s1[0].path, zst);
+    assert!(s1[0].compressed);
+    assert_eq!(s1[0].record_count, 10);
+    assert_eq!(s1[0].outcome, RunOutcome::Completed);
+    // Deleting a file drops its row.
+    fs::remove_file(&s9).unwrap();
+    assert_eq!(counts(&store.index_runs().unwrap()), (0, 0, 1, 19));
+    assert!(store.runs_for_session("8cde78e5-83d1-486e-9235-92043137d532").unwrap().is_empty());
+}
+
+#[test]
+fn runs_of_our_own_writer_are_indexed_and_open_until_run_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let header = Header {
+        schema_version: 1,
+        run_id: "11111111-2222-4333-8444-555555555555".into(),
+        session_id: Some("s-own".into()),
+        started_at: Timestamp::from_raw("2026-12-01T09:00:00.000Z"),
+        model: Some(ModelInfo {
+            provider: Some("openai".into()),
+            name: Some("gpt-5.6".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let writer = RunWriter::create(dir.path(), &header, WriterOptions::with_durability(Durability::SyncData)).unwrap();
+    store.index_runs().unwrap();
+    let row = store.runs_for_session("s-own").unwrap().remove(0);
+    assert_eq!(row.outcome, RunOutcome::Open);
+    assert!(session_jsonl::is_locked(&row.path).unwrap());
+    assert_eq!(row.model_name.as_deref(), Some("gpt-5.6"));
+    writer
+        .append(&Record::RunEnd(RunEnd {
+            run_id: header.run_id.clone(),
+            ts: Timestamp::from_raw("2026-12-01T09:00:05.000Z"),
+            outcome: EndOutcome::Cancelled,
+            ..Default::default()
+        }))
+        .unwrap();
+    drop(writer);
+    let r = store.index_runs().unwrap();
+    assert_eq!(r.updated, 1);
+    let row = store.runs_for_session("s-own").unwrap().remove(0);
+    assert_eq!(row.outcome, RunOutcome::Cancelled);
+    assert_eq!(row.last_ts.as_deref(), Some("2026-12-01T09:00:05.000Z"));
+    assert_eq!(row.record_count, 2);
+}
+
+#[test]
+fn listing_is_newest_first_filtered_and_paged() {
+    let (_dir, _root, store) = setup();
+    store.index_runs().unwrap();
+    let all = store.list_runs(&RunQuery::default()).unwrap();
+    assert_eq!(all.runs.len(), 20);
+    assert!(all.next_cursor.is_none());
+    let starts: Vec<_> = all.runs.iter().map(|r| r.started_at.clone().unwrap()).collect();
+    let mut sorted = starts.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(starts, sorted);
+    // Pages of 6 give the same sequence.
+    let mut paged = Vec::new();
+    let mut after: Option<RunCursor> = None;
+    loop {
+        let page = store
+            .list_runs(&RunQuery {
+                limit: Some(6),
+                after: after.take().map(|c| RunCursor::from_token(&c.to_token()).unwrap()),
+                ..RunQuery::default()
+            })
+            .unwrap();
+        paged.extend(page.runs.into_iter().map(|r| r.run_id));
+        match page.next_cursor {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    let ids: Vec<_> = all.runs.iter().map(|r| r.run_id.clone()).collect();
+    assert_eq!(paged, ids);
+    let q = |q: RunQuery| store.list_runs(&q).unwrap().runs.len();
+    assert_eq!(q(RunQuery { outcome: Some(RunOutcome::Error), ..Default::default() }), 1);
+    assert_eq!(q(RunQuery { outcome: Some(RunOutcome::Cancelled), ..Default::default() }), 2);
+    assert_eq!(q(RunQuery { outcome: Some(RunOutcome::Open), ..Default::default() }), 1);
+    assert_eq!(
+        q(RunQuery { session: Some("8e66b6d7-b2ff-4b09-8d01-a588020959d5".into()), ..Default::default() }),
+        3
+    );
+    assert_eq!(q(RunQuery { workspace: Some("/home/dev/acme-app/".into()), ..Default::default() }), 1);
+    let since = all.runs[4].started_at.clone();
+    assert_eq!(q(RunQuery { since: since.clone(), ..Default::default() }), 5);
+    assert_eq!(q(RunQuery { until: since, ..Default::default() }), 15);
+}
+
+#[test]
+fn reindex_is_deterministic_and_reports_differences() {
+    let (_dir, root, store) = setup();
+    let first = store.reindex().unwrap();
+    assert_eq!(first.total, 20);
+    assert_eq!(first.changes.len(), 20);
+    assert!(first.changes.iter().all(|c| matches!(c, RunChange::Added(_))));
+    let second = store.reindex().unwrap();
+    assert!(second.changes.is_empty());
+    assert_eq!(second.unchanged, 20);
+    // Tamper with the index behind its back: reindex reports and repairs it.
+    let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+    conn.execute("UPDATE runs SET total_tokens = 1, outcome = 'completed' WHERE outcome = 'open'", [])
+        .unwrap();
+    conn.execute(
+        "INSERT INTO runs SELECT '2026/11/30/gone.jsonl', run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed FROM runs LIMIT 1",
+        [],
+    )
+    .unwrap();
+    let third = store.reindex().unwrap();
+    assert_eq!(third.changes.len(), 2, "{:?}", third.changes);
+    assert!(third.changes.contains(&RunChange::Removed(root.join("2026/11/30/gone.jsonl"))));
+    assert!(third.changes.iter().any(|c| matches!(c, RunChange::Changed(_, cols) if cols == &vec!["outcome", "total_tokens"])));
+    assert!(store.reindex().unwrap().changes.is_empty());
+}
