@@ -427,3 +427,55 @@ fn session_history_through_the_run_index_matches_the_reference_answers() {
             .all(|e| e.run_id == "812276ce-7f41-4280-92eb-e61a9c795043")
     );
 }
+
+/// Token totals per run equal the sum of the recorded usages; tool error counts equal the
+/// `tool.output` records flagged `is_error`; each run's outcome is its `run.end.outcome`.
+#[test]
+fn stats_agree_with_the_recorded_usage_and_tool_outputs() {
+    let expected = expected();
+    let runs = runs();
+    let logs: Vec<RunLog> = runs.values().cloned().collect();
+    let s = session_replay::stats(&logs);
+    let mut grand = 0u64;
+    for r in &s.runs {
+        let exp = &expected["runs"][&r.run_id];
+        let sum = |key: &str| -> u64 {
+            exp["llm_responses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["usage"][key].as_u64().unwrap_or(0))
+                .sum()
+        };
+        assert_eq!(r.tokens.input, sum("input_tokens"), "{}", r.run_id);
+        assert_eq!(r.tokens.cached, sum("input_cached_tokens"), "{}", r.run_id);
+        assert_eq!(r.tokens.cache_creation, sum("input_cache_creation_tokens"));
+        assert_eq!(r.tokens.output, sum("output_tokens"), "{}", r.run_id);
+        assert_eq!(r.tokens.total, sum("total_tokens"), "{}", r.run_id);
+        grand += sum("total_tokens");
+        let errors = exp["tool_outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["is_error"].as_bool() == Some(true))
+            .count() as u64;
+        assert_eq!(r.tool_errors, errors, "{}", r.run_id);
+        assert_eq!(
+            r.outcome.as_deref(),
+            exp["run_end"]["outcome"].as_str(),
+            "{}",
+            r.run_id
+        );
+        assert_eq!(r.started_at, exp["started_at"].as_str().unwrap());
+        assert!(r.duration_ms.is_some_and(|d| d >= 0), "{}", r.run_id);
+    }
+    assert_eq!(s.total.total, grand);
+    assert!(
+        s.by_tool["read"].errors >= 1,
+        "S2 reads ../.profile and fails"
+    );
+    let by_session: u64 = s.by_session.values().map(|t| t.total).sum();
+    assert_eq!(by_session, grand);
+    let by_day: u64 = s.by_day.values().map(|t| t.total).sum();
+    assert_eq!(by_day, grand);
+}
