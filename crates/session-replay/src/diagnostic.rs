@@ -69,6 +69,9 @@ pub enum DiagnosticKind {
     RepairedLine,
     /// An indexed run file could not be read (vanished, or an I/O error); it is left out.
     UnreadableRun,
+    /// A tool message was rebuilt from a `tool.output` record (its content is the display
+    /// rendering, compat notes §1.2).
+    RebuiltToolResult,
 }
 
 impl DiagnosticKind {
@@ -93,6 +96,7 @@ impl DiagnosticKind {
             DiagnosticKind::EmptyRun => "empty-run",
             DiagnosticKind::RepairedLine => "repaired-line",
             DiagnosticKind::UnreadableRun => "unreadable-run",
+            DiagnosticKind::RebuiltToolResult => "rebuilt-tool-result",
         }
     }
 }

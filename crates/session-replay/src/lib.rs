@@ -17,6 +17,8 @@
 //! * [`session_history`]: the reference's `session.history` replay.
 //! * [`prepare_resume`]: a saved history made ready for resuming (reminders and saved startup
 //!   system messages stripped, tool-call pairing repaired, current system prompt first).
+//! * [`history_from_run`]: the conversation as it stood at the end of a run, rebuilt from its
+//!   last request snapshot, response and tool outputs (for a lost or damaged saved state).
 //! * [`stats`]: tokens per invocation, run, session, model and day; durations; tool error rates.
 //!
 //! The [`io`] module is the thin, fallible edge: it reads run logs through session-jsonl and
@@ -44,6 +46,7 @@ mod diagnostic;
 mod history;
 mod invocation;
 pub mod io;
+mod recover;
 mod resume;
 mod run;
 mod stats;
@@ -55,6 +58,7 @@ pub use invocation::{
     Divergence, Invocation, OverInclusive, Prompt, Retry, SnapshotReport, check_snapshots,
     invocations, own_response_position, prompt_at, session_invocations,
 };
+pub use recover::history_from_run;
 pub use resume::{
     NO_RESULT_TEXT, RESUME_DIFF_TAG, ResumeChange, ResumeOptions, UnansweredCalls,
     is_resume_diff_reminder, prepare_resume, prepare_state_for_resume,

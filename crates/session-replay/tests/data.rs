@@ -7,7 +7,8 @@
 //!
 //! and one expected file per output: `diagnostics.txt` (reader and structure checks),
 //! `invocations.txt`, `prompt.txt`, `snapshots.txt`,
-//! `transcript.md` (single-run cases), `history.txt`, `stats.txt`, `resume.txt` and
+//! `transcript.md` (single-run cases), `recovered.txt` (history rebuilt from the last run),
+//! `history.txt`, `stats.txt`, `resume.txt` and
 //! `resume-synthesize.txt`. Run with `UPDATE_EXPECT=1` to rewrite the expected files after
 //! reviewing the change.
 
@@ -268,6 +269,13 @@ fn check(case: &Path) -> Vec<String> {
             "prompt.txt",
             render_prompt(last, params["prompt_seq"].as_i64()),
         );
+        let (recovered, diags) = session_replay::history_from_run(&last.records);
+        let mut text = format!("messages ({}):\n", recovered.len());
+        for m in &recovered {
+            let _ = writeln!(text, "  {}", serde_json::to_string(m).unwrap());
+        }
+        push_diags(&mut text, &diags);
+        outputs.insert("recovered.txt", text);
         if runs.len() == 1 {
             let t = transcript_with(&last.records, &last.skipped);
             outputs.insert("transcript.md", render_markdown(&t));

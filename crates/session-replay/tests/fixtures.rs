@@ -479,3 +479,41 @@ fn stats_agree_with_the_recorded_usage_and_tool_outputs() {
     let by_day: u64 = s.by_day.values().map(|t| t.total).sum();
     assert_eq!(by_day, grand);
 }
+
+/// The history rebuilt from a session's last run, prepared for resume without a system prompt,
+/// equals the messages the runtime saved for that session (`messages/<id>.jsonl`), including
+/// the crashed S9 whose dangling call the runtime normalised away.
+#[test]
+fn history_rebuilt_from_the_last_run_equals_the_saved_messages() {
+    let expected = expected();
+    let runs = runs();
+    let mut checked = 0;
+    for (session_id, exp) in expected["sessions_from_run_logs"].as_object().unwrap() {
+        let order = exp["runs_in_started_at_order"].as_array().unwrap();
+        let Some(last) = order
+            .iter()
+            .rev()
+            .map(|r| &runs[r.as_str().unwrap()])
+            .find(|r| !session_replay::invocations(&r.records).0.is_empty())
+        else {
+            continue;
+        };
+        let saved_path = fixture_dir().join(format!("sessions/messages/{session_id}.jsonl"));
+        let saved: Vec<session_schema::BaseMessage> = std::fs::read(&saved_path)
+            .unwrap()
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| session_schema::parse_message(l).unwrap().value)
+            .collect();
+        let (rebuilt, _) = session_replay::history_from_run(&last.records);
+        let (prepared, _) =
+            session_replay::prepare_resume(&rebuilt, "", session_replay::ResumeOptions::default());
+        assert_eq!(
+            serde_json::to_string(&prepared).unwrap(),
+            serde_json::to_string(&saved).unwrap(),
+            "{session_id}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 8, "{checked}");
+}
