@@ -140,6 +140,12 @@ pub enum EntryKind {
         /// `completed`, `cancelled`, `error` or another value.
         outcome: String,
     },
+    /// A record of a type this version does not know (`x.<org>.*` extensions, newer types),
+    /// kept in place so nothing in the log goes unmentioned.
+    UnknownRecord {
+        /// Its `type`.
+        kind: String,
+    },
     /// A line of the log could not be read.
     Skipped {
         /// 1-based line.
@@ -357,6 +363,17 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                     },
                 );
             }
+            Record::Unknown(u) => t.entries.push(Entry {
+                ts: u
+                    .fields
+                    .get("ts")
+                    .and_then(|v| v.parse::<String>().ok())
+                    .map(Timestamp::from_raw),
+                record: Some(i),
+                kind: EntryKind::UnknownRecord {
+                    kind: u.tag.clone(),
+                },
+            }),
             _ => {}
         }
     }
@@ -539,6 +556,9 @@ pub fn render_markdown(t: &Transcript) -> String {
             }
             EntryKind::Outcome { outcome } => {
                 let _ = writeln!(out, "**Outcome: {outcome}**{ts}");
+            }
+            EntryKind::UnknownRecord { kind } => {
+                let _ = writeln!(out, "_Record of unknown type `{kind}`{ts}_");
             }
             EntryKind::Skipped { line, kind } => {
                 let _ = writeln!(out, "> [line {line} skipped: {}]", kind.as_str());
