@@ -312,13 +312,41 @@ fn check(case: &Path) -> Vec<String> {
             std::fs::write(&path, &actual).unwrap();
         } else {
             failures.push(format!(
-                "{}: expected\n{}\n---- actual\n{actual}",
+                "{}: {} (UPDATE_EXPECT=1 rewrites it)",
                 path.display(),
-                expected.as_deref().unwrap_or("(missing file)")
+                first_difference(expected.as_deref(), &actual)
             ));
         }
     }
     failures
+}
+
+/// Where an expected file and the actual output first differ, with a few lines of each.
+fn first_difference(expected: Option<&str>, actual: &str) -> String {
+    let Some(expected) = expected else {
+        return format!("missing; actual output:\n{actual}");
+    };
+    let e: Vec<&str> = expected.lines().collect();
+    let a: Vec<&str> = actual.lines().collect();
+    let at = e
+        .iter()
+        .zip(&a)
+        .position(|(x, y)| x != y)
+        .unwrap_or(e.len().min(a.len()));
+    let show = |lines: &[&str]| -> String {
+        lines
+            .iter()
+            .skip(at)
+            .take(4)
+            .map(|l| format!("    {l}\n"))
+            .collect()
+    };
+    format!(
+        "differs at line {}\n  expected:\n{}  actual:\n{}",
+        at + 1,
+        show(&e),
+        show(&a)
+    )
 }
 
 #[test]
