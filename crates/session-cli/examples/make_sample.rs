@@ -23,6 +23,9 @@
 //! * S7 — an old session in another workspace (`/home/dev/notes`).
 //! * L1 — a legacy `state/<id>.json` snapshot with no `state.db` row and no run files.
 
+// A command-line program: printing is its interface.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -31,12 +34,11 @@ use session_schema::{
     AgentEvent, AgentEventRecord, AssistantMessage, BaseMessage, CompactionCompleteEvent,
     CompactionStartEvent, ContentEvent, ContentPart, ErrorInfo, FailureKind, FunctionCall,
     FunctionTool, Header, HeaderTools, ImagePart, ImageUrl, Lazy, LlmRequest, LlmRequestInput,
-    LlmResponse, LlmResponseOutput, LlmRetryEvent, MessageContent, ModelInfo, NameVersion,
-    Num, PartsInput, Prompts, RawJson, ReasoningMessage, Record, RunContext, RunEnd, RunError,
-    RunInput, RunOutcome, RunStart, RunStatus, RunStatusKind, RuntimeInfo, SessionState,
-    StepCompleteEvent, StepStartEvent, StepStatus, TextEvent, TextInput, TextPart, Timestamp,
-    ToolCall, ToolCallEvent, ToolDefinition, ToolMessage, ToolOutput, ToolResultEvent,
-    UserMessage,
+    LlmResponse, LlmResponseOutput, LlmRetryEvent, MessageContent, ModelInfo, NameVersion, Num,
+    PartsInput, Prompts, RawJson, ReasoningMessage, Record, RunContext, RunEnd, RunError, RunInput,
+    RunOutcome, RunStart, RunStatus, RunStatusKind, RuntimeInfo, SessionState, StepCompleteEvent,
+    StepStartEvent, StepStatus, TextEvent, TextInput, TextPart, Timestamp, ToolCall, ToolCallEvent,
+    ToolDefinition, ToolMessage, ToolOutput, ToolResultEvent, UserMessage,
 };
 use session_state::StateStore;
 
@@ -84,16 +86,32 @@ fn prepare(dir: &Path, force: bool) -> Res<()> {
         return Ok(());
     }
     if !force {
-        return Err(format!("{} is not empty (pass --force to replace a previous sample)", dir.display()).into());
+        return Err(format!(
+            "{} is not empty (pass --force to replace a previous sample)",
+            dir.display()
+        )
+        .into());
     }
     let looks_like_store = dir.join("state.db").is_file();
     let only_store_entries = entries.iter().all(|e| {
         let n = e.file_name().to_string_lossy().into_owned();
         n.chars().all(|c| c.is_ascii_digit())
-            || ["state.db", "state.db-wal", "state.db-shm", "messages", "state", "trash"].contains(&n.as_str())
+            || [
+                "state.db",
+                "state.db-wal",
+                "state.db-shm",
+                "messages",
+                "state",
+                "trash",
+            ]
+            .contains(&n.as_str())
     });
     if !(looks_like_store && only_store_entries) {
-        return Err(format!("{} does not look like a session store; not removing it", dir.display()).into());
+        return Err(format!(
+            "{} does not look like a session store; not removing it",
+            dir.display()
+        )
+        .into());
     }
     std::fs::remove_dir_all(dir)?;
     Ok(())
@@ -111,15 +129,24 @@ fn text(s: &str) -> MessageContent {
 }
 
 fn user(s: &str) -> BaseMessage {
-    BaseMessage::User(UserMessage { content: text(s), ..Default::default() })
+    BaseMessage::User(UserMessage {
+        content: text(s),
+        ..Default::default()
+    })
 }
 
 fn assistant(s: &str) -> BaseMessage {
-    BaseMessage::Assistant(AssistantMessage { content: Some(text(s)), ..Default::default() })
+    BaseMessage::Assistant(AssistantMessage {
+        content: Some(text(s)),
+        ..Default::default()
+    })
 }
 
 fn reasoning(s: &str) -> BaseMessage {
-    BaseMessage::Reasoning(ReasoningMessage { content: Some(s.to_owned()), ..Default::default() })
+    BaseMessage::Reasoning(ReasoningMessage {
+        content: Some(s.to_owned()),
+        ..Default::default()
+    })
 }
 
 fn call(id: &str, name: &str, args: &str) -> BaseMessage {
@@ -128,7 +155,11 @@ fn call(id: &str, name: &str, args: &str) -> BaseMessage {
         tool_calls: Some(vec![ToolCall {
             id: id.into(),
             call_type: Some("function".into()),
-            function: FunctionCall { name: name.into(), arguments: args.into(), ..Default::default() },
+            function: FunctionCall {
+                name: name.into(),
+                arguments: args.into(),
+                ..Default::default()
+            },
             ..Default::default()
         }]),
         ..Default::default()
@@ -160,9 +191,21 @@ fn tools() -> Res<Vec<ToolDefinition>> {
         }))
     };
     Ok(vec![
-        t("shell", "Run a shell command in the sandbox and return its output.", r#"{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}"#)?,
-        t("read", "Read a text file from the workspace with line numbers.", r#"{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"],"additionalProperties":false}"#)?,
-        t("view_image", "Load an image file so the model can see it.", r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}"#)?,
+        t(
+            "shell",
+            "Run a shell command in the sandbox and return its output.",
+            r#"{"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}"#,
+        )?,
+        t(
+            "read",
+            "Read a text file from the workspace with line numbers.",
+            r#"{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"],"additionalProperties":false}"#,
+        )?,
+        t(
+            "view_image",
+            "Load an image file so the model can see it.",
+            r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}"#,
+        )?,
     ])
 }
 
@@ -176,11 +219,18 @@ struct Session {
 
 impl Session {
     fn new(id: &str, workspace: &str) -> Self {
-        Session { id: id.into(), workspace: workspace.into(), invoke_seq: 0, history: Vec::new() }
+        Session {
+            id: id.into(),
+            workspace: workspace.into(),
+            invoke_seq: 0,
+            history: Vec::new(),
+        }
     }
 
     fn save(&self, store: &StateStore, run_id: &str, at: i64) -> Res<()> {
-        let meta = serde_json::to_string(&serde_json::json!({ "codelia_workspace_root": self.workspace }))?;
+        let meta = serde_json::to_string(
+            &serde_json::json!({ "codelia_workspace_root": self.workspace }),
+        )?;
         store.save(&SessionState {
             schema_version: Some(Num::from(1u64)),
             session_id: self.id.clone(),
@@ -205,30 +255,81 @@ struct Run {
 }
 
 impl Run {
-    fn start(root: &Path, s: &mut Session, id: &str, at: &str, model: (&'static str, &'static str), input: RunInput) -> Res<Run> {
+    fn start(
+        root: &Path,
+        s: &mut Session,
+        id: &str,
+        at: &str,
+        model: (&'static str, &'static str),
+        input: RunInput,
+    ) -> Res<Run> {
         let now = ms(at);
         let header = Header {
             schema_version: 1,
             run_id: id.into(),
             session_id: Some(s.id.clone()),
             started_at: Timestamp::from_unix_millis(now),
-            client: Some(NameVersion { name: "codelia-tui".into(), version: "0.1.0".into(), ..Default::default() }),
-            server: Some(NameVersion { name: "codelia-runtime".into(), version: "0.1.80".into(), ..Default::default() }),
-            model: Some(ModelInfo { provider: Some(model.0.into()), name: Some(model.1.into()), reasoning: Some("medium".into()), ..Default::default() }),
-            prompts: Some(Prompts { system: Some(SYSTEM.into()), ..Default::default() }),
-            tools: Some(HeaderTools { definitions: Some(Lazy::new(&tools()?)?), source: Some("runtime".into()), ..Default::default() }),
-            runtime: Some(RuntimeInfo { os: Some("linux".into()), arch: Some("x64".into()), version: Some("0.1.80".into()), ..Default::default() }),
+            client: Some(NameVersion {
+                name: "codelia-tui".into(),
+                version: "0.1.0".into(),
+                ..Default::default()
+            }),
+            server: Some(NameVersion {
+                name: "codelia-runtime".into(),
+                version: "0.1.80".into(),
+                ..Default::default()
+            }),
+            model: Some(ModelInfo {
+                provider: Some(model.0.into()),
+                name: Some(model.1.into()),
+                reasoning: Some("medium".into()),
+                ..Default::default()
+            }),
+            prompts: Some(Prompts {
+                system: Some(SYSTEM.into()),
+                ..Default::default()
+            }),
+            tools: Some(HeaderTools {
+                definitions: Some(Lazy::new(&tools()?)?),
+                source: Some("runtime".into()),
+                ..Default::default()
+            }),
+            runtime: Some(RuntimeInfo {
+                os: Some("linux".into()),
+                arch: Some("x64".into()),
+                version: Some("0.1.80".into()),
+                ..Default::default()
+            }),
             ..Default::default()
         };
-        let w = RunWriter::create(root, &header, WriterOptions::with_durability(Durability::Flush))?;
-        let mut r = Run { w, id: id.into(), now, ev: 0, model };
+        let w = RunWriter::create(
+            root,
+            &header,
+            WriterOptions::with_durability(Durability::Flush),
+        )?;
+        let mut r = Run {
+            w,
+            id: id.into(),
+            now,
+            ev: 0,
+            model,
+        };
         let ts = r.tick(300);
         let user_msg = match &input {
             RunInput::Text(t) => user(&t.text),
-            RunInput::Parts(p) => BaseMessage::User(UserMessage { content: MessageContent::Parts(p.parts.clone()), ..Default::default() }),
+            RunInput::Parts(p) => BaseMessage::User(UserMessage {
+                content: MessageContent::Parts(p.parts.clone()),
+                ..Default::default()
+            }),
             _ => user(""),
         };
-        r.w.append(&Record::RunStart(RunStart { run_id: id.into(), session_id: Some(s.id.clone()), ts, input, ..Default::default() }))?;
+        r.w.append(&Record::RunStart(RunStart {
+            run_id: id.into(),
+            session_id: Some(s.id.clone()),
+            ts,
+            input,
+            ..Default::default()
+        }))?;
         s.history.push(user_msg);
         r.status(RunStatusKind::Running, None)?;
         Ok(r)
@@ -241,21 +342,34 @@ impl Run {
 
     fn status(&mut self, status: RunStatusKind, message: Option<&str>) -> Res<()> {
         let ts = self.tick(2);
-        self.w.append(&Record::RunStatus(RunStatus { run_id: self.id.clone(), ts, status, message: message.map(Into::into), ..Default::default() }))?;
+        self.w.append(&Record::RunStatus(RunStatus {
+            run_id: self.id.clone(),
+            ts,
+            status,
+            message: message.map(Into::into),
+            ..Default::default()
+        }))?;
         Ok(())
     }
 
     /// `llm.request` with the full history (system prompt first); returns its seq.
     fn request(&mut self, s: &mut Session) -> Res<i64> {
         s.invoke_seq += 1;
-        let mut messages = vec![BaseMessage::System(session_schema::SystemMessage { content: text(SYSTEM), ..Default::default() })];
+        let mut messages = vec![BaseMessage::System(session_schema::SystemMessage {
+            content: text(SYSTEM),
+            ..Default::default()
+        })];
         messages.extend(s.history.iter().cloned());
         let ts = self.tick(40);
         self.w.append(&Record::LlmRequest(LlmRequest {
             run_id: self.id.clone(),
             ts,
             seq: s.invoke_seq,
-            model: Some(ModelInfo { provider: Some(self.model.0.into()), name: Some(self.model.1.into()), ..Default::default() }),
+            model: Some(ModelInfo {
+                provider: Some(self.model.0.into()),
+                name: Some(self.model.1.into()),
+                ..Default::default()
+            }),
             input: LlmRequestInput {
                 messages: Lazy::new(&messages)?,
                 tools: Some(Lazy::new(&Some(tools()?))?),
@@ -268,7 +382,14 @@ impl Run {
         Ok(s.invoke_seq)
     }
 
-    fn response(&mut self, s: &mut Session, seq: i64, out: Vec<BaseMessage>, tokens: (u64, u64), stop: &str) -> Res<()> {
+    fn response(
+        &mut self,
+        s: &mut Session,
+        seq: i64,
+        out: Vec<BaseMessage>,
+        tokens: (u64, u64),
+        stop: &str,
+    ) -> Res<()> {
         let ts = self.tick(1400);
         self.w.append(&Record::LlmResponse(LlmResponse {
             run_id: self.id.clone(),
@@ -298,7 +419,13 @@ impl Run {
         let ts = self.tick(5);
         let seq = self.ev;
         self.ev += 1;
-        self.w.append(&Record::AgentEvent(AgentEventRecord { run_id: self.id.clone(), ts, seq, event, ..Default::default() }))?;
+        self.w.append(&Record::AgentEvent(AgentEventRecord {
+            run_id: self.id.clone(),
+            ts,
+            seq,
+            event,
+            ..Default::default()
+        }))?;
         Ok(())
     }
 
@@ -308,7 +435,15 @@ impl Run {
 
     /// A tool call, its `tool.output` and the step events around it; the result goes into
     /// the history as a tool message.
-    fn tool(&mut self, s: &mut Session, id: &str, name: &str, args: &str, output: &str, is_error: bool) -> Res<()> {
+    fn tool(
+        &mut self,
+        s: &mut Session,
+        id: &str,
+        name: &str,
+        args: &str,
+        output: &str,
+        is_error: bool,
+    ) -> Res<()> {
         self.tool_call_only(id, name, args)?;
         self.tool_output(id, name, output, is_error)?;
         self.event(AgentEvent::ToolResult(ToolResultEvent {
@@ -320,7 +455,11 @@ impl Run {
         }))?;
         self.event(AgentEvent::StepComplete(StepCompleteEvent {
             step_id: Some(format!("step-{id}")),
-            status: Some(if is_error { StepStatus::Error } else { StepStatus::Completed }),
+            status: Some(if is_error {
+                StepStatus::Error
+            } else {
+                StepStatus::Completed
+            }),
             duration_ms: Some(Num::from(180i64)),
             ..Default::default()
         }))?;
@@ -329,8 +468,18 @@ impl Run {
     }
 
     fn tool_call_only(&mut self, id: &str, name: &str, args: &str) -> Res<()> {
-        self.event(AgentEvent::StepStart(StepStartEvent { step_id: Some(format!("step-{id}")), title: Some(name.into()), step_number: Some(Num::from(self.ev)), ..Default::default() }))?;
-        self.event(AgentEvent::ToolCall(ToolCallEvent { tool: Some(name.into()), args: Some(raw(args)?), tool_call_id: Some(id.into()), ..Default::default() }))?;
+        self.event(AgentEvent::StepStart(StepStartEvent {
+            step_id: Some(format!("step-{id}")),
+            title: Some(name.into()),
+            step_number: Some(Num::from(self.ev)),
+            ..Default::default()
+        }))?;
+        self.event(AgentEvent::ToolCall(ToolCallEvent {
+            tool: Some(name.into()),
+            args: Some(raw(args)?),
+            tool_call_id: Some(id.into()),
+            ..Default::default()
+        }))?;
         Ok(())
     }
 
@@ -350,34 +499,66 @@ impl Run {
 
     fn reasoning(&mut self, t: &str) -> Res<()> {
         let n = self.epoch();
-        self.event(AgentEvent::Reasoning(TextEvent { content: Some(t.into()), timestamp: Some(n), ..Default::default() }))
+        self.event(AgentEvent::Reasoning(TextEvent {
+            content: Some(t.into()),
+            timestamp: Some(n),
+            ..Default::default()
+        }))
     }
 
     fn text(&mut self, t: &str) -> Res<()> {
         let n = self.epoch();
-        self.event(AgentEvent::Text(TextEvent { content: Some(t.into()), timestamp: Some(n), ..Default::default() }))
+        self.event(AgentEvent::Text(TextEvent {
+            content: Some(t.into()),
+            timestamp: Some(n),
+            ..Default::default()
+        }))
     }
 
     fn context(&mut self, left: i64) -> Res<()> {
         let ts = self.tick(1);
-        self.w.append(&Record::RunContext(RunContext { run_id: self.id.clone(), ts, context_left_percent: Num::from(left), ..Default::default() }))?;
+        self.w.append(&Record::RunContext(RunContext {
+            run_id: self.id.clone(),
+            ts,
+            context_left_percent: Num::from(left),
+            ..Default::default()
+        }))?;
         Ok(())
     }
 
     fn finish_ok(mut self, s: &Session, store: &StateStore, final_text: &str) -> Res<()> {
-        self.event(AgentEvent::Final(ContentEvent { content: Some(final_text.into()), ..Default::default() }))?;
+        self.event(AgentEvent::Final(ContentEvent {
+            content: Some(final_text.into()),
+            ..Default::default()
+        }))?;
         self.status(RunStatusKind::Completed, None)?;
         let ts = self.tick(3);
-        self.w.append(&Record::RunEnd(RunEnd { run_id: self.id.clone(), ts, outcome: RunOutcome::Completed, final_text: Some(final_text.into()), ..Default::default() }))?;
+        self.w.append(&Record::RunEnd(RunEnd {
+            run_id: self.id.clone(),
+            ts,
+            outcome: RunOutcome::Completed,
+            final_text: Some(final_text.into()),
+            ..Default::default()
+        }))?;
         let at = self.now + 40;
         self.w.close()?;
         s.save(store, &self.id, at)
     }
 
-    fn finish_cancelled(mut self, s: &Session, store: &StateStore, message: Option<&str>) -> Res<()> {
+    fn finish_cancelled(
+        mut self,
+        s: &Session,
+        store: &StateStore,
+        message: Option<&str>,
+    ) -> Res<()> {
         self.status(RunStatusKind::Cancelled, message)?;
         let ts = self.tick(3);
-        self.w.append(&Record::RunEnd(RunEnd { run_id: self.id.clone(), ts, outcome: RunOutcome::Cancelled, ..Default::default() }))?;
+        self.w.append(&Record::RunEnd(RunEnd {
+            run_id: self.id.clone(),
+            ts,
+            outcome: RunOutcome::Cancelled,
+            ..Default::default()
+        }))?;
         let at = self.now + 40;
         self.w.close()?;
         s.save(store, &self.id, at)
@@ -385,7 +566,10 @@ impl Run {
 }
 
 fn text_input(t: &str) -> RunInput {
-    RunInput::Text(TextInput { text: t.into(), ..Default::default() })
+    RunInput::Text(TextInput {
+        text: t.into(),
+        ..Default::default()
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -399,22 +583,76 @@ fn write_sample(root: &Path) -> Res<()> {
 
     // S1: plain question with reasoning, then a follow-up with tools.
     let mut s1 = Session::new("5a1e0001-0000-4000-8000-000000000001", ACME);
-    let mut r = Run::start(root, &mut s1, "7a1e0001-0000-4000-8000-000000000101", "2026-11-24T09:12:03.120Z", sonnet, text_input("What does this project do? One sentence, please."))?;
+    let mut r = Run::start(
+        root,
+        &mut s1,
+        "7a1e0001-0000-4000-8000-000000000101",
+        "2026-11-24T09:12:03.120Z",
+        sonnet,
+        text_input("What does this project do? One sentence, please."),
+    )?;
     let seq = r.request(&mut s1)?;
-    r.response(&mut s1, seq, vec![reasoning("The README says it is a tiny greeting service."), assistant("acme-app is a tiny Node.js service that prints a personalised greeting.")], (3120, 41), "end_turn")?;
+    r.response(
+        &mut s1,
+        seq,
+        vec![
+            reasoning("The README says it is a tiny greeting service."),
+            assistant("acme-app is a tiny Node.js service that prints a personalised greeting."),
+        ],
+        (3120, 41),
+        "end_turn",
+    )?;
     r.reasoning("The README says it is a tiny greeting service.")?;
     r.context(98)?;
-    r.finish_ok(&s1, &store, "acme-app is a tiny Node.js service that prints a personalised greeting.")?;
+    r.finish_ok(
+        &s1,
+        &store,
+        "acme-app is a tiny Node.js service that prints a personalised greeting.",
+    )?;
 
-    let mut r = Run::start(root, &mut s1, "7a1e0001-0000-4000-8000-000000000102", "2026-11-24T09:14:40.500Z", sonnet, text_input("List the files and show me the Japanese release notes."))?;
+    let mut r = Run::start(
+        root,
+        &mut s1,
+        "7a1e0001-0000-4000-8000-000000000102",
+        "2026-11-24T09:14:40.500Z",
+        sonnet,
+        text_input("List the files and show me the Japanese release notes."),
+    )?;
     let seq = r.request(&mut s1)?;
-    r.response(&mut s1, seq, vec![assistant("Let me look at the repository first."), call("toolu_sample_0001", "shell", r#"{"command":"ls"}"#), call("toolu_sample_0002", "read", r#"{"file_path":"docs/notes-ja.md"}"#)], (3410, 88), "tool_use")?;
+    r.response(
+        &mut s1,
+        seq,
+        vec![
+            assistant("Let me look at the repository first."),
+            call("toolu_sample_0001", "shell", r#"{"command":"ls"}"#),
+            call(
+                "toolu_sample_0002",
+                "read",
+                r#"{"file_path":"docs/notes-ja.md"}"#,
+            ),
+        ],
+        (3410, 88),
+        "tool_use",
+    )?;
     r.text("Let me look at the repository first.")?;
-    r.tool(&mut s1, "toolu_sample_0001", "shell", r#"{"command":"ls"}"#, "AGENTS.md\nREADME.md\ndocs\npackage.json\nsrc\n", false)?;
+    r.tool(
+        &mut s1,
+        "toolu_sample_0001",
+        "shell",
+        r#"{"command":"ls"}"#,
+        "AGENTS.md\nREADME.md\ndocs\npackage.json\nsrc\n",
+        false,
+    )?;
     r.tool(&mut s1, "toolu_sample_0002", "read", r#"{"file_path":"docs/notes-ja.md"}"#, "    1  # リリースノート 0.3.1\n    2  \n    3  - 挨拶メッセージを改善しました 🎉\n    4  - `slugify` を追加しました（英数字のみ対応）\n", false)?;
     let seq = r.request(&mut s1)?;
     let answer = "The repo holds README.md, AGENTS.md, docs/, src/ and package.json. The release notes (0.3.1) say the greeting was improved 🎉 and `slugify` was added (ASCII letters and digits only).";
-    r.response(&mut s1, seq, vec![assistant(answer)], (3980, 72), "end_turn")?;
+    r.response(
+        &mut s1,
+        seq,
+        vec![assistant(answer)],
+        (3980, 72),
+        "end_turn",
+    )?;
     r.context(96)?;
     r.finish_ok(&s1, &store, answer)?;
 
@@ -432,20 +670,63 @@ fn write_sample(root: &Path) -> Res<()> {
         }),
         ContentPart::Text(TextPart { text: Some(" Compare it with assets/logo.png.".into()), ..Default::default() }),
     ];
-    let mut r = Run::start(root, &mut s2, "7a1e0002-0000-4000-8000-000000000201", "2026-11-25T14:02:11.000Z", gpt, RunInput::Parts(PartsInput { parts, ..Default::default() }))?;
+    let mut r = Run::start(
+        root,
+        &mut s2,
+        "7a1e0002-0000-4000-8000-000000000201",
+        "2026-11-25T14:02:11.000Z",
+        gpt,
+        RunInput::Parts(PartsInput {
+            parts,
+            ..Default::default()
+        }),
+    )?;
     let seq = r.request(&mut s2)?;
-    r.response(&mut s2, seq, vec![call("call_sample_0003", "view_image", r#"{"path":"assets/logo.png"}"#)], (2870, 25), "completed")?;
-    r.tool(&mut s2, "call_sample_0003", "view_image", r#"{"path":"assets/logo.png"}"#, "Image loaded: assets/logo.png\n[image]", false)?;
+    r.response(
+        &mut s2,
+        seq,
+        vec![call(
+            "call_sample_0003",
+            "view_image",
+            r#"{"path":"assets/logo.png"}"#,
+        )],
+        (2870, 25),
+        "completed",
+    )?;
+    r.tool(
+        &mut s2,
+        "call_sample_0003",
+        "view_image",
+        r#"{"path":"assets/logo.png"}"#,
+        "Image loaded: assets/logo.png\n[image]",
+        false,
+    )?;
     let seq = r.request(&mut s2)?;
     let answer = "どちらも同じ 4×4 ピクセルのロゴです。色も形も一致しています 👍";
-    r.response(&mut s2, seq, vec![assistant(answer)], (3150, 38), "completed")?;
+    r.response(
+        &mut s2,
+        seq,
+        vec![assistant(answer)],
+        (3150, 38),
+        "completed",
+    )?;
     r.finish_ok(&s2, &store, answer)?;
 
     // S3: an errored run (retries, then run.error), then a successful one; seq continues.
     let mut s3 = Session::new("5a1e0003-0000-4000-8000-000000000003", ACME);
-    let mut r = Run::start(root, &mut s3, "7a1e0003-0000-4000-8000-000000000301", "2026-11-26T08:30:00.000Z", sonnet, text_input("Summarize package.json."))?;
+    let mut r = Run::start(
+        root,
+        &mut s3,
+        "7a1e0003-0000-4000-8000-000000000301",
+        "2026-11-26T08:30:00.000Z",
+        sonnet,
+        text_input("Summarize package.json."),
+    )?;
     r.request(&mut s3)?;
-    for (attempt, kind, status) in [(2, FailureKind::RateLimit, 429), (3, FailureKind::Overloaded, 529)] {
+    for (attempt, kind, status) in [
+        (2, FailureKind::RateLimit, 429),
+        (3, FailureKind::Overloaded, 529),
+    ] {
         r.event(AgentEvent::LlmRetry(LlmRetryEvent {
             provider: Some("anthropic".into()),
             failure_kind: Some(kind),
@@ -463,58 +744,166 @@ fn write_sample(root: &Path) -> Res<()> {
     r.w.append(&Record::RunError(RunError {
         run_id: r.id.clone(),
         ts,
-        error: ErrorInfo { name: "ProviderFailureError".into(), message: msg.into(), provider: Some("anthropic".into()), status: Some(Num::from(529i64)), attempts: Some(Num::from(3i64)), max_attempts: Some(Num::from(3i64)), ..Default::default() },
+        error: ErrorInfo {
+            name: "ProviderFailureError".into(),
+            message: msg.into(),
+            provider: Some("anthropic".into()),
+            status: Some(Num::from(529i64)),
+            attempts: Some(Num::from(3i64)),
+            max_attempts: Some(Num::from(3i64)),
+            ..Default::default()
+        },
         ..Default::default()
     }))?;
     let ts = r.tick(2);
-    r.w.append(&Record::RunEnd(RunEnd { run_id: r.id.clone(), ts, outcome: RunOutcome::Error, ..Default::default() }))?;
+    r.w.append(&Record::RunEnd(RunEnd {
+        run_id: r.id.clone(),
+        ts,
+        outcome: RunOutcome::Error,
+        ..Default::default()
+    }))?;
     let at = r.now + 30;
     let id = r.id.clone();
     r.w.close()?;
     s3.save(&store, &id, at)?;
-    let mut r = Run::start(root, &mut s3, "7a1e0003-0000-4000-8000-000000000302", "2026-11-26T08:31:15.000Z", sonnet, text_input("Try again please."))?;
+    let mut r = Run::start(
+        root,
+        &mut s3,
+        "7a1e0003-0000-4000-8000-000000000302",
+        "2026-11-26T08:31:15.000Z",
+        sonnet,
+        text_input("Try again please."),
+    )?;
     let seq = r.request(&mut s3)?;
     let answer = "package.json declares acme-app 0.3.1 with a `start` script (`node src/index.js`) and no dependencies.";
-    r.response(&mut s3, seq, vec![assistant(answer)], (2510, 33), "end_turn")?;
+    r.response(
+        &mut s3,
+        seq,
+        vec![assistant(answer)],
+        (2510, 33),
+        "end_turn",
+    )?;
     r.finish_ok(&s3, &store, answer)?;
 
     // S4: cancelled while a tool runs, then cancelled while waiting for the model.
     let mut s4 = Session::new("5a1e0004-0000-4000-8000-000000000004", ACME);
-    let mut r = Run::start(root, &mut s4, "7a1e0004-0000-4000-8000-000000000401", "2026-11-27T17:45:00.000Z", sonnet, text_input("Run the slow integration check (sleep 30)."))?;
+    let mut r = Run::start(
+        root,
+        &mut s4,
+        "7a1e0004-0000-4000-8000-000000000401",
+        "2026-11-27T17:45:00.000Z",
+        sonnet,
+        text_input("Run the slow integration check (sleep 30)."),
+    )?;
     let seq = r.request(&mut s4)?;
-    r.response(&mut s4, seq, vec![call("toolu_sample_0004", "shell", r#"{"command":"sleep 30 && npm test"}"#)], (2600, 30), "tool_use")?;
-    r.tool_call_only("toolu_sample_0004", "shell", r#"{"command":"sleep 30 && npm test"}"#)?;
-    r.tool_output("toolu_sample_0004", "shell", r#"{"state":"cancelled","command":"sleep 30 && npm test"}"#, true)?;
+    r.response(
+        &mut s4,
+        seq,
+        vec![call(
+            "toolu_sample_0004",
+            "shell",
+            r#"{"command":"sleep 30 && npm test"}"#,
+        )],
+        (2600, 30),
+        "tool_use",
+    )?;
+    r.tool_call_only(
+        "toolu_sample_0004",
+        "shell",
+        r#"{"command":"sleep 30 && npm test"}"#,
+    )?;
+    r.tool_output(
+        "toolu_sample_0004",
+        "shell",
+        r#"{"state":"cancelled","command":"sleep 30 && npm test"}"#,
+        true,
+    )?;
     // The runtime drops the unanswered call from the saved history (compat notes §3).
     s4.history.pop();
     r.finish_cancelled(&s4, &store, None)?;
-    let mut r = Run::start(root, &mut s4, "7a1e0004-0000-4000-8000-000000000402", "2026-11-27T17:46:10.000Z", sonnet, text_input("Never mind. What's in src/?"))?;
+    let mut r = Run::start(
+        root,
+        &mut s4,
+        "7a1e0004-0000-4000-8000-000000000402",
+        "2026-11-27T17:46:10.000Z",
+        sonnet,
+        text_input("Never mind. What's in src/?"),
+    )?;
     r.request(&mut s4)?;
     r.finish_cancelled(&s4, &store, Some("Operation aborted"))?;
 
     // S5: a long run with a compaction.
     let mut s5 = Session::new("5a1e0005-0000-4000-8000-000000000005", ACME);
-    let mut r = Run::start(root, &mut s5, "7a1e0005-0000-4000-8000-000000000501", "2026-11-28T10:00:00.000Z", sonnet, text_input("Give me a detailed overview of the repository structure."))?;
+    let mut r = Run::start(
+        root,
+        &mut s5,
+        "7a1e0005-0000-4000-8000-000000000501",
+        "2026-11-28T10:00:00.000Z",
+        sonnet,
+        text_input("Give me a detailed overview of the repository structure."),
+    )?;
     let seq = r.request(&mut s5)?;
     let overview = "Overview: src/index.js is the entry point, src/utils/format.js holds formatGreeting and slugify, docs/ has the release notes in Japanese.";
-    r.response(&mut s5, seq, vec![assistant(overview)], (172_160, 410), "end_turn")?;
+    r.response(
+        &mut s5,
+        seq,
+        vec![assistant(overview)],
+        (172_160, 410),
+        "end_turn",
+    )?;
     r.context(14)?;
     let n = r.epoch();
-    r.event(AgentEvent::CompactionStart(CompactionStartEvent { timestamp: Some(n), ..Default::default() }))?;
+    r.event(AgentEvent::CompactionStart(CompactionStartEvent {
+        timestamp: Some(n),
+        ..Default::default()
+    }))?;
     let n = r.epoch();
-    r.event(AgentEvent::CompactionComplete(CompactionCompleteEvent { timestamp: Some(n), compacted: Some(true), ..Default::default() }))?;
+    r.event(AgentEvent::CompactionComplete(CompactionCompleteEvent {
+        timestamp: Some(n),
+        compacted: Some(true),
+        ..Default::default()
+    }))?;
     r.context(94)?;
     // After compaction the durable history is the summary plus the last answer.
-    s5.history = vec![user("[codelia.compaction.summary] The user asked for an overview of acme-app; the entry point and helpers were described."), assistant(overview)];
+    s5.history = vec![
+        user(
+            "[codelia.compaction.summary] The user asked for an overview of acme-app; the entry point and helpers were described.",
+        ),
+        assistant(overview),
+    ];
     r.finish_ok(&s5, &store, overview)?;
 
     // S6: a crashed run with a torn tail.
     let mut s6 = Session::new("5a1e0006-0000-4000-8000-000000000006", ACME);
-    let mut r = Run::start(root, &mut s6, "7a1e0006-0000-4000-8000-000000000601", "2026-11-29T21:05:00.000Z", sonnet, text_input("Run the long build (sleep 20) and tell me when it is done."))?;
+    let mut r = Run::start(
+        root,
+        &mut s6,
+        "7a1e0006-0000-4000-8000-000000000601",
+        "2026-11-29T21:05:00.000Z",
+        sonnet,
+        text_input("Run the long build (sleep 20) and tell me when it is done."),
+    )?;
     let seq = r.request(&mut s6)?;
-    r.response(&mut s6, seq, vec![assistant("Starting the long build."), call("toolu_sample_0005", "shell", r#"{"command":"sleep 20 && echo built"}"#)], (2700, 36), "tool_use")?;
+    r.response(
+        &mut s6,
+        seq,
+        vec![
+            assistant("Starting the long build."),
+            call(
+                "toolu_sample_0005",
+                "shell",
+                r#"{"command":"sleep 20 && echo built"}"#,
+            ),
+        ],
+        (2700, 36),
+        "tool_use",
+    )?;
     r.text("Starting the long build.")?;
-    r.tool_call_only("toolu_sample_0005", "shell", r#"{"command":"sleep 20 && echo built"}"#)?;
+    r.tool_call_only(
+        "toolu_sample_0005",
+        "shell",
+        r#"{"command":"sleep 20 && echo built"}"#,
+    )?;
     // The debounced save fired mid-run; its history has the dangling call stripped.
     let mut saved = Session::new(&s6.id, ACME);
     saved.invoke_seq = s6.invoke_seq;
@@ -539,10 +928,29 @@ fn write_sample(root: &Path) -> Res<()> {
 
     // S7: an old session in another workspace.
     let mut s7 = Session::new("5a1e0007-0000-4000-8000-000000000007", "/home/dev/notes");
-    let mut r = Run::start(root, &mut s7, "7a1e0007-0000-4000-8000-000000000701", "2026-10-20T07:55:00.000Z", gpt, text_input("What's on my todo list?"))?;
+    let mut r = Run::start(
+        root,
+        &mut s7,
+        "7a1e0007-0000-4000-8000-000000000701",
+        "2026-10-20T07:55:00.000Z",
+        gpt,
+        text_input("What's on my todo list?"),
+    )?;
     let seq = r.request(&mut s7)?;
-    r.response(&mut s7, seq, vec![assistant("Your list has one item: “Renew the domain (due Friday)”.")], (1980, 21), "completed")?;
-    r.finish_ok(&s7, &store, "Your list has one item: “Renew the domain (due Friday)”.")?;
+    r.response(
+        &mut s7,
+        seq,
+        vec![assistant(
+            "Your list has one item: “Renew the domain (due Friday)”.",
+        )],
+        (1980, 21),
+        "completed",
+    )?;
+    r.finish_ok(
+        &s7,
+        &store,
+        "Your list has one item: “Renew the domain (due Friday)”.",
+    )?;
     drop(store);
 
     // L1: a legacy snapshot written the way the reference's old versions wrote it.
@@ -552,11 +960,18 @@ fn write_sample(root: &Path) -> Res<()> {
         updated_at: Timestamp::from_raw("2026-10-02T08:15:30.120Z"),
         run_id: Some("7a1e00a1-0000-4000-8000-0000000000a1".into()),
         invoke_seq: Some(2),
-        messages: vec![user("How do I run the tests?"), assistant("Run `npm test` from the repository root.")],
+        messages: vec![
+            user("How do I run the tests?"),
+            assistant("Run `npm test` from the repository root."),
+        ],
         ..Default::default()
     };
     let mut text = serde_json::to_string_pretty(&legacy)?;
     text.push('\n');
-    std::fs::write(root.join("state").join(format!("{}.json", legacy.session_id)), text)?;
+    std::fs::write(
+        root.join("state")
+            .join(format!("{}.json", legacy.session_id)),
+        text,
+    )?;
     Ok(())
 }

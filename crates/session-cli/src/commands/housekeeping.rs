@@ -212,11 +212,12 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             "{verb}; {changes} change(s), {failures} failure(s)"
         )?;
     }
-    Ok(if failures > 0 {
-        crate::error::EXIT_DATA
-    } else {
-        EXIT_OK
-    })
+    if failures > 0 {
+        return Err(CliError::Data(format!(
+            "{failures} repair action(s) failed (listed above)"
+        )));
+    }
+    Ok(EXIT_OK)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -689,9 +690,10 @@ pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliE
             )?;
         }
     }
-    Ok(if failed > 0 {
-        crate::error::EXIT_DATA
-    } else {
-        EXIT_OK
-    })
+    if failed > 0 {
+        return Err(CliError::Data(format!(
+            "{failed} run file(s) could not be archived (listed above)"
+        )));
+    }
+    Ok(EXIT_OK)
 }

@@ -1,0 +1,1206 @@
+//! End-to-end tests of the `sessions` binary against copies of the committed sample store and
+//! of the recorded reference fixtures (`../shared/fixtures/codelia-runtime`, never modified).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// Fixed "now" for commands that compare against the current time (gc, archive, --since).
+const NOW: &str = "2026-11-30T12:00:00Z";
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixtures() -> PathBuf {
+    manifest_dir().join("../../../shared/fixtures/codelia-runtime")
+}
+
+fn sample() -> PathBuf {
+    manifest_dir().join("../../sample/sessions")
+}
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A private copy of a store, removed at the end of the test.
+struct Store {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+fn copy_of(src: &Path) -> Store {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(src, &root);
+    Store { _dir: dir, root }
+}
+
+fn fixture_store() -> Store {
+    copy_of(&fixtures().join("sessions"))
+}
+
+fn sample_store() -> Store {
+    copy_of(&sample())
+}
+
+/// Every file under `dir` with its bytes (SQLite's transient `-wal`/`-shm` files excluded).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                let name = p.to_string_lossy().into_owned();
+                if name.ends_with("-wal") || name.ends_with("-shm") {
+                    continue;
+                }
+                out.insert(
+                    p.strip_prefix(dir).unwrap().to_owned(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn sessions_cmd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sessions"));
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("TZ", "UTC")
+        .env("SESSIONS_NOW", NOW);
+    c
+}
+
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+fn run_in(root: &Path, args: &[&str]) -> Run {
+    let mut c = sessions_cmd();
+    c.arg("--root").arg(root).args(args);
+    finish(c.output().unwrap())
+}
+
+fn finish(o: Output) -> Run {
+    let r = Run {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8(o.stdout).unwrap(),
+        err: String::from_utf8(o.stderr).unwrap(),
+    };
+    assert!(!r.err.contains("panicked"), "panic: {}", r.err);
+    r
+}
+
+fn ok(root: &Path, args: &[&str]) -> String {
+    let r = run_in(root, args);
+    assert_eq!(r.code, 0, "{args:?} failed: {}", r.err);
+    r.out
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Root resolution, help and exit codes.
+
+#[test]
+fn where_follows_flag_then_layout_variables() {
+    let r = finish(sessions_cmd().args(["where", "--json"]).output().unwrap());
+    let v: Value = serde_json::from_str(r.out.trim()).unwrap();
+    assert_eq!(v["root"], "/nonexistent-home/.codelia/sessions");
+    assert_eq!(v["source"], "home");
+
+    let r = finish(
+        sessions_cmd()
+            .env("CODELIA_LAYOUT", "XDG")
+            .env("XDG_STATE_HOME", "")
+            .args(["where", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let v: Value = serde_json::from_str(r.out.trim()).unwrap();
+    assert_eq!(
+        v["root"], "/nonexistent-home/.local/state/codelia/sessions",
+        "empty XDG_STATE_HOME counts as unset"
+    );
+    assert_eq!(v["source"], "xdg_default");
+
+    let r = finish(
+        sessions_cmd()
+            .env("CODELIA_LAYOUT", "xdg")
+            .env("XDG_STATE_HOME", "/s")
+            .args(["where"])
+            .output()
+            .unwrap(),
+    );
+    assert!(r.out.starts_with("/s/codelia/sessions\n"), "{}", r.out);
+    assert!(r.out.contains("XDG_STATE_HOME"));
+
+    let r = finish(
+        sessions_cmd()
+            .env("CODELIA_LAYOUT", "xdg")
+            .args(["--root", "/x/y", "where", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let v: Value = serde_json::from_str(r.out.trim()).unwrap();
+    assert_eq!(v["root"], "/x/y");
+    assert_eq!(v["source"], "flag");
+    assert_eq!(v["exists"], false);
+}
+
+#[test]
+fn help_documents_exit_codes_and_bad_usage_exits_2() {
+    let r = finish(sessions_cmd().arg("--help").output().unwrap());
+    assert_eq!(r.code, 0);
+    for line in [
+        "0  success",
+        "1  verify found problems",
+        "2  usage error",
+        "3  not found",
+        "4  data or I/O error",
+    ] {
+        assert!(r.out.contains(line), "help lacks {line:?}");
+    }
+    for cmd in [
+        "where", "runs", "sessions", "show", "replay", "history", "tail", "verify", "repair",
+        "stats", "export", "gc", "archive", "reindex",
+    ] {
+        assert!(r.out.contains(&format!("  {cmd}")), "help lacks {cmd}");
+    }
+    let r = finish(sessions_cmd().args(["runs", "--bogus"]).output().unwrap());
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("--bogus"));
+    let r = finish(sessions_cmd().args(["gc"]).output().unwrap());
+    assert_eq!(r.code, 2, "gc needs --older-than or --empty-trash");
+    let s = sample_store();
+    assert_eq!(run_in(&s.root, &["runs", "--since", "yesterday"]).code, 2);
+    assert_eq!(run_in(&s.root, &["gc", "--older-than", "3y"]).code, 2);
+    assert_eq!(run_in(&s.root, &["runs", "--cursor", "garbage"]).code, 2);
+}
+
+#[test]
+fn unknown_ids_and_missing_stores_exit_3() {
+    let s = sample_store();
+    for args in [
+        &["show", "00000000-0000-4000-8000-000000000000"][..],
+        &["replay", "00000000-0000-4000-8000-000000000000"],
+        &[
+            "replay",
+            "7a1e0001-0000-4000-8000-000000000101",
+            "--seq",
+            "99",
+        ],
+        &["history", "00000000-0000-4000-8000-000000000000"],
+        &["export", "nope", "--format", "md"],
+        &["tail", "nope"],
+        &["show", "../../etc/passwd"],
+    ] {
+        let r = run_in(&s.root, args);
+        assert_eq!(r.code, 3, "{args:?}: {}", r.err);
+        assert_eq!(r.err.lines().count(), 1, "one line on stderr: {}", r.err);
+        assert!(r.err.starts_with("sessions: "));
+    }
+    let missing = s.root.join("does-not-exist");
+    for args in [
+        &["runs"][..],
+        &["sessions", "--all"],
+        &["verify"],
+        &["stats"],
+        &["reindex"],
+    ] {
+        let r = run_in(&missing, args);
+        assert_eq!(r.code, 3, "{args:?}: {}", r.err);
+        assert!(r.err.contains("no session store"), "{}", r.err);
+    }
+    assert!(!missing.exists(), "commands never create a store");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listings against the fixtures' expected facts.
+
+fn expected_outcome(run: &Value) -> &str {
+    match run["run_end"]["outcome"].as_str() {
+        Some(o) => o,
+        None => "crashed",
+    }
+}
+
+#[test]
+fn runs_match_the_fixture_facts() {
+    let s = fixture_store();
+    let exp = expected();
+    let runs = json_lines(&ok(&s.root, &["runs", "--json", "--limit", "1000"]));
+    assert_eq!(runs.len(), exp["runs"].as_object().unwrap().len());
+    let mut prev = String::from("~");
+    for r in &runs {
+        let id = r["run_id"].as_str().unwrap();
+        let e = &exp["runs"][id];
+        assert!(e.is_object(), "unexpected run {id}");
+        assert_eq!(r["session_id"], e["session_id"], "{id}");
+        assert_eq!(r["started_at"], e["started_at"], "{id}");
+        assert_eq!(r["outcome"].as_str().unwrap(), expected_outcome(e), "{id}");
+        assert_eq!(
+            r["invocations"].as_u64().unwrap(),
+            e["llm_request_seqs"].as_array().unwrap().len() as u64,
+            "{id}"
+        );
+        assert_eq!(
+            r["records"].as_u64().unwrap(),
+            e["lines"].as_u64().unwrap(),
+            "{id}"
+        );
+        let total: u64 = e["llm_responses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x["usage"]["total_tokens"].as_u64())
+            .sum();
+        assert_eq!(r["tokens"]["total"].as_u64().unwrap(), total, "{id}");
+        let started = r["started_at"].as_str().unwrap().to_owned();
+        assert!(started <= prev, "newest first");
+        prev = started;
+    }
+    // Filters.
+    let crashed = json_lines(&ok(&s.root, &["runs", "--json", "--outcome", "crashed"]));
+    let ids: Vec<&str> = crashed
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        exp["runs_without_run_end"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<Vec<_>>()
+    );
+    let s3 = exp["scenario_sessions"]["S3"].as_str().unwrap();
+    let of_s3 = json_lines(&ok(&s.root, &["runs", "--json", "--session", s3]));
+    let mut want: Vec<&str> = exp["sessions_from_run_logs"][s3]["runs_in_started_at_order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    want.reverse();
+    assert_eq!(
+        of_s3
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        want
+    );
+    let errors = json_lines(&ok(&s.root, &["runs", "--json", "--outcome", "error"]));
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0]["run_id"], "266dc185-7156-4261-9a75-809bfb833342");
+    let none = ok(
+        &s.root,
+        &[
+            "runs",
+            "--json",
+            "--until",
+            "2026-11-30T11:38:24Z",
+            "--since",
+            "2026-11-30T11:38:23Z",
+        ],
+    );
+    assert_eq!(
+        json_lines(&none).len(),
+        1,
+        "only S1 run 1 started in that second"
+    );
+    let home = json_lines(&ok(
+        &s.root,
+        &["runs", "--json", "--workspace", "/home/dev"],
+    ));
+    assert_eq!(
+        home.len(),
+        1,
+        "S7 is the only run of the /home/dev workspace"
+    );
+    assert_eq!(home[0]["session_id"], exp["scenario_sessions"]["S7"]);
+}
+
+#[test]
+fn runs_pages_cover_everything_once() {
+    let s = fixture_store();
+    let all: Vec<String> = json_lines(&ok(&s.root, &["runs", "--json", "--limit", "1000"]))
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut args = vec!["runs", "--json", "--limit", "6"];
+        if let Some(c) = &cursor {
+            args.push("--cursor");
+            args.push(c);
+        }
+        let lines = json_lines(&ok(&s.root, &args));
+        cursor = None;
+        for l in lines {
+            if let Some(c) = l["next_cursor"].as_str() {
+                cursor = Some(c.to_owned());
+            } else {
+                seen.push(l["run_id"].as_str().unwrap().to_owned());
+            }
+        }
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, all);
+    // The human listing tells how to get the next page.
+    let text = ok(&s.root, &["runs", "--limit", "3"]);
+    assert!(text.contains("more: sessions runs --cursor"), "{text}");
+}
+
+#[test]
+fn sessions_match_the_reference_list() {
+    let s = fixture_store();
+    let exp = expected();
+    let got = json_lines(&ok(&s.root, &["sessions", "--all", "--json"]));
+    let want = exp["codelia_storage_api"]["list"].as_array().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        for key in [
+            "session_id",
+            "updated_at",
+            "run_id",
+            "message_count",
+            "last_user_message",
+            "workspace_root",
+        ] {
+            assert_eq!(
+                g[key],
+                w.get(key).cloned().unwrap_or(Value::Null),
+                "{key} of {}",
+                w["session_id"]
+            );
+        }
+    }
+    let scoped = json_lines(&ok(
+        &s.root,
+        &["sessions", "--workspace", "/home/dev/acme-app", "--json"],
+    ));
+    let want: Vec<&Value> = exp["codelia_runtime_rpc_outputs"]["session.list default scope (cwd /home/dev/acme-app)"]["sessions"].as_array().unwrap().iter().map(|s| &s["session_id"]).collect();
+    assert_eq!(
+        scoped.iter().map(|s| &s["session_id"]).collect::<Vec<_>>(),
+        want
+    );
+    let home = json_lines(&ok(
+        &s.root,
+        &["sessions", "--workspace", "/home/dev", "--json"],
+    ));
+    assert_eq!(home.len(), 1);
+    assert_eq!(home[0]["session_id"], exp["scenario_sessions"]["S7"]);
+    // Human output: one line per session, newest first, non-ASCII kept whole.
+    let text = ok(&s.root, &["sessions", "--all"]);
+    assert!(text.contains("この画像は何ですか？"));
+    assert!(text.contains("(legacy) Check this screenshot[image]"));
+}
+
+#[test]
+fn history_matches_session_history_answers() {
+    let s = fixture_store();
+    let exp = expected();
+    let answers = &exp["codelia_runtime_rpc_outputs"]["session.history"];
+    for (name, answer) in answers.as_object().unwrap() {
+        let sid = exp["scenario_sessions"]
+            .get(name)
+            .or_else(|| exp["legacy_sessions"].get(name))
+            .unwrap()
+            .as_str()
+            .unwrap();
+        let r = run_in(&s.root, &["history", sid, "--json"]);
+        assert_eq!(r.code, 0, "{name}: {}", r.err);
+        let lines = json_lines(&r.out);
+        let (summary, events) = lines.split_last().unwrap();
+        assert_eq!(summary["runs"], answer["result"]["runs"], "{name}");
+        assert_eq!(
+            summary["events_sent"], answer["result"]["events_sent"],
+            "{name}"
+        );
+        assert_eq!(
+            summary["truncated"].as_bool(),
+            Some(answer["result"]["truncated"].as_bool().unwrap_or(false)),
+            "{name}"
+        );
+        let got: Vec<(Value, Value, Value)> = events
+            .iter()
+            .map(|e| (e["run_id"].clone(), e["seq"].clone(), e["type"].clone()))
+            .collect();
+        let want: Vec<(Value, Value, Value)> = answer["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["run_id"].clone(), e["seq"].clone(), e["type"].clone()))
+            .collect();
+        assert_eq!(got, want, "{name}");
+    }
+    let s2 = exp["scenario_sessions"]["S2"].as_str().unwrap();
+    let lines = json_lines(&ok(
+        &s.root,
+        &["history", s2, "--json", "--max-events", "5"],
+    ));
+    let summary = lines.last().unwrap();
+    let want = &exp["codelia_runtime_rpc_outputs"]["session.history S2 max_events=5"];
+    assert_eq!(summary["runs"], want["runs"]);
+    assert_eq!(summary["events_sent"], want["events_sent"]);
+    assert_eq!(summary["truncated"], want["truncated"]);
+}
+
+#[test]
+fn stats_add_up_to_the_run_index() {
+    let s = fixture_store();
+    let exp = expected();
+    let lines = json_lines(&ok(&s.root, &["stats", "--by", "model", "--json"]));
+    let (total, groups) = lines.split_last().unwrap();
+    assert_eq!(total["total"], true);
+    assert_eq!(total["runs"].as_u64().unwrap(), 20);
+    let invocations: u64 = exp["runs"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|r| r["llm_request_seqs"].as_array().unwrap().len() as u64)
+        .sum();
+    assert_eq!(total["invocations"].as_u64().unwrap(), invocations);
+    assert_eq!(
+        groups
+            .iter()
+            .map(|g| g["runs"].as_u64().unwrap())
+            .sum::<u64>(),
+        20
+    );
+    let models: BTreeSet<&str> = groups
+        .iter()
+        .map(|g| g["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        models,
+        BTreeSet::from([
+            "anthropic/claude-haiku-4-5",
+            "anthropic/claude-sonnet-4-5",
+            "openai/gpt-5.6"
+        ])
+    );
+    assert_eq!(total["error"].as_u64().unwrap(), 1);
+    assert_eq!(total["cancelled"].as_u64().unwrap(), 2);
+    assert_eq!(total["open"].as_u64().unwrap(), 1);
+    // The human table has a bar chart whose longest bar belongs to the biggest group.
+    let text = ok(&s.root, &["stats", "--by", "model"]);
+    let sonnet = text
+        .lines()
+        .find(|l| l.starts_with("anthropic/claude-sonnet-4-5"))
+        .unwrap();
+    assert!(sonnet.ends_with(&"█".repeat(30)), "{sonnet}");
+    let by_day = json_lines(&ok(&s.root, &["stats", "--json"]));
+    assert_eq!(by_day[0]["day"], "2026-11-30");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transcripts, prompts, exports.
+
+#[test]
+fn show_renders_a_transcript_with_facts() {
+    let s = fixture_store();
+    let text = ok(
+        &s.root,
+        &["show", "a16b9591-0eba-4e91-bacf-06435f8b70a3", "--utc"],
+    );
+    assert!(text.starts_with("Run a16b9591-0eba-4e91-bacf-06435f8b70a3\n"));
+    assert!(text.contains("Hanako 花子"));
+    assert!(
+        text.contains("tool error read toolu_01Fake00000000000004"),
+        "the sandbox error is shown as a tool error"
+    );
+    assert_eq!(text.matches("→ llm #").count(), 5);
+    assert!(
+        !text.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+    let crashed = ok(&s.root, &["show", "2a11c3a2-3276-4762-88f9-5f8918cb8042"]);
+    assert!(
+        crashed.trim_end().ends_with(
+            "incomplete: no run.end: the run is still being written or its process died"
+        ),
+        "{crashed}"
+    );
+    // A session id shows every run of the session, oldest first.
+    let s1 = ok(&s.root, &["show", "505df585-1046-40f7-a56f-9e890871501c"]);
+    let heads: Vec<&str> = s1.lines().filter(|l| l.starts_with("Run ")).collect();
+    assert_eq!(
+        heads,
+        [
+            "Run dd74a9e6-ad97-48cf-9d7e-b0e6b5de066a",
+            "Run a615ec01-892d-4372-9f64-75de155ed2ab",
+            "Run 9ec95fe8-ae59-449a-ab53-6e1fcc61a3b0"
+        ]
+    );
+    // --color always colours; NO_COLOR does not stop an explicit request.
+    let coloured = ok(
+        &s.root,
+        &[
+            "--color",
+            "always",
+            "show",
+            "dd74a9e6-ad97-48cf-9d7e-b0e6b5de066a",
+        ],
+    );
+    assert!(coloured.contains("\x1b[1m"));
+    // --raw gives the stored bytes.
+    let raw = ok(
+        &s.root,
+        &["show", "--raw", "dd74a9e6-ad97-48cf-9d7e-b0e6b5de066a"],
+    );
+    assert_eq!(
+        raw.as_bytes(),
+        std::fs::read(
+            s.root
+                .join("2026/11/30/dd74a9e6-ad97-48cf-9d7e-b0e6b5de066a.jsonl")
+        )
+        .unwrap()
+    );
+}
+
+#[test]
+fn replay_prints_the_exact_prompt() {
+    let s = fixture_store();
+    let exp = expected();
+    let run = "a16b9591-0eba-4e91-bacf-06435f8b70a3";
+    let file = std::fs::read_to_string(s.root.join(format!("2026/11/30/{run}.jsonl"))).unwrap();
+    for seq in exp["runs"][run]["llm_request_seqs"].as_array().unwrap() {
+        let seq = seq.as_i64().unwrap();
+        let out = ok(&s.root, &["replay", run, "--seq", &seq.to_string()]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["seq"].as_i64(), Some(seq));
+        // The messages array comes out byte-for-byte as stored in the request record.
+        let start = out.find("\"messages\":").unwrap() + "\"messages\":".len();
+        let messages = &out[start..out.len() - 2];
+        let line = file
+            .lines()
+            .find(|l| {
+                l.contains("\"type\":\"llm.request\"") && l.contains(&format!("\"seq\":{seq},"))
+            })
+            .unwrap();
+        assert!(
+            line.contains(messages),
+            "seq {seq}: messages are not byte-identical"
+        );
+        let want_roles = &exp["runs"][run]["llm_requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["seq"].as_i64() == Some(seq))
+            .unwrap()["roles"];
+        let roles: Vec<Value> = v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].clone())
+            .collect();
+        assert_eq!(&Value::Array(roles), want_roles);
+    }
+    // Default: the last invocation.
+    let last: Value = serde_json::from_str(&ok(&s.root, &["replay", run])).unwrap();
+    assert_eq!(last["seq"], 5);
+    // Q1: the over-inclusive snapshot is reported and can be corrected.
+    let r = run_in(
+        &s.root,
+        &[
+            "replay",
+            "ea0c20dd-f08f-4655-bda0-56e6e5e6d6f9",
+            "--seq",
+            "1",
+        ],
+    );
+    assert_eq!(r.code, 0);
+    assert!(
+        r.err.contains("already holds its own response"),
+        "{}",
+        r.err
+    );
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["messages"].as_array().unwrap().len(), 3);
+    let fixed: Value = serde_json::from_str(&ok(
+        &s.root,
+        &[
+            "replay",
+            "ea0c20dd-f08f-4655-bda0-56e6e5e6d6f9",
+            "--seq",
+            "1",
+            "--corrected",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(fixed["messages"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn exports_round_trip_the_stored_bytes() {
+    let s = fixture_store();
+    let exp = expected();
+    for (id, run) in exp["runs"].as_object().unwrap() {
+        let out = ok(&s.root, &["export", id, "--format", "jsonl"]);
+        let file = std::fs::read(
+            s.root.join(
+                run["file"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("sessions/"),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            out.as_bytes(),
+            &file[..],
+            "{id}: export --format jsonl is the file itself"
+        );
+    }
+    let s2 = exp["scenario_sessions"]["S2"].as_str().unwrap();
+    let doc: Value =
+        serde_json::from_str(&ok(&s.root, &["export", s2, "--format", "json"])).unwrap();
+    assert_eq!(doc["session_id"], s2);
+    assert_eq!(doc["state"]["messages"].as_array().unwrap().len(), 26);
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        let e = &exp["runs"][r["run_id"].as_str().unwrap()];
+        assert_eq!(
+            r["records"].as_array().unwrap().len() as u64,
+            e["lines"].as_u64().unwrap()
+        );
+        assert_eq!(r["outcome"].as_str().unwrap(), expected_outcome(e));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("s2.md");
+    ok(
+        &s.root,
+        &["export", s2, "--format", "md", "-o", md.to_str().unwrap()],
+    );
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.starts_with(&format!("# Session {s2}\n")));
+    assert_eq!(text.matches("\n## Run ").count(), 3);
+    assert!(text.contains("この画像は何ですか？"));
+}
+
+#[test]
+fn tail_prints_and_follows_a_growing_run() {
+    use session_jsonl::{Durability, RunWriter, WriterOptions};
+    use session_schema::{Header, Record, RunEnd, RunOutcome, RunStatus, RunStatusKind, Timestamp};
+    let s = fixture_store();
+    let lines = ok(&s.root, &["tail", "266dc185-7156-4261-9a75-809bfb833342"]);
+    assert_eq!(lines.lines().count(), 10);
+    assert!(lines.lines().last().unwrap().contains("run.end error"));
+
+    let root = s.root.clone();
+    let run_id = "0f0f0f0f-0000-4000-8000-00000000f0f0";
+    let header = Header {
+        schema_version: 1,
+        run_id: run_id.into(),
+        session_id: Some("s".into()),
+        started_at: Timestamp::from_raw("2026-11-30T11:59:00.000Z"),
+        ..Default::default()
+    };
+    let w = RunWriter::create(
+        &root,
+        &header,
+        WriterOptions::with_durability(Durability::Flush),
+    )
+    .unwrap();
+    let child = sessions_cmd()
+        .arg("--root")
+        .arg(&root)
+        .args(["tail", "-f", run_id, "--timeout", "20"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    w.append(&Record::RunStatus(RunStatus {
+        run_id: run_id.into(),
+        ts: Timestamp::from_raw("2026-11-30T11:59:01.000Z"),
+        status: RunStatusKind::Running,
+        ..Default::default()
+    }))
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    w.append(&Record::RunEnd(RunEnd {
+        run_id: run_id.into(),
+        ts: Timestamp::from_raw("2026-11-30T11:59:02.000Z"),
+        outcome: RunOutcome::Completed,
+        ..Default::default()
+    }))
+    .unwrap();
+    let out = finish(child.wait_with_output().unwrap());
+    assert_eq!(out.code, 0);
+    let kinds: Vec<&str> = out
+        .out
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(kinds, ["header", "run.status", "run.end"], "{}", out.out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// verify and repair.
+
+/// The torn tail planted in the sample store: the crashed run's last line.
+fn planted_damage(root: &Path) -> (String, u64) {
+    let file = "2026/11/29/7a1e0006-0000-4000-8000-000000000601.jsonl";
+    let bytes = std::fs::read(root.join(file)).unwrap();
+    assert_ne!(bytes.last(), Some(&b'\n'));
+    let offset = bytes.iter().rposition(|b| *b == b'\n').unwrap() as u64 + 1;
+    (file.to_owned(), offset)
+}
+
+#[test]
+fn verify_finds_exactly_the_planted_damage() {
+    let s = sample_store();
+    let r = run_in(&s.root, &["verify", "--json"]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    let lines = json_lines(&r.out);
+    let (summary, findings) = lines.split_last().unwrap();
+    let problems: Vec<&Value> = findings
+        .iter()
+        .filter(|f| f["severity"] == "problem")
+        .collect();
+    let (file, offset) = planted_damage(&s.root);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0]["kind"], "torn_tail");
+    assert_eq!(problems[0]["file"], file.as_str());
+    assert_eq!(problems[0]["offset"].as_u64(), Some(offset));
+    assert_eq!(problems[0]["line"].as_u64(), Some(9));
+    assert_eq!(summary["problems"], 1);
+    assert_eq!(summary["run_files"], 10);
+    // Human output names file and offset.
+    let text = run_in(&s.root, &["verify"]).out;
+    assert!(
+        text.contains(&format!(
+            "{file}:9 (byte offset {offset}): problem [torn_tail]"
+        )),
+        "{text}"
+    );
+    // Checking only healthy runs exits 0.
+    let r = run_in(
+        &s.root,
+        &[
+            "verify",
+            "7a1e0001-0000-4000-8000-000000000101",
+            "7a1e0002-0000-4000-8000-000000000201",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.out);
+}
+
+#[test]
+fn verify_on_the_fixtures_reports_the_known_quirks() {
+    let s = fixture_store();
+    let r = run_in(&s.root, &["verify", "--json"]);
+    let lines = json_lines(&r.out);
+    let problems: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|f| f["severity"] == "problem")
+        .map(|f| (f["id"].as_str().unwrap(), f["kind"].as_str().unwrap()))
+        .collect();
+    // Q1: S7's first request snapshot holds its own response.
+    assert_eq!(
+        problems,
+        [(
+            "ea0c20dd-f08f-4655-bda0-56e6e5e6d6f9",
+            "over-inclusive-snapshot"
+        )]
+    );
+    assert_eq!(r.code, 1);
+    let notes: BTreeSet<(&str, &str)> = lines
+        .iter()
+        .filter(|f| f["severity"] == "note")
+        .map(|f| (f["id"].as_str().unwrap_or(""), f["kind"].as_str().unwrap()))
+        .collect();
+    assert!(
+        notes.contains(&("2a11c3a2-3276-4762-88f9-5f8918cb8042", "no-run-end")),
+        "S9 crashed"
+    );
+    assert!(
+        notes.contains(&("266dc185-7156-4261-9a75-809bfb833342", "missing-response")),
+        "S3 failed call"
+    );
+    assert!(
+        notes.contains(&(
+            "c0ffee00-1234-4abc-8def-00112233aabb",
+            "legacy_not_migrated"
+        )),
+        "L3"
+    );
+}
+
+#[test]
+fn repair_dry_run_changes_nothing_and_repair_fixes() {
+    let s = sample_store();
+    let before = snapshot(&s.root);
+    let r = run_in(&s.root, &["repair", "--dry-run", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(
+        snapshot(&s.root),
+        before,
+        "repair --dry-run changed the store"
+    );
+    let actions = json_lines(&r.out);
+    let planned: Vec<(&str, &str)> = actions
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), a["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            ("seal-torn-tail", "planned"),
+            ("migrate-legacy", "planned"),
+            ("rebuild-index", "planned")
+        ]
+    );
+
+    let (file, offset) = planted_damage(&s.root);
+    let len_before = std::fs::metadata(s.root.join(&file)).unwrap().len();
+    let r = run_in(&s.root, &["repair"]);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    let after = std::fs::read(s.root.join(&file)).unwrap();
+    assert_eq!(
+        after.len() as u64,
+        len_before + 1,
+        "only a newline was appended"
+    );
+    assert_eq!(
+        &after[..len_before as usize],
+        &before[Path::new(&file)][..],
+        "no byte of history rewritten"
+    );
+    // The fragment is now a sealed, damaged line; the legacy session is migrated.
+    let lines = json_lines(&run_in(&s.root, &["verify", "--json"]).out);
+    let kinds: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|f| f.get("kind").is_some())
+        .map(|f| (f["severity"].as_str().unwrap(), f["kind"].as_str().unwrap()))
+        .collect();
+    assert!(kinds.contains(&("problem", "corrupt_line")), "{kinds:?}");
+    assert!(!kinds.iter().any(|k| k.1 == "legacy_not_migrated"));
+    let damage = lines.iter().find(|f| f["kind"] == "corrupt_line").unwrap();
+    assert_eq!(damage["offset"].as_u64(), Some(offset));
+    // Repairing again has nothing left to seal or migrate.
+    let again = json_lines(&ok(&s.root, &["repair", "--json"]));
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0]["action"], "rebuild-index");
+}
+
+// ---------------------------------------------------------------------------------------------
+// gc and archive.
+
+#[test]
+fn gc_moves_old_runs_to_the_trash_and_back() {
+    let s = sample_store();
+    let before = snapshot(&s.root);
+    let r = run_in(
+        &s.root,
+        &["gc", "--older-than", "30d", "--dry-run", "--json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(snapshot(&s.root), before, "gc --dry-run changed the store");
+    let plan = json_lines(&r.out);
+    let planned: BTreeSet<(&str, &str)> = plan
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), a["id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        planned,
+        BTreeSet::from([
+            ("move-run", "7a1e0007-0000-4000-8000-000000000701"),
+            ("move-session", "5a1e0007-0000-4000-8000-000000000007"),
+            ("move-session", "5a1e00a1-0000-4000-8000-0000000000a1"),
+        ])
+    );
+
+    let r = run_in(&s.root, &["gc", "--older-than", "30d"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let batch = s.root.join("trash/20261130T120000Z");
+    assert!(
+        batch
+            .join("2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl")
+            .is_file()
+    );
+    assert!(
+        !s.root
+            .join("2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl")
+            .exists()
+    );
+    let manifest = json_lines(&std::fs::read_to_string(batch.join("manifest.jsonl")).unwrap());
+    let ops: Vec<&str> = manifest.iter().map(|m| m["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["gc", "move_run", "move_session", "move_session"]);
+    let runs = json_lines(&ok(&s.root, &["runs", "--json", "--limit", "100"]));
+    assert_eq!(runs.len(), 9);
+    let sessions = json_lines(&ok(&s.root, &["sessions", "--all", "--json"]));
+    assert_eq!(sessions.len(), 6);
+    // The snapshot in the trash restores the session when put back as a legacy file.
+    let snap = batch.join("state/5a1e0007-0000-4000-8000-000000000007.json");
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(&snap).unwrap()).unwrap();
+    assert_eq!(state["messages"].as_array().unwrap().len(), 2);
+    std::fs::copy(
+        &snap,
+        s.root
+            .join("state/5a1e0007-0000-4000-8000-000000000007.json"),
+    )
+    .unwrap();
+    let sessions = json_lines(&ok(&s.root, &["sessions", "--all", "--json"]));
+    assert!(sessions.iter().any(
+        |x| x["session_id"] == "5a1e0007-0000-4000-8000-000000000007" && x["message_count"] == 2
+    ));
+    // Nothing newer moves; the trash empties for real.
+    let r = run_in(&s.root, &["gc", "--older-than", "30d", "--json"]);
+    assert!(json_lines(&r.out).iter().all(|a| a["action"] != "move-run"));
+    ok(&s.root, &["gc", "--empty-trash"]);
+    assert!(!s.root.join("trash").exists());
+}
+
+#[test]
+fn gc_never_touches_locked_runs_or_recent_sessions() {
+    let s = sample_store();
+    // A writer holds the old S7 run open (a resumed run being written).
+    let path = s
+        .root
+        .join("2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl");
+    let writer =
+        session_jsonl::RunWriter::open_append(&path, session_jsonl::WriterOptions::default())
+            .unwrap();
+    let r = run_in(&s.root, &["gc", "--older-than", "30d", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(path.is_file(), "a locked run was moved");
+    let actions = json_lines(&r.out);
+    assert!(
+        actions
+            .iter()
+            .all(|a| a["id"] != "5a1e0007-0000-4000-8000-000000000007"),
+        "the session of a kept run stays"
+    );
+    drop(writer);
+    // S1's first run is old at 09:15:30 with a 2-minute window, but its session was saved at
+    // 09:14:44, within the window: nothing of S1 moves.
+    let mut c = sessions_cmd();
+    c.env("SESSIONS_NOW", "2026-11-24T09:15:30Z")
+        .arg("--root")
+        .arg(&s.root)
+        .args(["gc", "--older-than", "2m", "--json"]);
+    let r = finish(c.output().unwrap());
+    let moved: Vec<String> = json_lines(&r.out)
+        .iter()
+        .filter(|a| a["action"] == "move-run")
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        !moved
+            .iter()
+            .any(|m| m == "7a1e0001-0000-4000-8000-000000000101"),
+        "{moved:?}"
+    );
+    assert!(
+        s.root
+            .join("2026/11/24/7a1e0001-0000-4000-8000-000000000101.jsonl")
+            .is_file()
+    );
+}
+
+#[test]
+fn archive_compresses_old_runs_and_every_command_still_reads_them() {
+    let s = sample_store();
+    let original = std::fs::read(
+        s.root
+            .join("2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl"),
+    )
+    .unwrap();
+    let r = run_in(&s.root, &["archive", "--older-than", "3d", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let done: Vec<Value> = json_lines(&r.out);
+    assert_eq!(done.len(), 6, "runs before 2026-11-27T12:00Z: {done:?}");
+    assert!(done.iter().all(|a| a["status"] == "done"));
+    assert!(
+        s.root
+            .join("2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl.zst")
+            .is_file()
+    );
+    assert!(
+        !s.root
+            .join("2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl")
+            .exists()
+    );
+    let runs = json_lines(&ok(&s.root, &["runs", "--json", "--limit", "100"]));
+    assert_eq!(runs.len(), 10);
+    assert_eq!(runs.iter().filter(|r| r["compressed"] == true).count(), 6);
+    let exported = ok(
+        &s.root,
+        &[
+            "export",
+            "7a1e0001-0000-4000-8000-000000000102",
+            "--format",
+            "jsonl",
+        ],
+    );
+    assert_eq!(exported.as_bytes(), &original[..]);
+    assert!(
+        ok(&s.root, &["show", "7a1e0001-0000-4000-8000-000000000102"]).contains("リリースノート")
+    );
+    ok(
+        &s.root,
+        &[
+            "replay",
+            "7a1e0001-0000-4000-8000-000000000102",
+            "--seq",
+            "3",
+        ],
+    );
+    assert_eq!(
+        json_lines(&ok(
+            &s.root,
+            &["history", "5a1e0001-0000-4000-8000-000000000001", "--json"]
+        ))
+        .last()
+        .unwrap()["runs"],
+        2
+    );
+    ok(&s.root, &["tail", "7a1e0001-0000-4000-8000-000000000102"]);
+    let v = run_in(&s.root, &["verify", "--json"]);
+    let problems: Vec<Value> = json_lines(&v.out)
+        .into_iter()
+        .filter(|f| f["severity"] == "problem")
+        .collect();
+    assert_eq!(problems.len(), 1, "archiving added no damage: {problems:?}");
+    // Archiving again has nothing to do.
+    assert!(ok(&s.root, &["archive", "--older-than", "3d"]).contains("archived 0 run file(s)"));
+}
+
+#[test]
+fn reindex_reports_the_difference() {
+    let s = sample_store();
+    let first = json_lines(&ok(&s.root, &["reindex", "--json"]));
+    let summary = first.last().unwrap();
+    assert_eq!(summary["total"], 10);
+    assert_eq!(
+        summary["added"], 10,
+        "the committed sample has no run index yet"
+    );
+    let again = json_lines(&ok(&s.root, &["reindex", "--json"]));
+    assert_eq!(
+        again.len(),
+        1,
+        "a rebuild of an unchanged tree changes nothing: {again:?}"
+    );
+    std::fs::remove_file(
+        s.root
+            .join("2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl"),
+    )
+    .unwrap();
+    let third = json_lines(&ok(&s.root, &["reindex", "--json"]));
+    assert_eq!(third[0]["change"], "removed");
+    assert_eq!(
+        third[0]["file"],
+        "2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input.
+
+#[test]
+fn garbage_never_panics() {
+    let s = sample_store();
+    let day = s.root.join("2026/11/30");
+    std::fs::create_dir_all(&day).unwrap();
+    std::fs::write(
+        day.join("11111111-0000-4000-8000-000000000001.jsonl"),
+        b"\x00\x00garbage\xff\xfe\n{\"type\":\"header\"\n[1,2,3]\n",
+    )
+    .unwrap();
+    std::fs::write(day.join("11111111-0000-4000-8000-000000000002.jsonl"), b"").unwrap();
+    std::fs::write(
+        day.join("11111111-0000-4000-8000-000000000003.jsonl.zst"),
+        b"not zstd at all",
+    )
+    .unwrap();
+    std::fs::write(s.root.join("state/broken.json"), b"{\"session_id\":").unwrap();
+    std::fs::write(
+        s.root
+            .join("messages/5a1e0001-0000-4000-8000-000000000001.jsonl"),
+        b"{\"role\":\"user\",\"content\":\"hi\"}\n{\"role\":",
+    )
+    .unwrap();
+    for args in [
+        &["runs", "--json"][..],
+        &["sessions", "--all"],
+        &["verify"],
+        &["stats"],
+        &["show", "11111111-0000-4000-8000-000000000001"],
+        &["show", "11111111-0000-4000-8000-000000000002"],
+        &["show", "11111111-0000-4000-8000-000000000003"],
+        &["replay", "11111111-0000-4000-8000-000000000001"],
+        &[
+            "export",
+            "11111111-0000-4000-8000-000000000001",
+            "--format",
+            "json",
+        ],
+        &["history", "5a1e0001-0000-4000-8000-000000000001"],
+        &["tail", "11111111-0000-4000-8000-000000000003"],
+        &["repair", "--dry-run"],
+        &["reindex"],
+        &["gc", "--older-than", "1d", "--dry-run"],
+        &["archive", "--older-than", "1d", "--dry-run"],
+    ] {
+        let r = run_in(&s.root, args);
+        assert!(
+            [0, 1, 3, 4].contains(&r.code),
+            "{args:?}: exit {} {}",
+            r.code,
+            r.err
+        );
+        if r.code >= 3 {
+            assert_eq!(r.err.lines().count(), 1, "{args:?}: {}", r.err);
+        }
+    }
+    let v = run_in(&s.root, &["verify", "--json"]);
+    let kinds: BTreeSet<String> = json_lines(&v.out)
+        .iter()
+        .filter_map(|f| f["kind"].as_str().map(str::to_owned))
+        .collect();
+    for k in ["nul_run", "empty_file", "unreadable", "torn_tail"] {
+        assert!(kinds.contains(k), "{k} not reported: {kinds:?}");
+    }
+}
