@@ -1,0 +1,375 @@
+//! Benchmarks of session-state against the reference implementation's approaches, measured in
+//! the same run and printed as ratios (ours ÷ reference).
+//!
+//! 1. A session growing from 0 to 500 messages (~2 KB each), saved after every message:
+//!    our incremental append vs the reference's full rewrite (temp file + rename of the whole
+//!    messages file, then the row upsert). Bytes are counted two ways: message-file bytes, and
+//!    every byte the process handed to `write` (`/proc/self/io` `wchar`, SQLite's WAL included).
+//! 2. `list` at 100k sessions: the first page of 50 and the full list, vs the reference's
+//!    `list()` (all rows ordered by `updated_at`, then the page taken in memory).
+//! 3. `runs_for_session` at 100k runs vs the reference's approach (walk the date directories,
+//!    stat every file, read the first line of each and keep headers with the session id).
+//!
+//! `SESSION_BENCH_SCALE=0.1` shrinks every size for a quick run. Runs as
+//! `cargo bench -p session-state --bench state`.
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+use session_schema::{BaseMessage, RawJson, SessionState, Timestamp, parse_message};
+use session_state::{ListQuery, StateStore, summarize};
+
+fn scale() -> f64 {
+    std::env::var("SESSION_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|s: &f64| *s > 0.0)
+        .unwrap_or(1.0)
+}
+
+fn scaled(n: usize) -> usize {
+    ((n as f64 * scale()).round() as usize).max(1)
+}
+
+/// Bytes this process has passed to `write`-family calls so far (Linux), if known.
+fn wchar() -> Option<u64> {
+    let text = fs::read_to_string("/proc/self/io").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn message(i: usize) -> BaseMessage {
+    let role = if i % 2 == 0 { "user" } else { "assistant" };
+    let body: String = format!("message {i}: ")
+        .chars()
+        .chain(std::iter::repeat_n('x', 2000))
+        .collect();
+    let v = serde_json::json!({"role": role, "content": body});
+    parse_message(v.to_string().as_bytes()).unwrap().value
+}
+
+fn meta() -> RawJson {
+    RawJson::from_json(r#"{"codelia_workspace_root":"/home/dev/acme-app","codelia_resume_context":{"schema_version":1,"workspace_root":"/home/dev/acme-app"}}"#).unwrap()
+}
+
+const REF_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS session_state (session_id TEXT PRIMARY KEY, updated_at TEXT NOT NULL, run_id TEXT, invoke_seq INTEGER, schema_version INTEGER NOT NULL, meta_json TEXT, message_count INTEGER, last_user_message TEXT, workspace_root TEXT); CREATE INDEX IF NOT EXISTS idx_session_state_updated_at ON session_state(updated_at DESC);";
+
+/// The reference's `save` (compat §2.6): whole file to a temp name, rename, then the upsert.
+/// No fsync anywhere, better-sqlite3's defaults (WAL, synchronous=NORMAL, busy 5 s).
+struct ReferenceStore {
+    root: PathBuf,
+    conn: Connection,
+}
+
+impl ReferenceStore {
+    fn open(root: &Path) -> ReferenceStore {
+        fs::create_dir_all(root.join("messages")).unwrap();
+        fs::create_dir_all(root.join("state")).unwrap();
+        let conn = Connection::open(root.join("state.db")).unwrap();
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).unwrap();
+        conn.execute_batch("PRAGMA synchronous = NORMAL").unwrap();
+        conn.execute_batch(REF_SCHEMA).unwrap();
+        ReferenceStore {
+            root: root.to_path_buf(),
+            conn,
+        }
+    }
+
+    fn save(&self, state: &SessionState) -> u64 {
+        let mut body = Vec::new();
+        for (i, m) in state.messages.iter().enumerate() {
+            if i > 0 {
+                body.push(b'\n');
+            }
+            body.extend(serde_json::to_vec(m).unwrap());
+        }
+        body.push(b'\n');
+        if state.messages.is_empty() {
+            body.clear();
+        }
+        let file = self.root.join("messages").join(format!("{}.jsonl", state.session_id));
+        let tmp = self.root.join("messages").join(format!(
+            "{}.jsonl.{}.{}.abcdef.tmp",
+            state.session_id,
+            std::process::id(),
+            Instant::now().elapsed().as_nanos()
+        ));
+        let mut f = fs::File::create(&tmp).unwrap();
+        f.write_all(&body).unwrap();
+        drop(f);
+        fs::rename(&tmp, &file).unwrap();
+        let s = summarize(&state.messages, state.meta.as_ref());
+        self.conn
+            .execute(
+                "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, message_count = excluded.message_count, last_user_message = excluded.last_user_message, workspace_root = excluded.workspace_root",
+                params![
+                    state.session_id,
+                    state.updated_at.as_str(),
+                    state.run_id,
+                    state.invoke_seq,
+                    1,
+                    state.meta.as_ref().map(|m| m.get().to_owned()),
+                    s.message_count as i64,
+                    s.last_user_message,
+                    s.workspace_root
+                ],
+            )
+            .unwrap();
+        body.len() as u64
+    }
+}
+
+struct Measured {
+    time: Duration,
+    file_bytes: u64,
+    io_bytes: Option<u64>,
+}
+
+fn growth(n: usize, ours: bool) -> Measured {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = SessionState {
+        schema_version: Some(1i64.into()),
+        session_id: "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1".into(),
+        updated_at: Timestamp::now(),
+        run_id: Some("8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a".into()),
+        meta: Some(meta()),
+        ..Default::default()
+    };
+    let messages: Vec<BaseMessage> = (0..n).map(message).collect();
+    let store = ours.then(|| StateStore::open(dir.path()).unwrap());
+    let reference = (!ours).then(|| ReferenceStore::open(dir.path()));
+    let io0 = wchar();
+    let start = Instant::now();
+    let mut file_bytes = 0;
+    for (i, m) in messages.into_iter().enumerate() {
+        state.messages.push(m);
+        state.invoke_seq = Some(i as i64);
+        state.updated_at = Timestamp::now();
+        file_bytes += match (&store, &reference) {
+            (Some(s), _) => s.save(&state).unwrap().bytes_written,
+            (_, Some(r)) => r.save(&state),
+            _ => unreachable!(),
+        };
+    }
+    let time = start.elapsed();
+    let io_bytes = match (io0, wchar()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    Measured {
+        time,
+        file_bytes,
+        io_bytes,
+    }
+}
+
+fn populate_sessions(root: &Path, n: usize) {
+    StateStore::open(root).unwrap();
+    let mut conn = Connection::open(root.join("state.db")).unwrap();
+    let tx = conn.transaction().unwrap();
+    {
+        let mut stmt = tx
+            .prepare("INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) VALUES (?1, ?2, ?3, 3, 1, ?4, 12, ?5, ?6)")
+            .unwrap();
+        for i in 0..n {
+            let ws = if i % 4 == 0 { "/home/dev/other" } else { "/home/dev/acme-app" };
+            stmt.execute(params![
+                format!("{:08x}-0000-4000-8000-{:012x}", i, i),
+                Timestamp::from_unix_millis(1_790_000_000_000 + (i as i64) * 7919 % 100_000_000).as_str(),
+                format!("run-{i}"),
+                format!(r#"{{"codelia_workspace_root":"{ws}"}}"#),
+                format!("question number {i}"),
+                ws,
+            ])
+            .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// The reference's `list()`: every row by `updated_at` DESC, then the page in memory.
+fn reference_list(conn: &Connection, limit: Option<usize>) -> usize {
+    let mut stmt = conn
+        .prepare("SELECT session_id, updated_at, run_id, message_count, last_user_message, workspace_root FROM session_state ORDER BY updated_at DESC")
+        .unwrap();
+    let rows: Vec<(String, String, Option<String>, Option<i64>, Option<String>, Option<String>)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    rows.into_iter().take(limit.unwrap_or(usize::MAX)).count()
+}
+
+fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
+    let mut best = Duration::MAX;
+    let mut out = None;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let v = f();
+        best = best.min(start.elapsed());
+        out = Some(v);
+    }
+    (best, out.unwrap())
+}
+
+fn populate_runs(root: &Path, n: usize, sessions: usize) {
+    let days = (n / 1000).max(1);
+    for i in 0..n {
+        let day = i % days;
+        let dir = root.join(format!("2026/{:02}/{:02}", 1 + (day / 28) % 12, 1 + day % 28));
+        if i < days {
+            fs::create_dir_all(&dir).unwrap();
+        }
+        let run_id = format!("{:08x}-1111-4111-8111-{:012x}", i, i);
+        let session = format!("sess-{}", i % sessions);
+        let started = format!("2026-{:02}-{:02}T10:{:02}:{:02}.000Z", 1 + (day / 28) % 12, 1 + day % 28, (i / 60) % 60, i % 60);
+        let body = format!(
+            "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run_id}\",\"session_id\":\"{session}\",\"started_at\":\"{started}\",\"model\":{{\"provider\":\"anthropic\",\"name\":\"claude-sonnet-4-5\"}}}}\n\
+             {{\"type\":\"run.start\",\"run_id\":\"{run_id}\",\"session_id\":\"{session}\",\"ts\":\"{started}\",\"input\":{{\"type\":\"text\",\"text\":\"do thing {i}\"}}}}\n\
+             {{\"type\":\"llm.request\",\"run_id\":\"{run_id}\",\"ts\":\"{started}\",\"seq\":1,\"input\":{{\"messages\":[{{\"role\":\"user\",\"content\":\"do thing {i}\"}}],\"tools\":null,\"tool_choice\":null}}}}\n\
+             {{\"type\":\"llm.response\",\"run_id\":\"{run_id}\",\"ts\":\"{started}\",\"seq\":1,\"output\":{{\"messages\":[{{\"role\":\"assistant\",\"content\":\"done\"}}],\"usage\":{{\"model\":\"m\",\"input_tokens\":100,\"output_tokens\":5,\"total_tokens\":105}},\"stop_reason\":\"end_turn\",\"provider_meta\":null}}}}\n\
+             {{\"type\":\"run.end\",\"run_id\":\"{run_id}\",\"ts\":\"{started}\",\"outcome\":\"completed\",\"final\":\"done\"}}\n"
+        );
+        fs::write(dir.join(format!("{run_id}.jsonl")), body).unwrap();
+    }
+}
+
+/// The reference's `session.history` candidate search: walk, stat, read every first line.
+fn reference_runs_for_session(root: &Path, session: &str) -> usize {
+    let digits = |name: &str, n: usize| name.len() == n && name.bytes().all(|b| b.is_ascii_digit());
+    let mut files = Vec::new();
+    for y in fs::read_dir(root).unwrap().flatten() {
+        if !digits(&y.file_name().to_string_lossy(), 4) || !y.path().is_dir() {
+            continue;
+        }
+        for m in fs::read_dir(y.path()).unwrap().flatten() {
+            if !digits(&m.file_name().to_string_lossy(), 2) {
+                continue;
+            }
+            for d in fs::read_dir(m.path()).unwrap().flatten() {
+                if !digits(&d.file_name().to_string_lossy(), 2) {
+                    continue;
+                }
+                for f in fs::read_dir(d.path()).unwrap().flatten() {
+                    if f.file_name().to_string_lossy().ends_with(".jsonl") {
+                        let mtime = f.metadata().unwrap().modified().unwrap();
+                        files.push((mtime, f.path()));
+                    }
+                }
+            }
+        }
+    }
+    files.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut found = 0;
+    for (_, path) in files {
+        let mut first = String::new();
+        BufReader::new(fs::File::open(&path).unwrap()).read_line(&mut first).unwrap();
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&first) {
+            if v["type"] == "header" && v["session_id"] == session {
+                found += 1;
+            }
+        }
+    }
+    found
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn main() {
+    println!("session-state benchmarks (SESSION_BENCH_SCALE={})", scale());
+
+    // 1. Growth.
+    let n = scaled(500);
+    let ours = growth(n, true);
+    let reference = growth(n, false);
+    println!("\n## session growing to {n} messages (~2 KB each), saved after every message");
+    println!("| | ours | reference | ours / reference |");
+    println!("|---|---|---|---|");
+    println!(
+        "| time | {} | {} | 1/{:.1} |",
+        ms(ours.time),
+        ms(reference.time),
+        reference.time.as_secs_f64() / ours.time.as_secs_f64()
+    );
+    println!(
+        "| message-file bytes | {} | {} | 1/{:.1} |",
+        ours.file_bytes,
+        reference.file_bytes,
+        reference.file_bytes as f64 / ours.file_bytes as f64
+    );
+    if let (Some(o), Some(r)) = (ours.io_bytes, reference.io_bytes) {
+        println!(
+            "| all bytes written (incl. SQLite WAL) | {o} | {r} | 1/{:.1} |",
+            r as f64 / o as f64
+        );
+    }
+    println!("(ours fsyncs the file, the directory on creation and the WAL on every save; the reference never fsyncs)");
+
+    // 2. list at 100k sessions.
+    let sessions = scaled(100_000);
+    let dir = tempfile::tempdir().unwrap();
+    populate_sessions(dir.path(), sessions);
+    let store = StateStore::open(dir.path()).unwrap();
+    let conn = Connection::open(dir.path().join("state.db")).unwrap();
+    let (t_first, got) = best_of(5, || store.list(&ListQuery::all().limit(50)).unwrap().entries.len());
+    assert_eq!(got, 50.min(sessions));
+    let (t_first_ws, _) = best_of(5, || {
+        store.list(&ListQuery::all().workspace("/home/dev/acme-app").limit(50)).unwrap().entries.len()
+    });
+    let (t_full, got) = best_of(3, || store.list(&ListQuery::all()).unwrap().entries.len());
+    assert_eq!(got, sessions);
+    let (r_first, _) = best_of(3, || reference_list(&conn, Some(50)));
+    let (r_full, _) = best_of(3, || reference_list(&conn, None));
+    println!("\n## list at {sessions} sessions");
+    println!("| | ours | reference list() | ours / reference |");
+    println!("|---|---|---|---|");
+    println!("| first page of 50 | {} | {} | 1/{:.0} |", ms(t_first), ms(r_first), r_first.as_secs_f64() / t_first.as_secs_f64());
+    println!(
+        "| first page of 50, workspace filter | {} | {} | 1/{:.0} |",
+        ms(t_first_ws),
+        ms(r_first),
+        r_first.as_secs_f64() / t_first_ws.as_secs_f64()
+    );
+    println!("| full list | {} | {} | {:.2} |", ms(t_full), ms(r_full), t_full.as_secs_f64() / r_full.as_secs_f64());
+    drop((store, conn, dir));
+
+    // 3. runs_for_session at 100k runs.
+    let runs = scaled(100_000);
+    let per_session = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    populate_runs(dir.path(), runs, (runs / per_session).max(1));
+    let t_populate = t0.elapsed();
+    let store = StateStore::open(dir.path()).unwrap();
+    let t0 = Instant::now();
+    let report = store.index_runs().unwrap();
+    let t_index = t0.elapsed();
+    assert_eq!(report.added as usize, runs);
+    let t0 = Instant::now();
+    let again = store.index_runs().unwrap();
+    let t_reindex_noop = t0.elapsed();
+    assert_eq!(again.unchanged as usize, runs);
+    let target = "sess-7";
+    let (t_ours, found) = best_of(5, || store.runs_for_session(target).unwrap().len());
+    let (t_ref, found_ref) = best_of(2, || reference_runs_for_session(dir.path(), target));
+    assert_eq!(found, found_ref);
+    println!("\n## runs_for_session at {runs} runs ({found} runs in the session)");
+    println!("| | ours | reference (first line of every file) | ours / reference |");
+    println!("|---|---|---|---|");
+    println!("| runs_for_session | {} | {} | 1/{:.0} |", ms(t_ours), ms(t_ref), t_ref.as_secs_f64() / t_ours.as_secs_f64());
+    println!(
+        "(one-off costs: writing the files {}, first index_runs {}, index_runs with nothing changed {})",
+        ms(t_populate),
+        ms(t_index),
+        ms(t_reindex_noop)
+    );
+}
