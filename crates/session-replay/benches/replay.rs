@@ -147,7 +147,7 @@ fn main() {
     let iters: usize = std::env::var("SESSION_BENCH_ITERS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or(5);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
     let (bytes, invocations) = generate(&path, mb << 20);

@@ -615,7 +615,8 @@ pub fn check_snapshots(records: &[Record]) -> (SnapshotReport, Vec<Diagnostic>) 
             responses.entry(resp.seq).or_insert(i);
         }
     }
-    let mut previous: Option<(i64, usize, Vec<&RawValue>)> = None;
+    // (seq, record index, raw messages text, number of messages) of the previous request.
+    let mut previous: Option<(i64, usize, &str, usize)> = None;
     let mut compacted = false;
     for (i, r) in records.iter().enumerate() {
         match r {
@@ -628,81 +629,148 @@ pub fn check_snapshots(records: &[Record]) -> (SnapshotReport, Vec<Diagnostic>) 
             }
             Record::LlmRequest(q) => {
                 report.requests += 1;
-                let current = match split_array(q.input.messages.get()) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        diags.push(
-                            Diagnostic::warning(
-                                DiagnosticKind::Undecodable,
-                                format!(
-                                    "messages of llm.request seq {} are not an array: {e}",
-                                    q.seq
-                                ),
-                            )
-                            .at(i)
-                            .in_run(Some(&q.run_id)),
-                        );
-                        previous = None;
-                        continue;
+                let raw = q.input.messages.get();
+                let response = responses.get(&q.seq).filter(|ri| **ri > i).and_then(|ri| {
+                    match &records[*ri] {
+                        Record::LlmResponse(resp) => split_array(resp.output.messages.get()).ok(),
+                        _ => None,
                     }
-                };
-                if let Some(&ri) = responses.get(&q.seq).filter(|ri| **ri > i)
-                    && let Record::LlmResponse(resp) = &records[ri]
-                    && let Ok(resp_elems) = split_array(resp.output.messages.get())
-                    && let Some(o) = own_response_position_split(&current, &resp_elems)
-                {
-                    report.over_inclusive.push(q.seq);
-                    diags.push(over_inclusive_diagnostic(q, i, o));
-                }
-                if let Some((pseq, pidx, prev)) = &previous {
-                    report.compared += 1;
-                    let common = prev.len().min(current.len());
-                    let first_diff = (0..common)
-                        .find(|&k| !same_json(prev[k], current[k]))
-                        .or((current.len() < prev.len()).then_some(current.len()));
-                    if let Some(k) = first_diff {
-                        if compacted {
-                            report.resets_after_compaction.push(q.seq);
-                            diags.push(
-                                Diagnostic::note(
-                                    DiagnosticKind::SnapshotReset,
-                                    format!(
-                                        "llm.request seq {} starts a new history after compaction",
-                                        q.seq
-                                    ),
-                                )
-                                .at(i)
-                                .in_run(Some(&q.run_id)),
-                            );
-                        } else {
-                            let d = Divergence {
+                });
+                // Fast path: the previous snapshot's text is a prefix of this one, element for
+                // element, so only the appended messages need splitting.
+                let fast = previous.and_then(|(_, _, prev_raw, prev_len)| {
+                    let appended = appended_elements(prev_raw, raw)?;
+                    let new = split_array(&appended).ok()?;
+                    let own = match &response {
+                        Some(resp) if new.len() >= resp.len() => Some(
+                            own_response_position_split(&new, resp).map(|o| OverInclusive {
+                                own_response_at: o.own_response_at + prev_len,
+                                appended: o.appended,
+                            }),
+                        ),
+                        Some(_) => None,
+                        None => Some(None),
+                    }?;
+                    Some((prev_len + new.len(), own))
+                });
+                let (len, own) = match fast {
+                    Some((len, own)) => {
+                        report.compared += 1;
+                        (len, own)
+                    }
+                    None => {
+                        let current = match split_array(raw) {
+                            Ok(c) => c,
+                            Err(e) => {
+                                diags.push(
+                                    Diagnostic::warning(
+                                        DiagnosticKind::Undecodable,
+                                        format!(
+                                            "messages of llm.request seq {} are not an array: {e}",
+                                            q.seq
+                                        ),
+                                    )
+                                    .at(i)
+                                    .in_run(Some(&q.run_id)),
+                                );
+                                previous = None;
+                                continue;
+                            }
+                        };
+                        if let Some((pseq, pidx, prev_raw, _)) = previous {
+                            report.compared += 1;
+                            let prev = split_array(prev_raw).unwrap_or_default();
+                            let d = first_divergence(&prev, &current).map(|k| Divergence {
                                 seq: q.seq,
                                 record: i,
-                                previous_seq: *pseq,
-                                previous_record: *pidx,
+                                previous_seq: pseq,
+                                previous_record: pidx,
                                 message_index: k,
                                 previous_len: prev.len(),
                                 len: current.len(),
-                            };
-                            diags.push(
-                                Diagnostic::warning(
-                                    DiagnosticKind::SnapshotDivergence,
-                                    divergence_message(&d),
-                                )
-                                .at(i)
-                                .in_run(Some(&q.run_id)),
-                            );
-                            report.divergences.push(d);
+                            });
+                            match d {
+                                Some(_) if compacted => {
+                                    report.resets_after_compaction.push(q.seq);
+                                    diags.push(
+                                        Diagnostic::note(
+                                            DiagnosticKind::SnapshotReset,
+                                            format!(
+                                                "llm.request seq {} starts a new history after \
+                                                 compaction",
+                                                q.seq
+                                            ),
+                                        )
+                                        .at(i)
+                                        .in_run(Some(&q.run_id)),
+                                    );
+                                }
+                                Some(d) => {
+                                    diags.push(
+                                        Diagnostic::warning(
+                                            DiagnosticKind::SnapshotDivergence,
+                                            divergence_message(&d),
+                                        )
+                                        .at(i)
+                                        .in_run(Some(&q.run_id)),
+                                    );
+                                    report.divergences.push(d);
+                                }
+                                None => {}
+                            }
                         }
+                        let own = response
+                            .as_ref()
+                            .and_then(|resp| own_response_position_split(&current, resp));
+                        (current.len(), own)
                     }
+                };
+                if let Some(o) = own {
+                    report.over_inclusive.push(q.seq);
+                    diags.push(over_inclusive_diagnostic(q, i, o));
                 }
                 compacted = false;
-                previous = Some((q.seq, i, current));
+                previous = Some((q.seq, i, raw, len));
             }
             _ => {}
         }
     }
     (report, diags)
+}
+
+/// The first index at which `current` stops extending `prev` (its length when it is a strict
+/// prefix of `prev`), or `None` when it extends it.
+fn first_divergence(prev: &[&RawValue], current: &[&RawValue]) -> Option<usize> {
+    let common = prev.len().min(current.len());
+    (0..common)
+        .find(|&k| !same_json(prev[k], current[k]))
+        .or((current.len() < prev.len()).then_some(current.len()))
+}
+
+/// When the JSON array text `cur` starts with every element of the array text `prev`, spelled
+/// the same, returns the remaining elements as a JSON array text (`"[]"` when there are none).
+///
+/// Sound without parsing: `prev` without its closing `]` is a prefix of `cur`, and what follows
+/// in `cur` is `,` or `]`; a complete JSON value followed by `,` or `]` cannot continue, so the
+/// element boundaries agree. Only compact spelling qualifies (anything else returns `None` and
+/// takes the parsing path).
+fn appended_elements(prev: &str, cur: &str) -> Option<String> {
+    let body = prev.strip_suffix(']')?;
+    if !body.starts_with('[') || !cur.starts_with('[') {
+        return None;
+    }
+    if body == "[" {
+        return Some(cur.to_owned());
+    }
+    if body.ends_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let rest = cur.strip_prefix(body)?;
+    if rest.starts_with(']') {
+        Some("[]".to_owned())
+    } else {
+        rest.strip_prefix(',').map(|r| format!("[{r}"))
+    }
 }
 
 fn divergence_message(d: &Divergence) -> String {
@@ -761,5 +829,94 @@ mod tests {
     fn key_order_and_spacing_do_not_hide_the_own_response() {
         let reordered = r#"{"content": "ok", "role": "assistant"}"#;
         assert!(own_response_position(&arr(&[SYS, USER, reordered]), &arr(&[OK])).is_some());
+    }
+
+    fn request(seq: i64, messages: &str) -> Record {
+        let line = format!(
+            r#"{{"type":"llm.request","run_id":"r","ts":"2026-01-01T00:00:00.000Z","seq":{seq},"input":{{"messages":{messages},"tools":null,"tool_choice":null}}}}"#
+        );
+        session_schema::parse_record(line.as_bytes()).unwrap().value
+    }
+
+    fn response(seq: i64, messages: &str) -> Record {
+        let line = format!(
+            r#"{{"type":"llm.response","run_id":"r","ts":"2026-01-01T00:00:01.000Z","seq":{seq},"output":{{"messages":{messages},"usage":null,"stop_reason":null,"provider_meta":null}}}}"#
+        );
+        session_schema::parse_record(line.as_bytes()).unwrap().value
+    }
+
+    /// The report computed the slow way: split every snapshot and compare element by element.
+    fn naive(records: &[Record]) -> (Vec<(i64, usize)>, Vec<i64>) {
+        let mut divergences = Vec::new();
+        let mut over = Vec::new();
+        let mut prev: Option<Vec<&RawValue>> = None;
+        for (i, r) in records.iter().enumerate() {
+            let Record::LlmRequest(q) = r else { continue };
+            let cur = split_array(q.input.messages.get()).unwrap();
+            if let Some(p) = &prev
+                && let Some(k) = first_divergence(p, &cur)
+            {
+                divergences.push((q.seq, k));
+            }
+            let resp = records[i + 1..].iter().find_map(|r| match r {
+                Record::LlmResponse(x) if x.seq == q.seq => Some(x),
+                _ => None,
+            });
+            if let Some(resp) = resp
+                && own_response_position_split(
+                    &cur,
+                    &split_array(resp.output.messages.get()).unwrap(),
+                )
+                .is_some()
+            {
+                over.push(q.seq);
+            }
+            prev = Some(cur);
+        }
+        (divergences, over)
+    }
+
+    const ALPHABET: &[&str] = &[
+        SYS,
+        USER,
+        CALL,
+        RESULT,
+        OK,
+        r#"{ "role": "user", "content": "q" }"#,
+    ];
+
+    proptest::proptest! {
+        /// The prefix fast path of `check_snapshots` agrees with splitting every snapshot.
+        #[test]
+        fn fast_path_agrees_with_splitting(
+            steps in proptest::collection::vec(
+                (proptest::collection::vec(0..ALPHABET.len(), 0..4), 0..3usize, proptest::collection::vec(0..ALPHABET.len(), 0..3)),
+                1..6,
+            )
+        ) {
+            let mut history: Vec<&str> = Vec::new();
+            let mut records = Vec::new();
+            for (seq, (append, drop, answer)) in steps.iter().enumerate() {
+                let seq = seq as i64 + 1;
+                // Mostly extend; sometimes drop messages from the end (a divergence).
+                history.truncate(history.len().saturating_sub(*drop % 3 / 2));
+                history.extend(append.iter().map(|k| ALPHABET[*k]));
+                let answer: Vec<&str> = answer.iter().map(|k| ALPHABET[*k]).collect();
+                // Sometimes the snapshot already holds its own response.
+                let mut snapshot = history.clone();
+                if *drop == 2 {
+                    snapshot.extend(answer.iter().copied());
+                }
+                records.push(request(seq, &arr(&snapshot)));
+                records.push(response(seq, &arr(&answer)));
+                history = snapshot;
+                history.extend(answer.iter().copied());
+            }
+            let (report, _) = check_snapshots(&records);
+            let (divergences, over) = naive(&records);
+            let got: Vec<(i64, usize)> = report.divergences.iter().map(|d| (d.seq, d.message_index)).collect();
+            proptest::prop_assert_eq!(got, divergences);
+            proptest::prop_assert_eq!(report.over_inclusive, over);
+        }
     }
 }
