@@ -10,8 +10,10 @@ use crate::error::{Result, StateError};
 use crate::fsutil::{chain_digest, line_digest};
 use crate::types::{DamageKind, MessageDamage};
 
-/// Serialized message lines (compact JSON + `\n` each) with their digests.
+/// Serialized message lines (compact JSON + `\n` each) with their digests, for the messages
+/// `base..` of a list (`base` > 0 when the prefix is known to be stored already).
 pub(crate) struct Lines {
+    pub(crate) base: usize,
     pub(crate) lines: Vec<Vec<u8>>,
     pub(crate) digests: Vec<u64>,
 }
@@ -19,9 +21,20 @@ pub(crate) struct Lines {
 impl Lines {
     /// Serializes `messages` the way the reference does (`JSON.stringify(m) + "\n"`).
     pub(crate) fn serialize(session_id: &str, messages: &[BaseMessage]) -> Result<Lines> {
-        let mut lines = Vec::with_capacity(messages.len());
-        let mut digests = Vec::with_capacity(messages.len());
-        for (index, m) in messages.iter().enumerate() {
+        Lines::serialize_from(session_id, messages, 0)
+    }
+
+    /// Serializes `messages[base..]` only.
+    pub(crate) fn serialize_from(
+        session_id: &str,
+        messages: &[BaseMessage],
+        base: usize,
+    ) -> Result<Lines> {
+        let tail = messages.get(base..).unwrap_or(&[]);
+        let mut lines = Vec::with_capacity(tail.len());
+        let mut digests = Vec::with_capacity(tail.len());
+        for (i, m) in tail.iter().enumerate() {
+            let index = base + i;
             let json = serde_json::to_vec(m).map_err(|source| StateError::Serialize {
                 session_id: session_id.to_owned(),
                 index,
@@ -32,11 +45,21 @@ impl Lines {
             digests.push(line_digest(&line));
             lines.push(line);
         }
-        Ok(Lines { lines, digests })
+        Ok(Lines {
+            base,
+            lines,
+            digests,
+        })
     }
 
-    /// `(byte length, digest chain)` of the first `n` lines.
+    /// Number of messages in the whole list (`base` + serialized ones).
+    pub(crate) fn count(&self) -> usize {
+        self.base + self.lines.len()
+    }
+
+    /// `(byte length, digest chain)` of the first `n` lines (requires `base == 0`).
     pub(crate) fn prefix(&self, n: usize) -> (u64, u64) {
+        debug_assert_eq!(self.base, 0);
         let mut len = 0u64;
         let mut chain = crate::fsutil::EMPTY_DIGEST;
         for (line, d) in self.lines.iter().zip(&self.digests).take(n) {
@@ -46,26 +69,28 @@ impl Lines {
         (len, chain)
     }
 
-    /// Extends a digest chain with lines `from..`.
+    /// Extends a digest chain with lines `from..` (`from >= base`).
     pub(crate) fn extend_digest(&self, mut chain: u64, from: usize) -> u64 {
-        for d in &self.digests[from..] {
+        for d in &self.digests[from - self.base..] {
             chain = chain_digest(chain, *d);
         }
         chain
     }
 
-    /// Concatenation of lines `from..`.
+    /// Concatenation of lines `from..` (`from >= base`).
     pub(crate) fn concat(&self, from: usize) -> Vec<u8> {
-        let total: usize = self.lines[from..].iter().map(Vec::len).sum();
+        let rest = &self.lines[from - self.base..];
+        let total: usize = rest.iter().map(Vec::len).sum();
         let mut out = Vec::with_capacity(total);
-        for l in &self.lines[from..] {
+        for l in rest {
             out.extend_from_slice(l);
         }
         out
     }
 
-    /// Total byte length.
+    /// Total byte length (requires `base == 0`).
     pub(crate) fn total_len(&self) -> u64 {
+        debug_assert_eq!(self.base, 0);
         self.lines.iter().map(|l| l.len() as u64).sum()
     }
 }

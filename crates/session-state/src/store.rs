@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
-use session_schema::{Num, RawJson, SessionState, Timestamp, check_id};
+use session_schema::{BaseMessage, Num, RawJson, SessionState, Timestamp, check_id};
 
 use crate::db::{self, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
@@ -38,6 +38,19 @@ pub struct StateStore {
     pub(crate) db_path: PathBuf,
     pub(crate) conn: Mutex<Connection>,
     pub(crate) options: StoreOptions,
+    /// Message lists of the last few sessions saved through this store, so that the next
+    /// save of the same session serializes only the new messages.
+    cache: Mutex<Vec<CachedSession>>,
+}
+
+/// Sessions kept in [`StateStore`]'s save cache.
+const CACHED_SESSIONS: usize = 8;
+
+/// What this store last committed for one session.
+struct CachedSession {
+    session_id: String,
+    generation: Generation,
+    messages: Vec<BaseMessage>,
 }
 
 impl std::fmt::Debug for StateStore {
@@ -105,6 +118,7 @@ impl StateStore {
             db_path,
             conn: Mutex::new(conn),
             options,
+            cache: Mutex::new(Vec::new()),
         };
         store.roll_forward_all()?;
         Ok(store)
@@ -249,8 +263,14 @@ impl StateStore {
     ) -> Result<SaveReport> {
         let id = state.session_id.as_str();
         checked(id)?;
-        // CPU work before taking the lock.
-        let lines = Lines::serialize(id, &state.messages)?;
+        // CPU work before taking the lock. When this store committed a prefix of the list
+        // (checked by value, not by serializing), only the new messages are serialized;
+        // whether that prefix is still the committed one is checked under the lock.
+        let cached = self.cached_prefix(id, &state.messages);
+        let mut lines = match cached {
+            Some((_, k)) => Lines::serialize_from(id, &state.messages, k)?,
+            None => Lines::serialize(id, &state.messages)?,
+        };
         let meta_json = match &state.meta {
             Some(m) => Some(
                 String::from_utf8(crate::compact::compact_json(m.get().as_bytes())).map_err(
@@ -305,9 +325,17 @@ impl StateStore {
         let new_counter = old_counter + 1;
 
         // Append when our committed prefix is exactly the start of the new list.
+        let cache_valid = match (cached, &files) {
+            (Some((g, k)), Some(f)) => Some(g) == current && f.file_lines == k as u64,
+            _ => false,
+        };
+        if cached.is_some() && !cache_valid {
+            lines = Lines::serialize(id, &state.messages)?;
+        }
         let append_from: Option<(usize, u64, u64)> = match (&stored, &files) {
+            (_, Some(f)) if cache_valid => Some((f.file_lines as usize, f.file_len, f.file_digest)),
             (None, _) => Some((0, 0, EMPTY_DIGEST)),
-            (Some(_), Some(f)) if (f.file_lines as usize) <= lines.lines.len() => {
+            (Some(_), Some(f)) if (f.file_lines as usize) <= lines.count() => {
                 let n = f.file_lines as usize;
                 let (len, digest) = lines.prefix(n);
                 (len == f.file_len && digest == f.file_digest).then_some((n, len, digest))
@@ -325,6 +353,9 @@ impl StateStore {
                 if stored.is_some() && actual < committed_len {
                     // Someone cut the file below what we committed: rewrite it whole.
                     drop(file);
+                    if lines.base != 0 {
+                        lines = Lines::serialize(id, &state.messages)?;
+                    }
                     self.rewrite(id, &lines, new_counter, &mut pending_file)?
                 } else {
                     if actual != committed_len {
@@ -355,7 +386,7 @@ impl StateStore {
                     let len = committed_len + new_bytes.len() as u64;
                     (
                         SaveMode::Appended {
-                            messages: (lines.lines.len() - n) as u64,
+                            messages: (lines.count() - n) as u64,
                         },
                         new_bytes.len() as u64,
                         len,
@@ -406,18 +437,19 @@ impl StateStore {
                 new_counter as i64,
                 fresh.generation.row as i64,
                 file_len as i64,
-                lines.lines.len() as i64,
+                lines.count() as i64,
                 file_digest as i64,
                 pending_file,
             ],
         )
         .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
         tx.commit()?;
-        self.fault(FaultPoint::Committed)?;
         let generation = Generation {
             counter: new_counter,
             row: fresh.generation.row,
         };
+        self.remember(id, generation, &state.messages, if cache_valid { cached } else { None });
+        self.fault(FaultPoint::Committed)?;
         match &pending_file {
             Some(name) => {
                 let tmp = dir.join(name);
@@ -436,6 +468,51 @@ impl StateStore {
             mode,
             bytes_written,
         })
+    }
+
+    /// `(generation, k)` when the cache says this store committed `messages[..k]` as
+    /// generation `generation` (compared by value).
+    fn cached_prefix(&self, id: &str, messages: &[BaseMessage]) -> Option<(Generation, usize)> {
+        let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = cache.iter().find(|c| c.session_id == id)?;
+        let k = entry.messages.len();
+        (k <= messages.len() && entry.messages[..] == messages[..k]).then_some((entry.generation, k))
+    }
+
+    /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).
+    fn remember(
+        &self,
+        id: &str,
+        generation: Generation,
+        messages: &[BaseMessage],
+        extended: Option<(Generation, usize)>,
+    ) {
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut entry = match cache.iter().position(|c| c.session_id == id) {
+            Some(i) => cache.remove(i),
+            None => CachedSession {
+                session_id: id.to_owned(),
+                generation,
+                messages: Vec::new(),
+            },
+        };
+        match extended {
+            // The cached list is a prefix of `messages`: clone only the new ones.
+            Some((_, k)) if entry.messages.len() == k => {
+                entry.messages.extend_from_slice(&messages[k..]);
+            }
+            _ => entry.messages = messages.to_vec(),
+        }
+        entry.generation = generation;
+        cache.push(entry);
+        if cache.len() > CACHED_SESSIONS {
+            cache.remove(0);
+        }
+    }
+
+    fn forget(&self, id: &str) {
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.retain(|c| c.session_id != id);
     }
 
     /// Writes the complete list to a temp file that becomes the committed content
@@ -726,6 +803,7 @@ impl StateStore {
     /// [`StateError::Busy`].
     pub fn delete(&self, session_id: &str) -> Result<crate::types::DeleteReport> {
         checked(session_id)?;
+        self.forget(session_id);
         let mut report = crate::types::DeleteReport::default();
         let legacy = self.legacy_path(session_id)?;
         report.legacy_file = fsutil::remove_if_exists(&legacy)?;

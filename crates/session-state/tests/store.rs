@@ -503,3 +503,31 @@ fn an_uncommitted_tail_is_ignored_then_cut() {
     store.save(&other).unwrap();
     assert_eq!(store.load(ID).unwrap().unwrap().state.messages, other.messages);
 }
+
+#[test]
+fn two_stores_on_one_root_never_trust_a_stale_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = StateStore::open(dir.path()).unwrap();
+    let b = StateStore::open(dir.path()).unwrap();
+    let mut s = state(ID, 3, "a");
+    a.save(&s).unwrap();
+    s.messages.push(msg("assistant", "from b"));
+    assert_eq!(b.save(&s).unwrap().mode, SaveMode::Appended { messages: 1 });
+    s.messages.push(msg("user", "from a again"));
+    // a's cache knows 3 messages at an older generation: it must not append after them.
+    assert_eq!(a.save(&s).unwrap().mode, SaveMode::Appended { messages: 1 });
+    // b rewrites history, a then saves its own (diverged) view.
+    let mut other = s.clone();
+    other.messages[0] = msg("user", "changed by b");
+    b.save(&other).unwrap();
+    s.messages.push(msg("assistant", "a continues"));
+    assert_eq!(a.save(&s).unwrap().mode, SaveMode::Rewritten);
+    for store in [&a, &b] {
+        let loaded = store.load(ID).unwrap().unwrap();
+        assert_eq!(loaded.state.messages, s.messages);
+        assert!(loaded.damage.is_empty());
+    }
+    let file = fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap();
+    let want: Vec<u8> = s.messages.iter().flat_map(|m| session_schema::to_line(m).unwrap()).collect();
+    assert_eq!(file, want);
+}
