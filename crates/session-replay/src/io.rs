@@ -17,12 +17,24 @@ use crate::run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A run file could not be found or read.
-    #[error("cannot read run {run_id}")]
-    Run {
-        /// The run id (or the file path when read by path).
+    /// A run file could not be opened or read.
+    #[error("cannot read run log {}", path.display())]
+    ReadRun {
+        /// The run file.
+        path: PathBuf,
+        /// The underlying failure (with the line and byte offset where reading stopped).
+        #[source]
+        source: session_jsonl::JsonlError,
+    },
+    /// A run could not be found under the sessions root (unsafe id, no such file, or the tree
+    /// could not be listed).
+    #[error("cannot find run {run_id} under {}", root.display())]
+    FindRun {
+        /// The run id.
         run_id: String,
-        /// The underlying failure (carries the path, line and byte offset).
+        /// The sessions root searched.
+        root: PathBuf,
+        /// The underlying failure.
         #[source]
         source: session_jsonl::JsonlError,
     },
@@ -41,10 +53,10 @@ pub enum Error {
 /// [`verify_run`] plus the reader's reports on repaired lines.
 ///
 /// # Errors
-/// [`Error::Run`] when the file cannot be opened or read.
+/// [`Error::ReadRun`] when the file cannot be opened or read.
 pub fn read_run(path: &Path) -> Result<(RunLog, Vec<Diagnostic>), Error> {
-    let read = session_jsonl::read_run(path).map_err(|source| Error::Run {
-        run_id: path.display().to_string(),
+    let read = session_jsonl::read_run(path).map_err(|source| Error::ReadRun {
+        path: path.to_owned(),
         source,
     })?;
     Ok(run_log_from_read(read))
@@ -55,18 +67,23 @@ pub fn read_run(path: &Path) -> Result<(RunLog, Vec<Diagnostic>), Error> {
 /// [`DiagnosticKind::HeaderProblem`] diagnostics naming them.
 ///
 /// # Errors
-/// [`Error::Run`]: unsafe id, not found, or unreadable.
+/// [`Error::FindRun`] (unsafe id, not found) or [`Error::ReadRun`].
 pub fn find_and_read_run(
     sessions_root: &Path,
     run_id: &str,
     started_at: Option<&Timestamp>,
 ) -> Result<(RunLog, Vec<Diagnostic>), Error> {
-    let wrap = |source| Error::Run {
-        run_id: run_id.to_owned(),
+    let found = session_jsonl::find_run(sessions_root, run_id, started_at).map_err(|source| {
+        Error::FindRun {
+            run_id: run_id.to_owned(),
+            root: sessions_root.to_owned(),
+            source,
+        }
+    })?;
+    let read = session_jsonl::read_run(&found.path).map_err(|source| Error::ReadRun {
+        path: found.path.clone(),
         source,
-    };
-    let found = session_jsonl::find_run(sessions_root, run_id, started_at).map_err(wrap)?;
-    let read = session_jsonl::read_run(&found.path).map_err(wrap)?;
+    })?;
     let (log, mut diags) = run_log_from_read(read);
     for dup in &found.duplicates {
         diags.push(
@@ -168,11 +185,12 @@ pub fn read_runs(
 /// (`<root>/YYYY/MM/DD/<run_id>.jsonl`), for messages.
 ///
 /// # Errors
-/// [`Error::Run`] when the run id is not safe as a file name.
+/// [`Error::FindRun`] when the run id is not safe as a file name.
 pub fn conventional_path(sessions_root: &Path, meta: &RunMeta) -> Result<PathBuf, Error> {
     session_jsonl::run_path(sessions_root, &meta.run_id, &meta.started_at).map_err(|source| {
-        Error::Run {
+        Error::FindRun {
             run_id: meta.run_id.clone(),
+            root: sessions_root.to_owned(),
             source,
         }
     })
