@@ -203,3 +203,56 @@ fn prop_assert_prefix(
     assert!(part.len() <= whole.len(), "cut {cut}");
     assert_eq!(part, &whole[..part.len()], "cut {cut}");
 }
+
+/// Every record of the reference fixture, with lines of the data cases, as a pool for
+/// shuffled logs.
+fn record_pool() -> &'static Vec<session_schema::Record> {
+    static POOL: std::sync::OnceLock<Vec<session_schema::Record>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures/codelia-runtime/sessions/2026/11/30");
+        let mut pool = Vec::new();
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for f in files {
+            let read = read_bytes(&std::fs::read(f).unwrap());
+            pool.extend(read.records.into_iter().map(|r| r.parsed.value));
+        }
+        pool
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Records in any order, from any runs, with any gaps: every pure function returns without
+    /// panicking, and the invocation list accounts for every request.
+    #[test]
+    fn shuffled_records_never_panic(picks in prop::collection::vec(any::<prop::sample::Index>(), 0..60),
+                                    seq in prop::option::of(0i64..12)) {
+        let pool = record_pool();
+        let records: Vec<session_schema::Record> =
+            picks.iter().map(|i| pool[i.index(pool.len())].clone()).collect();
+        let requests = records
+            .iter()
+            .filter(|r| matches!(r, session_schema::Record::LlmRequest(_)))
+            .count();
+        let (invs, _) = invocations(&records);
+        prop_assert_eq!(invs.iter().filter(|i| i.request.is_some()).count(), requests);
+        let _ = session_replay::prompt_at(&records, seq);
+        let _ = session_replay::prompt_at(&records, None);
+        let _ = session_replay::check_snapshots(&records);
+        let _ = session_replay::history_from_run(&records);
+        let t = session_replay::transcript(&records);
+        let _ = render_markdown(&t);
+        let log = session_replay::RunLog::from_records(records);
+        let _ = session_replay::verify_run(&log);
+        let logs = vec![log.clone(), log];
+        let _ = session_replay::session_history(&logs, session_replay::HistoryOptions { max_runs: 1, max_events: 3 });
+        let _ = session_replay::stats(&logs);
+        let _ = session_replay::session_invocations(&logs);
+    }
+}
