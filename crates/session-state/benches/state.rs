@@ -10,7 +10,8 @@
 //! 3. `runs_for_session` at 100k runs vs the reference's approach (walk the date directories,
 //!    stat every file, read the first line of each and keep headers with the session id).
 //!
-//! `SESSION_BENCH_SCALE=0.1` shrinks every size for a quick run. Runs as
+//! `SESSION_BENCH_SCALE=0.1` shrinks every size for a quick run; `SESSION_BENCH_ONLY=growth`
+//! (or `list`, `runs`) runs one section. Runs as
 //! `cargo bench -p session-state --bench state`.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use session_schema::{BaseMessage, RawJson, SessionState, Timestamp, parse_message};
-use session_state::{ListQuery, StateStore, summarize};
+use session_state::{Durability, ListQuery, StateStore, StoreOptions, summarize};
 
 fn scale() -> f64 {
     std::env::var("SESSION_BENCH_SCALE")
@@ -132,7 +133,7 @@ struct Measured {
     io_bytes: Option<u64>,
 }
 
-fn growth(n: usize, ours: bool) -> Measured {
+fn growth(n: usize, ours: Option<Durability>) -> Measured {
     let dir = tempfile::tempdir().unwrap();
     let mut state = SessionState {
         schema_version: Some(1i64.into()),
@@ -143,8 +144,17 @@ fn growth(n: usize, ours: bool) -> Measured {
         ..Default::default()
     };
     let messages: Vec<BaseMessage> = (0..n).map(message).collect();
-    let store = ours.then(|| StateStore::open(dir.path()).unwrap());
-    let reference = (!ours).then(|| ReferenceStore::open(dir.path()));
+    let store = ours.map(|durability| {
+        StateStore::open_with(
+            dir.path(),
+            StoreOptions {
+                durability,
+                ..StoreOptions::default()
+            },
+        )
+        .unwrap()
+    });
+    let reference = ours.is_none().then(|| ReferenceStore::open(dir.path()));
     let io0 = wchar();
     let start = Instant::now();
     let mut file_bytes = 0;
@@ -280,6 +290,10 @@ fn reference_runs_for_session(root: &Path, session: &str) -> usize {
     found
 }
 
+fn enabled(section: &str) -> bool {
+    std::env::var("SESSION_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s == section))
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
@@ -287,34 +301,55 @@ fn ms(d: Duration) -> String {
 fn main() {
     println!("session-state benchmarks (SESSION_BENCH_SCALE={})", scale());
 
-    // 1. Growth.
+    if enabled("growth") {
+        bench_growth();
+    }
+    if enabled("list") {
+        bench_list();
+    }
+    if enabled("runs") {
+        bench_runs();
+    }
+}
+
+fn bench_growth() {
     let n = scaled(500);
-    let ours = growth(n, true);
-    let reference = growth(n, false);
+    let reference = growth(n, None);
+    let synced = growth(n, Some(Durability::Sync));
+    let nosync = growth(n, Some(Durability::NoSync));
     println!("\n## session growing to {n} messages (~2 KB each), saved after every message");
-    println!("| | ours | reference | ours / reference |");
-    println!("|---|---|---|---|");
+    println!("| | ours (Durability::Sync) | ours (Durability::NoSync) | reference | Sync / reference | NoSync / reference |");
+    println!("|---|---|---|---|---|---|");
+    let ratio = |ours: f64, reference: f64| format!("1/{:.1}", reference / ours);
     println!(
-        "| time | {} | {} | 1/{:.1} |",
-        ms(ours.time),
+        "| time | {} | {} | {} | {} | {} |",
+        ms(synced.time),
+        ms(nosync.time),
         ms(reference.time),
-        reference.time.as_secs_f64() / ours.time.as_secs_f64()
+        ratio(synced.time.as_secs_f64(), reference.time.as_secs_f64()),
+        ratio(nosync.time.as_secs_f64(), reference.time.as_secs_f64())
     );
     println!(
-        "| message-file bytes | {} | {} | 1/{:.1} |",
-        ours.file_bytes,
+        "| message-file bytes | {} | {} | {} | {} | {} |",
+        synced.file_bytes,
+        nosync.file_bytes,
         reference.file_bytes,
-        reference.file_bytes as f64 / ours.file_bytes as f64
+        ratio(synced.file_bytes as f64, reference.file_bytes as f64),
+        ratio(nosync.file_bytes as f64, reference.file_bytes as f64)
     );
-    if let (Some(o), Some(r)) = (ours.io_bytes, reference.io_bytes) {
+    if let (Some(o), Some(u), Some(r)) = (synced.io_bytes, nosync.io_bytes, reference.io_bytes) {
         println!(
-            "| all bytes written (incl. SQLite WAL) | {o} | {r} | 1/{:.1} |",
-            r as f64 / o as f64
+            "| all bytes written (incl. SQLite WAL) | {o} | {u} | {r} | {} | {} |",
+            ratio(o as f64, r as f64),
+            ratio(u as f64, r as f64)
         );
     }
-    println!("(ours fsyncs the file, the directory on creation and the WAL on every save; the reference never fsyncs)");
+    println!(
+        "(Sync: fdatasync of the messages file and fsync of the WAL on every save; NoSync and the reference never fsync)"
+    );
+}
 
-    // 2. list at 100k sessions.
+fn bench_list() {
     let sessions = scaled(100_000);
     let dir = tempfile::tempdir().unwrap();
     populate_sessions(dir.path(), sessions);
@@ -340,9 +375,9 @@ fn main() {
         r_first.as_secs_f64() / t_first_ws.as_secs_f64()
     );
     println!("| full list | {} | {} | {:.2} |", ms(t_full), ms(r_full), t_full.as_secs_f64() / r_full.as_secs_f64());
-    drop((store, conn, dir));
+}
 
-    // 3. runs_for_session at 100k runs.
+fn bench_runs() {
     let runs = scaled(100_000);
     let per_session = 10;
     let dir = tempfile::tempdir().unwrap();

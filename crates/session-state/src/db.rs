@@ -169,12 +169,15 @@ impl Drop for ReadTx<'_> {
     }
 }
 
-/// Opens `state.db` under `root`: creates it with mode 0600 when missing, switches it to WAL,
-/// sets `synchronous=FULL` and the busy timeout, creates or migrates the reference's schema
+/// Opens `state.db` under `root`: creates it with mode 0600 (and 1 KiB pages) when missing,
+/// switches it to WAL, sets `synchronous` per the durability option and the busy timeout, creates or migrates the reference's schema
 /// and adds our tables.
-pub(crate) fn open_db(db_path: &Path, busy_timeout: Duration, max_wait: Duration) -> Result<Connection> {
+pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> Result<Connection> {
+    let busy_timeout = options.busy_timeout;
+    let max_wait = options.max_busy_wait;
     // Create the file ourselves so it gets 0600; SQLite gives `-wal`/`-shm` the same mode.
-    if !db_path.exists() {
+    let fresh = !db_path.exists();
+    if fresh {
         let (_f, _) = crate::fsutil::open_private_rw(db_path)?;
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -197,11 +200,22 @@ pub(crate) fn open_db(db_path: &Path, busy_timeout: Duration, max_wait: Duration
         },
     )
     .map_err(db_err(db_path, "register function"))?;
+    if fresh {
+        // Small pages: a save rewrites a few b-tree pages of session_state, session_files and
+        // the index, and every rewritten page goes to the WAL whole. The reference reads any
+        // page size.
+        conn.execute_batch("PRAGMA page_size = 1024")
+            .map_err(db_err(db_path, "set page_size"))?;
+    }
     let mode: String = retry_busy(db_path, max_wait, "set journal_mode=WAL", || {
         conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
     })?;
     let _ = mode;
-    conn.execute_batch("PRAGMA synchronous = FULL")
+    let sync = match options.durability {
+        crate::types::Durability::NoSync => "PRAGMA synchronous = NORMAL",
+        _ => "PRAGMA synchronous = FULL",
+    };
+    conn.execute_batch(sync)
         .map_err(db_err(db_path, "set synchronous"))?;
     if !schema_is_current(&conn).map_err(db_err(db_path, "read schema"))? {
         init_schema(&conn, db_path, max_wait)?;

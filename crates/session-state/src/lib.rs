@@ -67,7 +67,7 @@ pub use summary::{Summary, display_content_json, summarize, summarize_lines, wor
 #[doc(hidden)]
 pub use types::FaultHook;
 pub use types::{
-    DamageKind, DeleteReport, EntrySource, FaultPoint, Generation, ListCursor, ListDiagnostic,
+    DamageKind, DeleteReport, Durability, EntrySource, FaultPoint, Generation, ListCursor, ListDiagnostic,
     ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
     MigrationEntry, MigrationOutcome, MigrationReport, SaveMode, SaveReport, StoreOptions,
     WorkspaceFilter,

@@ -16,7 +16,7 @@ use crate::fsutil::{self, EMPTY_DIGEST};
 use crate::messages::{Lines, parse_messages};
 use crate::summary::summarize;
 use crate::types::{
-    DamageKind, FaultPoint, Generation, LoadNote, LoadSource, LoadedSession, MessageDamage,
+    DamageKind, Durability, FaultPoint, Generation, LoadNote, LoadSource, LoadedSession, MessageDamage,
     SaveMode, SaveReport, StoreOptions,
 };
 
@@ -86,7 +86,7 @@ impl StateStore {
     ///
     /// Creates `sessions_root`, `messages/` and `state/` (mode 0700 when created) and
     /// `state.db` (mode 0600) with the reference's exact `session_state` schema and index,
-    /// WAL journal, `synchronous=FULL` and a busy timeout. A database the reference created is
+    /// WAL journal, `synchronous=FULL` (see [`StoreOptions::durability`]) and a busy timeout. A database the reference created is
     /// migrated the way it would migrate it (`ADD COLUMN workspace_root`), plus a backfill of
     /// `workspace_root` from `meta_json`; our bookkeeping lives in the additional tables
     /// `session_files` and `runs` and in `PRAGMA user_version`.
@@ -112,7 +112,7 @@ impl StateStore {
         fsutil::create_dir_private(&root.join("messages"))?;
         fsutil::create_dir_private(&root.join("state"))?;
         let db_path = db::db_path(&root);
-        let conn = db::open_db(&db_path, options.busy_timeout, options.max_busy_wait)?;
+        let conn = db::open_db(&db_path, &options)?;
         let store = StateStore {
             root,
             db_path,
@@ -167,6 +167,18 @@ impl StateStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn sync(&self) -> bool {
+        self.options.durability == Durability::Sync
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        if self.sync() {
+            fsutil::sync_dir(dir)
+        } else {
+            Ok(())
+        }
+    }
+
     fn fault(&self, point: FaultPoint) -> Result<()> {
         match &self.options.fault_hook {
             Some(hook) if hook(point) => Err(StateError::InjectedFault { point }),
@@ -177,12 +189,15 @@ impl StateStore {
     /// Reads the row and our bookkeeping for `session_id` (inside the caller's transaction).
     fn read_stored(&self, conn: &Connection, session_id: &str) -> Result<Option<Stored>> {
         let values: Option<Vec<Value>> = conn
-            .query_row(
-                &format!("SELECT {ROW_COLUMNS} FROM session_state WHERE session_id = ?1"),
-                [session_id],
-                |r| (0..9).map(|i| r.get::<_, Value>(i)).collect(),
-            )
-            .optional()
+            .prepare_cached(&format!(
+                "SELECT {ROW_COLUMNS} FROM session_state WHERE session_id = ?1"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row([session_id], |r| {
+                    (0..9).map(|i| r.get::<_, Value>(i)).collect()
+                })
+                .optional()
+            })
             .map_err(db_err(&self.db_path, "read session row"))?;
         let Some(values) = values else {
             return Ok(None);
@@ -190,13 +205,16 @@ impl StateStore {
         let refs: Vec<ValueRef<'_>> = values.iter().map(ValueRef::from).collect();
         let fp = db::row_fingerprint(&refs);
         let files: Option<(i64, i64, i64, i64, i64, Option<String>)> = conn
-            .query_row(
+            .prepare_cached(
                 "SELECT generation, row_fingerprint, file_len, file_lines, file_digest, pending_file \
                  FROM session_files WHERE session_id = ?1",
-                [session_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
             )
-            .optional()
+            .and_then(|mut stmt| {
+                stmt.query_row([session_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                })
+                .optional()
+            })
             .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
         let (counter, files) = match files {
             Some((g, rfp, len, lines, digest, pending)) => {
@@ -374,12 +392,14 @@ impl StateStore {
                         self.fault(FaultPoint::AppendWritten)?;
                     }
                     if !new_bytes.is_empty() || actual != committed_len || created {
-                        file.sync_data()
-                            .map_err(|e| StateError::io("fsync", &main, e))?;
+                        if self.sync() {
+                            file.sync_data()
+                                .map_err(|e| StateError::io("fsync", &main, e))?;
+                        }
                         self.fault(FaultPoint::AppendSynced)?;
                     }
                     if created {
-                        fsutil::sync_dir(&dir)?;
+                        self.sync_dir(&dir)?;
                         self.fault(FaultPoint::AppendDirSynced)?;
                     }
                     let digest = lines.extend_digest(committed_digest, n);
@@ -399,14 +419,15 @@ impl StateStore {
 
         // The commit point: the reference's row and our bookkeeping in one transaction.
         let err = db_err(&self.db_path, "write session row");
-        conn.execute(
+        conn.prepare_cached(
             "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
              ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
              invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
              message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
              workspace_root = excluded.workspace_root",
-            params![
+        )
+        .and_then(|mut stmt| stmt.execute(params![
                 id,
                 state.updated_at.as_str(),
                 state.run_id,
@@ -416,8 +437,7 @@ impl StateStore {
                 summary.message_count as i64,
                 summary.last_user_message,
                 summary.workspace_root,
-            ],
-        )
+            ]))
         .map_err(err)?;
         let fresh = self
             .read_stored(&conn, id)?
@@ -426,13 +446,14 @@ impl StateStore {
                 context: "re-read session row",
                 source: rusqlite::Error::QueryReturnedNoRows,
             })?;
-        conn.execute(
+        conn.prepare_cached(
             "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
              ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, row_fingerprint = excluded.row_fingerprint, \
              file_len = excluded.file_len, file_lines = excluded.file_lines, file_digest = excluded.file_digest, \
              pending_file = excluded.pending_file",
-            params![
+        )
+        .and_then(|mut stmt| stmt.execute(params![
                 id,
                 new_counter as i64,
                 fresh.generation.row as i64,
@@ -440,8 +461,7 @@ impl StateStore {
                 lines.count() as i64,
                 file_digest as i64,
                 pending_file,
-            ],
-        )
+            ]))
         .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
         tx.commit()?;
         let generation = Generation {
@@ -455,7 +475,7 @@ impl StateStore {
                 let tmp = dir.join(name);
                 fs::rename(&tmp, &main).map_err(|e| StateError::io("rename", &tmp, e))?;
                 self.fault(FaultPoint::Renamed)?;
-                fsutil::sync_dir(&dir)?;
+                self.sync_dir(&dir)?;
                 self.fault(FaultPoint::RenameDirSynced)?;
             }
             None => {
@@ -530,9 +550,11 @@ impl StateStore {
         f.write_all(&all)
             .map_err(|e| StateError::io("write", &tmp, e))?;
         self.fault(FaultPoint::TempWritten)?;
-        f.sync_all().map_err(|e| StateError::io("fsync", &tmp, e))?;
+        if self.sync() {
+            f.sync_all().map_err(|e| StateError::io("fsync", &tmp, e))?;
+        }
         self.fault(FaultPoint::TempSynced)?;
-        fsutil::sync_dir(&self.messages_dir())?;
+        self.sync_dir(&self.messages_dir())?;
         self.fault(FaultPoint::TempDirSynced)?;
         *pending = tmp
             .file_name()
@@ -549,7 +571,7 @@ impl StateStore {
     /// renamed.
     fn finish_rename(&self, tmp: &Path, main: &Path) -> Result<()> {
         match fs::rename(tmp, main) {
-            Ok(()) => fsutil::sync_dir(&self.messages_dir()),
+            Ok(()) => self.sync_dir(&self.messages_dir()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StateError::io("rename", tmp, e)),
         }
@@ -808,7 +830,7 @@ impl StateStore {
         let legacy = self.legacy_path(session_id)?;
         report.legacy_file = fsutil::remove_if_exists(&legacy)?;
         if report.legacy_file {
-            fsutil::sync_dir(&self.root.join("state"))?;
+            self.sync_dir(&self.root.join("state"))?;
         }
         let counter = {
             let conn = self.lock();
@@ -834,7 +856,7 @@ impl StateStore {
         report.messages_file = fsutil::remove_if_exists(&self.messages_path(session_id)?)?;
         fsutil::remove_if_exists(&self.temp_path(session_id, counter))?;
         fsutil::remove_if_exists(&self.temp_path(session_id, counter + 1))?;
-        fsutil::sync_dir(&self.messages_dir())?;
+        self.sync_dir(&self.messages_dir())?;
         Ok(report)
     }
 }

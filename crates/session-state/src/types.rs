@@ -19,11 +19,30 @@ pub struct StoreOptions {
     /// wait for each other; they never fail with "database is locked" while another process
     /// makes progress.
     pub max_busy_wait: Duration,
+    /// What a completed save survives (default [`Durability::Sync`]).
+    pub durability: Durability,
     /// Fault injection for crash-consistency tests: called at each [`FaultPoint`] of `save`;
     /// returning `true` stops the save right there, as a crash would (nothing is cleaned up),
     /// and `save` returns [`crate::StateError::InjectedFault`].
     #[doc(hidden)]
     pub fault_hook: Option<FaultHook>,
+}
+
+/// What a completed save survives. Both levels keep the crash-consistency guarantee for a
+/// crash of the process (the order of writes is the same); they differ for power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// fsync of the messages file (and of its directory after a create or rename) before the
+    /// commit, and `synchronous=FULL`: a returned save survives power loss, and a power loss
+    /// at any point leaves the complete old or new state. Costs about two fsyncs per save.
+    #[default]
+    Sync,
+    /// No fsync of files or directories, `synchronous=NORMAL` (the reference's level): a
+    /// crash of the process still leaves the complete old or new state, but a power loss may
+    /// lose recent saves or leave a messages file shorter than its commit (reported as
+    /// damage by `load`).
+    NoSync,
 }
 
 /// See [`StoreOptions::fault_hook`].
@@ -35,6 +54,7 @@ impl Default for StoreOptions {
         StoreOptions {
             busy_timeout: Duration::from_secs(5),
             max_busy_wait: Duration::from_secs(120),
+            durability: Durability::Sync,
             fault_hook: None,
         }
     }
@@ -45,6 +65,7 @@ impl fmt::Debug for StoreOptions {
         f.debug_struct("StoreOptions")
             .field("busy_timeout", &self.busy_timeout)
             .field("max_busy_wait", &self.max_busy_wait)
+            .field("durability", &self.durability)
             .field("fault_hook", &self.fault_hook.is_some())
             .finish()
     }
