@@ -125,6 +125,10 @@ pub(crate) struct RunsArgs {
     /// Show start times in UTC instead of local time.
     #[arg(long)]
     pub(crate) utc: bool,
+    /// Answer from the run index as it is, without first picking up new or changed run files
+    /// (the refresh looks at every file; on very large stores this skips that walk).
+    #[arg(long)]
+    pub(crate) no_refresh: bool,
     /// One JSON object per line.
     #[arg(long)]
     pub(crate) json: bool,

@@ -189,7 +189,9 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         return Err(CliError::Usage("--limit must be at least 1".into()));
     }
     let store = open_store(ctx)?;
-    refresh_index(ctx, &store)?;
+    if !args.no_refresh {
+        refresh_index(ctx, &store)?;
+    }
     let mut query = RunQuery::default();
     query.session = args.session.clone();
     query.since = bound(args.since.as_deref(), ctx.now)?;
