@@ -14,7 +14,12 @@
 //! (or `list`, `runs`) runs one section. Runs as
 //! `cargo bench -p session-state --bench state`.
 
-#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs
+)]
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -46,7 +51,11 @@ fn wchar() -> Option<u64> {
 }
 
 fn message(i: usize) -> BaseMessage {
-    let role = if i % 2 == 0 { "user" } else { "assistant" };
+    let role = if i.is_multiple_of(2) {
+        "user"
+    } else {
+        "assistant"
+    };
     let body: String = format!("message {i}: ")
         .chars()
         .chain(std::iter::repeat_n('x', 2000))
@@ -74,7 +83,8 @@ impl ReferenceStore {
         fs::create_dir_all(root.join("state")).unwrap();
         let conn = Connection::open(root.join("state.db")).unwrap();
         conn.busy_timeout(Duration::from_secs(5)).unwrap();
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).unwrap();
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .unwrap();
         conn.execute_batch("PRAGMA synchronous = NORMAL").unwrap();
         conn.execute_batch(REF_SCHEMA).unwrap();
         ReferenceStore {
@@ -95,7 +105,10 @@ impl ReferenceStore {
         if state.messages.is_empty() {
             body.clear();
         }
-        let file = self.root.join("messages").join(format!("{}.jsonl", state.session_id));
+        let file = self
+            .root
+            .join("messages")
+            .join(format!("{}.jsonl", state.session_id));
         let tmp = self.root.join("messages").join(format!(
             "{}.jsonl.{}.{}.abcdef.tmp",
             state.session_id,
@@ -189,10 +202,15 @@ fn populate_sessions(root: &Path, n: usize) {
             .prepare("INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) VALUES (?1, ?2, ?3, 3, 1, ?4, 12, ?5, ?6)")
             .unwrap();
         for i in 0..n {
-            let ws = if i % 4 == 0 { "/home/dev/other" } else { "/home/dev/acme-app" };
+            let ws = if i % 4 == 0 {
+                "/home/dev/other"
+            } else {
+                "/home/dev/acme-app"
+            };
             stmt.execute(params![
                 format!("{:08x}-0000-4000-8000-{:012x}", i, i),
-                Timestamp::from_unix_millis(1_790_000_000_000 + (i as i64) * 7919 % 100_000_000).as_str(),
+                Timestamp::from_unix_millis(1_790_000_000_000 + (i as i64) * 7919 % 100_000_000)
+                    .as_str(),
                 format!("run-{i}"),
                 format!(r#"{{"codelia_workspace_root":"{ws}"}}"#),
                 format!("question number {i}"),
@@ -204,13 +222,32 @@ fn populate_sessions(root: &Path, n: usize) {
     tx.commit().unwrap();
 }
 
+/// One row of the reference's `list()`.
+type SummaryRow = (
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
 /// The reference's `list()`: every row by `updated_at` DESC, then the page in memory.
 fn reference_list(conn: &Connection, limit: Option<usize>) -> usize {
     let mut stmt = conn
         .prepare("SELECT session_id, updated_at, run_id, message_count, last_user_message, workspace_root FROM session_state ORDER BY updated_at DESC")
         .unwrap();
-    let rows: Vec<(String, String, Option<String>, Option<i64>, Option<String>, Option<String>)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+    let rows: Vec<SummaryRow> = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
         .unwrap()
         .map(Result::unwrap)
         .collect();
@@ -233,13 +270,23 @@ fn populate_runs(root: &Path, n: usize, sessions: usize) {
     let days = (n / 1000).max(1);
     for i in 0..n {
         let day = i % days;
-        let dir = root.join(format!("2026/{:02}/{:02}", 1 + (day / 28) % 12, 1 + day % 28));
+        let dir = root.join(format!(
+            "2026/{:02}/{:02}",
+            1 + (day / 28) % 12,
+            1 + day % 28
+        ));
         if i < days {
             fs::create_dir_all(&dir).unwrap();
         }
         let run_id = format!("{:08x}-1111-4111-8111-{:012x}", i, i);
         let session = format!("sess-{}", i % sessions);
-        let started = format!("2026-{:02}-{:02}T10:{:02}:{:02}.000Z", 1 + (day / 28) % 12, 1 + day % 28, (i / 60) % 60, i % 60);
+        let started = format!(
+            "2026-{:02}-{:02}T10:{:02}:{:02}.000Z",
+            1 + (day / 28) % 12,
+            1 + day % 28,
+            (i / 60) % 60,
+            i % 60
+        );
         let body = format!(
             "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run_id}\",\"session_id\":\"{session}\",\"started_at\":\"{started}\",\"model\":{{\"provider\":\"anthropic\",\"name\":\"claude-sonnet-4-5\"}}}}\n\
              {{\"type\":\"run.start\",\"run_id\":\"{run_id}\",\"session_id\":\"{session}\",\"ts\":\"{started}\",\"input\":{{\"type\":\"text\",\"text\":\"do thing {i}\"}}}}\n\
@@ -276,15 +323,18 @@ fn reference_runs_for_session(root: &Path, session: &str) -> usize {
             }
         }
     }
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
     let mut found = 0;
     for (_, path) in files {
         let mut first = String::new();
-        BufReader::new(fs::File::open(&path).unwrap()).read_line(&mut first).unwrap();
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&first) {
-            if v["type"] == "header" && v["session_id"] == session {
-                found += 1;
-            }
+        BufReader::new(fs::File::open(&path).unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&first)
+            && v["type"] == "header"
+            && v["session_id"] == session
+        {
+            found += 1;
         }
     }
     found
@@ -318,7 +368,9 @@ fn bench_growth() {
     let synced = growth(n, Some(Durability::Sync));
     let nosync = growth(n, Some(Durability::NoSync));
     println!("\n## session growing to {n} messages (~2 KB each), saved after every message");
-    println!("| | ours (Durability::Sync) | ours (Durability::NoSync) | reference | Sync / reference | NoSync / reference |");
+    println!(
+        "| | ours (Durability::Sync) | ours (Durability::NoSync) | reference | Sync / reference | NoSync / reference |"
+    );
     println!("|---|---|---|---|---|---|");
     let ratio = |ours: f64, reference: f64| format!("1/{:.1}", reference / ours);
     println!(
@@ -355,10 +407,20 @@ fn bench_list() {
     populate_sessions(dir.path(), sessions);
     let store = StateStore::open(dir.path()).unwrap();
     let conn = Connection::open(dir.path().join("state.db")).unwrap();
-    let (t_first, got) = best_of(5, || store.list(&ListQuery::all().limit(50)).unwrap().entries.len());
+    let (t_first, got) = best_of(5, || {
+        store
+            .list(&ListQuery::all().limit(50))
+            .unwrap()
+            .entries
+            .len()
+    });
     assert_eq!(got, 50.min(sessions));
     let (t_first_ws, _) = best_of(5, || {
-        store.list(&ListQuery::all().workspace("/home/dev/acme-app").limit(50)).unwrap().entries.len()
+        store
+            .list(&ListQuery::all().workspace("/home/dev/acme-app").limit(50))
+            .unwrap()
+            .entries
+            .len()
     });
     let (t_full, got) = best_of(3, || store.list(&ListQuery::all()).unwrap().entries.len());
     assert_eq!(got, sessions);
@@ -367,14 +429,24 @@ fn bench_list() {
     println!("\n## list at {sessions} sessions");
     println!("| | ours | reference list() | ours / reference |");
     println!("|---|---|---|---|");
-    println!("| first page of 50 | {} | {} | 1/{:.0} |", ms(t_first), ms(r_first), r_first.as_secs_f64() / t_first.as_secs_f64());
+    println!(
+        "| first page of 50 | {} | {} | 1/{:.0} |",
+        ms(t_first),
+        ms(r_first),
+        r_first.as_secs_f64() / t_first.as_secs_f64()
+    );
     println!(
         "| first page of 50, workspace filter | {} | {} | 1/{:.0} |",
         ms(t_first_ws),
         ms(r_first),
         r_first.as_secs_f64() / t_first_ws.as_secs_f64()
     );
-    println!("| full list | {} | {} | {:.2} |", ms(t_full), ms(r_full), t_full.as_secs_f64() / r_full.as_secs_f64());
+    println!(
+        "| full list | {} | {} | {:.2} |",
+        ms(t_full),
+        ms(r_full),
+        t_full.as_secs_f64() / r_full.as_secs_f64()
+    );
 }
 
 fn bench_runs() {
@@ -400,7 +472,12 @@ fn bench_runs() {
     println!("\n## runs_for_session at {runs} runs ({found} runs in the session)");
     println!("| | ours | reference (first line of every file) | ours / reference |");
     println!("|---|---|---|---|");
-    println!("| runs_for_session | {} | {} | 1/{:.0} |", ms(t_ours), ms(t_ref), t_ref.as_secs_f64() / t_ours.as_secs_f64());
+    println!(
+        "| runs_for_session | {} | {} | 1/{:.0} |",
+        ms(t_ours),
+        ms(t_ref),
+        t_ref.as_secs_f64() / t_ours.as_secs_f64()
+    );
     println!(
         "(one-off costs: writing the files {}, first index_runs {}, index_runs with nothing changed {})",
         ms(t_populate),

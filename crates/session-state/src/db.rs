@@ -16,8 +16,7 @@ use crate::workspace::normalize_workspace_root;
 pub(crate) const CREATE_SESSION_STATE: &str = "CREATE TABLE IF NOT EXISTS session_state (\n\t\t\t\tsession_id TEXT PRIMARY KEY,\n\t\t\t\tupdated_at TEXT NOT NULL,\n\t\t\t\trun_id TEXT,\n\t\t\t\tinvoke_seq INTEGER,\n\t\t\t\tschema_version INTEGER NOT NULL,\n\t\t\t\tmeta_json TEXT,\n\t\t\t\tmessage_count INTEGER,\n\t\t\t\tlast_user_message TEXT,\n\t\t\t\tworkspace_root TEXT\n\t\t\t)";
 
 /// The reference's index.
-pub(crate) const CREATE_UPDATED_AT_INDEX: &str =
-    "CREATE INDEX IF NOT EXISTS idx_session_state_updated_at\n\t\t\tON session_state(updated_at DESC)";
+pub(crate) const CREATE_UPDATED_AT_INDEX: &str = "CREATE INDEX IF NOT EXISTS idx_session_state_updated_at\n\t\t\tON session_state(updated_at DESC)";
 
 /// Our additive bookkeeping (ignored by the reference, which only touches `session_state`).
 const CREATE_OURS: &str = "
@@ -64,7 +63,10 @@ const OUR_USER_VERSION: i64 = 1;
 /// SQL function normalising a workspace root, for the list filter.
 pub(crate) const NORM_FN: &str = "session_store_norm_root";
 
-pub(crate) fn db_err(path: &Path, context: &'static str) -> impl FnOnce(rusqlite::Error) -> StateError {
+pub(crate) fn db_err(
+    path: &Path,
+    context: &'static str,
+) -> impl FnOnce(rusqlite::Error) -> StateError {
     let path = path.to_path_buf();
     move |source| StateError::Db {
         path,
@@ -192,9 +194,7 @@ pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> R
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| {
             Ok(match ctx.get_raw(0) {
-                ValueRef::Text(t) => std::str::from_utf8(t)
-                    .ok()
-                    .map(normalize_workspace_root),
+                ValueRef::Text(t) => std::str::from_utf8(t).ok().map(normalize_workspace_root),
                 _ => None,
             })
         },

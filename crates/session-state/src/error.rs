@@ -59,7 +59,9 @@ pub enum StateError {
     },
     /// Compare-and-swap failed: the session changed since the caller loaded it
     /// ([`crate::StateStore::save_expecting`]). Nothing was written.
-    #[error("session {session_id} was saved by another writer (expected {expected}, found {found})")]
+    #[error(
+        "session {session_id} was saved by another writer (expected {expected}, found {found})"
+    )]
     Conflict {
         /// The session.
         session_id: String,
@@ -82,7 +84,7 @@ pub enum StateError {
         reason: String,
         /// The parse error, when there is one.
         #[source]
-        source: Option<session_schema::ParseError>,
+        source: Option<Box<session_schema::ParseError>>,
     },
     /// A message could not be serialized (a hand-built [`session_schema::RawJson`] holding
     /// invalid JSON).

@@ -54,7 +54,8 @@ pub(crate) fn create_private_truncate(path: &Path) -> Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(FILE_MODE);
     }
-    opts.open(path).map_err(|e| StateError::io("create", path, e))
+    opts.open(path)
+        .map_err(|e| StateError::io("create", path, e))
 }
 
 /// fsync of a directory, so that entries created, renamed or removed in it are durable.

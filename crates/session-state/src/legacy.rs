@@ -3,7 +3,10 @@
 use std::path::Path;
 
 use serde_json::value::RawValue;
-use session_schema::{BaseMessage, Num, ParseError, RawJson, SessionState, SessionStateSummary, Timestamp, parse_message};
+use session_schema::{
+    BaseMessage, Num, ParseError, RawJson, SessionState, SessionStateSummary, Timestamp,
+    parse_message,
+};
 
 use crate::compact::compact_json;
 use crate::error::{Result, StateError};
@@ -22,8 +25,15 @@ pub(crate) fn read_legacy(store: &StateStore, id: &str) -> Result<Option<LegacyL
     parse_legacy(&path, id, &bytes).map(Some)
 }
 
-fn invalid(path: &Path, bytes: &[u8], reason: String, err: Option<serde_json::Error>) -> StateError {
-    let (line, column) = err.as_ref().map_or((1, 1), |e| (e.line().max(1), e.column().max(1)));
+fn invalid(
+    path: &Path,
+    bytes: &[u8],
+    reason: String,
+    err: Option<serde_json::Error>,
+) -> StateError {
+    let (line, column) = err
+        .as_ref()
+        .map_or((1, 1), |e| (e.line().max(1), e.column().max(1)));
     // Byte offset of (line, column): serde_json counts columns in bytes.
     let mut offset = 0usize;
     for (i, l) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -41,11 +51,13 @@ fn invalid(path: &Path, bytes: &[u8], reason: String, err: Option<serde_json::Er
         line: line as u64,
         byte_offset: offset.min(bytes.len()) as u64,
         reason,
-        source: err.map(|e| ParseError::Syntax {
-            column: e.column(),
-            eof: e.is_eof(),
-            message: e.to_string(),
-            source: e,
+        source: err.map(|e| {
+            Box::new(ParseError::Syntax {
+                column: e.column(),
+                eof: e.is_eof(),
+                message: e.to_string(),
+                source: e,
+            })
         }),
     }
 }
@@ -85,21 +97,35 @@ pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Legacy
     let string_field = |key: &str| -> Option<String> {
         get(key).and_then(|v| serde_json::from_str::<String>(v.get()).ok())
     };
-    let inner = string_field("session_id").filter(|s| !s.is_empty()).ok_or_else(|| {
-        invalid(path, bytes, "`session_id` is missing or not a non-empty string".to_owned(), None)
-    })?;
+    let inner = string_field("session_id")
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                path,
+                bytes,
+                "`session_id` is missing or not a non-empty string".to_owned(),
+                None,
+            )
+        })?;
     if inner != id {
         notes.push(LoadNote::LegacyIdMismatch { inner });
     }
-    let updated_at = string_field("updated_at").filter(|s| !s.is_empty()).ok_or_else(|| {
-        invalid(path, bytes, "`updated_at` is missing or not a non-empty string".to_owned(), None)
-    })?;
-    if let Some(v) = get("schema_version") {
-        if v.get() != "1" {
-            notes.push(LoadNote::LegacySchemaVersion {
-                found: v.get().to_owned(),
-            });
-        }
+    let updated_at = string_field("updated_at")
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                path,
+                bytes,
+                "`updated_at` is missing or not a non-empty string".to_owned(),
+                None,
+            )
+        })?;
+    if let Some(v) = get("schema_version")
+        && v.get() != "1"
+    {
+        notes.push(LoadNote::LegacySchemaVersion {
+            found: v.get().to_owned(),
+        });
     }
     let run_id = match get("run_id") {
         None => None,
@@ -147,7 +173,12 @@ pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Legacy
     let elements: Vec<Box<RawValue>> = match get("messages") {
         None => Vec::new(),
         Some(v) => serde_json::from_str(v.get()).map_err(|e| {
-            invalid(path, bytes, format!("`messages` is not an array: {e}"), None)
+            invalid(
+                path,
+                bytes,
+                format!("`messages` is not an array: {e}"),
+                None,
+            )
         })?,
     };
     let mut messages: Vec<BaseMessage> = Vec::with_capacity(elements.len());

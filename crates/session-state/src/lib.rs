@@ -60,16 +60,19 @@ mod workspace;
 
 pub use error::{Result, StateError};
 pub use runs::{
-    FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunOutcome, RunPage, RunQuery, RunRow,
+    FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunOutcome, RunPage,
+    RunQuery, RunRow,
 };
 pub use store::StateStore;
-pub use summary::{Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta};
+pub use summary::{
+    Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,
+};
 #[doc(hidden)]
 pub use types::FaultHook;
 pub use types::{
-    DamageKind, DeleteReport, Durability, EntrySource, FaultPoint, Generation, ListCursor, ListDiagnostic,
-    ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
-    MigrationEntry, MigrationOutcome, MigrationReport, SaveMode, SaveReport, StoreOptions,
-    WorkspaceFilter,
+    DamageKind, DeleteReport, Durability, EntrySource, FaultPoint, Generation, ListCursor,
+    ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession,
+    MessageDamage, MigrationEntry, MigrationOutcome, MigrationReport, SaveMode, SaveReport,
+    StoreOptions, WorkspaceFilter,
 };
 pub use workspace::normalize_workspace_root;

@@ -176,14 +176,14 @@ impl StateStore {
             )
         });
         let mut next_cursor = None;
-        if let Some(limit) = query.limit {
-            if entries.len() > limit {
-                entries.truncate(limit);
-                next_cursor = entries.last().map(|e| ListCursor {
-                    updated_at: e.summary.updated_at.as_str().to_owned(),
-                    session_id: e.summary.session_id.clone(),
-                });
-            }
+        if let Some(limit) = query.limit
+            && entries.len() > limit
+        {
+            entries.truncate(limit);
+            next_cursor = entries.last().map(|e| ListCursor {
+                updated_at: e.summary.updated_at.as_str().to_owned(),
+                session_id: e.summary.session_id.clone(),
+            });
         }
         Ok(ListPage {
             entries,

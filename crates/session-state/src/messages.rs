@@ -203,7 +203,9 @@ impl<'de> serde::Deserialize<'de> for OrderedObject {
 }
 
 /// Members of a JSON object in document order (for legacy snapshots).
-pub(crate) fn ordered_object(text: &str) -> std::result::Result<Vec<(String, Box<RawValue>)>, serde_json::Error> {
+pub(crate) fn ordered_object(
+    text: &str,
+) -> std::result::Result<Vec<(String, Box<RawValue>)>, serde_json::Error> {
     serde_json::from_str::<OrderedObject>(text).map(|o| o.0)
 }
 
@@ -215,7 +217,11 @@ mod tests {
     fn torn_corrupt_and_odd_lines_are_reported_and_good_ones_kept() {
         let input = b"{\"role\":\"user\",\"content\":\"a\"}\r\n\n  {\"role\":\"assistant\",\"content\":\"b\"}  \nnot json\n[1]\n{\"content\":\"x\"}\n{\"role\":\"user\",\"content\":[null]}\n{\"role\":\"assistant\",\"content\":\"to";
         let r = parse_messages(Path::new("m.jsonl"), input);
-        let kinds: Vec<_> = r.damage.iter().map(|d| (d.line, d.kind.clone(), d.kept)).collect();
+        let kinds: Vec<_> = r
+            .damage
+            .iter()
+            .map(|d| (d.line, d.kind.clone(), d.kept))
+            .collect();
         assert_eq!(
             kinds,
             vec![

@@ -169,7 +169,12 @@ pub struct RunCursor {
 impl RunCursor {
     /// Encodes the cursor as one opaque string (`<len>:<rel_path><started_at>`).
     pub fn to_token(&self) -> String {
-        format!("{}:{}{}", self.rel_path.len(), self.rel_path, self.started_at)
+        format!(
+            "{}:{}{}",
+            self.rel_path.len(),
+            self.rel_path,
+            self.started_at
+        )
     }
 
     /// Decodes [`RunCursor::to_token`] output.
@@ -385,7 +390,8 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
         })?;
         let rec = match item {
             Item::Damage(d) => {
-                if !d.kind.record_recovered() || d.kind == session_jsonl::DamageKind::MissingHeader {
+                if !d.kind.record_recovered() || d.kind == session_jsonl::DamageKind::MissingHeader
+                {
                     row.damage_count += 1;
                 }
                 continue;
@@ -394,10 +400,10 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
         };
         row.record_count += 1;
         let record = rec.record();
-        if !matches!(record, Record::Header(_)) {
-            if let Some(ts) = record.ts() {
-                row.last_ts = Some(ts.as_str().to_owned());
-            }
+        if !matches!(record, Record::Header(_))
+            && let Some(ts) = record.ts()
+        {
+            row.last_ts = Some(ts.as_str().to_owned());
         }
         match record {
             Record::Header(h) if !header_seen => {
@@ -430,10 +436,11 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
             }
             Record::LlmRequest(r) => {
                 row.invocation_count += 1;
-                if request_model.0.is_none() && request_model.1.is_none() {
-                    if let Some(m) = &r.model {
-                        request_model = (m.provider.clone(), m.name.clone());
-                    }
+                if request_model.0.is_none()
+                    && request_model.1.is_none()
+                    && let Some(m) = &r.model
+                {
+                    request_model = (m.provider.clone(), m.name.clone());
                 }
             }
             Record::LlmResponse(r) => {
@@ -767,14 +774,14 @@ impl StateStore {
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(&self.db_path, "read run row"))?;
         let mut next_cursor = None;
-        if let Some(l) = query.limit {
-            if runs.len() > l {
-                runs.truncate(l);
-                next_cursor = runs.last().map(|r| RunCursor {
-                    started_at: r.started_at.clone().unwrap_or_default(),
-                    rel_path: rel_path(&self.root, &r.path),
-                });
-            }
+        if let Some(l) = query.limit
+            && runs.len() > l
+        {
+            runs.truncate(l);
+            next_cursor = runs.last().map(|r| RunCursor {
+                started_at: r.started_at.clone().unwrap_or_default(),
+                rel_path: rel_path(&self.root, &r.path),
+            });
         }
         let _ = params![];
         Ok(RunPage { runs, next_cursor })

@@ -16,8 +16,8 @@ use crate::fsutil::{self, EMPTY_DIGEST};
 use crate::messages::{Lines, parse_messages};
 use crate::summary::summarize;
 use crate::types::{
-    DamageKind, Durability, FaultPoint, Generation, LoadNote, LoadSource, LoadedSession, MessageDamage,
-    SaveMode, SaveReport, StoreOptions,
+    DamageKind, Durability, FaultPoint, Generation, LoadNote, LoadSource, LoadedSession,
+    MessageDamage, SaveMode, SaveReport, StoreOptions,
 };
 
 /// Resumable session state under one sessions root (spec §2, §3.1; compat notes §2.5–2.11).
@@ -302,13 +302,15 @@ impl StateStore {
             None => None,
         };
         let meta_raw = match &meta_json {
-            Some(m) => Some(RawJson::from_json(m.clone()).map_err(|source| {
-                StateError::Serialize {
-                    session_id: id.to_owned(),
-                    index: usize::MAX,
-                    source,
-                }
-            })?),
+            Some(m) => {
+                Some(
+                    RawJson::from_json(m.clone()).map_err(|source| StateError::Serialize {
+                        session_id: id.to_owned(),
+                        index: usize::MAX,
+                        source,
+                    })?,
+                )
+            }
             None => None,
         };
         let summary = summarize(&state.messages, meta_raw.as_ref());
@@ -324,14 +326,14 @@ impl StateStore {
         let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
         let stored = self.read_stored(&conn, id)?;
         let current = stored.as_ref().map(|s| s.generation);
-        if let Some(expected) = expected {
-            if expected != current {
-                return Err(StateError::Conflict {
-                    session_id: id.to_owned(),
-                    expected: expected.map_or_else(|| "none".to_owned(), |g| g.to_string()),
-                    found: current.map_or_else(|| "none".to_owned(), |g| g.to_string()),
-                });
-            }
+        if let Some(expected) = expected
+            && expected != current
+        {
+            return Err(StateError::Conflict {
+                session_id: id.to_owned(),
+                expected: expected.map_or_else(|| "none".to_owned(), |g| g.to_string()),
+                found: current.map_or_else(|| "none".to_owned(), |g| g.to_string()),
+            });
         }
         let files = stored.as_ref().and_then(|s| s.files.clone());
         // Complete a committed rewrite whose rename a crash interrupted, before touching the
@@ -439,13 +441,11 @@ impl StateStore {
                 summary.workspace_root,
             ]))
         .map_err(err)?;
-        let fresh = self
-            .read_stored(&conn, id)?
-            .ok_or_else(|| StateError::Db {
-                path: self.db_path.clone(),
-                context: "re-read session row",
-                source: rusqlite::Error::QueryReturnedNoRows,
-            })?;
+        let fresh = self.read_stored(&conn, id)?.ok_or_else(|| StateError::Db {
+            path: self.db_path.clone(),
+            context: "re-read session row",
+            source: rusqlite::Error::QueryReturnedNoRows,
+        })?;
         conn.prepare_cached(
             "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
@@ -468,7 +468,12 @@ impl StateStore {
             counter: new_counter,
             row: fresh.generation.row,
         };
-        self.remember(id, generation, &state.messages, if cache_valid { cached } else { None });
+        self.remember(
+            id,
+            generation,
+            &state.messages,
+            if cache_valid { cached } else { None },
+        );
         self.fault(FaultPoint::Committed)?;
         match &pending_file {
             Some(name) => {
@@ -493,10 +498,14 @@ impl StateStore {
     /// `(generation, k)` when the cache says this store committed `messages[..k]` as
     /// generation `generation` (compared by value).
     fn cached_prefix(&self, id: &str, messages: &[BaseMessage]) -> Option<(Generation, usize)> {
-        let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let entry = cache.iter().find(|c| c.session_id == id)?;
         let k = entry.messages.len();
-        (k <= messages.len() && entry.messages[..] == messages[..k]).then_some((entry.generation, k))
+        (k <= messages.len() && entry.messages[..] == messages[..k])
+            .then_some((entry.generation, k))
     }
 
     /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).
@@ -507,7 +516,10 @@ impl StateStore {
         messages: &[BaseMessage],
         extended: Option<(Generation, usize)>,
     ) {
-        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut entry = match cache.iter().position(|c| c.session_id == id) {
             Some(i) => cache.remove(i),
             None => CachedSession {
@@ -531,7 +543,10 @@ impl StateStore {
     }
 
     fn forget(&self, id: &str) {
-        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         cache.retain(|c| c.session_id != id);
     }
 
@@ -556,9 +571,7 @@ impl StateStore {
         self.fault(FaultPoint::TempSynced)?;
         self.sync_dir(&self.messages_dir())?;
         self.fault(FaultPoint::TempDirSynced)?;
-        *pending = tmp
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
+        *pending = tmp.file_name().map(|n| n.to_string_lossy().into_owned());
         Ok((
             SaveMode::Rewritten,
             all.len() as u64,
@@ -696,20 +709,20 @@ impl StateStore {
             }
         };
         let v = &stored.values;
-        if let Value::Integer(expected) = v[6] {
-            if expected as u64 != messages.len() as u64 {
-                damage.push(MessageDamage {
-                    path: main.clone(),
-                    line: None,
-                    byte_offset: 0,
-                    kind: DamageKind::CountMismatch {
-                        expected: expected as u64,
-                        found: messages.len() as u64,
-                    },
-                    kept: true,
-                    detail: "message_count of the row differs from the messages file".to_owned(),
-                });
-            }
+        if let Value::Integer(expected) = v[6]
+            && expected as u64 != messages.len() as u64
+        {
+            damage.push(MessageDamage {
+                path: main.clone(),
+                line: None,
+                byte_offset: 0,
+                kind: DamageKind::CountMismatch {
+                    expected: expected as u64,
+                    found: messages.len() as u64,
+                },
+                kept: true,
+                detail: "message_count of the row differs from the messages file".to_owned(),
+            });
         }
         let updated_at = match &v[1] {
             Value::Text(t) => t.clone(),
@@ -845,10 +858,16 @@ impl StateStore {
                 .optional()
                 .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
             let err = db_err(&self.db_path, "delete session");
-            conn.execute("DELETE FROM session_state WHERE session_id = ?1", [session_id])
-                .map_err(err)?;
-            conn.execute("DELETE FROM session_files WHERE session_id = ?1", [session_id])
-                .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
+            conn.execute(
+                "DELETE FROM session_state WHERE session_id = ?1",
+                [session_id],
+            )
+            .map_err(err)?;
+            conn.execute(
+                "DELETE FROM session_files WHERE session_id = ?1",
+                [session_id],
+            )
+            .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
             tx.commit()?;
             report.row = stored.is_some();
             counter.unwrap_or(0) as u64

@@ -176,14 +176,20 @@ mod tests {
                 "hello[image][document][other:custom/blob][content]",
             ),
             ("[]", "[]"),
-            (r#"[{"type":"text","text":""}]"#, r#"[{"type":"text","text":""}]"#),
+            (
+                r#"[{"type":"text","text":""}]"#,
+                r#"[{"type":"text","text":""}]"#,
+            ),
             ("null", ""),
             (r#""plain""#, "plain"),
             (r#"[{"type":"text"}]"#, r#"[{"type":"text"}]"#),
             (r#"[null,{"type":"text","text":"a"}]"#, "[content]a"),
             (r#"{"b":1,"a":2}"#, r#"{"b":1,"a":2}"#),
             (r#"[ {"type" : "other"} ]"#, "[other:undefined/undefined]"),
-            (r#"[ {"z":1, "type":"text","text":""} ]"#, r#"[{"z":1,"type":"text","text":""}]"#),
+            (
+                r#"[ {"z":1, "type":"text","text":""} ]"#,
+                r#"[{"z":1,"type":"text","text":""}]"#,
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(display_content_json(input), want, "{input}");
@@ -198,7 +204,10 @@ mod tests {
             r#"{"role":"user"}"#,
             r#"[1,2]"#,
         ];
-        let s = summarize_lines(&lines, Some(r#"{"codelia_workspace_root":"  /repo/main \n"}"#));
+        let s = summarize_lines(
+            &lines,
+            Some(r#"{"codelia_workspace_root":"  /repo/main \n"}"#),
+        );
         assert_eq!(s.message_count, 4);
         assert_eq!(s.last_user_message.as_deref(), Some("first"));
         assert_eq!(s.workspace_root.as_deref(), Some("/repo/main"));
@@ -241,7 +250,10 @@ mod tests {
         let a = summarize(&typed, Some(&meta));
         let b = summarize_lines(&lines, Some(meta.get()));
         assert_eq!(a, b);
-        assert_eq!(a.last_user_message.as_deref(), Some("hello[image][other:custom/blob]"));
+        assert_eq!(
+            a.last_user_message.as_deref(),
+            Some("hello[image][other:custom/blob]")
+        );
         assert_eq!(a.message_count, 2);
     }
 }

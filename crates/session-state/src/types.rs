@@ -358,7 +358,12 @@ impl ListCursor {
     /// Encodes the cursor as one opaque string (`<len>:<session_id><updated_at>`) for command
     /// lines and RPC.
     pub fn to_token(&self) -> String {
-        format!("{}:{}{}", self.session_id.len(), self.session_id, self.updated_at)
+        format!(
+            "{}:{}{}",
+            self.session_id.len(),
+            self.session_id,
+            self.updated_at
+        )
     }
 
     /// Decodes [`ListCursor::to_token`] output.

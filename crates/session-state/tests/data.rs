@@ -3,6 +3,8 @@
 //! save would store are rendered and compared with `NNNN_name.expected` beside it, through one
 //! helper. `UPDATE_EXPECT=1 cargo test -p session-state --test data` rewrites the expectations.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,13 +24,21 @@ fn render(input: &Path) -> String {
     )
     .unwrap();
     let bytes = fs::read(input).unwrap();
-    fs::write(dir.path().join("messages").join(format!("{ID}.jsonl")), &bytes).unwrap();
+    fs::write(
+        dir.path().join("messages").join(format!("{ID}.jsonl")),
+        &bytes,
+    )
+    .unwrap();
     let loaded = store.load(ID).unwrap().unwrap();
     let mut out = String::new();
     writeln!(out, "messages: {}", loaded.state.messages.len()).unwrap();
     for m in &loaded.state.messages {
         let line = String::from_utf8(session_schema::to_line(m).unwrap()).unwrap();
-        let kept = if matches!(m, session_schema::BaseMessage::Unknown(_)) { " (raw)" } else { "" };
+        let kept = if matches!(m, session_schema::BaseMessage::Unknown(_)) {
+            " (raw)"
+        } else {
+            ""
+        };
         write!(out, "  {}{kept}: {line}", m.role()).unwrap();
     }
     writeln!(out, "damage: {}", loaded.damage.len()).unwrap();
@@ -64,10 +74,21 @@ fn render(input: &Path) -> String {
     // A save writes the loaded messages back compactly and loads cleanly.
     store.save(&loaded.state).unwrap();
     let again = store.load(ID).unwrap().unwrap();
-    assert_eq!(again.state.messages, loaded.state.messages, "{}", input.display());
+    assert_eq!(
+        again.state.messages,
+        loaded.state.messages,
+        "{}",
+        input.display()
+    );
     // Only messages kept raw are still reported (they still do not fit the typed model).
     let kept = loaded.damage.iter().filter(|d| d.kept).count();
-    assert_eq!(again.damage.len(), kept, "{}: {:?}", input.display(), again.damage);
+    assert_eq!(
+        again.damage.len(),
+        kept,
+        "{}: {:?}",
+        input.display(),
+        again.damage
+    );
     assert!(again.damage.iter().all(|d| d.kept));
     out
 }

@@ -1,13 +1,13 @@
 //! The reference's recorded state.db, messages and legacy files load, list and summarise to
 //! exactly the facts in the fixtures' `expected.json`; the run index matches its run facts.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use session_state::{
-    EntrySource, ListQuery, LoadSource, RunOutcome, StateStore, summarize_lines,
-};
+use session_state::{EntrySource, ListQuery, LoadSource, RunOutcome, StateStore, summarize_lines};
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/codelia-runtime")
@@ -50,12 +50,25 @@ fn list_matches_the_reference_list_output() {
     let page = store.list(&ListQuery::all()).unwrap();
     assert!(page.diagnostics.is_empty(), "{:?}", page.diagnostics);
     assert_eq!(page.next_cursor, None);
-    let got: Vec<Value> = page.entries.iter().map(|e| summary_json(&e.summary)).collect();
+    let got: Vec<Value> = page
+        .entries
+        .iter()
+        .map(|e| summary_json(&e.summary))
+        .collect();
     let exp = expected();
-    assert_eq!(Value::Array(got.clone()), exp["codelia_storage_api"]["list"]);
+    assert_eq!(
+        Value::Array(got.clone()),
+        exp["codelia_storage_api"]["list"]
+    );
     assert_eq!(Value::Array(got), exp["expected_list_emulated"]);
     let sources: Vec<EntrySource> = page.entries.iter().map(|e| e.source).collect();
-    assert_eq!(sources.iter().filter(|s| **s == EntrySource::Legacy).count(), 1);
+    assert_eq!(
+        sources
+            .iter()
+            .filter(|s| **s == EntrySource::Legacy)
+            .count(),
+        1
+    );
     assert_eq!(sources.last(), Some(&EntrySource::Legacy));
 }
 
@@ -66,13 +79,26 @@ fn workspace_filters_match_the_runtime_session_list() {
     let exp = expected();
     let rpc = &exp["codelia_runtime_rpc_outputs"];
     for (query, key) in [
-        (ListQuery::all().workspace("/home/dev/acme-app"), "session.list default scope (cwd /home/dev/acme-app)"),
-        (ListQuery::all().workspace("/home/dev/acme-app/"), "session.list default scope (cwd /home/dev/acme-app)"),
+        (
+            ListQuery::all().workspace("/home/dev/acme-app"),
+            "session.list default scope (cwd /home/dev/acme-app)",
+        ),
+        (
+            ListQuery::all().workspace("/home/dev/acme-app/"),
+            "session.list default scope (cwd /home/dev/acme-app)",
+        ),
         (ListQuery::all(), "session.list scope=all"),
-        (ListQuery::all().workspace("/home/dev"), "session.list workspace_root=/home/dev"),
+        (
+            ListQuery::all().workspace("/home/dev"),
+            "session.list workspace_root=/home/dev",
+        ),
     ] {
         let page = store.list(&query.limit(50)).unwrap();
-        let got: Vec<Value> = page.entries.iter().map(|e| summary_json(&e.summary)).collect();
+        let got: Vec<Value> = page
+            .entries
+            .iter()
+            .map(|e| summary_json(&e.summary))
+            .collect();
         assert_eq!(Value::Array(got), rpc[key]["sessions"], "{key}");
     }
 }
@@ -85,7 +111,10 @@ fn every_session_loads_like_the_reference_load() {
     let loads = exp["codelia_storage_api"]["load"].as_object().unwrap();
     assert_eq!(loads.len(), 12);
     for (id, want) in loads {
-        let loaded = store.load(id).unwrap().unwrap_or_else(|| panic!("{id} not found"));
+        let loaded = store
+            .load(id)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{id} not found"));
         assert!(loaded.damage.is_empty(), "{id}: {:?}", loaded.damage);
         assert!(loaded.notes.is_empty(), "{id}: {:?}", loaded.notes);
         let state: Value =
@@ -103,7 +132,12 @@ fn every_session_loads_like_the_reference_load() {
                 .filter(|k| text.contains(&format!("\"{k}\":")))
                 .collect()
         };
-        assert_eq!(keys.len(), obj.len(), "{id}: unexpected keys {:?}", obj.keys());
+        assert_eq!(
+            keys.len(),
+            obj.len(),
+            "{id}: unexpected keys {:?}",
+            obj.keys()
+        );
         let line = String::from_utf8(session_schema::to_line(&loaded.state).unwrap()).unwrap();
         let mut last = 0;
         for k in &keys {
@@ -113,9 +147,21 @@ fn every_session_loads_like_the_reference_load() {
         }
         assert_eq!(state["schema_version"], want["schema_version"], "{id}");
         assert_eq!(state["updated_at"], want["updated_at"], "{id}");
-        assert_eq!(obj.get("run_id").cloned().unwrap_or(Value::Null), want["run_id"], "{id}");
-        assert_eq!(obj.get("invoke_seq").cloned().unwrap_or(Value::Null), want["invoke_seq"], "{id}");
-        assert_eq!(obj.get("meta").cloned().unwrap_or(Value::Null), want["meta"], "{id}");
+        assert_eq!(
+            obj.get("run_id").cloned().unwrap_or(Value::Null),
+            want["run_id"],
+            "{id}"
+        );
+        assert_eq!(
+            obj.get("invoke_seq").cloned().unwrap_or(Value::Null),
+            want["invoke_seq"],
+            "{id}"
+        );
+        assert_eq!(
+            obj.get("meta").cloned().unwrap_or(Value::Null),
+            want["meta"],
+            "{id}"
+        );
         assert_eq!(
             state["messages"].as_array().unwrap().len() as u64,
             want["message_count"].as_u64().unwrap(),
@@ -146,7 +192,11 @@ fn every_session_loads_like_the_reference_load() {
     let l3 = "c0ffee00-1234-4abc-8def-00112233aabb";
     assert!(root.join("state").join(format!("{l3}.json")).exists());
     let page = store.list(&ListQuery::all()).unwrap();
-    let entry = page.entries.iter().find(|e| e.summary.session_id == l3).unwrap();
+    let entry = page
+        .entries
+        .iter()
+        .find(|e| e.summary.session_id == l3)
+        .unwrap();
     assert_eq!(entry.source, EntrySource::Db);
     let list = &exp["codelia_storage_api"]["list"];
     assert_eq!(summary_json(&entry.summary), list[11]);
@@ -159,23 +209,39 @@ fn every_session_loads_like_the_reference_load() {
 #[test]
 fn summaries_of_every_messages_file_match_the_db_rows() {
     let exp = expected();
-    let rows = exp["state_db"]["rows_by_updated_at_desc"].as_array().unwrap();
+    let rows = exp["state_db"]["rows_by_updated_at_desc"]
+        .as_array()
+        .unwrap();
     for (id, facts) in exp["messages_files"].as_object().unwrap() {
         let bytes = fs::read(fixture_dir().join(facts["file"].as_str().unwrap())).unwrap();
         let lines: Vec<&[u8]> = bytes
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
             .collect();
-        let row = rows.iter().find(|r| r["session_id"] == id.as_str()).unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["session_id"] == id.as_str())
+            .unwrap();
         let summary = summarize_lines(&lines, row["meta_json"].as_str());
-        assert_eq!(summary.message_count, facts["message_count"].as_u64().unwrap(), "{id}");
+        assert_eq!(
+            summary.message_count,
+            facts["message_count"].as_u64().unwrap(),
+            "{id}"
+        );
         assert_eq!(
             summary.last_user_message.as_deref(),
             facts["computed_last_user_message"].as_str(),
             "{id}"
         );
-        assert_eq!(summary.last_user_message.as_deref(), row["last_user_message"].as_str());
-        assert_eq!(summary.workspace_root.as_deref(), row["workspace_root"].as_str(), "{id}");
+        assert_eq!(
+            summary.last_user_message.as_deref(),
+            row["last_user_message"].as_str()
+        );
+        assert_eq!(
+            summary.workspace_root.as_deref(),
+            row["workspace_root"].as_str(),
+            "{id}"
+        );
     }
     for (id, facts) in exp["legacy_state_files"].as_object().unwrap() {
         let text = fs::read_to_string(fixture_dir().join(facts["file"].as_str().unwrap())).unwrap();
@@ -187,7 +253,11 @@ fn summaries_of_every_messages_file_match_the_db_rows() {
             .map(|m| m.to_string())
             .collect();
         let summary = summarize_lines(&lines, None);
-        assert_eq!(summary.message_count, facts["legacy_message_count"].as_u64().unwrap(), "{id}");
+        assert_eq!(
+            summary.message_count,
+            facts["legacy_message_count"].as_u64().unwrap(),
+            "{id}"
+        );
         assert_eq!(
             summary.last_user_message.as_deref(),
             facts["legacy_last_user_message"].as_str(),
@@ -202,7 +272,10 @@ fn saving_a_loaded_session_reproduces_the_reference_row_and_file() {
     let store = StateStore::open(&root).unwrap();
     let exp = expected();
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    for row in exp["state_db"]["rows_by_updated_at_desc"].as_array().unwrap() {
+    for row in exp["state_db"]["rows_by_updated_at_desc"]
+        .as_array()
+        .unwrap()
+    {
         let id = row["session_id"].as_str().unwrap();
         let before = fs::read(root.join("messages").join(format!("{id}.jsonl"))).unwrap();
         let loaded = store.load(id).unwrap().unwrap();
@@ -242,8 +315,19 @@ fn run_index_matches_the_run_facts() {
     let report = store
         .index_runs_with_progress(&mut |done, total| calls.push((done, total)))
         .unwrap();
-    assert_eq!((report.added, report.updated, report.removed, report.unchanged), (20, 0, 0, 0));
-    assert!(report.failed.is_empty() && report.damaged.is_empty(), "{report:?}");
+    assert_eq!(
+        (
+            report.added,
+            report.updated,
+            report.removed,
+            report.unchanged
+        ),
+        (20, 0, 0, 0)
+    );
+    assert!(
+        report.failed.is_empty() && report.damaged.is_empty(),
+        "{report:?}"
+    );
     assert_eq!(calls.last(), Some(&(20, 20)));
     let exp = expected();
     for (session, facts) in exp["sessions_from_run_logs"].as_object().unwrap() {
@@ -258,7 +342,12 @@ fn run_index_matches_the_run_facts() {
         assert_eq!(ids, want, "{session}");
         for run in &runs {
             let f = &exp["runs"][&run.run_id];
-            assert_eq!(run.record_count, f["lines"].as_u64().unwrap(), "{}", run.run_id);
+            assert_eq!(
+                run.record_count,
+                f["lines"].as_u64().unwrap(),
+                "{}",
+                run.run_id
+            );
             assert_eq!(run.file_size, f["bytes"].as_u64().unwrap());
             assert_eq!(run.started_at.as_deref(), f["started_at"].as_str());
             assert_eq!(
@@ -301,15 +390,25 @@ fn run_index_matches_the_run_facts() {
                 "{}",
                 run.run_id
             );
-            assert_eq!(run.model_provider.as_deref(), f["header"]["model"]["provider"].as_str());
-            assert_eq!(run.model_name.as_deref(), f["header"]["model"]["name"].as_str());
+            assert_eq!(
+                run.model_provider.as_deref(),
+                f["header"]["model"]["provider"].as_str()
+            );
+            assert_eq!(
+                run.model_name.as_deref(),
+                f["header"]["model"]["name"].as_str()
+            );
             assert_eq!(run.damage_count, 0);
         }
     }
     // S6 sent a ui_context: its workspace root comes from there.
-    let s6 = store.runs_for_session("ff7fa989-11c1-4cb8-a10e-c1188b8bcdbe").unwrap();
+    let s6 = store
+        .runs_for_session("ff7fa989-11c1-4cb8-a10e-c1188b8bcdbe")
+        .unwrap();
     assert_eq!(s6[0].workspace_root.as_deref(), Some("/home/dev/acme-app"));
-    let s9 = store.runs_for_session("8cde78e5-83d1-486e-9235-92043137d532").unwrap();
+    let s9 = store
+        .runs_for_session("8cde78e5-83d1-486e-9235-92043137d532")
+        .unwrap();
     assert_eq!(s9[0].outcome, RunOutcome::Open);
     assert_eq!(s9[0].last_status.as_deref(), Some("running"));
     assert_eq!(
@@ -319,7 +418,10 @@ fn run_index_matches_the_run_facts() {
 
     // Nothing changed: nothing is re-read.
     let again = store.index_runs().unwrap();
-    assert_eq!((again.added, again.updated, again.removed, again.unchanged), (0, 0, 0, 20));
+    assert_eq!(
+        (again.added, again.updated, again.removed, again.unchanged),
+        (0, 0, 0, 20)
+    );
     let rebuilt = store.reindex().unwrap();
     assert!(rebuilt.changes.is_empty(), "{:?}", rebuilt.changes);
     assert_eq!((rebuilt.total, rebuilt.unchanged), (20, 20));

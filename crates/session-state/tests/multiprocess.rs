@@ -5,7 +5,12 @@
 //! `harness = false`: the binary is both the test (no arguments) and the worker processes it
 //! spawns (`--worker …`).
 
-#![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,7 +43,9 @@ fn session(id: &str, texts: &[String]) -> SessionState {
 }
 
 fn texts_for(worker: usize, save: usize) -> Vec<String> {
-    (0..=save % 7).map(|k| format!("w{worker} s{save} m{k} {}", "x".repeat(300))).collect()
+    (0..=save % 7)
+        .map(|k| format!("w{worker} s{save} m{k} {}", "x".repeat(300)))
+        .collect()
 }
 
 fn worker_distinct(root: &Path, worker: usize) -> Result<(), String> {
@@ -54,12 +61,19 @@ fn worker_distinct(root: &Path, worker: usize) -> Result<(), String> {
 
 fn worker_cas(root: &Path, name: &str, barrier: &Path) -> Result<String, String> {
     let store = StateStore::open(root).map_err(|e| format!("open: {e}"))?;
-    let loaded = store.load(SHARED).map_err(|e| e.to_string())?.ok_or("missing")?;
+    let loaded = store
+        .load(SHARED)
+        .map_err(|e| e.to_string())?
+        .ok_or("missing")?;
     let mut state = loaded.state.clone();
     state.messages.push(msg("user", &format!("from {name}")));
     std::fs::write(barrier.join(name), b"").map_err(|e| e.to_string())?;
     let start = Instant::now();
-    while std::fs::read_dir(barrier).map_err(|e| e.to_string())?.count() < 2 {
+    while std::fs::read_dir(barrier)
+        .map_err(|e| e.to_string())?
+        .count()
+        < 2
+    {
         if start.elapsed() > Duration::from_secs(30) {
             return Err("barrier timeout".into());
         }
@@ -105,7 +119,11 @@ fn distinct_sessions_never_see_lock_errors() {
             let id = format!("w{w}-s{s}");
             let loaded = store.load(&id).unwrap().unwrap();
             assert!(loaded.damage.is_empty(), "{id}: {:?}", loaded.damage);
-            assert_eq!(loaded.state.messages, session(&id, &texts_for(w, s)).messages, "{id}");
+            assert_eq!(
+                loaded.state.messages,
+                session(&id, &texts_for(w, s)).messages,
+                "{id}"
+            );
         }
     }
     let files = std::fs::read_dir(root.join("messages")).unwrap().count();
@@ -120,7 +138,9 @@ fn same_session_gives_exactly_one_conflict() {
         let barrier = dir.path().join("barrier");
         std::fs::create_dir(&barrier).unwrap();
         let store = StateStore::open(&root).unwrap();
-        store.save(&session(SHARED, &["hello".into(), "hi".into()])).unwrap();
+        store
+            .save(&session(SHARED, &["hello".into(), "hi".into()]))
+            .unwrap();
         let children: Vec<_> = ["a", "b"]
             .iter()
             .map(|n| {
@@ -135,20 +155,43 @@ fn same_session_gives_exactly_one_conflict() {
         let mut results = Vec::new();
         for (child, name) in children.into_iter().zip(["a", "b"]) {
             let out = child.wait_with_output().unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            results.push((String::from_utf8(out.stdout).unwrap().trim().to_owned(), name));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            results.push((
+                String::from_utf8(out.stdout).unwrap().trim().to_owned(),
+                name,
+            ));
         }
         let winners: Vec<_> = results.iter().filter(|(r, _)| r == "ok").collect();
         let losers: Vec<_> = results.iter().filter(|(r, _)| r == "conflict").collect();
-        assert_eq!((winners.len(), losers.len()), (1, 1), "trial {trial}: {results:?}");
+        assert_eq!(
+            (winners.len(), losers.len()),
+            (1, 1),
+            "trial {trial}: {results:?}"
+        );
         let loaded = store.load(SHARED).unwrap().unwrap();
         let texts: Vec<String> = loaded
             .state
             .messages
             .iter()
-            .map(|m| serde_json::to_value(m).unwrap()["content"].as_str().unwrap().to_owned())
+            .map(|m| {
+                serde_json::to_value(m).unwrap()["content"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect();
-        assert_eq!(texts, vec!["hello".to_owned(), "hi".into(), format!("from {}", winners[0].1)]);
+        assert_eq!(
+            texts,
+            vec![
+                "hello".to_owned(),
+                "hi".into(),
+                format!("from {}", winners[0].1)
+            ]
+        );
     }
     println!("same_session_gives_exactly_one_conflict ... ok");
 }

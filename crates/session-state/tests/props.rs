@@ -2,6 +2,8 @@
 //! truncations and metadata changes is saved, `load` returns exactly the last saved state and
 //! the messages file holds exactly its lines; typed and raw summaries agree.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use proptest::prelude::*;
 use session_schema::{BaseMessage, RawJson, SessionState, Timestamp, parse_message};
 use session_state::{StateStore, summarize, summarize_lines};
@@ -24,7 +26,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn message(i: usize, text: &str) -> BaseMessage {
-    let v = if i % 3 == 0 {
+    let v = if i.is_multiple_of(3) {
         serde_json::json!({"role": "user", "content": [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": "x"}}]})
     } else {
         serde_json::json!({"role": "assistant", "content": text})

@@ -2,6 +2,8 @@
 //! runs written by session-jsonl's writer, keyset pagination and filters, deterministic
 //! rebuilds.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -43,14 +45,21 @@ fn index_follows_changes_incrementally() {
     let r = store.index_runs().unwrap();
     assert_eq!(counts(&r), (0, 1, 0, 19));
     assert_eq!(r.damaged, vec![(s9.clone(), 1)]);
-    let row = &store.runs_for_session("8cde78e5-83d1-486e-9235-92043137d532").unwrap()[0];
+    let row = &store
+        .runs_for_session("8cde78e5-83d1-486e-9235-92043137d532")
+        .unwrap()[0];
     assert_eq!(row.damage_count, 1);
     assert_eq!(row.file_size, bytes.len() as u64);
     // Archiving replaces the file by a .jsonl.zst: one removed, one added, same facts.
-    let zst = session_jsonl::compress_run(&root.join("2026/11/30/dd74a9e6-ad97-48cf-9d7e-b0e6b5de066a.jsonl")).unwrap();
+    let zst = session_jsonl::compress_run(
+        &root.join("2026/11/30/dd74a9e6-ad97-48cf-9d7e-b0e6b5de066a.jsonl"),
+    )
+    .unwrap();
     let r = store.index_runs().unwrap();
     assert_eq!(counts(&r), (1, 0, 1, 19));
-    let s1 = store.runs_for_session("505df585-1046-40f7-a56f-9e890871501c").unwrap();
+    let s1 = store
+        .runs_for_session("505df585-1046-40f7-a56f-9e890871501c")
+        .unwrap();
     assert_eq!(s1[0].path, zst);
     assert!(s1[0].compressed);
     assert_eq!(s1[0].record_count, 10);
@@ -58,7 +67,12 @@ fn index_follows_changes_incrementally() {
     // Deleting a file drops its row.
     fs::remove_file(&s9).unwrap();
     assert_eq!(counts(&store.index_runs().unwrap()), (0, 0, 1, 19));
-    assert!(store.runs_for_session("8cde78e5-83d1-486e-9235-92043137d532").unwrap().is_empty());
+    assert!(
+        store
+            .runs_for_session("8cde78e5-83d1-486e-9235-92043137d532")
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -77,7 +91,12 @@ fn runs_of_our_own_writer_are_indexed_and_open_until_run_end() {
         }),
         ..Default::default()
     };
-    let writer = RunWriter::create(dir.path(), &header, WriterOptions::with_durability(Durability::SyncData)).unwrap();
+    let writer = RunWriter::create(
+        dir.path(),
+        &header,
+        WriterOptions::with_durability(Durability::SyncData),
+    )
+    .unwrap();
     store.index_runs().unwrap();
     let row = store.runs_for_session("s-own").unwrap().remove(0);
     assert_eq!(row.outcome, RunOutcome::Open);
@@ -107,7 +126,11 @@ fn listing_is_newest_first_filtered_and_paged() {
     let all = store.list_runs(&RunQuery::default()).unwrap();
     assert_eq!(all.runs.len(), 20);
     assert!(all.next_cursor.is_none());
-    let starts: Vec<_> = all.runs.iter().map(|r| r.started_at.clone().unwrap()).collect();
+    let starts: Vec<_> = all
+        .runs
+        .iter()
+        .map(|r| r.started_at.clone().unwrap())
+        .collect();
     let mut sorted = starts.clone();
     sorted.sort_by(|a, b| b.cmp(a));
     assert_eq!(starts, sorted);
@@ -118,7 +141,9 @@ fn listing_is_newest_first_filtered_and_paged() {
         let page = store
             .list_runs(&RunQuery {
                 limit: Some(6),
-                after: after.take().map(|c| RunCursor::from_token(&c.to_token()).unwrap()),
+                after: after
+                    .take()
+                    .map(|c| RunCursor::from_token(&c.to_token()).unwrap()),
                 ..RunQuery::default()
             })
             .unwrap();
@@ -131,17 +156,56 @@ fn listing_is_newest_first_filtered_and_paged() {
     let ids: Vec<_> = all.runs.iter().map(|r| r.run_id.clone()).collect();
     assert_eq!(paged, ids);
     let q = |q: RunQuery| store.list_runs(&q).unwrap().runs.len();
-    assert_eq!(q(RunQuery { outcome: Some(RunOutcome::Error), ..Default::default() }), 1);
-    assert_eq!(q(RunQuery { outcome: Some(RunOutcome::Cancelled), ..Default::default() }), 2);
-    assert_eq!(q(RunQuery { outcome: Some(RunOutcome::Open), ..Default::default() }), 1);
     assert_eq!(
-        q(RunQuery { session: Some("8e66b6d7-b2ff-4b09-8d01-a588020959d5".into()), ..Default::default() }),
+        q(RunQuery {
+            outcome: Some(RunOutcome::Error),
+            ..Default::default()
+        }),
+        1
+    );
+    assert_eq!(
+        q(RunQuery {
+            outcome: Some(RunOutcome::Cancelled),
+            ..Default::default()
+        }),
+        2
+    );
+    assert_eq!(
+        q(RunQuery {
+            outcome: Some(RunOutcome::Open),
+            ..Default::default()
+        }),
+        1
+    );
+    assert_eq!(
+        q(RunQuery {
+            session: Some("8e66b6d7-b2ff-4b09-8d01-a588020959d5".into()),
+            ..Default::default()
+        }),
         3
     );
-    assert_eq!(q(RunQuery { workspace: Some("/home/dev/acme-app/".into()), ..Default::default() }), 1);
+    assert_eq!(
+        q(RunQuery {
+            workspace: Some("/home/dev/acme-app/".into()),
+            ..Default::default()
+        }),
+        1
+    );
     let since = all.runs[4].started_at.clone();
-    assert_eq!(q(RunQuery { since: since.clone(), ..Default::default() }), 5);
-    assert_eq!(q(RunQuery { until: since, ..Default::default() }), 15);
+    assert_eq!(
+        q(RunQuery {
+            since: since.clone(),
+            ..Default::default()
+        }),
+        5
+    );
+    assert_eq!(
+        q(RunQuery {
+            until: since,
+            ..Default::default()
+        }),
+        15
+    );
 }
 
 #[test]
@@ -150,14 +214,22 @@ fn reindex_is_deterministic_and_reports_differences() {
     let first = store.reindex().unwrap();
     assert_eq!(first.total, 20);
     assert_eq!(first.changes.len(), 20);
-    assert!(first.changes.iter().all(|c| matches!(c, RunChange::Added(_))));
+    assert!(
+        first
+            .changes
+            .iter()
+            .all(|c| matches!(c, RunChange::Added(_)))
+    );
     let second = store.reindex().unwrap();
     assert!(second.changes.is_empty());
     assert_eq!(second.unchanged, 20);
     // Tamper with the index behind its back: reindex reports and repairs it.
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    conn.execute("UPDATE runs SET total_tokens = 1, outcome = 'completed' WHERE outcome = 'open'", [])
-        .unwrap();
+    conn.execute(
+        "UPDATE runs SET total_tokens = 1, outcome = 'completed' WHERE outcome = 'open'",
+        [],
+    )
+    .unwrap();
     conn.execute(
         "INSERT INTO runs SELECT '2026/11/30/gone.jsonl', run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed FROM runs LIMIT 1",
         [],
@@ -165,7 +237,13 @@ fn reindex_is_deterministic_and_reports_differences() {
     .unwrap();
     let third = store.reindex().unwrap();
     assert_eq!(third.changes.len(), 2, "{:?}", third.changes);
-    assert!(third.changes.contains(&RunChange::Removed(root.join("2026/11/30/gone.jsonl"))));
-    assert!(third.changes.iter().any(|c| matches!(c, RunChange::Changed(_, cols) if cols == &vec!["outcome", "total_tokens"])));
+    assert!(
+        third
+            .changes
+            .contains(&RunChange::Removed(root.join("2026/11/30/gone.jsonl")))
+    );
+    assert!(third.changes.iter().any(
+        |c| matches!(c, RunChange::Changed(_, cols) if cols == &vec!["outcome", "total_tokens"])
+    ));
     assert!(store.reindex().unwrap().changes.is_empty());
 }

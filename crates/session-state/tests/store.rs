@@ -2,6 +2,8 @@
 //! reference-created database, crash consistency under fault injection, tolerance, security,
 //! compare-and-swap, incremental saves and pagination.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
@@ -26,7 +28,12 @@ fn state(id: &str, n: usize, tag: &str) -> SessionState {
         run_id: Some(format!("run-{tag}")),
         invoke_seq: Some(n as i64),
         messages: (0..n)
-            .map(|i| msg(if i % 2 == 0 { "user" } else { "assistant" }, &format!("{tag} {i}")))
+            .map(|i| {
+                msg(
+                    if i % 2 == 0 { "user" } else { "assistant" },
+                    &format!("{tag} {i}"),
+                )
+            })
             .collect(),
         meta: Some(
             RawJson::from_json(format!(r#"{{"codelia_workspace_root":"/repo/{tag}"}}"#)).unwrap(),
@@ -95,13 +102,21 @@ fn fresh_database_has_exactly_the_reference_schema_and_passes_integrity_check() 
     fs::copy(fixture_db(), copy.path().join("state.db")).unwrap();
     let reference = Connection::open(copy.path().join("state.db")).unwrap();
     assert_eq!(schema_facts(&ours), schema_facts(&reference));
-    let check: String = ours.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let check: String = ours
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(check, "ok");
-    let mode: String = ours.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = ours
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
     // The reference's own queries work on our file.
     let n: i64 = ours
-        .query_row("SELECT COUNT(*) FROM session_state ORDER BY updated_at DESC", [], |r| r.get(0))
+        .query_row(
+            "SELECT COUNT(*) FROM session_state ORDER BY updated_at DESC",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(n, 1);
 }
@@ -119,19 +134,30 @@ fn a_reference_created_database_is_migrated_and_backfilled() {
         .unwrap();
     }
     let store = StateStore::open(dir.path()).unwrap();
-    let page = store.list(&ListQuery::all().workspace("/repo/main")).unwrap();
+    let page = store
+        .list(&ListQuery::all().workspace("/repo/main"))
+        .unwrap();
     assert_eq!(page.entries.len(), 1);
-    assert_eq!(page.entries[0].summary.workspace_root.as_deref(), Some("/repo/main"));
+    assert_eq!(
+        page.entries[0].summary.workspace_root.as_deref(),
+        Some("/repo/main")
+    );
     let loaded = store.load("old").unwrap().unwrap();
     assert_eq!(loaded.state.invoke_seq, Some(4));
     assert!(loaded.state.messages.is_empty());
     store.save(&state("old", 2, "b")).unwrap();
     drop(store);
     let conn = Connection::open(dir.path().join("state.db")).unwrap();
-    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
     let extra: String = conn
-        .query_row("SELECT extra_col FROM session_state WHERE session_id='old'", [], |r| r.get(0))
+        .query_row(
+            "SELECT extra_col FROM session_state WHERE session_id='old'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(extra, "x");
 }
@@ -148,11 +174,17 @@ fn files_are_private() {
     assert_eq!(mode(&root.join("messages")), 0o700);
     assert_eq!(mode(&root.join("state")), 0o700);
     assert_eq!(mode(&root.join("state.db")), 0o600);
-    assert_eq!(mode(&root.join("messages").join(format!("{ID}.jsonl"))), 0o600);
+    assert_eq!(
+        mode(&root.join("messages").join(format!("{ID}.jsonl"))),
+        0o600
+    );
     let mut changed = state(ID, 2, "b");
     changed.messages[0] = msg("user", "rewritten");
     assert_eq!(store.save(&changed).unwrap().mode, SaveMode::Rewritten);
-    assert_eq!(mode(&root.join("messages").join(format!("{ID}.jsonl"))), 0o600);
+    assert_eq!(
+        mode(&root.join("messages").join(format!("{ID}.jsonl"))),
+        0o600
+    );
 }
 
 #[test]
@@ -160,11 +192,20 @@ fn unsafe_ids_are_refused_before_any_path_is_built() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sessions");
     let store = StateStore::open(&root).unwrap();
-    fs::write(dir.path().join("x.json"), br#"{"session_id":"x","updated_at":"t","messages":[]}"#)
-        .unwrap();
+    fs::write(
+        dir.path().join("x.json"),
+        br#"{"session_id":"x","updated_at":"t","messages":[]}"#,
+    )
+    .unwrap();
     for id in ["../x", "../../x", "a/b", "..", "", "a\0b", ".hidden"] {
-        assert!(matches!(store.load(id), Err(StateError::UnsafeId { .. })), "{id:?}");
-        assert!(matches!(store.save(&state(id, 1, "a")), Err(StateError::UnsafeId { .. })));
+        assert!(
+            matches!(store.load(id), Err(StateError::UnsafeId { .. })),
+            "{id:?}"
+        );
+        assert!(matches!(
+            store.save(&state(id, 1, "a")),
+            Err(StateError::UnsafeId { .. })
+        ));
         assert!(matches!(store.delete(id), Err(StateError::UnsafeId { .. })));
     }
     assert!(!dir.path().join("x.jsonl").exists());
@@ -179,9 +220,12 @@ fn appends_only_new_lines_and_rewrites_when_history_changes() {
     let mut s = state(ID, 0, "a");
     let mut last = None;
     for i in 0..40 {
-        s.messages.push(msg("user", &format!("message {i} {}", "x".repeat(100))));
+        s.messages
+            .push(msg("user", &format!("message {i} {}", "x".repeat(100))));
         let report = store.save_expecting(&s, last).unwrap();
-        let line_len = session_schema::to_line(s.messages.last().unwrap()).unwrap().len() as u64;
+        let line_len = session_schema::to_line(s.messages.last().unwrap())
+            .unwrap()
+            .len() as u64;
         assert_eq!(report.mode, SaveMode::Appended { messages: 1 });
         assert_eq!(report.bytes_written, line_len);
         last = Some(report.generation);
@@ -189,7 +233,10 @@ fn appends_only_new_lines_and_rewrites_when_history_changes() {
     // Metadata-only save: nothing written to the file.
     s.invoke_seq = Some(99);
     let r = store.save(&s).unwrap();
-    assert_eq!((r.mode, r.bytes_written), (SaveMode::Appended { messages: 0 }, 0));
+    assert_eq!(
+        (r.mode, r.bytes_written),
+        (SaveMode::Appended { messages: 0 }, 0)
+    );
     // Compaction: earlier messages change.
     s.messages.drain(..30);
     let r = store.save(&s).unwrap();
@@ -198,12 +245,19 @@ fn appends_only_new_lines_and_rewrites_when_history_changes() {
     assert_eq!(loaded.state.messages, s.messages);
     assert_eq!(loaded.state.invoke_seq, Some(99));
     let file = fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap();
-    let want: Vec<u8> = s.messages.iter().flat_map(|m| session_schema::to_line(m).unwrap()).collect();
+    let want: Vec<u8> = s
+        .messages
+        .iter()
+        .flat_map(|m| session_schema::to_line(m).unwrap())
+        .collect();
     assert_eq!(file, want);
     // An empty list is an empty file.
     s.messages.clear();
     store.save(&s).unwrap();
-    assert_eq!(fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap(), b"");
+    assert_eq!(
+        fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap(),
+        b""
+    );
     assert!(store.load(ID).unwrap().unwrap().state.messages.is_empty());
 }
 
@@ -211,15 +265,36 @@ fn appends_only_new_lines_and_rewrites_when_history_changes() {
 fn stale_generation_and_foreign_writes_conflict() {
     let dir = tempfile::tempdir().unwrap();
     let store = StateStore::open(dir.path()).unwrap();
-    let g1 = store.save_expecting(&state(ID, 2, "a"), None).unwrap().generation;
-    assert!(store.save_expecting(&state(ID, 2, "a"), None).unwrap_err().is_conflict());
-    let g2 = store.save_expecting(&state(ID, 3, "a"), Some(g1)).unwrap().generation;
-    assert!(store.save_expecting(&state(ID, 4, "a"), Some(g1)).unwrap_err().is_conflict());
+    let g1 = store
+        .save_expecting(&state(ID, 2, "a"), None)
+        .unwrap()
+        .generation;
+    assert!(
+        store
+            .save_expecting(&state(ID, 2, "a"), None)
+            .unwrap_err()
+            .is_conflict()
+    );
+    let g2 = store
+        .save_expecting(&state(ID, 3, "a"), Some(g1))
+        .unwrap()
+        .generation;
+    assert!(
+        store
+            .save_expecting(&state(ID, 4, "a"), Some(g1))
+            .unwrap_err()
+            .is_conflict()
+    );
     // The reference writes the row (it does not know our bookkeeping table).
     let conn = Connection::open(dir.path().join("state.db")).unwrap();
-    conn.execute("UPDATE session_state SET updated_at = '2026-12-01T00:00:00.000Z' WHERE session_id = ?1", [ID])
-        .unwrap();
-    let err = store.save_expecting(&state(ID, 4, "a"), Some(g2)).unwrap_err();
+    conn.execute(
+        "UPDATE session_state SET updated_at = '2026-12-01T00:00:00.000Z' WHERE session_id = ?1",
+        [ID],
+    )
+    .unwrap();
+    let err = store
+        .save_expecting(&state(ID, 4, "a"), Some(g2))
+        .unwrap_err();
     assert!(err.is_conflict(), "{err}");
     let g3 = store.load(ID).unwrap().unwrap().generation;
     assert_ne!(g3, Some(g2));
@@ -241,8 +316,18 @@ fn torn_and_corrupt_message_lines_are_reported_not_fatal() {
     conn.execute("DELETE FROM session_files", []).unwrap();
     let loaded = store.load(ID).unwrap().unwrap();
     assert_eq!(loaded.state.messages, state(ID, 4, "a").messages);
-    let kinds: Vec<_> = loaded.damage.iter().map(|d| (d.kind.clone(), d.line)).collect();
-    assert_eq!(kinds, vec![(DamageKind::Corrupt, Some(5)), (DamageKind::TornTail, Some(6))]);
+    let kinds: Vec<_> = loaded
+        .damage
+        .iter()
+        .map(|d| (d.kind.clone(), d.line))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (DamageKind::Corrupt, Some(5)),
+            (DamageKind::TornTail, Some(6))
+        ]
+    );
     // Saving repairs the file.
     store.save(&loaded.state).unwrap();
     assert!(store.load(ID).unwrap().unwrap().damage.is_empty());
@@ -256,10 +341,18 @@ fn a_file_changed_behind_our_back_is_detected() {
     let path = dir.path().join("messages").join(format!("{ID}.jsonl"));
     // Same length, different bytes.
     let bytes = fs::read(&path).unwrap();
-    let changed: Vec<u8> = String::from_utf8(bytes).unwrap().replace("a 1", "b 1").into_bytes();
+    let changed: Vec<u8> = String::from_utf8(bytes)
+        .unwrap()
+        .replace("a 1", "b 1")
+        .into_bytes();
     fs::write(&path, changed).unwrap();
     let loaded = store.load(ID).unwrap().unwrap();
-    assert!(loaded.damage.iter().any(|d| d.kind == DamageKind::FileChanged));
+    assert!(
+        loaded
+            .damage
+            .iter()
+            .any(|d| d.kind == DamageKind::FileChanged)
+    );
     assert_eq!(loaded.state.messages.len(), 4);
 }
 
@@ -268,12 +361,23 @@ fn legacy_snapshot_cut_mid_write_is_a_clear_error_and_listing_continues() {
     let dir = tempfile::tempdir().unwrap();
     let store = StateStore::open(dir.path()).unwrap();
     store.save(&state(ID, 2, "a")).unwrap();
-    let legacy = dir.path().join("state").join("c0ffee00-1234-4abc-8def-00112233aabb.json");
+    let legacy = dir
+        .path()
+        .join("state")
+        .join("c0ffee00-1234-4abc-8def-00112233aabb.json");
     let cut = br#"{"session_id":"c0ffee00-1234-4abc-8def-00112233aabb","updated_at":"2026-09-28T11:00:00.000Z","messages":[{"role":"user","con"#;
     fs::write(&legacy, cut).unwrap();
-    let err = store.load("c0ffee00-1234-4abc-8def-00112233aabb").unwrap_err();
+    let err = store
+        .load("c0ffee00-1234-4abc-8def-00112233aabb")
+        .unwrap_err();
     match &err {
-        StateError::LegacyInvalid { path, line, byte_offset, reason, .. } => {
+        StateError::LegacyInvalid {
+            path,
+            line,
+            byte_offset,
+            reason,
+            ..
+        } => {
             assert_eq!(path, &legacy);
             assert_eq!(*line, 1);
             assert_eq!(*byte_offset, cut.len() as u64);
@@ -287,7 +391,10 @@ fn legacy_snapshot_cut_mid_write_is_a_clear_error_and_listing_continues() {
     assert_eq!(page.diagnostics[0].path, legacy);
     assert_eq!(fs::read(&legacy).unwrap(), cut);
     let report = store.migrate_legacy(false).unwrap();
-    assert!(matches!(report.entries[0].outcome, session_state::MigrationOutcome::Invalid { .. }));
+    assert!(matches!(
+        report.entries[0].outcome,
+        session_state::MigrationOutcome::Invalid { .. }
+    ));
     assert_eq!(fs::read(&legacy).unwrap(), cut);
 }
 
@@ -303,12 +410,21 @@ fn legacy_quirks_are_fixed() {
     .unwrap();
     // dry run lists without writing
     let dry = store.migrate_legacy(true).unwrap();
-    assert!(matches!(dry.entries[0].outcome, session_state::MigrationOutcome::WouldMigrate(_)));
-    assert!(store.list(&ListQuery::all()).unwrap().entries[0].source == session_state::EntrySource::Legacy);
+    assert!(matches!(
+        dry.entries[0].outcome,
+        session_state::MigrationOutcome::WouldMigrate(_)
+    ));
+    assert!(
+        store.list(&ListQuery::all()).unwrap().entries[0].source
+            == session_state::EntrySource::Legacy
+    );
     let loaded = store.load("outer-id").unwrap().unwrap();
     assert_eq!(loaded.state.session_id, "outer-id");
     assert_eq!(loaded.state.invoke_seq, None);
-    assert_eq!(loaded.source, session_state::LoadSource::Legacy { migrated: true });
+    assert_eq!(
+        loaded.source,
+        session_state::LoadSource::Legacy { migrated: true }
+    );
     assert_eq!(loaded.notes.len(), 3, "{:?}", loaded.notes);
     // Stored under the requested id, never re-migrated, legacy file kept.
     assert!(store.load("inner-id").unwrap().is_none());
@@ -316,7 +432,10 @@ fn legacy_quirks_are_fixed() {
     assert_eq!(again.source, session_state::LoadSource::Db);
     assert_eq!(again.generation, loaded.generation);
     assert!(legacy.exists());
-    assert_eq!(store.migrate_legacy(false).unwrap().entries[0].outcome, session_state::MigrationOutcome::AlreadyIndexed);
+    assert_eq!(
+        store.migrate_legacy(false).unwrap().entries[0].outcome,
+        session_state::MigrationOutcome::AlreadyIndexed
+    );
     // delete removes row, messages file and legacy file.
     let d = store.delete("outer-id").unwrap();
     assert!(d.row && d.messages_file && d.legacy_file);
@@ -344,7 +463,10 @@ fn pagination_is_stable_while_sessions_are_saved() {
     loop {
         let mut q = ListQuery::all().limit(7);
         if let Some(c) = cursor.take() {
-            q = q.after(session_state::ListCursor::from_token(&session_state::ListCursor::to_token(&c)).unwrap());
+            q = q.after(
+                session_state::ListCursor::from_token(&session_state::ListCursor::to_token(&c))
+                    .unwrap(),
+            );
         }
         let page = store.list(&q).unwrap();
         seen.extend(page.entries.iter().map(|e| e.summary.session_id.clone()));
@@ -378,7 +500,9 @@ fn crash_at(point: FaultPoint, old: Option<&SessionState>, new: &SessionState) -
     let armed = Arc::new(AtomicBool::new(false));
     let hook_armed = armed.clone();
     let options = StoreOptions {
-        fault_hook: Some(Arc::new(move |p| p == point && hook_armed.load(Ordering::SeqCst))),
+        fault_hook: Some(Arc::new(move |p| {
+            p == point && hook_armed.load(Ordering::SeqCst)
+        })),
         ..StoreOptions::default()
     };
     let store = StateStore::open_with(dir.path(), options).unwrap();
@@ -399,20 +523,33 @@ fn crash_at(point: FaultPoint, old: Option<&SessionState>, new: &SessionState) -
     let id = new.session_id.clone();
     let Some(loaded) = store.load(&id).unwrap() else {
         // Only a crash before the first commit of a new session leaves no session.
-        assert!(old.is_none() && hit && point < FaultPoint::Committed, "{point:?}");
+        assert!(
+            old.is_none() && hit && point < FaultPoint::Committed,
+            "{point:?}"
+        );
         store.save(new).unwrap();
-        assert_eq!(store.load(&id).unwrap().unwrap().state.messages, new.messages);
+        assert_eq!(
+            store.load(&id).unwrap().unwrap().state.messages,
+            new.messages
+        );
         return hit;
     };
     assert!(loaded.damage.is_empty(), "{point:?}: {:?}", loaded.damage);
     let got = &loaded.state;
     let is = |s: &SessionState| {
-        got.messages == s.messages && got.meta == s.meta && got.run_id == s.run_id && got.updated_at == s.updated_at
+        got.messages == s.messages
+            && got.meta == s.meta
+            && got.run_id == s.run_id
+            && got.updated_at == s.updated_at
     };
     let after_commit = point >= FaultPoint::Committed;
     if hit {
         assert!(
-            if after_commit { is(new) } else { old.is_some_and(is) },
+            if after_commit {
+                is(new)
+            } else {
+                old.is_some_and(is)
+            },
             "{point:?}: loaded neither the expected old nor new state"
         );
     } else {
@@ -420,7 +557,11 @@ fn crash_at(point: FaultPoint, old: Option<&SessionState>, new: &SessionState) -
     }
     // The reference's view (the main file) is also complete after `open` rolled forward.
     let file = fs::read(dir.path().join("messages").join(format!("{id}.jsonl"))).unwrap();
-    let want: Vec<u8> = got.messages.iter().flat_map(|m| session_schema::to_line(m).unwrap()).collect();
+    let want: Vec<u8> = got
+        .messages
+        .iter()
+        .flat_map(|m| session_schema::to_line(m).unwrap())
+        .collect();
     if !hit || after_commit || point < FaultPoint::TempWritten {
         assert!(file.starts_with(&want), "{point:?}");
     }
@@ -432,7 +573,11 @@ fn crash_at(point: FaultPoint, old: Option<&SessionState>, new: &SessionState) -
     assert_eq!(reloaded.state.messages, next.messages);
     assert!(reloaded.damage.is_empty());
     let file = fs::read(dir.path().join("messages").join(format!("{id}.jsonl"))).unwrap();
-    let want: Vec<u8> = next.messages.iter().flat_map(|m| session_schema::to_line(m).unwrap()).collect();
+    let want: Vec<u8> = next
+        .messages
+        .iter()
+        .flat_map(|m| session_schema::to_line(m).unwrap())
+        .collect();
     assert_eq!(file, want, "{point:?}");
     hit
 }
@@ -483,7 +628,9 @@ fn an_uncommitted_tail_is_ignored_then_cut() {
     let hook_on = Arc::new(AtomicBool::new(false));
     let h = hook_on.clone();
     let options = StoreOptions {
-        fault_hook: Some(Arc::new(move |p| h.load(Ordering::SeqCst) && p == FaultPoint::AppendSynced)),
+        fault_hook: Some(Arc::new(move |p| {
+            h.load(Ordering::SeqCst) && p == FaultPoint::AppendSynced
+        })),
         ..StoreOptions::default()
     };
     let store = StateStore::open_with(dir.path(), options).unwrap();
@@ -496,12 +643,20 @@ fn an_uncommitted_tail_is_ignored_then_cut() {
     hook_on.store(false, Ordering::SeqCst);
     let loaded = store.load(ID).unwrap().unwrap();
     assert_eq!(loaded.state.messages, old.messages);
-    assert!(loaded.notes.iter().any(|n| matches!(n, session_state::LoadNote::UncommittedTail { .. })));
+    assert!(
+        loaded
+            .notes
+            .iter()
+            .any(|n| matches!(n, session_state::LoadNote::UncommittedTail { .. }))
+    );
     // The next save cuts the tail before appending: no glued lines.
     let mut other = old.clone();
     other.messages.push(msg("assistant", "committed"));
     store.save(&other).unwrap();
-    assert_eq!(store.load(ID).unwrap().unwrap().state.messages, other.messages);
+    assert_eq!(
+        store.load(ID).unwrap().unwrap().state.messages,
+        other.messages
+    );
 }
 
 #[test]
@@ -528,6 +683,10 @@ fn two_stores_on_one_root_never_trust_a_stale_cache() {
         assert!(loaded.damage.is_empty());
     }
     let file = fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap();
-    let want: Vec<u8> = s.messages.iter().flat_map(|m| session_schema::to_line(m).unwrap()).collect();
+    let want: Vec<u8> = s
+        .messages
+        .iter()
+        .flat_map(|m| session_schema::to_line(m).unwrap())
+        .collect();
     assert_eq!(file, want);
 }
