@@ -45,22 +45,58 @@ impl Style {
     }
 }
 
-/// The first line of `text`, clipped to `max` characters with `…` (never splits a character),
-/// with control characters replaced so one entry stays on one line.
+/// Terminal columns of one character: 2 for East Asian wide and emoji ranges, 0 for combining
+/// marks, zero-width joiners and variation selectors, 1 otherwise (a small approximation of
+/// UAX #11 that keeps tables with Japanese text and emoji aligned).
+pub(crate) fn char_width(c: char) -> usize {
+    match c as u32 {
+        0x0300..=0x036F | 0x200B..=0x200F | 0xFE00..=0xFE0F | 0x1F3FB..=0x1F3FF => 0,
+        0x1100..=0x115F
+        | 0x2E80..=0x303E
+        | 0x3041..=0x33FF
+        | 0x3400..=0x4DBF
+        | 0x4E00..=0x9FFF
+        | 0xA000..=0xA4CF
+        | 0xAC00..=0xD7A3
+        | 0xF900..=0xFAFF
+        | 0xFE30..=0xFE4F
+        | 0xFF00..=0xFF60
+        | 0xFFE0..=0xFFE6
+        | 0x1F300..=0x1F64F
+        | 0x1F900..=0x1F9FF
+        | 0x20000..=0x3FFFD => 2,
+        _ => 1,
+    }
+}
+
+/// Terminal columns of `text`.
+pub(crate) fn width(text: &str) -> usize {
+    text.chars().map(char_width).sum()
+}
+
+/// The first line of `text`, clipped to `max` terminal columns with `…` (never splits a
+/// character), with control characters replaced so one entry stays on one line.
 pub(crate) fn one_line(text: &str, max: usize) -> String {
     let first = text.trim_start().lines().next().unwrap_or("");
     let more_lines = text.trim().lines().nth(1).is_some();
+    let clean: String = first
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if width(&clean) <= max && !more_lines {
+        return clean;
+    }
     let mut out = String::new();
-    for (n, c) in first.chars().enumerate() {
-        if n + 1 >= max && (first.chars().count() > max || more_lines) {
-            out.push('…');
-            return out;
+    let mut used = 0;
+    for c in clean.chars() {
+        let w = char_width(c);
+        if used + w + 1 > max {
+            break;
         }
-        out.push(if c.is_control() { ' ' } else { c });
+        out.push(c);
+        used += w;
     }
-    if more_lines && out.chars().count() < max {
-        out.push('…');
-    }
+    out.push('…');
     out
 }
 
@@ -107,13 +143,13 @@ pub(crate) fn bytes(n: u64) -> String {
     }
 }
 
-/// Pads `text` with spaces to `width` display characters (counting chars, not bytes).
-pub(crate) fn pad(text: &str, width: usize) -> String {
-    let n = text.chars().count();
-    if n >= width {
+/// Pads `text` with spaces to `cols` terminal columns.
+pub(crate) fn pad(text: &str, cols: usize) -> String {
+    let n = width(text);
+    if n >= cols {
         text.to_owned()
     } else {
-        format!("{text}{}", " ".repeat(width - n))
+        format!("{text}{}", " ".repeat(cols - n))
     }
 }
 
@@ -124,7 +160,10 @@ mod tests {
     #[test]
     fn clipping_keeps_characters_whole() {
         assert_eq!(one_line("hello", 10), "hello");
-        assert_eq!(one_line("この画像は何ですか", 5), "この画像…");
+        assert_eq!(one_line("この画像は何ですか", 9), "この画像…");
+        assert_eq!(width(&one_line("この画像は何ですか", 9)), 9);
+        assert_eq!(pad("日本", 6), "日本  ");
+        assert_eq!(width("🤔 ok"), 5);
         assert_eq!(one_line("a\nb", 10), "a…");
         assert_eq!(one_line("tab\there", 20), "tab here");
     }

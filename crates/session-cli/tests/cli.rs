@@ -1210,5 +1210,8 @@ fn readme_embedding_example_is_the_compiled_one() {
     let readme = std::fs::read_to_string(manifest_dir().join("../../README.md")).unwrap();
     let example = std::fs::read_to_string(manifest_dir().join("examples/embed_writer.rs")).unwrap();
     let body = &example[example.find("use session_jsonl").unwrap()..];
-    assert!(readme.contains(body), "README's embedding example differs from examples/embed_writer.rs");
+    assert!(
+        readme.contains(body),
+        "README's embedding example differs from examples/embed_writer.rs"
+    );
 }
