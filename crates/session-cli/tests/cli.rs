@@ -1215,3 +1215,36 @@ fn readme_embedding_example_is_the_compiled_one() {
         "README's embedding example differs from examples/embed_writer.rs"
     );
 }
+
+#[test]
+fn sessions_default_to_the_current_directory_workspace() {
+    let s = sample_store();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    let sub = ws.path().join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    let mut c = sessions_cmd();
+    c.current_dir(&sub)
+        .arg("--root")
+        .arg(&s.root)
+        .arg("sessions");
+    let r = finish(c.output().unwrap());
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(
+        r.out.starts_with(&format!(
+            "workspace {} (--all for every workspace)",
+            ws.path().display()
+        )),
+        "{}",
+        r.out
+    );
+    assert!(r.out.contains("(no sessions)"));
+    let mut c = sessions_cmd();
+    c.current_dir(&sub).arg("--root").arg(&s.root).args([
+        "sessions",
+        "--json",
+        "--workspace",
+        "/home/dev/acme-app",
+    ]);
+    assert_eq!(json_lines(&finish(c.output().unwrap()).out).len(), 6);
+}

@@ -575,7 +575,15 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         }
         let a = Action {
             action: "move-session",
-            file: rel(&root, &messages).into_owned(),
+            file: rel(
+                &root,
+                if e.source == EntrySource::Legacy {
+                    &legacy
+                } else {
+                    &messages
+                },
+            )
+            .into_owned(),
             id: Some(id),
             status,
             detail: format!("updated {}", e.summary.updated_at),

@@ -1,0 +1,3 @@
+sessions
+--all
+--utc

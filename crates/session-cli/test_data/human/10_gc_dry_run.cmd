@@ -1,0 +1,4 @@
+gc
+--older-than
+30d
+--dry-run

@@ -1,0 +1,2 @@
+repair
+--dry-run

@@ -1,0 +1,84 @@
+//! Snapshot tests of the human output on a copy of the sample store: each
+//! `test_data/human/<name>.cmd` holds the arguments (one per line), `<name>.out` the expected
+//! stdout and exit status. `UPDATE_EXPECT=1 cargo test -p session-cli --test human` rewrites the
+//! `.out` files. The facts behind these snapshots are asserted separately in `tests/cli.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// Runs one case and compares (or rewrites) its expectation.
+fn check(case: &Path, root: &Path) -> Option<String> {
+    let args: Vec<String> = std::fs::read_to_string(case)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_sessions"))
+        .env_clear()
+        .env("HOME", "/nonexistent-home")
+        .env("TZ", "UTC")
+        .env("SESSIONS_NOW", "2026-11-30T12:00:00Z")
+        .arg("--root")
+        .arg(root)
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let actual = format!(
+        "{stdout}[exit status {}]\n",
+        out.status.code().unwrap_or(-1)
+    );
+    let expected_path = case.with_extension("out");
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&expected_path, &actual).unwrap();
+        return None;
+    }
+    let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+    (expected != actual).then(|| {
+        format!(
+            "{}:\n--- expected\n{expected}--- actual\n{actual}",
+            case.display()
+        )
+    })
+}
+
+#[test]
+fn human_output_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(&manifest_dir().join("../../sample/sessions"), &root);
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(manifest_dir().join("test_data/human"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cmd"))
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty());
+    let failures: Vec<String> = cases.iter().filter_map(|c| check(c, &root)).collect();
+    assert!(
+        failures.is_empty(),
+        "{} snapshot(s) differ (UPDATE_EXPECT=1 rewrites):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
