@@ -259,12 +259,29 @@ const TAIL_BLOCK: u64 = 64 << 10;
 /// Damaged lines skipped at the end of a file before [`terminal_state`] gives up (→ `Open`).
 const TAIL_MAX_DAMAGED: usize = 64;
 
+/// Largest backward window [`terminal_state`] keeps in memory.
+const TAIL_WINDOW_MAX: usize = 4 << 20;
+
+/// A window over the file's tail that grows backwards block by block; every byte is read from
+/// the file at most once while it stays in the window.
 struct Tail<'a> {
     file: &'a mut File,
     bytes_read: u64,
+    /// File offset of `win[0]`.
+    win_lo: u64,
+    win: Vec<u8>,
 }
 
 impl Tail<'_> {
+    fn new(file: &mut File, len: u64) -> Tail<'_> {
+        Tail {
+            file,
+            bytes_read: 0,
+            win_lo: len,
+            win: Vec::new(),
+        }
+    }
+
     fn read_at(&mut self, at: u64, buf: &mut [u8]) -> io::Result<()> {
         self.file.seek(SeekFrom::Start(at))?;
         self.file.read_exact(buf)?;
@@ -272,20 +289,57 @@ impl Tail<'_> {
         Ok(())
     }
 
+    /// Extends the window one block further back; false at the start of the file.
+    fn extend(&mut self) -> io::Result<bool> {
+        if self.win_lo == 0 {
+            return Ok(false);
+        }
+        let lo = self.win_lo.saturating_sub(TAIL_BLOCK);
+        let mut block = vec![0u8; (self.win_lo - lo) as usize];
+        self.read_at(lo, &mut block)?;
+        // Bytes at the top of an over-long window belong to a line whose start is still being
+        // searched; only its prefix is needed later, so they can go.
+        let keep = self
+            .win
+            .len()
+            .min(TAIL_WINDOW_MAX.saturating_sub(block.len()));
+        self.win.truncate(keep);
+        block.extend_from_slice(&self.win);
+        self.win = block;
+        self.win_lo = lo;
+        Ok(true)
+    }
+
+    fn win_hi(&self) -> u64 {
+        self.win_lo + self.win.len() as u64
+    }
+
     /// Start of the line that ends at `end` (exclusive): just after the previous `\n`, or 0.
     fn line_start(&mut self, end: u64) -> io::Result<u64> {
-        let mut hi = end;
-        let mut block = vec![0u8; TAIL_BLOCK as usize];
-        while hi > 0 {
-            let lo = hi.saturating_sub(TAIL_BLOCK);
-            let buf = &mut block[..(hi - lo) as usize];
-            self.read_at(lo, buf)?;
-            if let Some(i) = memchr::memrchr(b'\n', buf) {
-                return Ok(lo + i as u64 + 1);
+        // Not yet searched: [win_lo, below).
+        let mut below = end;
+        loop {
+            let hi = below.min(self.win_hi()).saturating_sub(self.win_lo) as usize;
+            if let Some(i) = memchr::memrchr(b'\n', &self.win[..hi]) {
+                return Ok(self.win_lo + i as u64 + 1);
             }
-            hi = lo;
+            below = self.win_lo;
+            if !self.extend()? {
+                return Ok(0);
+            }
         }
-        Ok(0)
+    }
+
+    /// Bytes `[start, end)`, from the window when it holds them.
+    fn bytes(&mut self, start: u64, end: u64) -> io::Result<Vec<u8>> {
+        if start >= self.win_lo && end <= self.win_hi() {
+            let a = (start - self.win_lo) as usize;
+            let b = (end - self.win_lo) as usize;
+            return Ok(self.win[a..b].to_vec());
+        }
+        let mut buf = vec![0u8; (end - start) as usize];
+        self.read_at(start, &mut buf)?;
+        Ok(buf)
     }
 }
 
@@ -298,16 +352,14 @@ enum TailLine {
 fn tail_line(tail: &mut Tail<'_>, start: u64, end: u64) -> io::Result<TailLine> {
     let len = end - start;
     if len > TAIL_LINE_LIMIT {
-        let mut buf = vec![0u8; TAIL_PREFIX];
-        tail.read_at(start, &mut buf)?;
+        let buf = tail.bytes(start, start + TAIL_PREFIX as u64)?;
         let facts = scan_facts(&buf);
         return Ok(match facts.kind {
             Some(kind) => TailLine::Prefix(kind, facts.started_at),
             None => TailLine::Bad,
         });
     }
-    let mut buf = vec![0u8; len as usize];
-    tail.read_at(start, &mut buf)?;
+    let buf = tail.bytes(start, end)?;
     // After NUL padding, the piece behind the last NUL is the line's record.
     let piece = match memchr::memrchr(0, &buf) {
         Some(i) => &buf[i + 1..],
@@ -342,10 +394,7 @@ pub fn terminal_state(path: &Path) -> Result<TerminalState> {
         .metadata()
         .map_err(|e| JsonlError::io("stat", path, e))?
         .len();
-    let mut tail = Tail {
-        file: &mut file,
-        bytes_read: 0,
-    };
+    let mut tail = Tail::new(&mut file, len);
     scan_tail(&mut tail, len).map_err(|e| JsonlError::io("read", path, e))
 }
 
@@ -360,8 +409,8 @@ fn scan_tail(tail: &mut Tail<'_>, len: u64) -> io::Result<TerminalState> {
     if len == 0 {
         return Ok(state);
     }
-    let mut last = [0u8; 1];
-    tail.read_at(len - 1, &mut last)?;
+    tail.extend()?;
+    let last = [tail.win[tail.win.len() - 1]];
     let mut line_end = if last[0] == b'\n' { len - 1 } else { len };
     let mut unterminated = last[0] != b'\n';
     let mut damaged = 0;

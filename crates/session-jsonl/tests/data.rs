@@ -18,7 +18,11 @@ fn test_data() -> PathBuf {
 /// Options from a leading `# options: key=value ...` line of the expectation file.
 fn options(expected: &str) -> ReaderOptions {
     let mut opts = ReaderOptions::default();
-    if let Some(line) = expected.lines().next().and_then(|l| l.strip_prefix("# options:")) {
+    if let Some(line) = expected
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# options:"))
+    {
         for kv in line.split_whitespace() {
             let (k, v) = kv.split_once('=').expect("key=value");
             match k {
@@ -64,7 +68,13 @@ fn check(input: &Path) {
             read_size: chunk,
             ..opts.clone()
         };
-        let got = render_all(Chunked { inner: &bytes[..], chunk }, small);
+        let got = render_all(
+            Chunked {
+                inner: &bytes[..],
+                chunk,
+            },
+            small,
+        );
         assert_eq!(got, actual, "{} with {chunk}-byte reads", input.display());
     }
     let dir = tempfile::tempdir().unwrap();
@@ -85,7 +95,8 @@ fn every_test_data_file_matches_its_expectation() {
     assert!(inputs.len() >= 20, "test_data went missing");
     for input in &inputs {
         assert!(
-            input.with_extension("expected").exists() || std::env::var_os("UPDATE_EXPECT").is_some(),
+            input.with_extension("expected").exists()
+                || std::env::var_os("UPDATE_EXPECT").is_some(),
             "{} has no .expected file",
             input.display()
         );
@@ -116,6 +127,9 @@ fn every_damage_kind_has_a_test_data_file() {
         "unknown_schema_version",
         "duplicate_header",
     ] {
-        assert!(all.contains(&format!("damage {kind} ")), "no test data for {kind}");
+        assert!(
+            all.contains(&format!("damage {kind} ")),
+            "no test data for {kind}"
+        );
     }
 }
