@@ -217,6 +217,10 @@ pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> R
     };
     conn.execute_batch(sync)
         .map_err(db_err(db_path, "set synchronous"))?;
+    // Listing and run queries read the whole table: a 32 MiB page cache and memory-mapped
+    // reads keep a 100k-session index in memory instead of re-reading it through `pread`.
+    conn.execute_batch("PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456;")
+        .map_err(db_err(db_path, "set cache size"))?;
     if !schema_is_current(&conn).map_err(db_err(db_path, "read schema"))? {
         init_schema(&conn, db_path, max_wait)?;
     }

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::fs;
 
-use rusqlite::types::Value;
+use rusqlite::types::{Value, ValueRef};
 use session_schema::{SessionStateSummary, Timestamp, is_safe_id};
 
 use crate::db::{NORM_FN, ReadTx, db_err};
@@ -55,57 +55,39 @@ impl StateStore {
         {
             let conn = self.lock();
             let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-            let mut sql = String::from(
-                "SELECT session_id, updated_at, run_id, message_count, last_user_message, workspace_root \
-                 FROM session_state WHERE 1",
-            );
+            // Index order only (`updated_at DESC`): the `session_id` tie-break is applied in
+            // memory, which avoids SQLite's temp b-tree over the whole table. With a limit, the
+            // rows sharing the last `updated_at` are fetched completely so the tie-break is
+            // exact.
+            let mut filters = String::new();
             let mut args: Vec<Value> = Vec::new();
             if let Some(c) = &query.after {
-                sql.push_str(" AND (updated_at < ? OR (updated_at = ? AND session_id < ?))");
+                filters.push_str(" AND (updated_at < ? OR (updated_at = ? AND session_id < ?))");
                 args.push(Value::Text(c.updated_at.clone()));
                 args.push(Value::Text(c.updated_at.clone()));
                 args.push(Value::Text(c.session_id.clone()));
             }
             if let Some(root) = &root_filter {
-                sql.push_str(&format!(" AND {NORM_FN}(workspace_root) = ?"));
+                filters.push_str(&format!(" AND {NORM_FN}(workspace_root) = ?"));
                 args.push(Value::Text(root.clone()));
             }
-            sql.push_str(" ORDER BY updated_at DESC, session_id DESC");
+            let select = "SELECT session_id, updated_at, run_id, message_count, last_user_message, workspace_root \
+                          FROM session_state WHERE 1";
+            let mut sql = format!("{select}{filters} ORDER BY updated_at DESC");
             if let Some(n) = want {
                 sql.push_str(&format!(" LIMIT {n}"));
             }
-            let err = db_err(&self.db_path, "list sessions");
-            let mut stmt = conn.prepare(&sql).map_err(err)?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(args.iter()), |r| {
-                    Ok((
-                        r.get::<_, Value>(0)?,
-                        r.get::<_, Value>(1)?,
-                        r.get::<_, Value>(2)?,
-                        r.get::<_, Value>(3)?,
-                        r.get::<_, Value>(4)?,
-                        r.get::<_, Value>(5)?,
-                    ))
-                })
-                .map_err(db_err(&self.db_path, "list sessions"))?;
-            for row in rows {
-                let (id, updated, run, count, last, ws) =
-                    row.map_err(db_err(&self.db_path, "read session row"))?;
-                db_entries.push(ListEntry {
-                    summary: SessionStateSummary {
-                        session_id: text(id).unwrap_or_default(),
-                        updated_at: Timestamp::from_raw(text(updated).unwrap_or_default()),
-                        run_id: text(run),
-                        message_count: match count {
-                            Value::Integer(i) => u64::try_from(i).ok(),
-                            _ => None,
-                        },
-                        last_user_message: text(last),
-                        workspace_root: text(ws),
-                        ..Default::default()
-                    },
-                    source: EntrySource::Db,
-                });
+            self.query_summaries(&conn, &sql, &args, &mut db_entries)?;
+            if let Some(n) = want
+                && db_entries.len() == n
+                && let Some(last) = db_entries.last()
+            {
+                let boundary = last.summary.updated_at.as_str().to_owned();
+                db_entries.retain(|e| e.summary.updated_at.as_str() != boundary);
+                let mut tie_args = args.clone();
+                tie_args.push(Value::Text(boundary));
+                let tie_sql = format!("{select}{filters} AND updated_at = ?");
+                self.query_summaries(&conn, &tie_sql, &tie_args, &mut db_entries)?;
             }
             let mut exists = conn
                 .prepare("SELECT 1 FROM session_state WHERE session_id = ?1")
@@ -192,6 +174,51 @@ impl StateStore {
         })
     }
 
+    fn query_summaries(
+        &self,
+        conn: &rusqlite::Connection,
+        sql: &str,
+        args: &[Value],
+        out: &mut Vec<ListEntry>,
+    ) -> Result<()> {
+        let mut stmt = conn
+            .prepare_cached(sql)
+            .map_err(db_err(&self.db_path, "list sessions"))?;
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(args.iter()))
+            .map_err(db_err(&self.db_path, "list sessions"))?;
+        let err = || db_err(&self.db_path, "read session row");
+        while let Some(r) = rows.next().map_err(err())? {
+            let text_at = |i: usize| -> rusqlite::Result<Option<String>> {
+                Ok(match r.get_ref(i)? {
+                    ValueRef::Null => None,
+                    ValueRef::Text(t) | ValueRef::Blob(t) => {
+                        Some(String::from_utf8_lossy(t).into_owned())
+                    }
+                    ValueRef::Integer(i) => Some(i.to_string()),
+                    ValueRef::Real(f) => Some(f.to_string()),
+                })
+            };
+            let message_count = match r.get_ref(3).map_err(err())? {
+                ValueRef::Integer(i) => u64::try_from(i).ok(),
+                _ => None,
+            };
+            out.push(ListEntry {
+                summary: SessionStateSummary {
+                    session_id: text_at(0).map_err(err())?.unwrap_or_default(),
+                    updated_at: Timestamp::from_raw(text_at(1).map_err(err())?.unwrap_or_default()),
+                    run_id: text_at(2).map_err(err())?,
+                    message_count,
+                    last_user_message: text_at(4).map_err(err())?,
+                    workspace_root: text_at(5).map_err(err())?,
+                    ..Default::default()
+                },
+                source: EntrySource::Db,
+            });
+        }
+        Ok(())
+    }
+
     /// Ids of `state/*.json` files with a safe id, sorted.
     fn legacy_names(&self) -> Result<Vec<String>> {
         let dir = self.root.join("state");
@@ -275,15 +302,5 @@ impl StateStore {
             });
         }
         Ok(report)
-    }
-}
-
-fn text(v: Value) -> Option<String> {
-    match v {
-        Value::Text(t) => Some(t),
-        Value::Null => None,
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Real(f) => Some(f.to_string()),
-        Value::Blob(b) => Some(String::from_utf8_lossy(&b).into_owned()),
     }
 }
