@@ -341,6 +341,15 @@ impl Decoder {
                 self.record(parsed, bytes, offset, line, out);
             }
             Err(ParseError::Empty) => {}
+            Err(ParseError::InvalidUtf8 { .. })
+                if !terminated
+                    && std::str::from_utf8(bytes).is_err_and(|e| e.error_len().is_none()) =>
+            {
+                // A cut inside a multi-byte character at the end of a torn tail is part of the
+                // torn write, not an encoding error.
+                let lossy = String::from_utf8_lossy(bytes);
+                self.failed_torn(lossy.as_bytes(), bytes.len(), offset, line, out);
+            }
             Err(ParseError::InvalidUtf8 { offset: bad }) => {
                 let lossy = String::from_utf8_lossy(bytes);
                 out.push_back(Item::Damage(Damage {
@@ -369,6 +378,25 @@ impl Decoder {
             }
             Err(e) => self.failed(&e, bytes, bytes.len(), offset, line, terminated, out),
         }
+    }
+
+    fn failed_torn(
+        &mut self,
+        text: &[u8],
+        len: usize,
+        offset: u64,
+        line: u64,
+        out: &mut VecDeque<Item>,
+    ) {
+        out.push_back(Item::Damage(Damage {
+            kind: DamageKind::TornTail,
+            offset,
+            line,
+            len: len as u64,
+            message: "last line has no newline and ends inside a character".to_owned(),
+            raw: None,
+            excerpt: Some(excerpt(text)),
+        }));
     }
 
     #[allow(clippy::too_many_arguments)]
