@@ -690,3 +690,44 @@ fn two_stores_on_one_root_never_trust_a_stale_cache() {
         .collect();
     assert_eq!(file, want);
 }
+
+#[test]
+fn an_unusable_database_is_a_clear_error() {
+    // Reference test: `state.db` is a directory → the store is unavailable (with or without a
+    // legacy snapshot).
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("state.db")).unwrap();
+    fs::create_dir_all(dir.path().join("state")).unwrap();
+    fs::write(
+        dir.path().join("state").join("legacy_1.json"),
+        br#"{"session_id":"legacy_1","updated_at":"2026-01-01T00:00:00.000Z","messages":[]}"#,
+    )
+    .unwrap();
+    let err = StateStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, StateError::Db { .. }), "{err:?}");
+    assert!(err.to_string().starts_with("state database"), "{err}");
+}
+
+#[test]
+fn the_store_can_be_shared_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<StateStore>();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(StateStore::open(dir.path()).unwrap());
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    store
+                        .save(&state(&format!("t{t}-{i}"), i + 1, "x"))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(store.list(&ListQuery::all()).unwrap().entries.len(), 40);
+}
