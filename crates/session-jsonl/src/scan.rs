@@ -45,6 +45,9 @@ pub struct HeadScan {
     pub header: Option<Box<Header>>,
     /// Whether the first line ended within [`HEAD_LIMIT`] (false: only `facts` were read).
     pub complete: bool,
+    /// Whether the first line is a record of any type (false for an empty file or a damaged
+    /// first line; for a first line longer than [`HEAD_LIMIT`], whether its start has a `type`).
+    pub first_line_is_record: bool,
     /// Damage of the first line: [`DamageKind::EmptyFile`], [`DamageKind::MissingHeader`],
     /// a corrupt or torn first line, a schema version other than 1, …
     pub damage: Vec<Damage>,
@@ -134,6 +137,7 @@ fn head_from_bytes(path: &Path, buf: &[u8], at_eof: bool) -> HeadScan {
         facts: HeaderFacts::default(),
         header: None,
         complete: true,
+        first_line_is_record: false,
         damage: Vec::new(),
     };
     // Skip blank lines before the first content (the reader does the same).
@@ -153,6 +157,7 @@ fn head_from_bytes(path: &Path, buf: &[u8], at_eof: bool) -> HeadScan {
     let Some((end, terminated)) = first else {
         scan.complete = false;
         scan.facts = scan_facts(&buf[start..]);
+        scan.first_line_is_record = scan.facts.kind.is_some();
         if scan.facts.kind.as_deref() != Some("header") {
             scan.damage.push(Damage {
                 kind: DamageKind::MissingHeader,
@@ -183,6 +188,7 @@ fn head_from_bytes(path: &Path, buf: &[u8], at_eof: bool) -> HeadScan {
     for item in items {
         match item {
             Item::Record(r) => {
+                scan.first_line_is_record = true;
                 if let Record::Header(h) = r.parsed.value {
                     scan.facts = HeaderFacts {
                         kind: Some("header".to_owned()),

@@ -296,8 +296,8 @@ impl RunWriter {
     /// write, NUL padding) it appends `\n` so the fragment stays a separate damaged line and the
     /// next record starts clean. Nothing already written is changed.
     ///
-    /// A header is expected next only when the file has no complete first record (empty, or
-    /// its first line is a torn fragment); otherwise a header is refused.
+    /// A header is expected next only when the first line is not a record (an empty file, or a
+    /// torn fragment of the header itself); otherwise a header is refused.
     ///
     /// # Errors
     /// [`JsonlError::Compressed`] for `.jsonl.zst`, [`JsonlError::NotARunFile`],
@@ -328,7 +328,7 @@ impl RunWriter {
             false
         } else {
             let head = crate::scan::read_header(path)?;
-            head.is_header() || head.facts.kind.is_some()
+            head.first_line_is_record
         };
         RunWriter::from_file(path, file, len, header_written, opts)
     }
