@@ -178,10 +178,11 @@ pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> R
     let busy_timeout = options.busy_timeout;
     let max_wait = options.max_busy_wait;
     // Create the file ourselves so it gets 0600; SQLite gives `-wal`/`-shm` the same mode.
-    let fresh = !db_path.exists();
-    if fresh {
+    if !db_path.exists() {
         let (_f, _) = crate::fsutil::open_private_rw(db_path)?;
     }
+    // Empty: nobody has written a database header yet (possibly another process racing us).
+    let fresh = std::fs::metadata(db_path).is_ok_and(|m| m.is_file() && m.len() == 0);
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;

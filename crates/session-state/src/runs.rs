@@ -476,6 +476,9 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
 struct Scan {
     files: Vec<(PathBuf, String, u64, i64, bool)>,
     failed: Vec<(PathBuf, String)>,
+    /// Relative paths (with a trailing `/`) of directories that could not be listed: rows
+    /// under them are kept, not treated as removed.
+    unlisted: Vec<String>,
 }
 
 fn scan_tree(root: &Path) -> Result<Scan> {
@@ -486,8 +489,11 @@ fn scan_tree(root: &Path) -> Result<Scan> {
     let mut scan = Scan {
         files: Vec::with_capacity(listing.files.len()),
         failed: Vec::new(),
+        unlisted: Vec::new(),
     };
     for skipped in listing.skipped {
+        scan.unlisted
+            .push(format!("{}/", rel_path(root, &skipped.path)));
         scan.failed
             .push((skipped.path, format!("cannot list: {}", skipped.error)));
     }
@@ -615,6 +621,7 @@ impl StateStore {
             .keys()
             .map(String::as_str)
             .filter(|k| seen.binary_search(k).is_err())
+            .filter(|k| !scan.unlisted.iter().any(|d| k.starts_with(d.as_str())))
             .collect();
         report.removed = removed.len() as u64;
         if !upserts.is_empty() || !removed.is_empty() {
