@@ -105,10 +105,10 @@ impl Follower {
     pub fn poll(&mut self) -> Result<Option<Item>> {
         match self.reader.next_item() {
             Some(Ok(item)) => {
-                if let Item::Record(r) = &item {
-                    if matches!(r.parsed.value, Record::RunEnd(_)) {
-                        self.ended = true;
-                    }
+                if let Item::Record(r) = &item
+                    && matches!(r.parsed.value, Record::RunEnd(_))
+                {
+                    self.ended = true;
                 }
                 Ok(Some(item))
             }

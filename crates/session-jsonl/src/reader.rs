@@ -195,6 +195,8 @@ impl RecordLine {
 }
 
 /// What a [`Reader`] yields.
+// Records are the common case; boxing them would cost an allocation per line.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Item {
     /// A recovered record.
@@ -232,12 +234,11 @@ fn excerpt(bytes: &[u8]) -> String {
     let cut = bytes.len().min(EXCERPT_LEN);
     let s = String::from_utf8_lossy(&bytes[..cut]);
     // A cut inside a multi-byte sequence shows as one U+FFFD at the end; drop it.
-    let s = if cut < bytes.len() {
+    if cut < bytes.len() {
         s.trim_end_matches('\u{fffd}').to_owned()
     } else {
         s.into_owned()
-    };
-    s
+    }
 }
 
 /// Turns lines into items; shared by [`Reader`] and [`Follower`](crate::Follower).

@@ -2,6 +2,13 @@
 //! with normal, 1-byte and 2-byte reads → exactly the records whose line was complete before
 //! the cut, plus at most one torn-tail report; arbitrary bytes never make the reader panic.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
 mod support;
 
 use proptest::prelude::*;

@@ -2,6 +2,13 @@
 //! with `NNNN_name.expected` through one helper, [`check`]. Set `UPDATE_EXPECT=1` to rewrite
 //! the expectation files (then review the diff).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
 mod support;
 
 use std::fs;

@@ -1,6 +1,13 @@
 //! The real run logs recorded from the reference runtime (`../shared/fixtures/codelia-runtime`)
 //! read with zero damage, and the cheap look-ups agree with `expected.json`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,13 @@
 //! Writer behaviour: header rules, durability modes, reopening after a torn tail, one writer
 //! per file, sealing, escaping, archiving and following a run being written.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
