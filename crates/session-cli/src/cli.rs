@@ -61,7 +61,7 @@ pub(crate) enum Command {
     History(HistoryArgs),
     /// Print a run's records as they are written (`-f` keeps following).
     Tail(TailArgs),
-    /// Check run files, message logs and the index; exit 1 when problems are found.
+    /// Check run files and message logs; exit 1 when problems are found.
     Verify(VerifyArgs),
     /// Seal torn tails, migrate legacy snapshots and rebuild the run index.
     Repair(RepairArgs),

@@ -88,3 +88,32 @@ pub(crate) fn raw_array<'a>(items: impl IntoIterator<Item = &'a str>) -> String 
     s.push(']');
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn objects_are_valid_json_in_key_order(keys in proptest::collection::vec("\\PC{0,12}", 0..6), value in "\\PC{0,40}", n in any::<i64>()) {
+            let mut o = JsonObj::new();
+            for k in &keys {
+                o.str(k, &value);
+            }
+            o.num("n", n);
+            o.raw("arr", &raw_array(["1", "\"x\"", "null"]));
+            let text = o.finish();
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(&v["n"], &serde_json::Value::from(n));
+            // Keys come out in insertion order.
+            let mut pos = 0;
+            for k in &keys {
+                let needle = serde_json::to_string(k).unwrap();
+                let at = text[pos..].find(&needle).map(|i| i + pos);
+                prop_assert!(at.is_some());
+                pos = at.unwrap_or(pos);
+            }
+        }
+    }
+}

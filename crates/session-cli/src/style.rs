@@ -184,3 +184,32 @@ mod tests {
         assert_eq!(bytes(1536), "1.5 KiB");
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn one_line_fits_and_is_one_line(text in "\\PC{0,80}(\n\\PC{0,20}){0,3}", max in 2usize..60) {
+            let s = one_line(&text, max);
+            prop_assert!(width(&s) <= max, "{s:?} wider than {max}");
+            prop_assert!(!s.contains('\n'));
+            prop_assert!(!s.chars().any(char::is_control));
+        }
+
+        #[test]
+        fn pad_reaches_the_width(text in "\\PC{0,30}", cols in 0usize..40) {
+            let p = pad(&text, cols);
+            prop_assert_eq!(width(&p), width(&text).max(cols));
+            prop_assert!(p.starts_with(&text));
+        }
+
+        #[test]
+        fn bars_never_exceed_their_width(value in 0u64..1_000_000, max in 1u64..1_000_000, w in 1usize..50) {
+            let value = value.min(max);
+            prop_assert!(bar(value, max, w).chars().count() <= w + 1);
+        }
+    }
+}

@@ -148,3 +148,22 @@ mod tests {
         assert_eq!(utc.show("not a date"), "not a date");
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn ages_parse_or_fail_cleanly(text in "\\PC{0,12}") {
+            let _ = parse_age(&text);
+            let _ = parse_instant(&text, OffsetDateTime::UNIX_EPOCH);
+        }
+
+        #[test]
+        fn day_ages_round_trip(n in 0u64..100_000) {
+            prop_assert_eq!(parse_age(&format!("{n}d")).unwrap(), Duration::from_secs(n * 86_400));
+        }
+    }
+}
