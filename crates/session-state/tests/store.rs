@@ -731,3 +731,77 @@ fn the_store_can_be_shared_between_threads() {
     }
     assert_eq!(store.list(&ListQuery::all()).unwrap().entries.len(), 40);
 }
+
+/// The reference's `save` (compat §2.6) done by hand: whole file through a temp name, then its
+/// upsert statement.
+fn reference_save(root: &Path, s: &SessionState) {
+    let mut body = Vec::new();
+    for m in &s.messages {
+        body.extend(session_schema::to_line(m).unwrap());
+    }
+    let tmp = root
+        .join("messages")
+        .join(format!("{}.jsonl.123.456.abcd.tmp", s.session_id));
+    fs::write(&tmp, &body).unwrap();
+    fs::rename(
+        &tmp,
+        root.join("messages")
+            .join(format!("{}.jsonl", s.session_id)),
+    )
+    .unwrap();
+    let summary = session_state::summarize(&s.messages, s.meta.as_ref());
+    let conn = Connection::open(root.join("state.db")).unwrap();
+    conn.execute(
+        "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, message_count = excluded.message_count, last_user_message = excluded.last_user_message, workspace_root = excluded.workspace_root",
+        rusqlite::params![
+            s.session_id,
+            s.updated_at.as_str(),
+            s.run_id,
+            s.invoke_seq,
+            1,
+            s.meta.as_ref().map(|m| m.get().to_owned()),
+            summary.message_count as i64,
+            summary.last_user_message,
+            summary.workspace_root
+        ],
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_reference_and_this_crate_take_turns_on_one_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let mut s = state(ID, 4, "ours");
+    let ours = store.save(&s).unwrap().generation;
+    // The reference appends two messages by rewriting the file and upserting the row.
+    s.messages
+        .push(msg("assistant", "written by the reference"));
+    s.messages.push(msg("user", "and another"));
+    s.run_id = Some("run-reference".into());
+    reference_save(dir.path(), &s);
+    let loaded = store.load(ID).unwrap().unwrap();
+    assert_eq!(loaded.state.messages, s.messages);
+    assert_eq!(loaded.state.run_id.as_deref(), Some("run-reference"));
+    assert!(loaded.damage.is_empty(), "{:?}", loaded.damage);
+    assert_ne!(loaded.generation, Some(ours));
+    // Our next save works from the reference's state, and the reference reads our result.
+    s.messages.push(msg("assistant", "ours again"));
+    store.save_expecting(&s, loaded.generation).unwrap();
+    let file = fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap();
+    let want: Vec<u8> = s
+        .messages
+        .iter()
+        .flat_map(|m| session_schema::to_line(m).unwrap())
+        .collect();
+    assert_eq!(file, want);
+    let conn = Connection::open(dir.path().join("state.db")).unwrap();
+    let (count, last): (i64, String) = conn
+        .query_row(
+            "SELECT message_count, last_user_message FROM session_state WHERE session_id = ?1",
+            [ID],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((count, last.as_str()), (7, "and another"));
+}
