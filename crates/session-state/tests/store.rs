@@ -805,3 +805,44 @@ fn the_reference_and_this_crate_take_turns_on_one_session() {
         .unwrap();
     assert_eq!((count, last.as_str()), (7, "and another"));
 }
+
+#[test]
+fn a_crash_while_cutting_an_uncommitted_tail_still_loads_the_old_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let stop_at = Arc::new(std::sync::Mutex::new(None::<FaultPoint>));
+    let hook_stop = stop_at.clone();
+    let options = StoreOptions {
+        fault_hook: Some(Arc::new(move |p| *hook_stop.lock().unwrap() == Some(p))),
+        ..StoreOptions::default()
+    };
+    let store = StateStore::open_with(dir.path(), options.clone()).unwrap();
+    let old = state(ID, 3, "a");
+    store.save(&old).unwrap();
+    let mut first = old.clone();
+    first.messages.push(msg("assistant", "never committed"));
+    *stop_at.lock().unwrap() = Some(FaultPoint::AppendWritten);
+    assert!(store.save(&first).is_err());
+    drop(store);
+    // A new process: its save cuts the tail first, and crashes right after.
+    let store = StateStore::open_with(dir.path(), options).unwrap();
+    let mut second = old.clone();
+    second.messages.push(msg("assistant", "second try"));
+    *stop_at.lock().unwrap() = Some(FaultPoint::TailTruncated);
+    match store.save(&second) {
+        Err(StateError::InjectedFault { point }) => assert_eq!(point, FaultPoint::TailTruncated),
+        other => panic!("{other:?}"),
+    }
+    *stop_at.lock().unwrap() = None;
+    let loaded = StateStore::open(dir.path())
+        .unwrap()
+        .load(ID)
+        .unwrap()
+        .unwrap();
+    assert_eq!(loaded.state.messages, old.messages);
+    assert!(loaded.damage.is_empty());
+    store.save(&second).unwrap();
+    assert_eq!(
+        store.load(ID).unwrap().unwrap().state.messages,
+        second.messages
+    );
+}
