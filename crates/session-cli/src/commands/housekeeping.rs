@@ -529,6 +529,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         };
         emit(ctx, args.json, &a)?;
     }
+    let mut sessions_moved = 0usize;
     for e in &moving_sessions {
         let id = e.summary.session_id.clone();
         let messages = store.messages_path(&id).map_err(state_err)?;
@@ -537,9 +538,29 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             // Keep a complete snapshot in the legacy format: moving `state/<id>.json` back
             // under the root restores the session (it is migrated on the next load).
             let snapshot = batch.join("state").join(format!("{id}.json"));
-            let state = match store.load(&id).map_err(state_err)? {
-                Some(l) => serde_json::to_string(&l.state).map_err(|e| CliError::data(&e))?,
-                None => continue,
+            let state = match store.load(&id) {
+                Ok(Some(l)) => serde_json::to_string(&l.state).map_err(|e| CliError::data(&e))?,
+                Ok(None) => continue,
+                Err(err) => {
+                    // A session that cannot be loaded cannot be snapshotted: keep it.
+                    let a = Action {
+                        action: "move-session",
+                        file: rel(
+                            &root,
+                            if e.source == EntrySource::Legacy {
+                                &legacy
+                            } else {
+                                &messages
+                            },
+                        )
+                        .into_owned(),
+                        id: Some(id.clone()),
+                        status: "skipped",
+                        detail: format!("cannot load: {}", one_line(&err)),
+                    };
+                    emit(ctx, args.json, &a)?;
+                    continue;
+                }
             };
             let mut o = JsonObj::new();
             o.str("op", "move_session");
@@ -573,6 +594,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             }
             store.delete(&id).map_err(state_err)?;
         }
+        sessions_moved += 1;
         let a = Action {
             action: "move-session",
             file: rel(
@@ -605,7 +627,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             "{verb} {} run(s) ({}) and {} session(s){whereto}; kept {kept_locked} locked, {kept_active} of sessions saved within {}, {kept_undated} undated",
             moving.len(),
             fmt_bytes(moved_bytes),
-            moving_sessions.len(),
+            sessions_moved,
             args.older_than.as_deref().unwrap_or_default()
         )?;
     }
