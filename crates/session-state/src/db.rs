@@ -208,10 +208,11 @@ pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> R
         conn.execute_batch("PRAGMA page_size = 1024")
             .map_err(db_err(db_path, "set page_size"))?;
     }
-    let mode: String = retry_busy(db_path, max_wait, "set journal_mode=WAL", || {
-        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+    // The reference switches every database it opens to WAL; so do we (a file system without
+    // shared memory keeps the rollback journal, whose commits are atomic too).
+    retry_busy(db_path, max_wait, "set journal_mode=WAL", || {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
     })?;
-    let _ = mode;
     let sync = match options.durability {
         crate::types::Durability::NoSync => "PRAGMA synchronous = NORMAL",
         _ => "PRAGMA synchronous = FULL",

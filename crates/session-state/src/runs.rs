@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, Row};
 use session_jsonl::{Item, Reader, ReaderOptions, list_run_files};
 use session_schema::Record;
 
@@ -250,7 +250,6 @@ const RUN_COLUMN_NAMES: [&str; 22] = [
 /// A row as stored (relative path, `started_at` `''` when unknown).
 #[derive(Debug, Clone, PartialEq)]
 struct StoredRun {
-    rel: String,
     values: Vec<Value>,
 }
 
@@ -541,13 +540,7 @@ impl StateStore {
         for values in rows {
             let values = values.map_err(db_err(&self.db_path, "read run index"))?;
             if let Value::Text(rel) = &values[0] {
-                out.insert(
-                    rel.clone(),
-                    StoredRun {
-                        rel: rel.clone(),
-                        values,
-                    },
-                );
+                out.insert(rel.clone(), StoredRun { values });
             }
         }
         Ok(out)
@@ -696,7 +689,6 @@ impl StateStore {
                     } else {
                         report.changes.push(RunChange::Changed(path, diff));
                     }
-                    let _ = &o.rel;
                 }
                 (None, None) => {}
             }
@@ -790,7 +782,6 @@ impl StateStore {
                 rel_path: rel_path(&self.root, &r.path),
             });
         }
-        let _ = params![];
         Ok(RunPage { runs, next_cursor })
     }
 }
