@@ -1248,3 +1248,25 @@ fn sessions_default_to_the_current_directory_workspace() {
     ]);
     assert_eq!(json_lines(&finish(c.output().unwrap()).out).len(), 6);
 }
+
+#[test]
+fn verify_reports_an_unusable_state_db_and_still_checks_runs() {
+    let s = sample_store();
+    std::fs::remove_file(s.root.join("state.db")).unwrap();
+    std::fs::create_dir(s.root.join("state.db")).unwrap();
+    let r = run_in(&s.root, &["verify", "--json"]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    let lines = json_lines(&r.out);
+    let kinds: BTreeSet<&str> = lines.iter().filter_map(|f| f["kind"].as_str()).collect();
+    assert!(kinds.contains("state_unavailable"), "{kinds:?}");
+    assert!(
+        kinds.contains("torn_tail"),
+        "run files are still checked: {kinds:?}"
+    );
+    assert_eq!(lines.last().unwrap()["run_files"], 10);
+    // Commands that need state.db say so in one line and exit 4.
+    let r = run_in(&s.root, &["sessions", "--all"]);
+    assert_eq!(r.code, 4);
+    assert_eq!(r.err.lines().count(), 1, "{}", r.err);
+    assert!(r.err.contains("state.db"), "{}", r.err);
+}

@@ -87,10 +87,32 @@ pub(crate) fn verify_state(
     ctx: &mut Ctx<'_>,
     findings: &mut Vec<Finding>,
 ) -> Result<usize, CliError> {
-    let store = open_store(ctx)?;
-    let page = store
-        .list(&session_state::ListQuery::all())
-        .map_err(state_err)?;
+    // The run files were checked already; a state.db that cannot be opened or listed is one
+    // more finding, not the end of the report.
+    let db = ctx.root.path.join("state.db");
+    let unavailable = |e: CliError| Finding {
+        file: db.clone(),
+        id: None,
+        kind: "state_unavailable".into(),
+        problem: true,
+        line: None,
+        offset: None,
+        message: e.to_string(),
+    };
+    let store = match open_store(ctx) {
+        Ok(s) => s,
+        Err(e) => {
+            findings.push(unavailable(e));
+            return Ok(0);
+        }
+    };
+    let page = match store.list(&session_state::ListQuery::all()) {
+        Ok(p) => p,
+        Err(e) => {
+            findings.push(unavailable(state_err(e)));
+            return Ok(0);
+        }
+    };
     for d in &page.diagnostics {
         findings.push(Finding {
             file: d.path.clone(),
