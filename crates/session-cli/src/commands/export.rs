@@ -32,8 +32,8 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         }
     }
     let body = match args.format {
-        ExportFormat::Md => markdown(target.session.as_deref(), &runs),
-        ExportFormat::Json => json(ctx, target.session.as_deref(), &runs)?,
+        ExportFormat::Md => markdown(&target, &runs),
+        ExportFormat::Json => json(ctx, &target, &runs)?,
         ExportFormat::Jsonl => jsonl(&runs)?,
     };
     match &args.output {
@@ -67,11 +67,19 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
     })
 }
 
-fn markdown(session: Option<&str>, runs: &[LoadedRun]) -> String {
+fn markdown(target: &super::Target, runs: &[LoadedRun]) -> String {
+    let session = target.session.as_deref();
     let mut out = String::new();
     if let Some(s) = session {
         out.push_str(&format!("# Session {s}\n\n"));
-        out.push_str(&format!("{} run(s), oldest first.\n\n", runs.len()));
+        if runs.is_empty() {
+            out.push_str("No run files; the saved conversation follows.\n\n");
+            if let Some(state) = &target.state {
+                out.push_str(&super::show::messages_markdown(state));
+            }
+        } else {
+            out.push_str(&format!("{} run(s), oldest first.\n\n", runs.len()));
+        }
     }
     for run in runs {
         let t = session_replay::transcript_with(&run.log.records, &run.log.skipped);
@@ -133,7 +141,8 @@ pub(crate) fn run_json(root: &Path, run: &LoadedRun) -> Result<String, CliError>
     Ok(o.finish())
 }
 
-fn json(ctx: &Ctx<'_>, session: Option<&str>, runs: &[LoadedRun]) -> Result<String, CliError> {
+fn json(ctx: &Ctx<'_>, target: &super::Target, runs: &[LoadedRun]) -> Result<String, CliError> {
+    let session = target.session.as_deref();
     let root = &ctx.root.path;
     let mut run_objs = Vec::with_capacity(runs.len());
     for run in runs {
@@ -144,7 +153,10 @@ fn json(ctx: &Ctx<'_>, session: Option<&str>, runs: &[LoadedRun]) -> Result<Stri
         Some(s) => {
             let mut o = JsonObj::new();
             o.str("session_id", s);
-            o.raw("state", &super::session_state_json(ctx, s)?);
+            match &target.state {
+                Some(state) => o.ser("state", state),
+                None => o.raw("state", "null"),
+            };
             o.raw("runs", &raw_array(run_objs.iter().map(String::as_str)));
             o.finish()
         }

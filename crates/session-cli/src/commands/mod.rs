@@ -43,11 +43,15 @@ pub(crate) use show::show;
 pub(crate) struct Target {
     /// The session id when the argument named a session.
     pub(crate) session: Option<String>,
+    /// The session's saved state, when it has one.
+    pub(crate) state: Option<session_schema::SessionState>,
     /// Run files (one for a run; a session's runs by `started_at`).
     pub(crate) paths: Vec<std::path::PathBuf>,
 }
 
-/// Resolves a run id (first) or a session id.
+/// Resolves a run id (first) or a session id. A session is found through its runs in the run
+/// index and through its saved state (a legacy session may have no run files at all; loading
+/// it migrates it, as the reference's `load` does).
 ///
 /// # Errors
 /// Not found (3) when neither a run file nor a session with that id exists.
@@ -56,11 +60,25 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
     if crate::store::is_run(&root, id)? {
         return Ok(Target {
             session: None,
+            state: None,
             paths: vec![crate::store::locate_run(&root, id)?],
         });
     }
     let runs = crate::store::session_runs(ctx, id)?;
-    if runs.is_empty() {
+    let store = state::open_store(ctx)?;
+    let state = match store.load(id) {
+        Ok(found) => found.map(|l| l.state),
+        Err(session_state::StateError::UnsafeId { .. }) => None,
+        Err(e) => {
+            // The runs can still be shown; say why the saved state is missing.
+            ctx.warn(&format!(
+                "saved state of session {id} not loaded: {}",
+                crate::error::one_line(&e)
+            ));
+            None
+        }
+    };
+    if runs.is_empty() && state.is_none() {
         return Err(CliError::NotFound(format!(
             "no run or session {id} under {}",
             root.display()
@@ -68,6 +86,7 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
     }
     Ok(Target {
         session: Some(id.to_owned()),
+        state,
         paths: runs,
     })
 }
@@ -88,6 +107,6 @@ pub(crate) use export::export;
 pub(crate) use housekeeping::{archive, gc, repair};
 pub(crate) use runs::runs;
 pub(crate) use sessions::{history, sessions};
-pub(crate) use state::{reindex, session_state_json};
+pub(crate) use state::reindex;
 pub(crate) use stats::stats;
 pub(crate) use verify::verify;

@@ -17,6 +17,14 @@ const TOOL_OUTPUT_LINES: usize = 40;
 pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> {
     let target = super::resolve_target(ctx, &args.id)?;
     let times = ctx.times(args.utc);
+    if let (Some(id), Some(state)) = (&target.session, &target.state)
+        && !args.raw
+    {
+        session_heading(ctx.out, ctx.style, times, id, state, target.paths.len())?;
+        if target.paths.is_empty() {
+            render_messages(ctx.out, ctx.style, state)?;
+        }
+    }
     for (i, path) in target.paths.iter().enumerate() {
         let run = crate::store::load_run_file(path, false)?;
         if args.raw {
@@ -265,4 +273,86 @@ pub(crate) fn render(
         }
     }
     Ok(())
+}
+
+/// One block about a session's saved state, printed before its runs.
+fn session_heading(
+    out: &mut dyn Write,
+    s: Style,
+    times: TimeDisplay,
+    id: &str,
+    state: &session_schema::SessionState,
+    runs: usize,
+) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "{} {}",
+        s.paint(Paint::Bold, "Session"),
+        s.paint(Paint::Bold, id)
+    )?;
+    writeln!(out, "  updated  {}", times.show(state.updated_at.as_str()))?;
+    writeln!(
+        out,
+        "  saved    {} message(s), {runs} run file(s)",
+        state.messages.len()
+    )?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The saved conversation of a session without run files (a legacy snapshot, for example).
+fn render_messages(
+    out: &mut dyn Write,
+    s: Style,
+    state: &session_schema::SessionState,
+) -> Result<(), CliError> {
+    for m in &state.messages {
+        let (label, paint) = match m.role() {
+            "user" => ("user", Paint::Cyan),
+            "assistant" => ("assistant", Paint::Green),
+            "tool" => ("tool result", Paint::Magenta),
+            "system" => ("system", Paint::Dim),
+            "reasoning" => ("reasoning", Paint::Dim),
+            other => (other, Paint::Yellow),
+        };
+        writeln!(out, "{}", s.paint(paint, label))?;
+        for c in m.tool_calls() {
+            writeln!(
+                out,
+                "           tool call {} {}",
+                c.function.name, c.function.arguments
+            )?;
+        }
+        let text = match m {
+            session_schema::BaseMessage::Reasoning(r) => r.content.clone().unwrap_or_default(),
+            _ => m.content().map(|c| c.display_string()).unwrap_or_default(),
+        };
+        if !text.is_empty() {
+            out.write_all(indent(&text, Some(TOOL_OUTPUT_LINES)).as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// The saved conversation as Markdown (for `export --format md` of a session without runs).
+pub(crate) fn messages_markdown(state: &session_schema::SessionState) -> String {
+    let mut out = String::new();
+    for m in &state.messages {
+        out.push_str(&format!("## {}\n\n", m.role()));
+        for c in m.tool_calls() {
+            out.push_str(&format!(
+                "Tool call `{}`: `{}`\n\n",
+                c.function.name, c.function.arguments
+            ));
+        }
+        let text = match m {
+            session_schema::BaseMessage::Reasoning(r) => r.content.clone().unwrap_or_default(),
+            _ => m.content().map(|c| c.display_string()).unwrap_or_default(),
+        };
+        if !text.is_empty() {
+            out.push_str(&text);
+            out.push_str("\n\n");
+        }
+    }
+    out
 }

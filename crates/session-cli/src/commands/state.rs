@@ -62,21 +62,6 @@ pub(crate) fn refresh_index(
     Ok(report)
 }
 
-/// The saved state of session `id` as JSON (`null` when there is none), messages byte-exact.
-/// Loading a legacy-only session migrates it, as the reference's `load` does.
-///
-/// # Errors
-/// Data (4).
-pub(crate) fn session_state_json(ctx: &Ctx<'_>, id: &str) -> Result<String, CliError> {
-    let store = open_store(ctx)?;
-    match store.load(id) {
-        Ok(Some(loaded)) => serde_json::to_string(&loaded.state).map_err(|e| CliError::data(&e)),
-        Ok(None) => Ok("null".into()),
-        Err(StateError::UnsafeId { .. }) => Ok("null".into()),
-        Err(e) => Err(state_err(e)),
-    }
-}
-
 /// Checks every listed session: damage in its messages file, a row whose `message_count`
 /// disagrees with the file, legacy snapshots not migrated yet. Legacy-only sessions are not
 /// loaded (that would migrate them; `repair` does). Returns the number of sessions checked.
