@@ -199,8 +199,8 @@ pub(crate) struct TailArgs {
     /// Keep following the file until the run ends (or Ctrl-C).
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
-    /// Print the records as stored instead of one summary line each.
-    #[arg(long)]
+    /// Print the records as stored (one JSON object per line) instead of one summary line each.
+    #[arg(long, visible_alias = "json")]
     pub(crate) raw: bool,
     /// With -f: stop after this many seconds without the run ending (0 = wait forever).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
