@@ -11,6 +11,22 @@
 //!
 //! Exit codes: 0 success, 1 `verify` found problems, 2 usage error, 3 not found, 4 data or I/O
 //! error (see [`error`]).
+//!
+//! ```
+//! use session_cli::{Env, Terminal, run_with};
+//!
+//! let env = Env::from_pairs([("HOME".to_owned(), "/home/dev".to_owned())]);
+//! let (mut out, mut err) = (Vec::new(), Vec::new());
+//! let code = run_with(["sessions", "where", "--json"].map(Into::into), &mut out, &mut err, &env, Terminal::default());
+//! assert_eq!(code, session_cli::EXIT_OK);
+//! let line = String::from_utf8(out).unwrap();
+//! assert!(line.contains(r#""root":"/home/dev/.codelia/sessions""#));
+//! assert!(line.contains(r#""source":"home""#));
+//!
+//! let (mut out, mut err) = (Vec::new(), Vec::new());
+//! let code = run_with(["sessions", "runs", "--limit", "x"].map(Into::into), &mut out, &mut err, &env, Terminal::default());
+//! assert_eq!(code, session_cli::EXIT_USAGE);
+//! ```
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
