@@ -32,15 +32,16 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use session_schema::{ParseError, Parsed, Record, SCHEMA_VERSION, parse_record};
+use session_schema::{ParseError, Parsed, Record, SCHEMA_VERSION, parse_record, parse_record_str};
 
 use crate::error::{JsonlError, Result};
 use crate::layout::ARCHIVED_EXT;
 
 /// Default [`ReaderOptions::max_line_len`]: 256 MiB.
 pub const DEFAULT_MAX_LINE_LEN: usize = 256 << 20;
-/// Default [`ReaderOptions::read_size`]: 1 MiB.
-pub const DEFAULT_READ_SIZE: usize = 1 << 20;
+/// Default [`ReaderOptions::read_size`]: 4 MiB (large reads keep the copy of a partial last
+/// line to the buffer front rare).
+pub const DEFAULT_READ_SIZE: usize = 4 << 20;
 /// Longest excerpt of a damaged line kept in [`Damage::excerpt`], in bytes.
 pub const EXCERPT_LEN: usize = 160;
 
@@ -320,7 +321,12 @@ impl Decoder {
         terminated: bool,
         out: &mut VecDeque<Item>,
     ) {
-        match parse_record(bytes) {
+        // One SIMD UTF-8 check per line; the slow path only for lines that fail it.
+        let result = match simdutf8::basic::from_utf8(bytes) {
+            Ok(text) => parse_record_str(text),
+            Err(_) => parse_record(bytes),
+        };
+        match result {
             Ok(parsed) => {
                 if !parsed.lone_surrogates.is_empty() {
                     let first = &parsed.lone_surrogates[0];

@@ -43,8 +43,9 @@ pub enum Durability {
     /// records appended meanwhile (from any thread); `append` returns once a sync covering its
     /// record has completed, so the promise equals [`Durability::SyncData`].
     GroupCommit {
-        /// After the first pending record, wait at most this long for more before syncing
-        /// (zero: sync at once; records arriving during a sync form the next batch).
+        /// After the first pending record, wait at most this long for appenders that are already
+        /// inside `append` to write theirs before syncing (no wait when none is; zero: never
+        /// wait). Records arriving during a sync form the next batch.
         max_delay: Duration,
         /// Sync without waiting further once this many records are pending.
         max_batch: usize,
@@ -52,11 +53,11 @@ pub enum Durability {
 }
 
 impl Durability {
-    /// Group commit with no extra delay and batches of up to 1024 records: batching comes from
-    /// records that arrive while a sync is running.
+    /// Group commit waiting at most 1 ms for appenders already inside `append`, batches of
+    /// up to 1024 records.
     pub const fn group_commit() -> Self {
         Durability::GroupCommit {
-            max_delay: Duration::ZERO,
+            max_delay: Duration::from_millis(1),
             max_batch: 1024,
         }
     }
@@ -128,6 +129,7 @@ struct WriteState {
     len: u64,
     buf: Vec<u8>,
     records: u64,
+    syncs: u64,
     failed: Option<Failure>,
 }
 
@@ -135,6 +137,14 @@ struct WriteState {
 struct GroupState {
     written: u64,
     synced: u64,
+    /// Appenders inside `append` that have not written their line yet.
+    in_flight: u64,
+    /// `fdatasync` calls made by the group commit thread.
+    syncs: u64,
+    /// Pending records the sync thread waits for before syncing (0: idle, any record wakes it).
+    want: u64,
+    /// `max_batch` of the mode.
+    batch_cap: u64,
     error: Option<(io::ErrorKind, String)>,
     stop: bool,
 }
@@ -150,6 +160,47 @@ struct GroupShared {
 struct Group {
     shared: Arc<GroupShared>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Counts an appender as in flight until its line is written (or it gives up), so the sync
+/// thread can wait for it to join the batch.
+struct InFlight<'a> {
+    shared: Option<&'a GroupShared>,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(group: Option<&'a Group>) -> Self {
+        let shared = group.map(|g| &*g.shared);
+        if let Some(sh) = shared {
+            lock(&sh.state).in_flight += 1;
+        }
+        InFlight { shared }
+    }
+
+    /// The line is written: count it and stop being in flight, in one step.
+    fn written(mut self) -> Option<u64> {
+        let sh = self.shared.take()?;
+        let mut g = lock(&sh.state);
+        g.in_flight = g.in_flight.saturating_sub(1);
+        g.written += 1;
+        // Wake the sync thread only when it can act: its first pending record, or the batch
+        // it waits for is complete (fewer context switches on busy machines).
+        let pending = g.written - g.synced;
+        if pending == 1 || pending >= g.batch_cap || (pending >= g.want && g.in_flight == 0) {
+            sh.work.notify_all();
+        }
+        Some(g.written)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(sh) = self.shared.take() {
+            let mut g = lock(&sh.state);
+            g.in_flight = g.in_flight.saturating_sub(1);
+            sh.work.notify_all();
+        }
+    }
 }
 
 /// The single writer of one run file. `Send + Sync`: share it (`Arc`) to append from several
@@ -371,6 +422,7 @@ impl RunWriter {
                 len,
                 buf: Vec::new(),
                 records: 0,
+                syncs: 0,
                 failed: None,
             }),
             opts,
@@ -391,6 +443,16 @@ impl RunWriter {
     /// Records appended through this writer (including the header it wrote).
     pub fn records_written(&self) -> u64 {
         lock(&self.state).records
+    }
+
+    /// `fdatasync` calls made so far for appended records: one per record with
+    /// [`Durability::SyncData`], one per batch with [`Durability::GroupCommit`], none
+    /// otherwise (explicit [`sync`](Self::sync) calls and the header's sync not counted).
+    pub fn sync_count(&self) -> u64 {
+        match &self.group {
+            Some(g) => lock(&g.shared.state).syncs,
+            None => lock(&self.state).syncs,
+        }
     }
 
     /// Appends one record as one line.
@@ -414,6 +476,7 @@ impl RunWriter {
             kind: record.kind().to_owned(),
             source,
         })?;
+        let in_flight = InFlight::enter(self.group.as_ref());
         let mut st = lock(&self.state);
         if let Some(f) = &st.failed {
             return Err(f.to_error(&self.path));
@@ -444,14 +507,19 @@ impl RunWriter {
             }
             Durability::SyncData => write_line(&mut st, &line)
                 .map_err(|e| ("write", e))
-                .and_then(|()| st.file.sync_data().map_err(|e| ("fdatasync", e))),
+                .and_then(|()| st.file.sync_data().map_err(|e| ("fdatasync", e)))
+                .map(|()| {
+                    if !immediate {
+                        st.syncs += 1;
+                    }
+                }),
             Durability::GroupCommit { .. } => {
                 if let Err(e) = write_line(&mut st, &line) {
                     Err(("write", e))
                 } else {
                     st.header_written = true;
                     st.records += 1;
-                    return self.wait_group(st);
+                    return self.wait_group(st, in_flight);
                 }
             }
         };
@@ -474,15 +542,9 @@ impl RunWriter {
         JsonlError::io(op, &self.path, e)
     }
 
-    fn wait_group(&self, st: MutexGuard<'_, WriteState>) -> Result<()> {
-        let Some(group) = &self.group else {
+    fn wait_group(&self, st: MutexGuard<'_, WriteState>, in_flight: InFlight<'_>) -> Result<()> {
+        let (Some(group), Some(seq)) = (&self.group, in_flight.written()) else {
             return Ok(());
-        };
-        let seq = {
-            let mut g = lock(&group.shared.state);
-            g.written += 1;
-            group.shared.work.notify_one();
-            g.written
         };
         // Let other appenders write while this one waits for its sync.
         drop(st);
@@ -567,7 +629,10 @@ fn write_buffer(st: &mut WriteState) -> io::Result<()> {
 
 fn group_commit_loop(shared: &GroupShared, file: &File, max_delay: Duration, max_batch: usize) {
     let max_batch = max_batch.max(1) as u64;
+    let mut last_batch = 1u64;
     let mut g = lock(&shared.state);
+    g.batch_cap = max_batch;
+    g.want = max_batch;
     loop {
         while g.written == g.synced && !g.stop {
             g = shared.work.wait(g).unwrap_or_else(PoisonError::into_inner);
@@ -577,8 +642,17 @@ fn group_commit_loop(shared: &GroupShared, file: &File, max_delay: Duration, max
             return;
         }
         if !max_delay.is_zero() {
+            // Wait, at most `max_delay`, while appenders are inside `append` or fewer records
+            // are pending than the last batch had (the appenders it released are coming back).
+            // A lone appender's batches have one record, so it is synced at once.
+            let want = last_batch.clamp(1, max_batch);
+            g.want = want;
             let deadline = Instant::now() + max_delay;
-            while g.written - g.synced < max_batch && !g.stop {
+            while !g.stop {
+                let pending = g.written - g.synced;
+                if pending >= max_batch || (pending >= want && g.in_flight == 0) {
+                    break;
+                }
                 let now = Instant::now();
                 if now >= deadline {
                     break;
@@ -591,11 +665,16 @@ fn group_commit_loop(shared: &GroupShared, file: &File, max_delay: Duration, max
             }
         }
         let target = g.written;
+        last_batch = target - g.synced;
+        g.want = max_batch;
         drop(g);
         let result = file.sync_data();
         g = lock(&shared.state);
         match result {
-            Ok(()) => g.synced = g.synced.max(target),
+            Ok(()) => {
+                g.synced = g.synced.max(target);
+                g.syncs += 1;
+            }
             Err(e) => {
                 g.error = Some((e.kind(), e.to_string()));
                 shared.done.notify_all();

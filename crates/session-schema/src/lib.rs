@@ -53,7 +53,8 @@ pub use event::{
 };
 pub use ids::{IdError, MAX_ID_LEN, SafeId, check_id, is_safe_id, is_uuid};
 pub use line::{
-    Parsed, parse_message, parse_record, parse_session_state, parse_tagged, to_line, trim_line,
+    Parsed, parse_message, parse_record, parse_record_str, parse_session_state, parse_tagged,
+    to_line, trim_line,
 };
 pub use message::{
     AssistantMessage, BaseMessage, ContentPart, DocumentPart, DocumentSource, FunctionCall,

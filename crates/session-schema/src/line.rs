@@ -110,6 +110,23 @@ pub fn parse_tagged<T: DeserializeOwned>(
     parse_with(line, Some(tag))
 }
 
+/// Parses one run-log line that the caller has already checked to be valid UTF-8 (for
+/// example with a SIMD validator over a whole buffer), skipping this crate's own check.
+///
+/// # Errors
+/// As [`parse_record`], never [`ParseError::InvalidUtf8`].
+pub fn parse_record_str(line: &str) -> Result<Parsed<Record>, ParseError> {
+    let (text, had_bom) = match line.strip_prefix('\u{feff}') {
+        Some(rest) => (rest, true),
+        None => (line, false),
+    };
+    let text = text.trim_ascii();
+    if text.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    parse_str_with(text, had_bom, Some("type"))
+}
+
 fn parse_with<T: DeserializeOwned>(
     line: &[u8],
     tag: Option<&'static str>,
@@ -128,6 +145,16 @@ fn parse_with<T: DeserializeOwned>(
             });
         }
     };
+    parse_str_with(str_text, had_bom, tag)
+}
+
+/// Parses trimmed, non-empty, valid UTF-8 text.
+fn parse_str_with<T: DeserializeOwned>(
+    str_text: &str,
+    had_bom: bool,
+    tag: Option<&'static str>,
+) -> Result<Parsed<T>, ParseError> {
+    let text = str_text.as_bytes();
     match serde_json::from_str::<T>(str_text) {
         Ok(value) => Ok(Parsed {
             value,
@@ -187,6 +214,27 @@ fn classify(err: serde_json::Error, text: &str, tag: Option<&'static str>) -> Pa
                     source: err,
                 },
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_record_str_agrees_with_parse_record() {
+        for line in [
+            &b"\xEF\xBB\xBF {\"type\":\"run.end\",\"run_id\":\"r\",\"ts\":\"t\",\"outcome\":\"completed\"}\r"[..],
+            b"{\"type\":\"x.acme\",\"s\":\"\\ud83d\"}",
+            b"{\"type\":\"run.end\"}",
+            b"{\"type\":",
+            b"  ",
+        ] {
+            let text = std::str::from_utf8(line).unwrap();
+            let a = parse_record(line).map(|p| (p.to_json().unwrap(), p.had_bom, p.lone_surrogates));
+            let b = parse_record_str(text).map(|p| (p.to_json().unwrap(), p.had_bom, p.lone_surrogates));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"));
         }
     }
 }

@@ -1,0 +1,496 @@
+//! Benchmarks of issue 3, printed as ratios against baselines measured in the same run.
+//!
+//! A realistic run log is generated in a temporary directory: 50-turn cycles whose
+//! `llm.request` repeats the growing history, tool outputs of 1–50 KB with non-ASCII text.
+//! Size: `SESSION_BENCH_MB` (default 200); `SESSION_BENCH_KEEP=1` keeps the directory. Run with `cargo bench -p session-jsonl --bench jsonl`.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs
+)]
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::de::IgnoredAny;
+use serde_json::{Value, json};
+use session_jsonl::{
+    Durability, Item, Reader, ReaderOptions, RunWriter, WriterOptions, terminal_state,
+};
+use session_schema::{Header, Record, RunStatus, RunStatusKind, Timestamp, parse_record};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}
+
+const WORDS: &[&str] = &[
+    "src/lib.rs",
+    "fn",
+    "main()",
+    "ビルド",
+    "テスト",
+    "成功しました",
+    "😀",
+    "🚀",
+    "naïve",
+    "café",
+    "Straße",
+    "error:",
+    "warning:",
+    "→",
+    "λ",
+    "{",
+    "}",
+    "let",
+    "x",
+    "=",
+    "42;",
+    "\n",
+    "\t",
+    "\"quoted\"",
+    "ok",
+    "検索",
+    "結果",
+    "über",
+    "ñandú",
+    "—",
+];
+
+fn text(rng: &mut Rng, bytes: usize) -> String {
+    let mut s = String::with_capacity(bytes + 16);
+    while s.len() < bytes {
+        s.push_str(WORDS[(rng.next() % WORDS.len() as u64) as usize]);
+        s.push(' ');
+    }
+    s
+}
+
+fn tool_defs() -> Value {
+    Value::Array(
+        (0..20)
+            .map(|i| {
+                json!({"name": format!("tool_{i}"), "description": "Runs something useful in the workspace and returns its output.",
+                "parameters": {"type":"object","properties":{"cmd":{"type":"string"},"timeout_ms":{"type":"number"}},"required":["cmd"]},"strict": false})
+            })
+            .collect(),
+    )
+}
+
+/// Writes the realistic log; returns its size in bytes.
+fn generate(path: &Path, target: u64) -> u64 {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(path).unwrap());
+    let run = "8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a";
+    let tools = tool_defs();
+    let system = text(&mut rng, 16_000);
+    let mut written = 0u64;
+    let put = |v: &Value, out: &mut std::io::BufWriter<File>| {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        out.write_all(&line).unwrap();
+        line.len() as u64
+    };
+    written += put(
+        &json!({"type":"header","schema_version":1,"run_id":run,"session_id":"s1","started_at":"2026-02-03T12:00:00.123Z",
+        "client":{"name":"codelia-tui","version":"0.1.0"},"server":{"name":"runtime","version":"0.1.80"},
+        "model":{"provider":"anthropic","name":"claude-sonnet-4-5","reasoning":"medium","source":"config"},
+        "prompts":{"system":system},"tools":{"definitions":tools,"source":"runtime"}}),
+        &mut out,
+    );
+    let ts = "2026-02-03T12:00:01.000Z";
+    let mut seq = 0u64;
+    let mut ev = 0u64;
+    while written < target {
+        let mut history = vec![json!({"role":"system","content":system})];
+        for _turn in 0..50 {
+            if written >= target {
+                break;
+            }
+            seq += 1;
+            history.push(json!({"role":"user","content":text(&mut rng, 200)}));
+            written += put(
+                &json!({"type":"llm.request","run_id":run,"ts":ts,"seq":seq,"model":{"provider":"anthropic","name":"claude-sonnet-4-5"},
+                "input":{"messages":history,"tools":tools,"tool_choice":null,"session_key":"s1"}}),
+                &mut out,
+            );
+            let call = format!("toolu_{seq:012}");
+            let assistant = json!({"role":"assistant","content":null,"tool_calls":[{"id":call,"type":"function","function":{"name":"tool_1","arguments":"{\"cmd\":\"cargo test\"}"}}]});
+            written += put(
+                &json!({"type":"llm.response","run_id":run,"ts":ts,"seq":seq,"output":{"messages":[assistant],
+                "usage":{"model":"claude-sonnet-4-5","input_tokens":12000,"output_tokens":300,"total_tokens":12300},"stop_reason":"tool_use","provider_meta":null}}),
+                &mut out,
+            );
+            for kind in ["step_start", "tool_call"] {
+                written += put(
+                    &json!({"type":"agent.event","run_id":run,"ts":ts,"seq":ev,"event":{"type":kind,"tool":"tool_1","tool_call_id":call,"args":{"cmd":"cargo test"}}}),
+                    &mut out,
+                );
+                ev += 1;
+            }
+            let len = rng.range(1_000, 50_000) as usize;
+            let output = text(&mut rng, len);
+            written += put(
+                &json!({"type":"tool.output","run_id":run,"ts":ts,"tool":"tool_1","tool_call_id":call,"result_raw":output}),
+                &mut out,
+            );
+            written += put(
+                &json!({"type":"agent.event","run_id":run,"ts":ts,"seq":ev,"event":{"type":"tool_result","tool":"tool_1","tool_call_id":call,"result":output}}),
+                &mut out,
+            );
+            ev += 1;
+            history.push(assistant);
+            history.push(
+                json!({"role":"tool","tool_call_id":call,"tool_name":"tool_1","content":output}),
+            );
+        }
+    }
+    written += put(
+        &json!({"type":"run.status","run_id":run,"ts":ts,"status":"completed"}),
+        &mut out,
+    );
+    written += put(
+        &json!({"type":"run.end","run_id":run,"ts":ts,"outcome":"completed","final":"done"}),
+        &mut out,
+    );
+    out.flush().unwrap();
+    written
+}
+
+/// Best of `reps` runs of `f`, in seconds.
+fn best<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best = f64::MAX;
+    let mut last = None;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let v = f();
+        best = best.min(t.elapsed().as_secs_f64());
+        last = Some(v);
+    }
+    (best, last.unwrap())
+}
+
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty())
+}
+
+/// Streams the file like the reader does and validates each line with `IgnoredAny`.
+fn validate_file(path: &Path) -> usize {
+    let mut f = File::open(path).unwrap();
+    let mut buf = vec![0u8; 4 << 20];
+    let (mut start, mut end, mut ok) = (0, 0, 0);
+    loop {
+        if let Some(i) = memchr::memchr(b'\n', &buf[start..end]) {
+            if serde_json::from_slice::<IgnoredAny>(&buf[start..start + i]).is_ok() {
+                ok += 1;
+            }
+            start += i + 1;
+            continue;
+        }
+        if end == buf.len() {
+            buf.copy_within(start..end, 0);
+            end -= start;
+            start = 0;
+            if end == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+        }
+        let n = f.read(&mut buf[end..]).unwrap();
+        if n == 0 {
+            return ok;
+        }
+        end += n;
+    }
+}
+
+fn status(i: usize) -> Record {
+    Record::RunStatus(RunStatus {
+        run_id: "r".into(),
+        ts: Timestamp::from_raw("2026-02-03T12:00:00.000Z"),
+        status: RunStatusKind::Running,
+        message: Some(format!(
+            "record {i} with some text in it, as long as a small event"
+        )),
+        ..Default::default()
+    })
+}
+
+fn header() -> Header {
+    Header {
+        schema_version: 1,
+        run_id: "r".into(),
+        started_at: Timestamp::from_raw("2026-02-03T12:00:00.000Z"),
+        ..Default::default()
+    }
+}
+
+fn fresh(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// Appends per second through a writer shared by `threads` threads.
+fn writer_rate(dir: &Path, name: &str, durability: Durability, threads: usize, n: usize) -> f64 {
+    let path = fresh(dir, name);
+    let w = Arc::new(
+        RunWriter::create_file(&path, &header(), WriterOptions::with_durability(durability))
+            .unwrap(),
+    );
+    let t = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|k| {
+            let w = Arc::clone(&w);
+            std::thread::spawn(move || {
+                for i in 0..n / threads {
+                    w.append(&status(k * n + i)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    w.flush().unwrap();
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    if std::env::var_os("SESSION_BENCH_VERBOSE").is_some() {
+        eprintln!("{name}: {n} records, {} fdatasync calls", w.sync_count());
+    }
+    rate
+}
+
+fn main() {
+    // `cargo test --benches` runs this binary with `--test`-like flags: keep it quick there.
+    let quick = std::env::args().any(|a| a == "--test");
+    let mb: u64 = std::env::var("SESSION_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 2 } else { 200 });
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+
+    let log = dir
+        .path()
+        .join("8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a.jsonl");
+    let t = Instant::now();
+    let size = generate(&log, mb << 20);
+    let bytes = std::fs::read(&log).unwrap();
+    println!(
+        "generated {:.1} MB ({} lines) in {:.1} s under {}",
+        size as f64 / 1e6,
+        lines(&bytes).count(),
+        t.elapsed().as_secs_f64(),
+        dir.path().display()
+    );
+    let reps = if quick { 1 } else { 3 };
+    let gbps = |secs: f64| size as f64 / secs / 1e9;
+
+    // 1. Reading.
+    let (t_raw, _) = best(reps, || {
+        let mut f = File::open(&log).unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0;
+        while let Ok(k) = f.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        n
+    });
+    // Baseline: the same streaming from the file (4 MiB reads, memchr line split), each line
+    // validated by serde_json into `IgnoredAny`.
+    let (t_validate, n_valid) = best(reps, || validate_file(&log));
+    let (t_validate_mem, _) = best(reps, || {
+        lines(&bytes)
+            .filter(|l| serde_json::from_slice::<IgnoredAny>(l).is_ok())
+            .count()
+    });
+    let (t_typed_mem, n_typed) = best(reps, || {
+        lines(&bytes).filter(|l| parse_record(l).is_ok()).count()
+    });
+    let (t_reader, (n_read, n_damage)) = best(reps, || {
+        let mut recs = 0;
+        let mut dmg = 0;
+        for item in Reader::open_with(&log, ReaderOptions::default()).unwrap() {
+            match item.unwrap() {
+                Item::Record(_) => recs += 1,
+                Item::Damage(_) => dmg += 1,
+            }
+        }
+        (recs, dmg)
+    });
+    assert_eq!(
+        (n_valid, n_typed, n_read, n_damage),
+        (n_typed, n_read, n_valid, 0)
+    );
+    // 2. Tail look-up.
+    let (t_tail, state) = best(reps.max(5), || terminal_state(&log).unwrap());
+    assert!(state.has_end());
+
+    println!();
+    println!("reading ({:.0} MB, page cache warm)", size as f64 / 1e6);
+    println!(
+        "  raw read(2) 1 MiB blocks          {:>8.2} GB/s",
+        gbps(t_raw)
+    );
+    println!(
+        "  IgnoredAny per line, from file    {:>8.2} GB/s  (baseline)",
+        gbps(t_validate)
+    );
+    println!(
+        "  IgnoredAny per line, in memory    {:>8.2} GB/s",
+        gbps(t_validate_mem)
+    );
+    println!(
+        "  parse_record per line             {:>8.2} GB/s  (lines in memory)",
+        gbps(t_typed_mem)
+    );
+    println!(
+        "  Reader::open, typed, from file    {:>8.2} GB/s",
+        gbps(t_reader)
+    );
+    println!(
+        "  ratio typed Reader / IgnoredAny   {:>8.3}     (goal >= 0.85)",
+        t_validate / t_reader
+    );
+    println!(
+        "  ratio parse_record / IgnoredAny, both in memory {:.3}",
+        t_validate_mem / t_typed_mem
+    );
+    println!(
+        "  terminal_state {:.3} ms ({} bytes read) / full read {:.1} ms = {:.5}  (goal <= 0.01)",
+        t_tail * 1e3,
+        state.bytes_read,
+        t_reader * 1e3,
+        t_tail / t_reader
+    );
+
+    // 3. Appending.
+    let n_sync = if quick { 50 } else { 2_000 };
+    let sample = session_schema::to_line(&status(0)).unwrap();
+    let raw_rate = |name: &str| {
+        let path = fresh(dir.path(), name);
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let t = Instant::now();
+        for _ in 0..n_sync {
+            f.write_all(&sample).unwrap();
+            f.sync_data().unwrap();
+        }
+        n_sync as f64 / t.elapsed().as_secs_f64()
+    };
+    // fdatasync latency on a shared machine varies a lot: alternate the measurements and keep
+    // the best of each.
+    let (mut raw_sync, mut sync1, mut sync8, mut group8, mut group8_delay) =
+        (0f64, 0f64, 0f64, 0f64, 0f64);
+    for _ in 0..reps {
+        raw_sync = raw_sync.max(raw_rate("raw.jsonl"));
+        sync1 = sync1.max(writer_rate(
+            dir.path(),
+            "sync1.jsonl",
+            Durability::SyncData,
+            1,
+            n_sync,
+        ));
+        sync8 = sync8.max(writer_rate(
+            dir.path(),
+            "sync8.jsonl",
+            Durability::SyncData,
+            8,
+            n_sync,
+        ));
+        group8 = group8.max(writer_rate(
+            dir.path(),
+            "group8.jsonl",
+            Durability::group_commit(),
+            8,
+            n_sync * 4,
+        ));
+        group8_delay = group8_delay.max(writer_rate(
+            dir.path(),
+            "group8d.jsonl",
+            Durability::GroupCommit {
+                max_delay: Duration::from_micros(500),
+                max_batch: 64,
+            },
+            8,
+            n_sync * 4,
+        ));
+    }
+    let n_buf = if quick { 1_000 } else { 200_000 };
+    let buffered = writer_rate(dir.path(), "buf.jsonl", Durability::Buffered, 1, n_buf);
+    let flush = writer_rate(dir.path(), "flush.jsonl", Durability::Flush, 1, n_buf);
+    let n_ref = if quick { 1_000 } else { 50_000 };
+    let reference = {
+        let path = fresh(dir.path(), "ref.jsonl");
+        let t = Instant::now();
+        for i in 0..n_ref {
+            // The reference: JSON.stringify, then fs.appendFile = open O_APPEND, write, close.
+            let line = session_schema::to_line(&status(i)).unwrap();
+            let mut f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(&line).unwrap();
+        }
+        n_ref as f64 / t.elapsed().as_secs_f64()
+    };
+    println!();
+    println!("appending ({} B records)", sample.len());
+    println!(
+        "  raw write+fdatasync loop          {:>10.0} /s  (baseline)",
+        raw_sync
+    );
+    println!(
+        "  SyncData, 1 thread                {:>10.0} /s  ratio {:.3} (goal >= 0.85)",
+        sync1,
+        sync1 / raw_sync
+    );
+    println!("  SyncData, 8 threads               {:>10.0} /s", sync8);
+    println!(
+        "  GroupCommit, 8 threads            {:>10.0} /s  ratio vs SyncData 8 threads {:.1} (goal >= 5)",
+        group8,
+        group8 / sync8
+    );
+    println!(
+        "  GroupCommit 0.5 ms/64, 8 threads  {:>10.0} /s  ratio {:.1}",
+        group8_delay,
+        group8_delay / sync8
+    );
+    println!(
+        "  reference open-append-close       {:>10.0} /s  (baseline)",
+        reference
+    );
+    println!(
+        "  Buffered                          {:>10.0} /s  ratio {:.1}",
+        buffered,
+        buffered / reference
+    );
+    println!(
+        "  Flush (write per record)          {:>10.0} /s  ratio {:.1}",
+        flush,
+        flush / reference
+    );
+    if std::env::var_os("SESSION_BENCH_KEEP").is_some() {
+        println!("kept {}", dir.keep().display());
+    }
+}
