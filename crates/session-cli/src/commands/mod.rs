@@ -1,5 +1,27 @@
 //! One function per subcommand. Each returns the exit code on success.
 
+mod export;
+mod housekeeping;
+mod replay;
+mod runs;
+mod sessions;
+mod show;
+pub(crate) mod state;
+mod stats;
+mod tail;
+pub(crate) mod verify;
+
+pub(crate) use export::export;
+pub(crate) use housekeeping::{archive, gc, repair};
+pub(crate) use replay::replay;
+pub(crate) use runs::runs;
+pub(crate) use sessions::{history, sessions};
+pub(crate) use show::show;
+pub(crate) use state::reindex;
+pub(crate) use stats::stats;
+pub(crate) use tail::tail;
+pub(crate) use verify::verify;
+
 use std::io::Write;
 
 use serde_json::{Value, json};
@@ -35,9 +57,6 @@ pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliE
     }
     Ok(EXIT_OK)
 }
-
-mod show;
-pub(crate) use show::show;
 
 /// What a `<run-id|session-id>` argument names: run files in the order to show them.
 pub(crate) struct Target {
@@ -90,23 +109,3 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
         paths: runs,
     })
 }
-
-mod replay;
-mod tail;
-pub(crate) use replay::replay;
-pub(crate) use tail::tail;
-
-mod export;
-mod housekeeping;
-mod runs;
-mod sessions;
-pub(crate) mod state;
-mod stats;
-pub(crate) mod verify;
-pub(crate) use export::export;
-pub(crate) use housekeeping::{archive, gc, repair};
-pub(crate) use runs::runs;
-pub(crate) use sessions::{history, sessions};
-pub(crate) use state::reindex;
-pub(crate) use stats::stats;
-pub(crate) use verify::verify;
