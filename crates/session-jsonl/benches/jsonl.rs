@@ -39,6 +39,7 @@ impl Rng {
     }
 }
 
+/// Mostly ASCII (code, paths, compiler output) with Japanese, emoji and accented words mixed in.
 const WORDS: &[&str] = &[
     "src/lib.rs",
     "fn",
@@ -70,6 +71,51 @@ const WORDS: &[&str] = &[
     "über",
     "ñandú",
     "—",
+    "Compiling",
+    "session-store",
+    "v0.1.0",
+    "(/work/main/crates/session-jsonl)",
+    "Finished",
+    "`dev`",
+    "profile",
+    "[unoptimized",
+    "+",
+    "debuginfo]",
+    "target(s)",
+    "in",
+    "2.31s",
+    "Running",
+    "unittests",
+    "test",
+    "result:",
+    "passed;",
+    "0",
+    "failed;",
+    "ignored;",
+    "measured;",
+    "filtered",
+    "out;",
+    "finished",
+    "0.04s",
+    "pub",
+    "struct",
+    "Reader<R>",
+    "impl",
+    "Iterator",
+    "for",
+    "Item",
+    "type",
+    "Option<Self::Item>",
+    "match",
+    "self.next_item()",
+    "=>",
+    "return",
+    "Some(Ok(item))",
+    "None",
+    "//",
+    "the",
+    "a",
+    "of",
 ];
 
 fn text(rng: &mut Rng, bytes: usize) -> String {
@@ -186,7 +232,12 @@ fn best<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, T) {
 }
 
 fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
-    bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty())
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', bytes).map(move |i| {
+        let line = &bytes[start..i];
+        start = i + 1;
+        line
+    })
 }
 
 /// Streams the file like the reader does and validates each line with `IgnoredAny`.
