@@ -242,6 +242,15 @@ fn excerpt(bytes: &[u8]) -> String {
     }
 }
 
+/// Parses one line: one SIMD UTF-8 check, std's check only for lines that fail it (for the
+/// exact error position).
+fn parse_line(bytes: &[u8]) -> Result<Parsed<Record>, ParseError> {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(text) => parse_record_str(text),
+        Err(_) => parse_record(bytes),
+    }
+}
+
 /// Turns lines into items; shared by [`Reader`] and [`Follower`](crate::Follower).
 #[derive(Debug)]
 pub(crate) struct Decoder {
@@ -277,8 +286,11 @@ impl Decoder {
         if !self.content_seen && !bytes.trim_ascii().is_empty() {
             self.content_seen = true;
         }
-        if memchr::memchr(0, bytes).is_none() {
-            self.piece(bytes, offset, line, terminated, out);
+        // A line that parses holds no NUL (NUL is invalid anywhere in JSON text), so the NUL
+        // scan is needed only for lines that fail.
+        let result = parse_line(bytes);
+        if result.is_ok() || memchr::memchr(0, bytes).is_none() {
+            self.piece_result(result, bytes, offset, line, terminated, out);
             return;
         }
         // NUL runs: report each, read the pieces between them as lines of their own.
@@ -321,11 +333,19 @@ impl Decoder {
         terminated: bool,
         out: &mut VecDeque<Item>,
     ) {
-        // One SIMD UTF-8 check per line; the slow path only for lines that fail it.
-        let result = match simdutf8::basic::from_utf8(bytes) {
-            Ok(text) => parse_record_str(text),
-            Err(_) => parse_record(bytes),
-        };
+        let result = parse_line(bytes);
+        self.piece_result(result, bytes, offset, line, terminated, out);
+    }
+
+    fn piece_result(
+        &mut self,
+        result: Result<Parsed<Record>, ParseError>,
+        bytes: &[u8],
+        offset: u64,
+        line: u64,
+        terminated: bool,
+        out: &mut VecDeque<Item>,
+    ) {
         match result {
             Ok(parsed) => {
                 if !parsed.lone_surrogates.is_empty() {
