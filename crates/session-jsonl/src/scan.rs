@@ -545,3 +545,97 @@ fn terminal_state_streaming(path: &Path) -> Result<TerminalState> {
     state.bytes_read = reader.complete_offset();
     Ok(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &str = r#"{"type":"header","schema_version":1,"run_id":"r","session_id":"s","started_at":"2026-02-03T12:00:00.000Z"}"#;
+    const ST: &str = r#"{"type":"run.status","run_id":"r","ts":"2026-02-03T12:00:01.000Z","status":"error","message":"boom"}"#;
+    const ERR: &str = r#"{"type":"run.error","run_id":"r","ts":"2026-02-03T12:00:02.000Z","error":{"name":"E","message":"boom"}}"#;
+    const END: &str =
+        r#"{"type":"run.end","run_id":"r","ts":"2026-02-03T12:00:03.000Z","outcome":"error"}"#;
+
+    fn tail_of(content: &[u8]) -> TerminalState {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(&p, content).unwrap();
+        terminal_state(&p).unwrap()
+    }
+
+    #[test]
+    fn ended_with_error() {
+        let t = tail_of(format!("{H}\n{ST}\n{ERR}\n{END}\n").as_bytes());
+        let RunEndState::Ended { outcome, error, .. } = &t.end else {
+            panic!("{t:?}")
+        };
+        assert_eq!(outcome.as_str(), "error");
+        assert_eq!(error.as_ref().map(|e| e.message.as_str()), Some("boom"));
+        assert_eq!(
+            t.last_ts.as_ref().map(Timestamp::as_str),
+            Some("2026-02-03T12:00:03.000Z")
+        );
+    }
+
+    #[test]
+    fn error_without_end_torn_tail_and_nul_padding() {
+        let t = tail_of(format!("{H}\n{ERR}\n{}", &END[..30]).as_bytes());
+        assert!(t.torn_tail);
+        assert!(matches!(t.end, RunEndState::Errored { .. }));
+
+        let mut bytes = format!("{H}\n{ST}\n").into_bytes();
+        bytes.extend_from_slice(&[0u8; 50]);
+        let t = tail_of(&bytes);
+        assert_eq!(t.last_type.as_deref(), Some("run.status"));
+        assert_eq!(t.end, RunEndState::Open);
+
+        // A record written after NUL padding on the same line is found.
+        let mut bytes = format!("{H}\n").into_bytes();
+        bytes.extend_from_slice(&[0u8; 50]);
+        bytes.extend_from_slice(format!("{END}\n").as_bytes());
+        assert!(tail_of(&bytes).has_end());
+
+        assert_eq!(tail_of(b"").end, RunEndState::Open);
+    }
+
+    #[test]
+    fn long_last_line_is_read_from_its_prefix() {
+        let big = format!(
+            r#"{{"type":"tool.output","run_id":"r","ts":"2026-02-03T12:00:09.000Z","tool":"t","tool_call_id":"c","result_raw":"{}"}}"#,
+            "x".repeat(3 << 20)
+        );
+        let t = tail_of(format!("{H}\n{big}\n").as_bytes());
+        assert_eq!(t.last_type.as_deref(), Some("tool.output"));
+        assert_eq!(
+            t.last_ts.as_ref().map(Timestamp::as_str),
+            Some("2026-02-03T12:00:09.000Z")
+        );
+        assert_eq!(t.end, RunEndState::Open);
+        // The backward search reads the line once; the prefix comes from the window.
+        assert!(t.bytes_read < (4 << 20) + TAIL_BLOCK, "{}", t.bytes_read);
+    }
+
+    #[test]
+    fn header_scan_reports_first_line_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        for (content, kind) in [
+            (String::new(), DamageKind::EmptyFile),
+            (format!("{ST}\n{H}\n"), DamageKind::MissingHeader),
+            (H[..40].to_owned(), DamageKind::TornTail),
+        ] {
+            std::fs::write(&p, &content).unwrap();
+            let head = read_header(&p).unwrap();
+            assert!(head.header.is_none());
+            assert!(
+                head.damage.iter().any(|d| d.kind == kind),
+                "{content:?}: {:?}",
+                head.damage
+            );
+        }
+        std::fs::write(&p, format!("\u{feff}{H}\r\n")).unwrap();
+        let head = read_header(&p).unwrap();
+        assert!(head.header.is_some() && head.damage.is_empty());
+        assert_eq!(head.facts.session_id.as_deref(), Some("s"));
+    }
+}
