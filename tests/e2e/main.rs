@@ -1,6 +1,8 @@
 //! End-to-end tests across the session-store crates.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod archive_roundtrip;
 mod crash_resume;
+mod cut_streams;
 mod shared_root;
 mod support;
