@@ -123,7 +123,8 @@ impl DamageKind {
         }
     }
 
-    /// Whether the affected record was still recovered (the report is informational).
+    /// Whether the record the report is about is still yielded (right after the report):
+    /// repaired encodings, a header with another schema version, a duplicate header.
     pub fn record_recovered(self) -> bool {
         matches!(
             self,
@@ -132,7 +133,6 @@ impl DamageKind {
                 | DamageKind::NewerSchemaVersion
                 | DamageKind::UnknownSchemaVersion
                 | DamageKind::DuplicateHeader
-                | DamageKind::MissingHeader
         )
     }
 }

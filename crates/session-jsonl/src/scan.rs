@@ -416,9 +416,11 @@ fn scan_tail(tail: &mut Tail<'_>, len: u64) -> io::Result<TerminalState> {
         return Ok(state);
     }
     tail.extend()?;
-    let last = [tail.win[tail.win.len() - 1]];
-    let mut line_end = if last[0] == b'\n' { len - 1 } else { len };
-    let mut unterminated = last[0] != b'\n';
+    let Some(&last) = tail.win.last() else {
+        return Ok(state);
+    };
+    let mut line_end = if last == b'\n' { len - 1 } else { len };
+    let mut unterminated = last != b'\n';
     let mut damaged = 0;
     let mut found_end = false;
     let mut looked_back = 0;

@@ -78,6 +78,10 @@ pub struct WriterOptions {
     /// How long to retry taking the file lock before reporting [`JsonlError::Locked`] (a
     /// [`is_locked`] probe holds a shared lock for a moment); default 200 ms.
     pub lock_wait: Duration,
+    /// Unix permission bits for a new run file (before the umask), e.g. `0o600` to keep prompts
+    /// and tool output private. `None` (default): `0o666` before the umask, like the reference
+    /// (usually `0o644`, compat notes §5 item 16).
+    pub file_mode: Option<u32>,
 }
 
 impl Default for WriterOptions {
@@ -86,6 +90,7 @@ impl Default for WriterOptions {
             durability: Durability::SyncData,
             buffer_size: 64 << 10,
             lock_wait: Duration::from_millis(200),
+            file_mode: None,
         }
     }
 }
@@ -311,20 +316,21 @@ impl RunWriter {
         let durable = opts.durability.is_durable();
         let dir = path.parent().unwrap_or(Path::new(""));
         create_dirs(dir, durable)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| {
-                if e.kind() == io::ErrorKind::AlreadyExists {
-                    JsonlError::AlreadyExists {
-                        path: path.to_owned(),
-                    }
-                } else {
-                    JsonlError::io("create", path, e)
+        let mut open = OpenOptions::new();
+        open.read(true).append(true).create_new(true);
+        #[cfg(unix)]
+        if let Some(mode) = opts.file_mode {
+            std::os::unix::fs::OpenOptionsExt::mode(&mut open, mode);
+        }
+        let file = open.open(path).map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                JsonlError::AlreadyExists {
+                    path: path.to_owned(),
                 }
-            })?;
+            } else {
+                JsonlError::io("create", path, e)
+            }
+        })?;
         take_lock(&file, path, opts.lock_wait)?;
         let writer = RunWriter::from_file(path, file, 0, false, opts)?;
         // The header goes out at once in every mode, and a new file's directory entry is made

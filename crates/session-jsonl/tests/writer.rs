@@ -96,6 +96,20 @@ fn header_first_and_only_once() {
     assert_eq!(messages(&path), ["a"]);
 }
 
+#[cfg(unix)]
+#[test]
+fn private_file_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = WriterOptions {
+        file_mode: Some(0o600),
+        ..WriterOptions::default()
+    };
+    let w = RunWriter::create(dir.path(), &header("r"), opts).unwrap();
+    let mode = fs::metadata(w.path()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
 #[test]
 fn unsafe_run_ids_touch_nothing() {
     let dir = tempfile::tempdir().unwrap();
