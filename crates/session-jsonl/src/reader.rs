@@ -673,6 +673,12 @@ impl<R: Read> Reader<R> {
         self.end - self.pos
     }
 
+    /// Size of the read buffer in bytes: at most about [`ReaderOptions::max_line_len`] plus
+    /// [`ReaderOptions::read_size`], however long the lines in the input are.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Reads more bytes; returns how many (0 at end of input).
     fn fill(&mut self) -> io::Result<usize> {
         if self.end == self.buf.len() {
@@ -683,7 +689,16 @@ impl<R: Read> Reader<R> {
                 self.pos = 0;
             }
             if self.end == self.buf.len() {
-                let grown = (self.buf.len() * 2).max(self.buf.len() + 1);
+                // A line longer than the buffer: grow, but not beyond what the longest
+                // acceptable line needs (a longer one switches to skipping).
+                let cap = self
+                    .opts
+                    .max_line_len
+                    .saturating_add(self.opts.read_size.max(1))
+                    .saturating_add(1);
+                let grown = (self.buf.len().saturating_mul(2))
+                    .min(cap)
+                    .max(self.buf.len() + 1);
                 self.buf.resize(grown, 0);
             }
         }

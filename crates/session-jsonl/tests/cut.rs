@@ -168,3 +168,58 @@ proptest! {
         }
     }
 }
+
+/// 48 MiB of one line without buffering it: a `Read` that produces the bytes on the fly.
+struct LongLine {
+    left: usize,
+    tail: &'static [u8],
+}
+
+impl std::io::Read for LongLine {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left > 0 {
+            let n = buf.len().min(self.left);
+            buf[..n].fill(b'x');
+            self.left -= n;
+            return Ok(n);
+        }
+        let n = buf.len().min(self.tail.len());
+        buf[..n].copy_from_slice(&self.tail[..n]);
+        self.tail = &self.tail[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn oversized_lines_are_skipped_with_bounded_memory() {
+    let tail: &'static [u8] = b"\n{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"r\",\"started_at\":\"2026-02-03T12:00:00.000Z\"}\n";
+    let opts = ReaderOptions {
+        max_line_len: 1 << 20,
+        read_size: 64 << 10,
+        ..ReaderOptions::default()
+    };
+    let mut reader = Reader::new(
+        LongLine {
+            left: 48 << 20,
+            tail,
+        },
+        opts,
+    );
+    let mut items = Vec::new();
+    for item in reader.by_ref() {
+        items.push(item.unwrap());
+    }
+    assert!(
+        reader.buffer_capacity() <= (1 << 20) + (64 << 10) + 1,
+        "{}",
+        reader.buffer_capacity()
+    );
+    let d = items[0].as_damage().unwrap();
+    assert_eq!(
+        (d.kind, d.len, d.line),
+        (DamageKind::OversizedLine, 48 << 20, 1)
+    );
+    let r = items[1].as_record().unwrap();
+    assert_eq!((r.line, r.offset), (2, (48 << 20) + 1));
+    assert_eq!(items.len(), 2);
+}
