@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::IgnoredAny;
-use serde_json::{Value, json};
 use session_jsonl::{
     Durability, Item, Reader, ReaderOptions, RunWriter, WriterOptions, terminal_state,
 };
@@ -127,91 +126,216 @@ fn text(rng: &mut Rng, bytes: usize) -> String {
     s
 }
 
-fn tool_defs() -> Value {
-    Value::Array(
-        (0..20)
-            .map(|i| {
-                json!({"name": format!("tool_{i}"), "description": "Runs something useful in the workspace and returns its output.",
-                "parameters": {"type":"object","properties":{"cmd":{"type":"string"},"timeout_ms":{"type":"number"}},"required":["cmd"]},"strict": false})
-            })
-            .collect(),
-    )
+/// A JSON object with keys in the given order (the reference writes `type` first; serde_json's
+/// own maps would sort the keys).
+fn obj(pairs: &[(&str, String)]) -> String {
+    let mut s = String::from("{");
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&js(k));
+        s.push(':');
+        s.push_str(v);
+    }
+    s.push('}');
+    s
+}
+
+/// A JSON string literal.
+fn js(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+fn arr(items: &[String]) -> String {
+    format!("[{}]", items.join(","))
+}
+
+fn tool_defs() -> String {
+    let defs: Vec<String> = (0..20)
+        .map(|i| {
+            obj(&[
+                ("name", js(&format!("tool_{i}"))),
+                ("description", js("Runs something useful in the workspace and returns its output.")),
+                ("parameters", r#"{"type":"object","properties":{"cmd":{"type":"string"},"timeout_ms":{"type":"number"}},"required":["cmd"]}"#.to_owned()),
+                ("strict", "false".to_owned()),
+            ])
+        })
+        .collect();
+    arr(&defs)
 }
 
 /// Writes the realistic log; returns its size in bytes.
 fn generate(path: &Path, target: u64) -> u64 {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(path).unwrap());
-    let run = "8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a";
+    let run = js("8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a");
+    let ts = js("2026-02-03T12:00:01.000Z");
     let tools = tool_defs();
     let system = text(&mut rng, 16_000);
     let mut written = 0u64;
-    let put = |v: &Value, out: &mut std::io::BufWriter<File>| {
-        let mut line = serde_json::to_vec(v).unwrap();
-        line.push(b'\n');
-        out.write_all(&line).unwrap();
-        line.len() as u64
+    let put = |line: String, out: &mut std::io::BufWriter<File>| {
+        out.write_all(line.as_bytes()).unwrap();
+        out.write_all(b"\n").unwrap();
+        line.len() as u64 + 1
     };
     written += put(
-        &json!({"type":"header","schema_version":1,"run_id":run,"session_id":"s1","started_at":"2026-02-03T12:00:00.123Z",
-        "client":{"name":"codelia-tui","version":"0.1.0"},"server":{"name":"runtime","version":"0.1.80"},
-        "model":{"provider":"anthropic","name":"claude-sonnet-4-5","reasoning":"medium","source":"config"},
-        "prompts":{"system":system},"tools":{"definitions":tools,"source":"runtime"}}),
+        obj(&[
+            ("type", js("header")),
+            ("schema_version", "1".into()),
+            ("run_id", run.clone()),
+            ("session_id", js("s1")),
+            ("started_at", js("2026-02-03T12:00:00.123Z")),
+            ("client", r#"{"name":"codelia-tui","version":"0.1.0"}"#.into()),
+            ("server", r#"{"name":"runtime","version":"0.1.80"}"#.into()),
+            ("model", r#"{"provider":"anthropic","name":"claude-sonnet-4-5","reasoning":"medium","source":"config"}"#.into()),
+            ("prompts", obj(&[("system", js(&system))])),
+            ("tools", obj(&[("definitions", tools.clone()), ("source", js("runtime"))])),
+        ]),
         &mut out,
     );
-    let ts = "2026-02-03T12:00:01.000Z";
     let mut seq = 0u64;
     let mut ev = 0u64;
     while written < target {
-        let mut history = vec![json!({"role":"system","content":system})];
+        let mut history = vec![obj(&[("role", js("system")), ("content", js(&system))])];
         for _turn in 0..50 {
             if written >= target {
                 break;
             }
             seq += 1;
-            history.push(json!({"role":"user","content":text(&mut rng, 200)}));
+            history.push(obj(&[
+                ("role", js("user")),
+                ("content", js(&text(&mut rng, 200))),
+            ]));
             written += put(
-                &json!({"type":"llm.request","run_id":run,"ts":ts,"seq":seq,"model":{"provider":"anthropic","name":"claude-sonnet-4-5"},
-                "input":{"messages":history,"tools":tools,"tool_choice":null,"session_key":"s1"}}),
+                obj(&[
+                    ("type", js("llm.request")),
+                    ("run_id", run.clone()),
+                    ("ts", ts.clone()),
+                    ("seq", seq.to_string()),
+                    (
+                        "model",
+                        r#"{"provider":"anthropic","name":"claude-sonnet-4-5"}"#.into(),
+                    ),
+                    (
+                        "input",
+                        obj(&[
+                            ("messages", arr(&history)),
+                            ("tools", tools.clone()),
+                            ("tool_choice", "null".into()),
+                            ("session_key", js("s1")),
+                        ]),
+                    ),
+                ]),
                 &mut out,
             );
-            let call = format!("toolu_{seq:012}");
-            let assistant = json!({"role":"assistant","content":null,"tool_calls":[{"id":call,"type":"function","function":{"name":"tool_1","arguments":"{\"cmd\":\"cargo test\"}"}}]});
+            let call = js(&format!("toolu_{seq:012}"));
+            let assistant = obj(&[
+                ("role", js("assistant")),
+                ("content", "null".into()),
+                (
+                    "tool_calls",
+                    arr(&[obj(&[
+                        ("id", call.clone()),
+                        ("type", js("function")),
+                        (
+                            "function",
+                            obj(&[
+                                ("name", js("tool_1")),
+                                ("arguments", js(r#"{"cmd":"cargo test"}"#)),
+                            ]),
+                        ),
+                    ])]),
+                ),
+            ]);
             written += put(
-                &json!({"type":"llm.response","run_id":run,"ts":ts,"seq":seq,"output":{"messages":[assistant],
-                "usage":{"model":"claude-sonnet-4-5","input_tokens":12000,"output_tokens":300,"total_tokens":12300},"stop_reason":"tool_use","provider_meta":null}}),
+                obj(&[
+                    ("type", js("llm.response")),
+                    ("run_id", run.clone()),
+                    ("ts", ts.clone()),
+                    ("seq", seq.to_string()),
+                    (
+                        "output",
+                        obj(&[
+                            ("messages", arr(std::slice::from_ref(&assistant))),
+                            ("usage", r#"{"model":"claude-sonnet-4-5","input_tokens":12000,"output_tokens":300,"total_tokens":12300}"#.into()),
+                            ("stop_reason", js("tool_use")),
+                            ("provider_meta", "null".into()),
+                        ]),
+                    ),
+                ]),
                 &mut out,
             );
             for kind in ["step_start", "tool_call"] {
                 written += put(
-                    &json!({"type":"agent.event","run_id":run,"ts":ts,"seq":ev,"event":{"type":kind,"tool":"tool_1","tool_call_id":call,"args":{"cmd":"cargo test"}}}),
+                    obj(&[
+                        ("type", js("agent.event")),
+                        ("run_id", run.clone()),
+                        ("ts", ts.clone()),
+                        ("seq", ev.to_string()),
+                        (
+                            "event",
+                            obj(&[
+                                ("type", js(kind)),
+                                ("tool", js("tool_1")),
+                                ("args", r#"{"cmd":"cargo test"}"#.into()),
+                                ("tool_call_id", call.clone()),
+                            ]),
+                        ),
+                    ]),
                     &mut out,
                 );
                 ev += 1;
             }
             let len = rng.range(1_000, 50_000) as usize;
-            let output = text(&mut rng, len);
+            let output = js(&text(&mut rng, len));
             written += put(
-                &json!({"type":"tool.output","run_id":run,"ts":ts,"tool":"tool_1","tool_call_id":call,"result_raw":output}),
+                obj(&[
+                    ("type", js("tool.output")),
+                    ("run_id", run.clone()),
+                    ("ts", ts.clone()),
+                    ("tool", js("tool_1")),
+                    ("tool_call_id", call.clone()),
+                    ("result_raw", output.clone()),
+                ]),
                 &mut out,
             );
             written += put(
-                &json!({"type":"agent.event","run_id":run,"ts":ts,"seq":ev,"event":{"type":"tool_result","tool":"tool_1","tool_call_id":call,"result":output}}),
+                obj(&[
+                    ("type", js("agent.event")),
+                    ("run_id", run.clone()),
+                    ("ts", ts.clone()),
+                    ("seq", ev.to_string()),
+                    (
+                        "event",
+                        obj(&[
+                            ("type", js("tool_result")),
+                            ("tool", js("tool_1")),
+                            ("result", output.clone()),
+                            ("tool_call_id", call.clone()),
+                        ]),
+                    ),
+                ]),
                 &mut out,
             );
             ev += 1;
             history.push(assistant);
-            history.push(
-                json!({"role":"tool","tool_call_id":call,"tool_name":"tool_1","content":output}),
-            );
+            history.push(obj(&[
+                ("role", js("tool")),
+                ("tool_call_id", call.clone()),
+                ("tool_name", js("tool_1")),
+                ("content", output),
+            ]));
         }
     }
     written += put(
-        &json!({"type":"run.status","run_id":run,"ts":ts,"status":"completed"}),
+        format!(r#"{{"type":"run.status","run_id":{run},"ts":{ts},"status":"completed"}}"#),
         &mut out,
     );
     written += put(
-        &json!({"type":"run.end","run_id":run,"ts":ts,"outcome":"completed","final":"done"}),
+        format!(
+            r#"{{"type":"run.end","run_id":{run},"ts":{ts},"outcome":"completed","final":"done"}}"#
+        ),
         &mut out,
     );
     out.flush().unwrap();
