@@ -4,5 +4,7 @@
 mod archive_roundtrip;
 mod crash_resume;
 mod cut_streams;
+mod gc_restore;
+mod live_run;
 mod shared_root;
 mod support;
