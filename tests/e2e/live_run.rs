@@ -138,3 +138,57 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
     assert_eq!(actions[0]["status"], "done", "{}", archive.stdout);
     assert!(root.join(format!("{rel}.zst")).exists());
 }
+
+#[test]
+fn tail_follow_prints_every_record_as_it_lands_and_stops_at_run_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("sessions");
+    let run_id = "1ead1ead-0000-4000-8000-000000000002";
+    let mut s = RunScript::new(run_id, SESSION, "2026-04-03T07:00:00.000Z");
+    let writer = RunWriter::create(
+        &root,
+        header_of(&s.header("openai", "gpt-5.6")),
+        WriterOptions::with_durability(Durability::group_commit()),
+    )
+    .expect("create");
+    let path = writer.path().to_owned();
+    let follower = {
+        let root = root.clone();
+        let run_id = run_id.to_owned();
+        std::thread::spawn(move || {
+            sessions(
+                &root,
+                NOW,
+                &["tail", "-f", "--raw", "--timeout", "30", &run_id],
+            )
+        })
+    };
+    // Large lines (several read buffers' worth) land while the follower reads.
+    let big = "出力 line with text\n".repeat(40_000);
+    let mut records = vec![s.run_start("Build everything"), s.status("running")];
+    for i in 0..6 {
+        records.push(s.tool_output(
+            "shell",
+            &format!("call_{i}"),
+            &big[..big.len() / (i + 1)],
+            i == 3,
+        ));
+        records.push(s.event(i as i64, &ev_text(&format!("step {i} ✓"))));
+    }
+    records.push(s.status("completed"));
+    records.push(s.end("completed", Some("built")));
+    for r in &records {
+        writer.append(r).expect("append");
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    }
+    writer.close().expect("close");
+    let out = follower.join().expect("follower thread");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    let file = fs::read(&path).expect("read");
+    assert_eq!(out.stdout.len(), file.len());
+    assert!(
+        out.stdout.as_bytes() == file,
+        "tail -f printed the records exactly as stored"
+    );
+}
