@@ -6,5 +6,6 @@ mod crash_resume;
 mod cut_streams;
 mod gc_restore;
 mod live_run;
+mod resume_real_data;
 mod shared_root;
 mod support;
