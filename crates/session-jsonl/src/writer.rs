@@ -16,6 +16,7 @@
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -142,8 +143,6 @@ struct WriteState {
 struct GroupState {
     written: u64,
     synced: u64,
-    /// Appenders inside `append` that have not written their line yet.
-    in_flight: u64,
     /// `fdatasync` calls made by the group commit thread.
     syncs: u64,
     /// Pending records the sync thread waits for before syncing (0: idle, any record wakes it).
@@ -157,6 +156,9 @@ struct GroupState {
 #[derive(Debug, Default)]
 struct GroupShared {
     state: Mutex<GroupState>,
+    /// Appenders inside `append` that have not written their line yet (no lock needed: the
+    /// sync thread only uses it to decide whether waiting could grow the batch).
+    in_flight: AtomicU64,
     work: Condvar,
     done: Condvar,
 }
@@ -177,32 +179,37 @@ impl<'a> InFlight<'a> {
     fn enter(group: Option<&'a Group>) -> Self {
         let shared = group.map(|g| &*g.shared);
         if let Some(sh) = shared {
-            lock(&sh.state).in_flight += 1;
+            sh.in_flight.fetch_add(1, Ordering::SeqCst);
         }
         InFlight { shared }
     }
 
-    /// The line is written: count it and stop being in flight, in one step.
-    fn written(mut self) -> Option<u64> {
+    /// The line is written: count it and stop being in flight. Returns the group state, still
+    /// locked, and the record's sequence number.
+    fn written(mut self) -> Option<(MutexGuard<'a, GroupState>, u64)> {
         let sh = self.shared.take()?;
         let mut g = lock(&sh.state);
-        g.in_flight = g.in_flight.saturating_sub(1);
+        sh.in_flight.fetch_sub(1, Ordering::SeqCst);
         g.written += 1;
         // Wake the sync thread only when it can act: its first pending record, or the batch
         // it waits for is complete (fewer context switches on busy machines).
         let pending = g.written - g.synced;
-        if pending == 1 || pending >= g.batch_cap || (pending >= g.want && g.in_flight == 0) {
+        if pending == 1
+            || pending >= g.batch_cap
+            || (pending >= g.want && sh.in_flight.load(Ordering::SeqCst) == 0)
+        {
             sh.work.notify_all();
         }
-        Some(g.written)
+        let seq = g.written;
+        Some((g, seq))
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if let Some(sh) = self.shared.take() {
-            let mut g = lock(&sh.state);
-            g.in_flight = g.in_flight.saturating_sub(1);
+            sh.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let _g = lock(&sh.state);
             sh.work.notify_all();
         }
     }
@@ -452,8 +459,9 @@ impl RunWriter {
     }
 
     /// `fdatasync` calls made so far for appended records: one per record with
-    /// [`Durability::SyncData`], one per batch with [`Durability::GroupCommit`], none
-    /// otherwise (explicit [`sync`](Self::sync) calls and the header's sync not counted).
+    /// [`Durability::SyncData`] (the header's not counted), one per batch with
+    /// [`Durability::GroupCommit`] (the header's batch counted), none otherwise; explicit
+    /// [`sync`](Self::sync) calls are not counted.
     pub fn sync_count(&self) -> u64 {
         match &self.group {
             Some(g) => lock(&g.shared.state).syncs,
@@ -549,12 +557,11 @@ impl RunWriter {
     }
 
     fn wait_group(&self, st: MutexGuard<'_, WriteState>, in_flight: InFlight<'_>) -> Result<()> {
-        let (Some(group), Some(seq)) = (&self.group, in_flight.written()) else {
+        let (Some(group), Some((mut g, seq))) = (&self.group, in_flight.written()) else {
             return Ok(());
         };
         // Let other appenders write while this one waits for its sync.
         drop(st);
-        let mut g = lock(&group.shared.state);
         while g.synced < seq && g.error.is_none() {
             g = group
                 .shared
@@ -656,7 +663,9 @@ fn group_commit_loop(shared: &GroupShared, file: &File, max_delay: Duration, max
             let deadline = Instant::now() + max_delay;
             while !g.stop {
                 let pending = g.written - g.synced;
-                if pending >= max_batch || (pending >= want && g.in_flight == 0) {
+                if pending >= max_batch
+                    || (pending >= want && shared.in_flight.load(Ordering::SeqCst) == 0)
+                {
                     break;
                 }
                 let now = Instant::now();
