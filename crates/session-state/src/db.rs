@@ -55,10 +55,25 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at, run_id);
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs(started_at DESC, run_id DESC);
+CREATE TABLE IF NOT EXISTS run_dirs (
+    path TEXT PRIMARY KEY,
+    depth INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    scanned_ns INTEGER NOT NULL,
+    run_count INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_watch (
+    path TEXT PRIMARY KEY
+);
 ";
 
-/// `PRAGMA user_version` once our tables exist and `workspace_root` was backfilled.
-const OUR_USER_VERSION: i64 = 1;
+/// `PRAGMA user_version` once our tables exist and `workspace_root` was backfilled: 1 added
+/// `session_files` and `runs`, 2 added `run_dirs` and `run_watch` (the run index's record of
+/// date directories and of run files that may still change).
+const OUR_USER_VERSION: i64 = 2;
+
+/// The first `user_version` of ours: databases below it have not been backfilled yet.
+const FIRST_USER_VERSION: i64 = 1;
 
 /// SQL function normalising a workspace root, for the list filter.
 pub(crate) const NORM_FN: &str = "session_store_norm_root";
@@ -189,18 +204,7 @@ pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> R
     let conn = Connection::open_with_flags(db_path, flags).map_err(db_err(db_path, "open"))?;
     conn.busy_timeout(busy_timeout)
         .map_err(db_err(db_path, "set busy timeout"))?;
-    conn.create_scalar_function(
-        NORM_FN,
-        1,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| {
-            Ok(match ctx.get_raw(0) {
-                ValueRef::Text(t) => std::str::from_utf8(t).ok().map(normalize_workspace_root),
-                _ => None,
-            })
-        },
-    )
-    .map_err(db_err(db_path, "register function"))?;
+    register_functions(&conn, db_path)?;
     if fresh {
         // Small pages: a save rewrites a few b-tree pages of session_state, session_files and
         // the index, and every rewritten page goes to the WAL whole. The reference reads any
@@ -227,6 +231,170 @@ pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> R
         init_schema(&conn, db_path, max_wait)?;
     }
     Ok(conn)
+}
+
+/// SQL function giving `workspace_root` from `meta_json` (the backfill rule), for the view a
+/// read-only connection puts over a `session_state` table without that column.
+const META_ROOT_FN: &str = "session_store_meta_root";
+
+/// Percent-encodes a path for an SQLite `file:` URI (everything but unreserved characters
+/// and `/`).
+fn uri_path(path: &Path) -> String {
+    use std::fmt::Write as _;
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len() + 8);
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// Registers the SQL functions every connection needs.
+fn register_functions(conn: &Connection, db_path: &Path) -> Result<()> {
+    conn.create_scalar_function(
+        NORM_FN,
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Text(t) => std::str::from_utf8(t).ok().map(normalize_workspace_root),
+                _ => None,
+            })
+        },
+    )
+    .map_err(db_err(db_path, "register function"))?;
+    conn.create_scalar_function(
+        META_ROOT_FN,
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Text(t) => std::str::from_utf8(t)
+                    .ok()
+                    .and_then(|m| workspace_root_from_meta(Some(m))),
+                _ => None,
+            })
+        },
+    )
+    .map_err(db_err(db_path, "register function"))
+}
+
+/// Opens `state.db` for reading only: nothing is created, migrated or written, in the
+/// database or beside it.
+///
+/// * No `state.db`: an empty in-memory database with the full schema stands in for it (the
+///   store still lists legacy snapshots and loads them, unmigrated).
+/// * Otherwise `mode=ro` when the WAL's `-wal` and `-shm` files exist (a writer has the
+///   database open, or crashed: committed WAL content is read) and `immutable=1` when they
+///   do not (the database was closed cleanly and holds everything; no lock or `-shm` file is
+///   needed, so a directory the user cannot write is fine). An `immutable` reader assumes
+///   nobody writes meanwhile: a writer that starts during a read can make it fail with an
+///   error, never change the files.
+/// * Tables this version expects but the file lacks (a database of the reference, or of an
+///   older version of ours) are stood in for by empty TEMP tables, and a `session_state`
+///   without `workspace_root` by a TEMP view computing it from `meta_json` as the migration
+///   would.
+pub(crate) fn open_db_read_only(
+    db_path: &Path,
+    options: &crate::types::StoreOptions,
+) -> Result<Connection> {
+    let exists = match std::fs::metadata(db_path) {
+        Ok(m) => m.is_file() && m.len() > 0,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(StateError::io("stat", db_path, e)),
+    };
+    if !exists {
+        let conn = Connection::open_in_memory().map_err(db_err(db_path, "open read-only"))?;
+        configure_read_only(&conn, db_path, options)?;
+        let create = || -> rusqlite::Result<()> {
+            conn.execute_batch(CREATE_SESSION_STATE)?;
+            conn.execute_batch(CREATE_UPDATED_AT_INDEX)?;
+            conn.execute_batch(CREATE_OURS)
+        };
+        create().map_err(db_err(db_path, "create schema"))?;
+        return Ok(conn);
+    }
+    let mut wal = db_path.as_os_str().to_owned();
+    wal.push("-wal");
+    let open = |mode: &str| -> Result<Connection> {
+        let uri = format!("file:{}?{mode}", uri_path(db_path));
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn =
+            Connection::open_with_flags(&uri, flags).map_err(db_err(db_path, "open read-only"))?;
+        configure_read_only(&conn, db_path, options)?;
+        // The first read of the file: a database that cannot be read fails here.
+        retry_busy(db_path, options.max_busy_wait, "read schema", || {
+            stand_in_tables(&conn)
+        })?;
+        Ok(conn)
+    };
+    if PathBuf::from(wal).exists() {
+        // A WAL in use (or left by a crash): read it through the lock protocol. Without
+        // write access to `-shm` SQLite may refuse; the file is then read as it is.
+        open("mode=ro").or_else(|_| open("immutable=1"))
+    } else {
+        open("immutable=1")
+    }
+}
+
+fn configure_read_only(
+    conn: &Connection,
+    db_path: &Path,
+    options: &crate::types::StoreOptions,
+) -> Result<()> {
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(db_err(db_path, "set busy timeout"))?;
+    register_functions(conn, db_path)?;
+    conn.execute_batch(
+        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456;",
+    )
+    .map_err(db_err(db_path, "set cache size"))
+}
+
+/// Empty TEMP tables for the tables this version expects and the file lacks, and a TEMP view
+/// over a `session_state` without `workspace_root` (computed from `meta_json` as the
+/// migration's backfill would). Unqualified names find TEMP objects first.
+fn stand_in_tables(conn: &Connection) -> rusqlite::Result<()> {
+    if !table_exists(conn, "session_state")? {
+        conn.execute_batch(&CREATE_SESSION_STATE.replacen("CREATE TABLE", "CREATE TEMP TABLE", 1))?;
+    } else if !has_workspace_column(conn)? {
+        conn.execute_batch(&format!(
+            "CREATE TEMP VIEW IF NOT EXISTS session_state AS SELECT session_id, updated_at, \
+             run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, \
+             {META_ROOT_FN}(meta_json) AS workspace_root FROM main.session_state"
+        ))?;
+    }
+    for stmt in CREATE_OURS
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let Some(name) = stmt
+            .strip_prefix("CREATE TABLE IF NOT EXISTS ")
+            .and_then(|rest| rest.split_whitespace().next())
+        else {
+            continue;
+        };
+        if !table_exists(conn, name)? {
+            conn.execute_batch(&stmt.replacen("CREATE TABLE", "CREATE TEMP TABLE", 1))?;
+        }
+    }
+    Ok(())
 }
 
 fn has_workspace_column(conn: &Connection) -> rusqlite::Result<bool> {
@@ -259,7 +427,7 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         conn.execute_batch(CREATE_UPDATED_AT_INDEX)?;
         conn.execute_batch(CREATE_OURS)?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if added || v < OUR_USER_VERSION {
+        if added || v < FIRST_USER_VERSION {
             backfill_workspace_root(conn)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {OUR_USER_VERSION}"))?;

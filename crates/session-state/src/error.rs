@@ -107,6 +107,15 @@ pub enum StateError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The store was opened with [`crate::StateStore::open_read_only`] and the operation
+    /// would write (`save`, `delete`, legacy migration, the run index).
+    #[error("state store {} is open read-only: cannot {op}", root.display())]
+    ReadOnly {
+        /// The sessions root.
+        root: PathBuf,
+        /// What was refused (`"save"`, `"delete"`, `"index runs"`, …).
+        op: &'static str,
+    },
     /// A pagination cursor string could not be decoded.
     #[error("invalid cursor {token:?}")]
     InvalidCursor {
@@ -133,6 +142,12 @@ impl StateError {
             path: path.into(),
             source,
         }
+    }
+
+    /// Whether this is a refusal to write through a read-only store
+    /// ([`StateError::ReadOnly`]).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, StateError::ReadOnly { .. })
     }
 
     /// Whether this is a compare-and-swap conflict ([`StateError::Conflict`]).

@@ -55,6 +55,7 @@ mod messages;
 mod runs;
 mod store;
 mod summary;
+mod tree;
 mod types;
 mod workspace;
 

@@ -248,6 +248,9 @@ impl StateStore {
     /// [`StateError::Io`] when `state/` cannot be read; [`StateError::Db`]/[`StateError::Busy`]
     /// from the database. Per-file problems are outcomes, not errors.
     pub fn migrate_legacy(&self, dry_run: bool) -> Result<MigrationReport> {
+        if !dry_run {
+            self.check_writable("migrate legacy snapshots")?;
+        }
         let mut report = MigrationReport::default();
         for id in self.legacy_names()? {
             let path = self.root.join("state").join(format!("{id}.json"));

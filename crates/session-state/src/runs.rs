@@ -1,19 +1,19 @@
 //! The run index: our additive `runs` table, filled from the run tree
 //! (`<root>/YYYY/MM/DD/<run_id>.jsonl[.zst]`, any writer) and queried without scanning it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, Row};
-use session_jsonl::{Item, Reader, ReaderOptions, list_run_files};
+use session_jsonl::{Item, Reader, ReaderOptions};
 use session_schema::Record;
 
 use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::store::StateStore;
+use crate::tree::{self, DateDir, Listed};
 use crate::workspace::normalize_workspace_root;
 
 /// Longest [`RunRow::first_input`], in characters.
@@ -123,12 +123,24 @@ pub struct IndexReport {
     pub updated: u64,
     /// Rows dropped because their file is gone.
     pub removed: u64,
-    /// Files skipped because size and mtime are unchanged.
+    /// Indexed files known to be unchanged: files of unchanged day directories that are not
+    /// watched, plus files looked at whose size and mtime are the indexed ones.
     pub unchanged: u64,
     /// Files read in this pass that had damage, with their damage counts.
     pub damaged: Vec<(PathBuf, u64)>,
-    /// Files that could not be read at all (left out of the index), with the error.
+    /// Files that could not be read at all (left out of the index, or their previous row
+    /// kept), and directories that could not be listed, with the error.
     pub failed: Vec<(PathBuf, String)>,
+    /// Day directories listed in this pass: new, changed (modification time differs from the
+    /// recorded one) or racy (recorded within 2 s of their last change).
+    pub dirs_listed: u64,
+    /// Day directories not listed because their modification time is the recorded one.
+    pub dirs_unchanged: u64,
+    /// Run files looked at (`lstat`) in this pass: those of listed day directories plus the
+    /// watched ones (no `run.end` yet, or a racy timestamp).
+    pub files_checked: u64,
+    /// Run files opened and read in this pass (new or changed).
+    pub files_read: u64,
 }
 
 /// One difference found by [`StateStore::reindex`].
@@ -322,17 +334,6 @@ fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
     })
 }
 
-/// Size and mtime (ns since the epoch) of a file.
-fn stat(path: &Path) -> std::io::Result<(u64, i64)> {
-    let md = fs::metadata(path)?;
-    let mtime = md
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    Ok((md.len(), mtime))
-}
-
 /// Reads one run file into a row. `size`/`mtime` are taken before reading, so a file that
 /// grows meanwhile is re-read by the next pass.
 pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool) -> Result<RunRow> {
@@ -471,43 +472,178 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
     Ok(row)
 }
 
-/// Every run file with its stat; unreadable files go to `failed`.
-struct Scan {
-    files: Vec<(PathBuf, String, u64, i64, bool)>,
-    failed: Vec<(PathBuf, String)>,
-    /// Relative paths (with a trailing `/`) of directories that could not be listed: rows
-    /// under them are kept, not treated as removed.
-    unlisted: Vec<String>,
+/// What the refresh needs of a stored row: size, mtime and whether the run may still grow.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    size: i64,
+    mtime: i64,
+    open: bool,
 }
 
-fn scan_tree(root: &Path) -> Result<Scan> {
-    let listing = list_run_files(root).map_err(|e| StateError::Run {
-        path: root.to_path_buf(),
-        source: Box::new(e),
+impl Known {
+    fn matches(&self, f: &Listed) -> bool {
+        self.size == i64::try_from(f.size).unwrap_or(i64::MAX) && self.mtime == f.mtime_ns
+    }
+}
+
+/// A `run_dirs` row: one date directory as last seen.
+#[derive(Debug, Clone, Copy)]
+struct DirRow {
+    depth: i64,
+    mtime_ns: i64,
+    scanned_ns: i64,
+    run_count: i64,
+}
+
+/// What a refresh reads from the database before it touches the tree.
+#[derive(Default)]
+struct Snapshot {
+    /// `run_dirs`, by relative path.
+    dirs: BTreeMap<String, DirRow>,
+    /// Distinct directory parts (`YYYY/MM/DD/`) of the indexed paths.
+    prefixes: BTreeSet<String>,
+    /// `run_watch` with the stored row of each watched path (`None`: the row is gone).
+    watch: BTreeMap<String, Option<Known>>,
+    /// Stored rows under the day directories that are listed again.
+    relisted: BTreeMap<String, Known>,
+}
+
+/// A file to compare with its row, and to read when it changed.
+struct Candidate {
+    listed: Listed,
+    known: Option<Known>,
+    watched: bool,
+}
+
+fn read_dirs(conn: &Connection) -> rusqlite::Result<BTreeMap<String, DirRow>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT path, depth, mtime_ns, scanned_ns, run_count FROM run_dirs")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            DirRow {
+                depth: r.get(1)?,
+                mtime_ns: r.get(2)?,
+                scanned_ns: r.get(3)?,
+                run_count: r.get(4)?,
+            },
+        ))
     })?;
-    let mut scan = Scan {
-        files: Vec::with_capacity(listing.files.len()),
-        failed: Vec::new(),
-        unlisted: Vec::new(),
-    };
-    for skipped in listing.skipped {
-        scan.unlisted
-            .push(format!("{}/", rel_path(root, &skipped.path)));
-        scan.failed
-            .push((skipped.path, format!("cannot list: {}", skipped.error)));
+    rows.collect()
+}
+
+/// The distinct directory parts of `runs.path`, found by jumping over each directory's keys in
+/// the primary-key index: one lookup per directory, not one per row.
+fn read_prefixes(conn: &Connection) -> rusqlite::Result<BTreeSet<String>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT path FROM runs WHERE path >= ?1 ORDER BY path LIMIT 1")?;
+    let mut out = BTreeSet::new();
+    let mut from = String::new();
+    loop {
+        let next: Option<String> =
+            stmt.query_row([&from], |r| r.get(0))
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })?;
+        let Some(path) = next else { break };
+        let prefix = tree::parent_rel(&path).to_owned();
+        from = tree::prefix_end(&prefix);
+        out.insert(prefix);
     }
-    for f in listing.files {
-        match stat(&f.path) {
-            Ok((size, mtime)) => {
-                let rel = rel_path(root, &f.path);
-                scan.files.push((f.path, rel, size, mtime, f.compressed));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => scan.failed.push((f.path, format!("cannot stat: {e}"))),
-        }
+    Ok(out)
+}
+
+fn read_watch(conn: &Connection) -> rusqlite::Result<BTreeMap<String, Option<Known>>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT w.path, r.file_size, r.mtime_ns, r.outcome \
+         FROM run_watch w LEFT JOIN runs r ON r.path = w.path",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        let outcome: Option<String> = r.get(3)?;
+        Ok((
+            r.get::<_, String>(0)?,
+            outcome.map(|o| -> rusqlite::Result<Known> {
+                Ok(Known {
+                    size: r.get(1)?,
+                    mtime: r.get(2)?,
+                    open: o == RunOutcome::Open.as_str(),
+                })
+            }),
+        ))
+    })?;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let (path, known) = row?;
+        out.insert(path, known.transpose()?);
     }
-    scan.files.sort_by(|a, b| a.1.cmp(&b.1));
-    Ok(scan)
+    Ok(out)
+}
+
+fn read_prefix_rows(
+    conn: &Connection,
+    prefix: &str,
+    out: &mut BTreeMap<String, Known>,
+) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT path, file_size, mtime_ns, outcome FROM runs WHERE path >= ?1 AND path < ?2",
+    )?;
+    let rows = stmt.query_map([prefix, tree::prefix_end(prefix).as_str()], |r| {
+        let outcome: String = r.get(3)?;
+        Ok((
+            r.get::<_, String>(0)?,
+            Known {
+                size: r.get(1)?,
+                mtime: r.get(2)?,
+                open: outcome == RunOutcome::Open.as_str(),
+            },
+        ))
+    })?;
+    for row in rows {
+        let (path, known) = row?;
+        out.insert(path, known);
+    }
+    Ok(())
+}
+
+/// Whether a run file must be looked at again on the next refresh although its directory did
+/// not change: the run has no `run.end` yet (it may still grow), its timestamp was racy when
+/// it was looked at, or it changed while it was being read.
+fn keep_watching(open: bool, f: &Listed, reread_changed: bool) -> bool {
+    open || tree::racy(f.mtime_ns, f.looked_ns) || reread_changed
+}
+
+/// Whether the file no longer has the size and mtime it had before it was read.
+fn changed_since(f: &Listed) -> bool {
+    match fs::symlink_metadata(&f.path) {
+        Ok(md) => md.len() != f.size || tree::mtime_ns(&md) != f.mtime_ns,
+        Err(_) => true,
+    }
+}
+
+fn upsert_dir(conn: &Connection, rel: &str, d: &DirRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO run_dirs (path, depth, mtime_ns, scanned_ns, run_count) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(rusqlite::params![
+        rel,
+        d.depth,
+        d.mtime_ns,
+        d.scanned_ns,
+        d.run_count
+    ])?;
+    Ok(())
+}
+
+fn dir_row(d: &DateDir, run_count: usize) -> DirRow {
+    DirRow {
+        depth: i64::from(d.depth),
+        mtime_ns: d.mtime_ns,
+        scanned_ns: d.looked_ns,
+        run_count: i64::try_from(run_count).unwrap_or(i64::MAX),
+    }
 }
 
 fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()> {
@@ -520,6 +656,81 @@ fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()> {
     ))?;
     stmt.execute(rusqlite::params_from_iter(values.iter()))?;
     Ok(())
+}
+
+/// Every change a refresh applies, in one transaction.
+#[derive(Default)]
+struct Changes {
+    upserts: Vec<Vec<Value>>,
+    removed: Vec<String>,
+    /// Directories (relative, trailing `/`) whose rows all go.
+    vanished: Vec<String>,
+    dir_upserts: Vec<(String, DirRow)>,
+    dir_deletes: Vec<String>,
+    /// `run_dirs.run_count` decrements for files that vanished from unchanged directories.
+    dir_shrinks: BTreeMap<String, i64>,
+    watch_add: Vec<String>,
+    watch_drop: Vec<String>,
+}
+
+impl Changes {
+    fn is_empty(&self) -> bool {
+        self.upserts.is_empty()
+            && self.removed.is_empty()
+            && self.vanished.is_empty()
+            && self.dir_upserts.is_empty()
+            && self.dir_deletes.is_empty()
+            && self.dir_shrinks.is_empty()
+            && self.watch_add.is_empty()
+            && self.watch_drop.is_empty()
+    }
+
+    /// Applies the changes; returns the number of run rows deleted.
+    fn apply(&self, conn: &Connection) -> rusqlite::Result<u64> {
+        let mut deleted = 0u64;
+        for values in &self.upserts {
+            upsert(conn, values)?;
+        }
+        for rel in &self.removed {
+            deleted += conn
+                .prepare_cached("DELETE FROM runs WHERE path = ?1")?
+                .execute([rel])? as u64;
+            conn.prepare_cached("DELETE FROM run_watch WHERE path = ?1")?
+                .execute([rel])?;
+        }
+        for prefix in &self.vanished {
+            let end = tree::prefix_end(prefix);
+            deleted += conn
+                .prepare_cached("DELETE FROM runs WHERE path >= ?1 AND path < ?2")?
+                .execute([prefix.as_str(), end.as_str()])? as u64;
+            conn.prepare_cached("DELETE FROM run_watch WHERE path >= ?1 AND path < ?2")?
+                .execute([prefix.as_str(), end.as_str()])?;
+            conn.prepare_cached("DELETE FROM run_dirs WHERE path = ?1")?
+                .execute([prefix])?;
+        }
+        for rel in &self.dir_deletes {
+            conn.prepare_cached("DELETE FROM run_dirs WHERE path = ?1")?
+                .execute([rel])?;
+        }
+        for (rel, d) in &self.dir_upserts {
+            upsert_dir(conn, rel, d)?;
+        }
+        for (rel, n) in &self.dir_shrinks {
+            conn.prepare_cached(
+                "UPDATE run_dirs SET run_count = max(run_count - ?2, 0) WHERE path = ?1",
+            )?
+            .execute(rusqlite::params![rel, n])?;
+        }
+        for rel in &self.watch_drop {
+            conn.prepare_cached("DELETE FROM run_watch WHERE path = ?1")?
+                .execute([rel])?;
+        }
+        for rel in &self.watch_add {
+            conn.prepare_cached("INSERT OR IGNORE INTO run_watch (path) VALUES (?1)")?
+                .execute([rel])?;
+        }
+        Ok(deleted)
+    }
 }
 
 impl StateStore {
@@ -546,22 +757,50 @@ impl StateStore {
         Ok(out)
     }
 
+    fn walk_tree(&self) -> Result<tree::Walk> {
+        tree::walk(&self.root).map_err(|e| StateError::Run {
+            path: self.root.clone(),
+            source: Box::new(e),
+        })
+    }
+
     /// Brings the `runs` table up to date with the run tree: new files are read, files whose
     /// size or mtime changed are re-read, rows of vanished files are dropped, unchanged files
     /// are not opened. Picks up runs of any writer (the reference's too) and `.jsonl.zst`
     /// archives. Reading happens without holding the database lock; the changes are applied in
     /// one transaction.
     ///
+    /// # Cost
+    ///
+    /// Independent of the number of unchanged runs. The root and its year and month
+    /// directories are listed and every day directory is looked at (`stat`); a day directory
+    /// is listed again only when its modification time differs from the one recorded in the
+    /// `run_dirs` table or was racy (within 2 s of the moment it was recorded: file systems
+    /// with coarse timestamps). Creating, removing or renaming a run file (a new run,
+    /// archiving `.jsonl` → `.jsonl.zst`, `gc` moving it away) changes its directory's
+    /// modification time. Appending does not, so the files recorded in `run_watch` are looked
+    /// at individually: runs without `run.end` (they may still grow; a `run.error` is followed
+    /// by `run.end` and does not end the watch by itself) and files whose own timestamp was
+    /// racy when last looked at. A changed file is read again whole. Only the rows of listed
+    /// directories and watched files are read from the database.
+    ///
+    /// **Assumption:** a run file that has its `run.end` is not written again in place. A
+    /// file appended to or edited after its `run.end` is picked up by
+    /// [`StateStore::reindex`], by `sessions verify` (which reads every file), or as soon as
+    /// anything is created, removed or renamed in its directory.
+    ///
     /// # Errors
+    /// [`StateError::ReadOnly`] on a store opened with [`StateStore::open_read_only`];
     /// [`StateError::Run`] when the sessions root cannot be listed; [`StateError::Db`] /
-    /// [`StateError::Busy`]. Unreadable single files are reported in
-    /// [`IndexReport::failed`], not as errors.
+    /// [`StateError::Busy`]. Unreadable single files and directories are reported in
+    /// [`IndexReport::failed`], not as errors, and looked at again by the next refresh.
     pub fn index_runs(&self) -> Result<IndexReport> {
         self.index_runs_with_progress(&mut |_, _| {})
     }
 
     /// [`StateStore::index_runs`] calling `progress(done, total)` after each file considered
-    /// (for a progress bar; this crate never prints).
+    /// (files of listed directories and watched files; for a progress bar, this crate never
+    /// prints).
     ///
     /// # Errors
     /// As [`StateStore::index_runs`].
@@ -569,72 +808,264 @@ impl StateStore {
         &self,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<IndexReport> {
-        let scan = scan_tree(&self.root)?;
-        let stored = {
+        self.check_writable("index runs")?;
+        let walk = self.walk_tree()?;
+        let under_unlisted = |rel: &str| walk.unlisted.iter().any(|u| rel.starts_with(&u.1));
+        let days: BTreeMap<&str, &DateDir> = walk
+            .dirs
+            .iter()
+            .filter(|d| d.depth == 3)
+            .map(|d| (d.rel.as_str(), d))
+            .collect();
+
+        // 1. What the index knows, read in one snapshot: O(directories + watched files).
+        let (snap, relist) = {
             let conn = self.lock();
             let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-            self.stored_runs(&conn)?
+            let err = || db_err(&self.db_path, "read run index");
+            let dirs = read_dirs(&conn).map_err(err())?;
+            let relist: Vec<&DateDir> = days
+                .values()
+                .copied()
+                .filter(|d| {
+                    dirs.get(&d.rel).is_none_or(|s| {
+                        s.depth != 3
+                            || s.mtime_ns != d.mtime_ns
+                            || tree::racy(s.mtime_ns, s.scanned_ns)
+                    })
+                })
+                .collect();
+            let mut relisted = BTreeMap::new();
+            for d in &relist {
+                read_prefix_rows(&conn, &d.rel, &mut relisted).map_err(err())?;
+            }
+            let snap = Snapshot {
+                prefixes: read_prefixes(&conn).map_err(err())?,
+                watch: read_watch(&conn).map_err(err())?,
+                dirs,
+                relisted,
+            };
+            (snap, relist)
         };
-        let mut report = IndexReport {
-            failed: scan.failed,
-            ..Default::default()
-        };
-        let total = scan.files.len() as u64;
-        let mut upserts: Vec<Vec<Value>> = Vec::new();
-        let mut seen: Vec<&str> = Vec::with_capacity(scan.files.len());
-        for (i, (path, rel, size, mtime, compressed)) in scan.files.iter().enumerate() {
-            seen.push(rel);
-            let known = stored.get(rel.as_str());
-            let same = known.is_some_and(|k| {
-                k.values[15] == Value::Integer(*size as i64)
-                    && k.values[16] == Value::Integer(*mtime)
-            });
-            if same {
+        let relisted_dirs: BTreeSet<&str> = relist.iter().map(|d| d.rel.as_str()).collect();
+        let vanished: BTreeSet<String> = snap
+            .prefixes
+            .iter()
+            .chain(
+                snap.dirs
+                    .iter()
+                    .filter(|(_, r)| r.depth == 3)
+                    .map(|(k, _)| k),
+            )
+            .filter(|p| !days.contains_key(p.as_str()) && !under_unlisted(p))
+            .cloned()
+            .collect();
+
+        let mut report = IndexReport::default();
+        let mut changes = Changes::default();
+        for (path, _, e) in &walk.unlisted {
+            report
+                .failed
+                .push((path.clone(), format!("cannot list: {e}")));
+        }
+        // Year and month directories: recorded when new or changed, dropped when gone.
+        for d in walk.dirs.iter().filter(|d| d.depth < 3) {
+            if snap
+                .dirs
+                .get(&d.rel)
+                .is_none_or(|s| s.mtime_ns != d.mtime_ns || s.depth != i64::from(d.depth))
+            {
+                changes.dir_upserts.push((d.rel.clone(), dir_row(d, 0)));
+            }
+        }
+        let present: BTreeSet<&str> = walk.dirs.iter().map(|d| d.rel.as_str()).collect();
+        for (rel, r) in &snap.dirs {
+            if r.depth < 3 && !present.contains(rel.as_str()) && !under_unlisted(rel) {
+                changes.dir_deletes.push(rel.clone());
+            }
+        }
+        changes.vanished = vanished.iter().cloned().collect();
+
+        // 2. Day directories that may have changed: list them, compare every file.
+        let mut candidates: Vec<Candidate> = Vec::new();
+        let mut failed_dirs: BTreeSet<String> = BTreeSet::new();
+        let mut listed_ok: Vec<(&DateDir, usize)> = Vec::new();
+        for d in &relist {
+            report.dirs_listed += 1;
+            let listing = match tree::list_day(d) {
+                Ok(l) => l,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    changes.vanished.push(d.rel.clone());
+                    continue;
+                }
+                Err(e) => {
+                    report
+                        .failed
+                        .push((d.path.clone(), format!("cannot list: {e}")));
+                    changes.dir_deletes.push(d.rel.clone());
+                    continue;
+                }
+            };
+            report.files_checked += (listing.files.len() + listing.failed.len()) as u64;
+            let keep: BTreeSet<String> = listing
+                .files
+                .iter()
+                .map(|f| f.rel.clone())
+                .chain(listing.failed.iter().map(|(p, _)| rel_path(&self.root, p)))
+                .collect();
+            let end = tree::prefix_end(&d.rel);
+            for rel in snap
+                .relisted
+                .range::<str, _>((
+                    std::ops::Bound::Included(d.rel.as_str()),
+                    std::ops::Bound::Excluded(end.as_str()),
+                ))
+                .map(|(k, _)| k)
+            {
+                if !keep.contains(rel) {
+                    changes.removed.push(rel.clone());
+                }
+            }
+            if !listing.failed.is_empty() {
+                failed_dirs.insert(d.rel.clone());
+            }
+            report.failed.extend(listing.failed);
+            listed_ok.push((d, listing.files.len()));
+            for f in listing.files {
+                candidates.push(Candidate {
+                    known: snap.relisted.get(&f.rel).copied(),
+                    watched: snap.watch.contains_key(&f.rel),
+                    listed: f,
+                });
+            }
+        }
+        // Unchanged day directories: their rows stand, except for the watched files.
+        let mut unchanged_elsewhere: i64 = 0;
+        for d in days.values() {
+            if !relisted_dirs.contains(d.rel.as_str()) {
+                report.dirs_unchanged += 1;
+                unchanged_elsewhere += snap.dirs.get(&d.rel).map_or(0, |s| s.run_count);
+            }
+        }
+
+        // 3. Watched files outside the listed directories: one `lstat` each.
+        for (rel, known) in &snap.watch {
+            let dir = tree::parent_rel(rel);
+            if relisted_dirs.contains(dir) {
+                continue;
+            }
+            let Some(known) = known else {
+                changes.watch_drop.push(rel.clone());
+                continue;
+            };
+            if vanished.contains(dir) || under_unlisted(rel) {
+                continue;
+            }
+            let path = self.root.join(rel);
+            let looked_ns = tree::now_ns();
+            report.files_checked += 1;
+            unchanged_elsewhere -= 1;
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let compressed =
+                session_jsonl::layout::parse_run_file_name(name).is_some_and(|(_, zst)| zst);
+            match fs::symlink_metadata(&path) {
+                Ok(md) if md.is_file() => candidates.push(Candidate {
+                    listed: Listed {
+                        path,
+                        rel: rel.clone(),
+                        size: md.len(),
+                        mtime_ns: tree::mtime_ns(&md),
+                        compressed,
+                        looked_ns,
+                    },
+                    known: Some(*known),
+                    watched: true,
+                }),
+                Ok(_) => {
+                    changes.removed.push(rel.clone());
+                    *changes.dir_shrinks.entry(dir.to_owned()).or_default() += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    changes.removed.push(rel.clone());
+                    *changes.dir_shrinks.entry(dir.to_owned()).or_default() += 1;
+                }
+                Err(e) => report.failed.push((path, format!("cannot stat: {e}"))),
+            }
+        }
+        report.unchanged = u64::try_from(unchanged_elsewhere.max(0)).unwrap_or(0);
+
+        // 4. Compare and read what changed.
+        let total = candidates.len() as u64;
+        for (i, c) in candidates.iter().enumerate() {
+            let f = &c.listed;
+            let open = if let Some(k) = c.known.filter(|k| k.matches(f)) {
                 report.unchanged += 1;
+                Some((k.open, false))
             } else {
-                match read_run_row(path, *size, *mtime, *compressed) {
+                match read_run_row(&f.path, f.size, f.mtime_ns, f.compressed) {
                     Ok(row) => {
                         if row.damage_count > 0 {
-                            report.damaged.push((path.clone(), row.damage_count));
+                            report.damaged.push((f.path.clone(), row.damage_count));
                         }
-                        if known.is_some() {
+                        if c.known.is_some() {
                             report.updated += 1;
                         } else {
                             report.added += 1;
                         }
-                        upserts.push(to_values(rel, &row));
+                        report.files_read += 1;
+                        changes.upserts.push(to_values(&f.rel, &row));
+                        let open = row.outcome == RunOutcome::Open;
+                        Some((open, !open && changed_since(f)))
                     }
-                    Err(e) => report.failed.push((path.clone(), e.to_string())),
+                    Err(e) => {
+                        report.failed.push((f.path.clone(), e.to_string()));
+                        failed_dirs.insert(tree::parent_rel(&f.rel).to_owned());
+                        None
+                    }
                 }
+            };
+            match open {
+                Some((open, moved)) => {
+                    let want = keep_watching(open, f, moved);
+                    if want && !c.watched {
+                        changes.watch_add.push(f.rel.clone());
+                    } else if !want && c.watched {
+                        changes.watch_drop.push(f.rel.clone());
+                    }
+                }
+                // Unreadable: looked at again next time (its directory or its watch entry).
+                None if !c.watched && c.known.is_some() => {
+                    changes.watch_add.push(f.rel.clone());
+                }
+                None => {}
             }
             progress(i as u64 + 1, total);
         }
-        seen.sort_unstable();
-        let removed: Vec<&str> = stored
-            .keys()
-            .map(String::as_str)
-            .filter(|k| seen.binary_search(k).is_err())
-            .filter(|k| !scan.unlisted.iter().any(|d| k.starts_with(d.as_str())))
-            .collect();
-        report.removed = removed.len() as u64;
-        if !upserts.is_empty() || !removed.is_empty() {
+        for (d, n) in listed_ok {
+            if failed_dirs.contains(&d.rel) {
+                changes.dir_deletes.push(d.rel.clone());
+            } else {
+                changes.dir_upserts.push((d.rel.clone(), dir_row(d, n)));
+            }
+        }
+
+        // 5. One transaction for everything.
+        if !changes.is_empty() {
             let conn = self.lock();
             let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-            for values in &upserts {
-                upsert(&conn, values).map_err(db_err(&self.db_path, "write run index"))?;
-            }
-            for rel in &removed {
-                conn.execute("DELETE FROM runs WHERE path = ?1", [rel])
-                    .map_err(db_err(&self.db_path, "write run index"))?;
-            }
+            report.removed = changes
+                .apply(&conn)
+                .map_err(db_err(&self.db_path, "write run index"))?;
             tx.commit()?;
         }
         Ok(report)
     }
 
-    /// Rebuilds the `runs` table from scratch (every file read again, in path order) and
-    /// reports every difference from the previous content. The result depends only on the
-    /// files and their size/mtime, so two rebuilds of an unchanged tree are identical.
+    /// Rebuilds the `runs` table from scratch (every day directory listed, every file read
+    /// again, in path order) and reports every difference from the previous content. The
+    /// result depends only on the files and their size/mtime, so two rebuilds of an unchanged
+    /// tree are identical. Also rebuilds the directory and watch records that make the next
+    /// [`StateStore::index_runs`] incremental.
     ///
     /// # Errors
     /// As [`StateStore::index_runs`].
@@ -650,19 +1081,54 @@ impl StateStore {
         &self,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<ReindexReport> {
-        let scan = scan_tree(&self.root)?;
-        let total = scan.files.len() as u64;
-        let mut fresh: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-        let mut report = ReindexReport {
-            failed: scan.failed,
-            ..Default::default()
-        };
-        for (i, (path, rel, size, mtime, compressed)) in scan.files.iter().enumerate() {
-            match read_run_row(path, *size, *mtime, *compressed) {
-                Ok(row) => {
-                    fresh.insert(rel.clone(), to_values(rel, &row));
+        self.check_writable("reindex runs")?;
+        let walk = self.walk_tree()?;
+        let mut report = ReindexReport::default();
+        for (path, _, e) in &walk.unlisted {
+            report
+                .failed
+                .push((path.clone(), format!("cannot list: {e}")));
+        }
+        let mut files: Vec<Listed> = Vec::new();
+        let mut dir_rows: Vec<(String, DirRow)> = Vec::new();
+        let mut failed_dirs: BTreeSet<String> = BTreeSet::new();
+        for d in &walk.dirs {
+            if d.depth < 3 {
+                dir_rows.push((d.rel.clone(), dir_row(d, 0)));
+                continue;
+            }
+            match tree::list_day(d) {
+                Ok(l) => {
+                    if !l.failed.is_empty() {
+                        failed_dirs.insert(d.rel.clone());
+                    }
+                    report.failed.extend(l.failed);
+                    dir_rows.push((d.rel.clone(), dir_row(d, l.files.len())));
+                    files.extend(l.files);
                 }
-                Err(e) => report.failed.push((path.clone(), e.to_string())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => report
+                    .failed
+                    .push((d.path.clone(), format!("cannot list: {e}"))),
+            }
+        }
+        files.sort_by(|a, b| a.rel.cmp(&b.rel));
+        let total = files.len() as u64;
+        let mut fresh: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        let mut watch: Vec<&str> = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            match read_run_row(&f.path, f.size, f.mtime_ns, f.compressed) {
+                Ok(row) => {
+                    let open = row.outcome == RunOutcome::Open;
+                    if keep_watching(open, f, !open && changed_since(f)) {
+                        watch.push(&f.rel);
+                    }
+                    fresh.insert(f.rel.clone(), to_values(&f.rel, &row));
+                }
+                Err(e) => {
+                    report.failed.push((f.path.clone(), e.to_string()));
+                    failed_dirs.insert(tree::parent_rel(&f.rel).to_owned());
+                }
             }
             progress(i as u64 + 1, total);
         }
@@ -693,11 +1159,23 @@ impl StateStore {
                 (None, None) => {}
             }
         }
-        conn.execute("DELETE FROM runs", [])
-            .map_err(db_err(&self.db_path, "clear run index"))?;
-        for values in fresh.values() {
-            upsert(&conn, values).map_err(db_err(&self.db_path, "write run index"))?;
-        }
+        let write = || -> rusqlite::Result<()> {
+            conn.execute_batch("DELETE FROM runs; DELETE FROM run_dirs; DELETE FROM run_watch;")?;
+            for values in fresh.values() {
+                upsert(&conn, values)?;
+            }
+            for (rel, d) in &dir_rows {
+                if !failed_dirs.contains(rel) {
+                    upsert_dir(&conn, rel, d)?;
+                }
+            }
+            for rel in &watch {
+                conn.prepare_cached("INSERT OR IGNORE INTO run_watch (path) VALUES (?1)")?
+                    .execute([rel])?;
+            }
+            Ok(())
+        };
+        write().map_err(db_err(&self.db_path, "write run index"))?;
         tx.commit()?;
         report.total = fresh.len() as u64;
         Ok(report)

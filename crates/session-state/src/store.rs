@@ -38,6 +38,8 @@ pub struct StateStore {
     pub(crate) db_path: PathBuf,
     pub(crate) conn: Mutex<Connection>,
     pub(crate) options: StoreOptions,
+    /// Opened with [`StateStore::open_read_only`]: every write is refused.
+    pub(crate) read_only: bool,
     /// Message lists of the last few sessions saved through this store, so that the next
     /// save of the same session serializes only the new messages.
     cache: Mutex<Vec<CachedSession>>,
@@ -118,10 +120,87 @@ impl StateStore {
             db_path,
             conn: Mutex::new(conn),
             options,
+            read_only: false,
             cache: Mutex::new(Vec::new()),
         };
         store.roll_forward_all()?;
         Ok(store)
+    }
+
+    /// [`StateError::ReadOnly`] when the store was opened read-only.
+    pub(crate) fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.read_only {
+            Err(StateError::ReadOnly {
+                root: self.root.clone(),
+                op,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Opens the store under `sessions_root` for reading only, with default options.
+    ///
+    /// For a store the user cannot write (another user's, a read-only mount, a backup):
+    /// nothing is created, migrated, rolled forward or written, in `state.db` or beside it.
+    /// [`StateStore::list`], [`StateStore::load`], [`StateStore::runs_for_session`] and
+    /// [`StateStore::list_runs`] work as on a writable store, with these differences:
+    ///
+    /// * `load` of a session that exists only as a legacy snapshot returns it with
+    ///   [`LoadSource::Legacy`]` { migrated: false }` instead of migrating it;
+    /// * the run index is what the last writer left (`index_runs` cannot bring it up to
+    ///   date), so runs written since are missing from `list_runs`;
+    /// * [`StateStore::save`], [`StateStore::save_expecting`], [`StateStore::delete`],
+    ///   [`StateStore::migrate_legacy`] (unless `dry_run`), [`StateStore::index_runs`] and
+    ///   [`StateStore::reindex`] return [`StateError::ReadOnly`] before touching anything.
+    ///
+    /// How `state.db` is opened (SQLite `mode=ro`, or `immutable=1` when no WAL is in use;
+    /// an in-memory stand-in when there is no `state.db`; stand-ins for tables an older
+    /// database lacks) is described on the crate README's "Read-only access".
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when `sessions_root` is not a directory; [`StateError::Db`] when
+    /// `state.db` exists but cannot be read.
+    pub fn open_read_only(sessions_root: impl AsRef<Path>) -> Result<StateStore> {
+        StateStore::open_read_only_with(sessions_root, StoreOptions::default())
+    }
+
+    /// [`StateStore::open_read_only`] with explicit options (busy timeouts; `durability` is
+    /// irrelevant).
+    ///
+    /// # Errors
+    /// As [`StateStore::open_read_only`].
+    pub fn open_read_only_with(
+        sessions_root: impl AsRef<Path>,
+        options: StoreOptions,
+    ) -> Result<StateStore> {
+        let root = sessions_root.as_ref().to_path_buf();
+        match std::fs::metadata(&root) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(StateError::io(
+                    "open",
+                    &root,
+                    std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+                ));
+            }
+            Err(e) => return Err(StateError::io("open", &root, e)),
+        }
+        let db_path = db::db_path(&root);
+        let conn = db::open_db_read_only(&db_path, &options)?;
+        Ok(StateStore {
+            root,
+            db_path,
+            conn: Mutex::new(conn),
+            options,
+            read_only: true,
+            cache: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether the store was opened with [`StateStore::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The sessions root.
@@ -281,6 +360,7 @@ impl StateStore {
     ) -> Result<SaveReport> {
         let id = state.session_id.as_str();
         checked(id)?;
+        self.check_writable("save")?;
         // CPU work before taking the lock. When this store committed a prefix of the list
         // (checked by value, not by serializing), only the new messages are serialized;
         // whether that prefix is still the committed one is checked under the lock.
@@ -800,6 +880,15 @@ impl StateStore {
             return Ok(None);
         };
         let mut notes = legacy.notes;
+        if self.read_only {
+            return Ok(Some(LoadedSession {
+                state: legacy.state,
+                source: LoadSource::Legacy { migrated: false },
+                damage: legacy.damage,
+                notes,
+                generation: None,
+            }));
+        }
         match self.save_expecting(&legacy.state, None) {
             Ok(report) => Ok(Some(LoadedSession {
                 state: legacy.state,
@@ -838,6 +927,7 @@ impl StateStore {
     /// [`StateError::Busy`].
     pub fn delete(&self, session_id: &str) -> Result<crate::types::DeleteReport> {
         checked(session_id)?;
+        self.check_writable("delete")?;
         self.forget(session_id);
         let mut report = crate::types::DeleteReport::default();
         let legacy = self.legacy_path(session_id)?;

@@ -1,0 +1,323 @@
+//! The date directories of the run tree (spec §1: `<root>/YYYY/MM/DD/<run_id>.jsonl`), walked
+//! with the same tolerance as `session_jsonl::list_run_files` (all-digit names, not
+//! necessarily zero-padded, `1..=9999` / `1..=12` / `1..=31`) and with the modification time
+//! of every directory, so that the run index can skip days whose listing cannot have changed.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use session_jsonl::layout::parse_run_file_name;
+
+/// Window of "racy" timestamps, in nanoseconds: a directory or file whose modification time is
+/// within this distance of (or after) the moment it was looked at may change again without
+/// its timestamp changing (file systems with 1 s or 2 s granularity, a coarse kernel clock),
+/// so it is looked at again on the next refresh.
+pub(crate) const RACY_NS: i64 = 2_000_000_000;
+
+/// Nanoseconds since the Unix epoch now (0 before the epoch, saturating far after it).
+pub(crate) fn now_ns() -> i64 {
+    to_ns(SystemTime::now())
+}
+
+/// A `SystemTime` in nanoseconds since the Unix epoch (0 before the epoch).
+pub(crate) fn to_ns(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// Whether a modification time seen at `looked_ns` is too recent to prove that a later
+/// change would give a different time.
+pub(crate) fn racy(mtime_ns: i64, looked_ns: i64) -> bool {
+    mtime_ns >= looked_ns.saturating_sub(RACY_NS)
+}
+
+/// Modification time of `md` in nanoseconds since the epoch (0 when unavailable).
+pub(crate) fn mtime_ns(md: &fs::Metadata) -> i64 {
+    md.modified().ok().map_or(0, to_ns)
+}
+
+/// One date directory.
+#[derive(Debug, Clone)]
+pub(crate) struct DateDir {
+    /// Path relative to the root with a trailing `/` (`2026/`, `2026/11/`, `2026/11/30/`).
+    pub(crate) rel: String,
+    /// Absolute path.
+    pub(crate) path: PathBuf,
+    /// 1 = year, 2 = month, 3 = day.
+    pub(crate) depth: u8,
+    /// Modification time, nanoseconds since the epoch, taken before any listing of it.
+    pub(crate) mtime_ns: i64,
+    /// When the modification time was taken (wall clock, ns since the epoch).
+    pub(crate) looked_ns: i64,
+}
+
+/// The date directories under a root.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    /// Every year, month and day directory found, in `rel` order.
+    pub(crate) dirs: Vec<DateDir>,
+    /// Directories that could not be listed or looked at: `(path, rel with '/', error)`.
+    /// Rows under them are kept as they are.
+    pub(crate) unlisted: Vec<(PathBuf, String, io::Error)>,
+}
+
+/// All-digit child directory names of `dir` accepted by the scanner (value `1..=max`, at most
+/// `width` digits), as `(name, path)`.
+fn numeric_children(dir: &Path, width: usize, max: u32) -> io::Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.is_empty() || name.len() > width || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(n) = name.parse::<u32>() else { continue };
+        if n == 0 || n > max {
+            continue;
+        }
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        out.push((name.to_owned(), entry.path()));
+    }
+    Ok(out)
+}
+
+/// Looks at one directory: its modification time (taken after `looked_ns`).
+fn look(walk: &mut Walk, path: PathBuf, rel: String, depth: u8) -> Option<DateDir> {
+    let looked_ns = now_ns();
+    match fs::metadata(&path) {
+        Ok(md) => Some(DateDir {
+            rel,
+            path,
+            depth,
+            mtime_ns: mtime_ns(&md),
+            looked_ns,
+        }),
+        // Removed between the listing of its parent and now: it is simply not there.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => {
+            walk.unlisted.push((path, rel, e));
+            None
+        }
+    }
+}
+
+/// Walks the root, its year directories and their month directories (always listed: there
+/// are few of them) and looks at (`stat`) every day directory without listing it. A missing
+/// root is an empty walk.
+///
+/// # Errors
+/// The I/O error when the root exists but cannot be listed.
+pub(crate) fn walk(root: &Path) -> io::Result<Walk> {
+    let mut walk = Walk::default();
+    let years = match numeric_children(root, 4, 9999) {
+        Ok(y) => y,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(walk),
+        Err(e) => return Err(e),
+    };
+    for (y_name, y_path) in years {
+        let Some(year) = look(&mut walk, y_path, format!("{y_name}/"), 1) else {
+            continue;
+        };
+        let months = numeric_children(&year.path, 2, 12);
+        let y_rel = year.rel.clone();
+        let y_path = year.path.clone();
+        walk.dirs.push(year);
+        let months = match months {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                walk.unlisted.push((y_path, y_rel, e));
+                continue;
+            }
+        };
+        for (m_name, m_path) in months {
+            let Some(month) = look(&mut walk, m_path, format!("{y_rel}{m_name}/"), 2) else {
+                continue;
+            };
+            let days = numeric_children(&month.path, 2, 31);
+            let m_rel = month.rel.clone();
+            let m_path = month.path.clone();
+            walk.dirs.push(month);
+            let days = match days {
+                Ok(d) => d,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    walk.unlisted.push((m_path, m_rel, e));
+                    continue;
+                }
+            };
+            for (d_name, d_path) in days {
+                if let Some(day) = look(&mut walk, d_path, format!("{m_rel}{d_name}/"), 3) {
+                    walk.dirs.push(day);
+                }
+            }
+        }
+    }
+    walk.dirs.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(walk)
+}
+
+/// One run file of a day directory, with its `lstat`.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub(crate) path: PathBuf,
+    /// Relative to the root (`2026/11/30/<run_id>.jsonl`).
+    pub(crate) rel: String,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) compressed: bool,
+    /// When the file was looked at (before its `lstat`).
+    pub(crate) looked_ns: i64,
+}
+
+/// The run files of one day directory.
+#[derive(Debug, Default)]
+pub(crate) struct DayListing {
+    /// Regular files named `<run_id>.jsonl` or `<run_id>.jsonl.zst`, in name order.
+    pub(crate) files: Vec<Listed>,
+    /// Files whose `lstat` failed (other than vanishing), with the message.
+    pub(crate) failed: Vec<(PathBuf, String)>,
+}
+
+/// Lists one day directory: one `readdir` pass and one `lstat` per run file (symbolic links
+/// and other non-regular entries are ignored, as session-jsonl's scanner does).
+///
+/// # Errors
+/// The I/O error of `readdir` (the directory cannot be listed; `NotFound` when it vanished).
+pub(crate) fn list_day(dir: &DateDir) -> io::Result<DayListing> {
+    let mut out = DayListing::default();
+    for entry in fs::read_dir(&dir.path)? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((_, compressed)) = parse_run_file_name(name) else {
+            continue;
+        };
+        let looked_ns = now_ns();
+        match entry.metadata() {
+            Ok(md) if md.is_file() => out.files.push(Listed {
+                path: entry.path(),
+                rel: format!("{}{name}", dir.rel),
+                size: md.len(),
+                mtime_ns: mtime_ns(&md),
+                compressed,
+                looked_ns,
+            }),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => out.failed.push((entry.path(), format!("cannot stat: {e}"))),
+        }
+    }
+    out.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
+/// The exclusive upper bound of the keys starting with `prefix` (its last character
+/// incremented): `2026/11/30/` → `2026/11/300`.
+pub(crate) fn prefix_end(prefix: &str) -> String {
+    let mut out = prefix.to_owned();
+    match out.pop() {
+        Some(c) => {
+            let next = char::from_u32(u32::from(c) + 1)
+                .or_else(|| char::from_u32(u32::from(c) + 0x801))
+                .unwrap_or(char::MAX);
+            out.push(next);
+        }
+        None => out.push(char::MAX),
+    }
+    out
+}
+
+/// The directory part of a relative run path, with its trailing `/` (the whole path when it
+/// has no `/`).
+pub(crate) fn parent_rel(rel: &str) -> &str {
+    match rel.rfind('/') {
+        Some(i) => &rel[..=i],
+        None => rel,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_bounds_exactly_the_keys_with_the_prefix() {
+        let end = prefix_end("2026/11/3/");
+        assert_eq!(end, "2026/11/30");
+        assert!("2026/11/3/x.jsonl" < end.as_str());
+        assert!("2026/11/30/x.jsonl" >= end.as_str());
+        assert!("2026/11/3/" >= "2026/11/3/");
+        assert_eq!(parent_rel("2026/11/30/r.jsonl"), "2026/11/30/");
+        assert_eq!(parent_rel("stray"), "stray");
+        // A key without '/' is bounded by itself and its extensions only.
+        assert!(prefix_end("stray").as_str() > "stray.jsonl");
+    }
+
+    #[test]
+    fn racy_means_within_two_seconds_of_the_look_or_after_it() {
+        let t = 10_000_000_000;
+        assert!(racy(t, t));
+        assert!(racy(t + 1, t));
+        assert!(racy(t - RACY_NS, t));
+        assert!(!racy(t - RACY_NS - 1, t));
+    }
+
+    #[test]
+    fn walk_finds_the_directories_session_jsonl_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in [
+            "2026/11/30",
+            "2026/2/3",
+            "2026/02/03",
+            "0000/01/01",
+            "2026/13/01",
+            "2026/11/32",
+            "12345/01/01",
+            "2026/11/x1",
+            "messages",
+            "state",
+        ] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "2026/11/30/a.jsonl",
+            "2026/11/30/b.jsonl.zst",
+            "2026/11/30/notes.txt",
+            "2026/2/3/c.jsonl",
+            "2026/02/03/d.jsonl",
+            "2026/11/32/e.jsonl",
+        ] {
+            fs::write(root.join(f), b"{}\n").unwrap();
+        }
+        let w = walk(root).unwrap();
+        let days: Vec<&str> = w
+            .dirs
+            .iter()
+            .filter(|d| d.depth == 3)
+            .map(|d| d.rel.as_str())
+            .collect();
+        assert_eq!(days, ["2026/02/03/", "2026/11/30/", "2026/2/3/"]);
+        let mut ours: Vec<PathBuf> = w
+            .dirs
+            .iter()
+            .filter(|d| d.depth == 3)
+            .flat_map(|d| list_day(d).unwrap().files.into_iter().map(|f| f.path))
+            .collect();
+        ours.sort();
+        let mut theirs: Vec<PathBuf> = session_jsonl::list_run_files(root)
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        theirs.sort();
+        assert_eq!(ours, theirs);
+        assert_eq!(ours.len(), 4);
+    }
+}
