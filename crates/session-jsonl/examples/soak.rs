@@ -48,7 +48,7 @@ fn main() {
             s.rounds,
             started.elapsed().as_secs_f64(),
             s.acknowledged,
-            s.torn
+            s.torn_total()
         ),
         Err(e) => {
             eprintln!("soak failed (seed {seed}): {e}");

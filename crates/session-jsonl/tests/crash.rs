@@ -45,7 +45,9 @@ fn main() {
     match crash::crash_series(dir.path(), 24, None, seed) {
         Ok(s) => println!(
             "crash: {} rounds, {} acknowledged appends all read back, {} torn writes (seed {seed})",
-            s.rounds, s.acknowledged, s.torn
+            s.rounds,
+            s.acknowledged,
+            s.torn_total()
         ),
         Err(e) => {
             eprintln!("crash test failed (seed {seed}): {e}");

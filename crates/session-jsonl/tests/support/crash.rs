@@ -137,7 +137,17 @@ pub struct Stats {
     pub rounds: u64,
     pub acknowledged: u64,
     pub records: u64,
+    /// Torn writes (damaged lines) in files finished so far.
     pub torn: u64,
+    /// Damaged lines in the current file.
+    pub torn_current: u64,
+}
+
+impl Stats {
+    /// Torn writes seen in all files.
+    pub fn torn_total(&self) -> u64 {
+        self.torn + self.torn_current
+    }
 }
 
 /// One crash round: start a child appending to `path`, kill it, check the file.
@@ -185,9 +195,10 @@ pub fn crash_round(
     }
 
     let run = read_run(path).map_err(|e| e.to_string())?;
+    stats.torn_current = 0;
     for d in &run.damage {
         match d.kind {
-            DamageKind::TornTail | DamageKind::CorruptLine => stats.torn += 1,
+            DamageKind::TornTail | DamageKind::CorruptLine => stats.torn_current += 1,
             other => return Err(format!("round {round}: unexpected damage {other}: {d}")),
         }
     }
@@ -257,6 +268,9 @@ pub fn crash_series(
         round += 1;
         // Start a fresh file now and then so reads stay fast in long soaks.
         if stats.records > 20_000 {
+            stats.torn += stats.torn_current;
+            stats.torn_current = 0;
+            stats.records = 0;
             file_no += 1;
             path = dir.join(format!("crash-{file_no}.jsonl"));
             RunWriter::create_file(&path, &header(), WriterOptions::default())
