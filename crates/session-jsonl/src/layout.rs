@@ -154,6 +154,7 @@ pub fn find_run(
             candidates_in(&n.dir(sessions_root), run_id, &mut found);
         }
         if !found.is_empty() {
+            found.sort_by_key(|p| p.to_string_lossy().ends_with(ARCHIVED_EXT));
             let path = found.remove(0);
             return Ok(FoundRun {
                 path,
