@@ -185,7 +185,7 @@ pub fn crash_round(
         acks
     });
     // Kill at a random moment after the child acknowledged its first record.
-    let _ = rx.recv_timeout(Duration::from_secs(10));
+    let _ = rx.recv_timeout(Duration::from_secs(30));
     std::thread::sleep(Duration::from_micros(rng.below(30_000)));
     child.kill().map_err(|e| format!("kill: {e}"))?;
     let _ = child.wait();
