@@ -8,4 +8,5 @@ mod gc_restore;
 mod live_run;
 mod resume_real_data;
 mod shared_root;
+mod state_turns;
 mod support;
