@@ -6,6 +6,7 @@ mod crash_resume;
 mod cut_streams;
 mod gc_restore;
 mod live_run;
+mod repair_real_data;
 mod resume_real_data;
 mod shared_root;
 mod state_turns;
