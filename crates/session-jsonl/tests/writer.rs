@@ -133,6 +133,10 @@ fn every_durability_mode_reads_back_in_order() {
             max_delay: Duration::from_millis(2),
             max_batch: 4,
         },
+        Durability::GroupCommit {
+            max_delay: Duration::ZERO,
+            max_batch: 1,
+        },
     ] {
         let dir = tempfile::tempdir().unwrap();
         let opts = WriterOptions {
@@ -411,6 +415,26 @@ fn follower_waits_for_half_written_lines() {
     let tail = f.finish().unwrap();
     assert_eq!(tail.len(), 1);
     assert_eq!(tail[0].as_damage().unwrap().kind, DamageKind::TornTail);
+}
+
+#[test]
+fn follower_reports_a_file_that_shrank() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = RunWriter::create(dir.path(), &header("r"), WriterOptions::default()).unwrap();
+    w.append(&status("a")).unwrap();
+    let path = w.path().to_owned();
+    drop(w);
+    let mut f = Follower::open(&path, FollowOptions::default()).unwrap();
+    while f.poll().unwrap().is_some() {}
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    let err = f.poll().unwrap_err();
+    assert!(matches!(err, JsonlError::Read { .. }), "{err}");
+    assert!(err.to_string().contains("shrank"), "{err}");
 }
 
 fn status_with_ts(line: &[u8]) -> Record {
