@@ -894,23 +894,38 @@ mod tests {
                 1..6,
             )
         ) {
-            let mut history: Vec<&str> = Vec::new();
+            let mut history: Vec<String> = Vec::new();
             let mut records = Vec::new();
             for (seq, (append, drop, answer)) in steps.iter().enumerate() {
                 let seq = seq as i64 + 1;
                 // Mostly extend; sometimes drop messages from the end (a divergence).
                 history.truncate(history.len().saturating_sub(*drop % 3 / 2));
-                history.extend(append.iter().map(|k| ALPHABET[*k]));
-                let answer: Vec<&str> = answer.iter().map(|k| ALPHABET[*k]).collect();
+                history.extend(append.iter().map(|k| ALPHABET[*k].to_owned()));
+                // A response is new: providers give every call a fresh id, so its messages
+                // never repeat earlier history byte for byte (identical messages would make
+                // "the snapshot ends with its own response" ambiguous).
+                let answer: Vec<String> = answer
+                    .iter()
+                    .map(|k| {
+                        ALPHABET[*k]
+                            .replace("\"c1\"", &format!("\"c1-{seq}\""))
+                            .replace("\"ok\"", &format!("\"ok-{seq}\""))
+                            .replace("\"x\"", &format!("\"x-{seq}\""))
+                            .replace("\"q\"", &format!("\"q-{seq}\""))
+                            .replace("\"s\"", &format!("\"s-{seq}\""))
+                    })
+                    .collect();
                 // Sometimes the snapshot already holds its own response.
                 let mut snapshot = history.clone();
                 if *drop == 2 {
-                    snapshot.extend(answer.iter().copied());
+                    snapshot.extend(answer.iter().cloned());
                 }
-                records.push(request(seq, &arr(&snapshot)));
-                records.push(response(seq, &arr(&answer)));
+                let snapshot_refs: Vec<&str> = snapshot.iter().map(String::as_str).collect();
+                let answer_refs: Vec<&str> = answer.iter().map(String::as_str).collect();
+                records.push(request(seq, &arr(&snapshot_refs)));
+                records.push(response(seq, &arr(&answer_refs)));
                 history = snapshot;
-                history.extend(answer.iter().copied());
+                history.extend(answer.iter().cloned());
             }
             let (report, _) = check_snapshots(&records);
             let (divergences, over) = naive(&records);
