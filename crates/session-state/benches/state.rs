@@ -13,6 +13,9 @@
 //!    `list()` (all rows ordered by `updated_at`, then the page taken in memory).
 //! 3. `runs_for_session` at 100k runs vs the reference's approach (walk the date directories,
 //!    stat every file, read the first line of each and keep headers with the session id).
+//!    Also the run index's own costs: the first `index_runs`, the one right after it (day
+//!    directories written within the racy window are listed again) and a settled warm
+//!    `index_runs` (no day directory listed, no run file looked at).
 //!
 //! `SESSION_BENCH_SCALE=0.1` shrinks every size for a quick run; `SESSION_BENCH_ONLY=growth`
 //! (or `list`, `runs`) runs one section. Runs as

@@ -13,9 +13,13 @@
 //!   [`StateStore::delete`], [`StateStore::migrate_legacy`].
 //! * [`summarize`] / [`summarize_lines`] — the summary columns exactly as the reference
 //!   computes them (`message_count`, display-mode `last_user_message`, `workspace_root`).
-//! * Run index — our own `runs` table: [`StateStore::index_runs`] (incremental by size and
-//!   mtime, any writer, `.jsonl.zst` too), [`StateStore::runs_for_session`],
-//!   [`StateStore::list_runs`], [`StateStore::reindex`].
+//! * Run index — our own `runs` table: [`StateStore::index_runs`] (incremental: only day
+//!   directories whose mtime changed and runs without `run.end` are looked at, so a warm
+//!   refresh costs the same at 100k runs as at 1k; any writer, `.jsonl.zst` too),
+//!   [`StateStore::runs_for_session`], [`StateStore::list_runs`], [`StateStore::reindex`]
+//!   (full deterministic rebuild).
+//! * [`StateStore::open_read_only`] — list, load and query a store the user cannot write;
+//!   writes return [`StateError::ReadOnly`].
 //!
 //! Deviations from the reference (all deliberate, see the crate README): files 0600 and
 //! directories 0700; fsync of files and directories; `synchronous=FULL`; `workspace_root`

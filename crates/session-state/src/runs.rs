@@ -132,7 +132,8 @@ pub struct IndexReport {
     /// kept), and directories that could not be listed, with the error.
     pub failed: Vec<(PathBuf, String)>,
     /// Day directories listed in this pass: new, changed (modification time differs from the
-    /// recorded one) or racy (recorded within 2 s of their last change).
+    /// recorded one) or racy (recorded too soon after their last change: within 2 s for
+    /// whole-second timestamps, 100 ms for finer ones).
     pub dirs_listed: u64,
     /// Day directories not listed because their modification time is the recorded one.
     pub dirs_unchanged: u64,
@@ -775,8 +776,10 @@ impl StateStore {
     /// Independent of the number of unchanged runs. The root and its year and month
     /// directories are listed and every day directory is looked at (`stat`); a day directory
     /// is listed again only when its modification time differs from the one recorded in the
-    /// `run_dirs` table or was racy (within 2 s of the moment it was recorded: file systems
-    /// with coarse timestamps). Creating, removing or renaming a run file (a new run,
+    /// `run_dirs` table or was racy: recorded too soon after its last change to prove that a
+    /// later change would get a different time (within 2 s for whole-second timestamps, file
+    /// systems with coarse granularity; within 100 ms for finer ones, which covers the
+    /// kernel's coarse clock). Creating, removing or renaming a run file (a new run,
     /// archiving `.jsonl` → `.jsonl.zst`, `gc` moving it away) changes its directory's
     /// modification time. Appending does not, so the files recorded in `run_watch` are looked
     /// at individually: runs without `run.end` (they may still grow; a `run.error` is followed
@@ -784,10 +787,11 @@ impl StateStore {
     /// racy when last looked at. A changed file is read again whole. Only the rows of listed
     /// directories and watched files are read from the database.
     ///
-    /// **Assumption:** a run file that has its `run.end` is not written again in place. A
-    /// file appended to or edited after its `run.end` is picked up by
-    /// [`StateStore::reindex`], by `sessions verify` (which reads every file), or as soon as
-    /// anything is created, removed or renamed in its directory.
+    /// **Assumption:** a run file that has its `run.end` (and whose timestamp has settled) is
+    /// not written again in place. A file appended to or edited after its `run.end` is picked
+    /// up by [`StateStore::reindex`], or by this refresh as soon as anything is created,
+    /// removed or renamed in its day directory; `sessions verify` reads every file whatever
+    /// the index says, so it sees such records too.
     ///
     /// # Errors
     /// [`StateError::ReadOnly`] on a store opened with [`StateStore::open_read_only`];

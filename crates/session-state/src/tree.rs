@@ -10,11 +10,32 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use session_jsonl::layout::parse_run_file_name;
 
-/// Window of "racy" timestamps, in nanoseconds: a directory or file whose modification time is
-/// within this distance of (or after) the moment it was looked at may change again without
-/// its timestamp changing (file systems with 1 s or 2 s granularity, a coarse kernel clock),
-/// so it is looked at again on the next refresh.
-pub(crate) const RACY_NS: i64 = 2_000_000_000;
+/// Window of "racy" timestamps with coarse granularity, in nanoseconds: a directory or file
+/// whose modification time is a whole second (file systems with 1 s or 2 s timestamps: ext3,
+/// ext4 with small inodes, HFS+, FAT) and within this distance of (or after) the moment it was
+/// looked at may change again without its timestamp changing, so it is looked at again on the
+/// next refresh.
+pub(crate) const COARSE_RACY_NS: i64 = 2_000_000_000;
+
+/// Smallest window for timestamps with a sub-second part: covers the kernel's coarse clock
+/// (file times lag the wall clock by up to one tick, 1–10 ms) with a wide margin.
+pub(crate) const FINE_RACY_NS: i64 = 100_000_000;
+
+/// The racy window for one timestamp: [`COARSE_RACY_NS`] for a whole second, otherwise twice
+/// the granularity its trailing decimal zeros suggest (10 ms for exFAT's `…0000000`), at least
+/// [`FINE_RACY_NS`]. A fine timestamp that is a whole second by chance (one in 10⁹) only gets
+/// the wider window.
+pub(crate) fn racy_window(mtime_ns: i64) -> i64 {
+    let sub = mtime_ns.rem_euclid(1_000_000_000);
+    if sub == 0 {
+        return COARSE_RACY_NS;
+    }
+    let mut granularity = 1i64;
+    while sub % (granularity * 10) == 0 {
+        granularity *= 10;
+    }
+    (2 * granularity).max(FINE_RACY_NS)
+}
 
 /// Nanoseconds since the Unix epoch now (0 before the epoch, saturating far after it).
 pub(crate) fn now_ns() -> i64 {
@@ -27,10 +48,12 @@ pub(crate) fn to_ns(t: SystemTime) -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// Whether a modification time seen at `looked_ns` is too recent to prove that a later
-/// change would give a different time.
+/// Whether a modification time seen at `looked_ns` (wall clock) is too recent to prove that
+/// a later change would give a different time (see [`racy_window`]). Assumes the clock that
+/// stamps the files (a file server's, for network file systems) is not behind ours by more
+/// than the window.
 pub(crate) fn racy(mtime_ns: i64, looked_ns: i64) -> bool {
-    mtime_ns >= looked_ns.saturating_sub(RACY_NS)
+    mtime_ns >= looked_ns.saturating_sub(racy_window(mtime_ns))
 }
 
 /// Modification time of `md` in nanoseconds since the epoch (0 when unavailable).
@@ -259,12 +282,26 @@ mod tests {
     }
 
     #[test]
-    fn racy_means_within_two_seconds_of_the_look_or_after_it() {
-        let t = 10_000_000_000;
-        assert!(racy(t, t));
-        assert!(racy(t + 1, t));
-        assert!(racy(t - RACY_NS, t));
-        assert!(!racy(t - RACY_NS - 1, t));
+    fn racy_means_within_the_timestamp_granularity_of_the_look_or_after_it() {
+        let look = 10_000_000_000 + 123_456_789;
+        // Whole seconds: 2 s.
+        let whole = 8_000_000_000;
+        assert!(racy(whole, look - 123_456_789));
+        assert!(racy(whole, whole + COARSE_RACY_NS));
+        assert!(!racy(whole, whole + COARSE_RACY_NS + 1));
+        assert!(
+            racy(whole + 5_000_000_000, look),
+            "a time after the look is racy"
+        );
+        // Nanoseconds: 100 ms.
+        let fine = look - 50_000_001;
+        assert!(racy(fine, look));
+        assert!(!racy(fine, fine + FINE_RACY_NS + 1));
+        // exFAT-like 10 ms steps: still 100 ms; tenths of a second: 200 ms.
+        assert_eq!(racy_window(3_010_000_000), FINE_RACY_NS);
+        assert_eq!(racy_window(3_500_000_000), 200_000_000);
+        assert_eq!(racy_window(3_000_000_007), FINE_RACY_NS);
+        assert_eq!(racy_window(-1_000_000_000), COARSE_RACY_NS);
     }
 
     #[test]

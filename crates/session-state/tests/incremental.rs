@@ -64,6 +64,17 @@ fn mtime(path: &Path) -> SystemTime {
     fs::metadata(path).unwrap().modified().unwrap()
 }
 
+/// A whole second a little ahead of now: a timestamp as a file system with one-second
+/// granularity gives it, certainly racy for an index that looks at it now (whatever the
+/// machine's speed).
+fn coarse_now() -> SystemTime {
+    let secs = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs + 1)
+}
+
 /// A fixed moment long ago (2023-11-14).
 fn long_ago() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
@@ -209,7 +220,8 @@ fn gc_moving_runs_away_drops_their_rows() {
         store.list_runs(&RunQuery::default()).unwrap().runs.len(),
         19
     );
-    // Day 02 changed just now (racy): listed once more after it settles, then skipped.
+    // Day 02 changed just now (racy or not): listed once more after it settles, then
+    // skipped.
     age(&root);
     assert_eq!(store.index_runs().unwrap().dirs_listed, 1);
     let warm = store.index_runs().unwrap();
@@ -260,9 +272,11 @@ fn an_open_run_that_grows_is_read_again_without_its_directory_changing() {
     f.write_all(&session_schema::to_line(&end).unwrap())
         .unwrap();
     drop(f);
+    // Its timestamp is racy when indexed (one-second granularity, this very second).
+    set_mtime(&open[0], coarse_now());
     let r = store.index_runs().unwrap();
     assert_eq!(counts(&r), (0, 1, 0));
-    // Written just now: racy, so still looked at next time.
+    // Ended but racy: still looked at next time.
     let r = store.index_runs().unwrap();
     assert_eq!((r.files_checked, r.files_read), (2, 0));
     age(&root);
@@ -280,9 +294,10 @@ fn a_change_in_a_racy_directory_is_found_although_its_time_did_not_change() {
     let root = dir.path().join("sessions");
     let first = write_run(&root, 1, "2026-11-05T10:00:00.000Z", true);
     let store = StateStore::open(&root).unwrap();
-    // Indexed right after the directory changed: the recorded time is racy.
-    assert_eq!(store.index_runs().unwrap().added, 1);
     let day = first.parent().unwrap().to_owned();
+    // Indexed in the second the directory changed (one-second timestamps): racy.
+    set_mtime(&day, coarse_now());
+    assert_eq!(store.index_runs().unwrap().added, 1);
     let before = mtime(&day);
     // A second run in the same timestamp tick (a file system with coarse timestamps): the
     // directory's time stays what was recorded.
@@ -317,6 +332,7 @@ fn a_change_to_a_racy_file_is_found_although_its_time_did_not_change() {
     set_mtime(&day, old);
     let store = StateStore::open(&root).unwrap();
     // The run has its run.end, but its own time is racy when indexed.
+    set_mtime(&p, coarse_now());
     store.index_runs().unwrap();
     let before = mtime(&p);
     let mut bytes = fs::read(&p).unwrap();
