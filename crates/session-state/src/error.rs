@@ -150,8 +150,58 @@ impl StateError {
         matches!(self, StateError::ReadOnly { .. })
     }
 
+    /// Whether the store could not be opened or written because of access rights or a
+    /// read-only file system: an I/O error `PermissionDenied` / `ReadOnlyFilesystem`, or
+    /// SQLite's `SQLITE_READONLY`, `SQLITE_CANTOPEN`, `SQLITE_PERM` or `SQLITE_AUTH`. A
+    /// caller that only reads can then use [`crate::StateStore::open_read_only`].
+    pub fn is_permission_denied(&self) -> bool {
+        use rusqlite::ErrorCode;
+        match self {
+            StateError::Io { source, .. } => matches!(
+                source.kind(),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+            ),
+            StateError::Db { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(
+                    ErrorCode::ReadOnly
+                        | ErrorCode::CannotOpen
+                        | ErrorCode::PermissionDenied
+                        | ErrorCode::AuthorizationForStatementDenied
+                )
+            ),
+            _ => false,
+        }
+    }
+
     /// Whether this is a compare-and-swap conflict ([`StateError::Conflict`]).
     pub fn is_conflict(&self) -> bool {
         matches!(self, StateError::Conflict { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_problems_are_recognised() {
+        let io_err = |kind| StateError::io("open", "/s", io::Error::from(kind));
+        assert!(io_err(io::ErrorKind::PermissionDenied).is_permission_denied());
+        assert!(io_err(io::ErrorKind::ReadOnlyFilesystem).is_permission_denied());
+        assert!(!io_err(io::ErrorKind::NotFound).is_permission_denied());
+        let db_err = |code| StateError::Db {
+            path: "/s/state.db".into(),
+            context: "open",
+            source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
+        };
+        assert!(db_err(rusqlite::ffi::SQLITE_READONLY).is_permission_denied());
+        assert!(db_err(rusqlite::ffi::SQLITE_CANTOPEN).is_permission_denied());
+        assert!(!db_err(rusqlite::ffi::SQLITE_CORRUPT).is_permission_denied());
+        let ro = StateError::ReadOnly {
+            root: "/s".into(),
+            op: "save",
+        };
+        assert!(ro.is_read_only() && !ro.is_permission_denied());
     }
 }
