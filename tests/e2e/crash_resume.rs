@@ -123,12 +123,15 @@ fn write_session(root: &Path) -> Written {
     append_all(&w, &before_crash[1..]);
     let path_a = w.path().to_owned();
     drop(w);
-    // Cut just before the first non-ASCII character of the response.
+    // Cut inside the first multi-byte character of the response (after its lead byte): the
+    // fragment ends in an incomplete UTF-8 sequence, as a crash mid-write leaves it.
     let full = line_of(&response_6);
-    let cut = full
+    let lead = full
         .iter()
-        .position(|&b| b >= 0x80)
+        .position(|&b| b >= 0xC0)
         .expect("non-ASCII text");
+    let cut = lead + 1;
+    assert!(std::str::from_utf8(&full[..cut]).is_err_and(|e| e.error_len().is_none()));
     let (off, len) = tear(&path_a, &full[..cut]);
 
     // Before the restart the reader sees a torn tail at exactly that place.

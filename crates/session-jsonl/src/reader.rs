@@ -15,7 +15,8 @@
 //! | not JSON (incl. a cut line that was later sealed with `\n`) | [`DamageKind::CorruptLine`] |
 //! | JSON of the wrong shape | [`DamageKind::SchemaMismatch`] (raw JSON in [`Damage::raw`]) |
 //! | NUL bytes | one [`DamageKind::NulRun`] per run of NULs; the pieces between them are read as lines of their own, so a record written after NUL padding is recovered |
-//! | invalid UTF-8 | [`DamageKind::InvalidUtf8`], then the record decoded lossily (U+FFFD) |
+//! | invalid UTF-8, parses once decoded lossily (U+FFFD) | [`DamageKind::InvalidUtf8`], then the record |
+//! | invalid UTF-8, does not parse even decoded lossily | one report as for any line that does not parse ([`DamageKind::TornTail`], [`DamageKind::CorruptLine`] or [`DamageKind::SchemaMismatch`]); its message names the encoding error |
 //! | lone surrogate escape | [`DamageKind::LoneSurrogate`], then the record (repaired, see [`session_schema::surrogate`]) |
 //! | longer than `max_line_len` | [`DamageKind::OversizedLine`] |
 //! | blank (whitespace only) | nothing |
@@ -84,8 +85,9 @@ pub enum DamageKind {
     SchemaMismatch,
     /// A run of NUL bytes (unwritten blocks after a crash); text around it is still read.
     NulRun,
-    /// Bytes that are not UTF-8; the line was decoded lossily (U+FFFD) and its record, if any,
-    /// follows this report.
+    /// Bytes that are not UTF-8 in a line that parses once decoded lossily (U+FFFD); its
+    /// record follows this report. A line that does not parse even then gets one report of
+    /// the parse failure's kind instead, never two for one line.
     InvalidUtf8,
     /// A lone UTF-16 surrogate escape (`"\ud83c"`), repaired; the record follows this report.
     LoneSurrogate,
@@ -378,29 +380,46 @@ impl Decoder {
                 self.failed_torn(lossy.as_bytes(), bytes.len(), offset, line, out);
             }
             Err(ParseError::InvalidUtf8 { offset: bad }) => {
+                // A line that parses once decoded lossily is a record with an encoding error:
+                // one `InvalidUtf8` report, then the record. A line that does not parse even
+                // then is one damage report (corrupt line, torn tail or schema mismatch) whose
+                // message names the encoding error too.
                 let lossy = String::from_utf8_lossy(bytes);
-                out.push_back(Item::Damage(Damage {
-                    kind: DamageKind::InvalidUtf8,
-                    offset,
-                    line,
-                    len: bytes.len() as u64,
-                    message: format!(
-                        "invalid UTF-8 at byte {bad} of the line; decoded with U+FFFD replacements"
-                    ),
-                    raw: None,
-                    excerpt: Some(excerpt(lossy.as_bytes())),
-                }));
                 match parse_record(lossy.as_bytes()) {
-                    Ok(parsed) => self.record(parsed, bytes, offset, line, out),
-                    Err(e) => self.failed(
-                        &e,
-                        lossy.as_bytes(),
-                        bytes.len(),
-                        offset,
-                        line,
-                        terminated,
-                        out,
-                    ),
+                    Ok(parsed) => {
+                        out.push_back(Item::Damage(Damage {
+                            kind: DamageKind::InvalidUtf8,
+                            offset,
+                            line,
+                            len: bytes.len() as u64,
+                            message: format!(
+                                "invalid UTF-8 at byte {bad} of the line; decoded with U+FFFD replacements"
+                            ),
+                            raw: None,
+                            excerpt: Some(excerpt(lossy.as_bytes())),
+                        }));
+                        self.record(parsed, bytes, offset, line, out);
+                    }
+                    Err(e) => {
+                        // `from_utf8` reports the first error: an incomplete sequence is
+                        // then the only one, at the very end.
+                        let cut_char =
+                            std::str::from_utf8(bytes).is_err_and(|u| u.error_len().is_none());
+                        let note = if cut_char {
+                            "the line ends inside a multi-byte character".to_owned()
+                        } else {
+                            format!("invalid UTF-8 at byte {bad} of the line")
+                        };
+                        self.failed_with(
+                            &e,
+                            lossy.as_bytes(),
+                            bytes.len(),
+                            (offset, line),
+                            terminated,
+                            Some(&note),
+                            out,
+                        );
+                    }
                 }
             }
             Err(e) => self.failed(&e, bytes, bytes.len(), offset, line, terminated, out),
@@ -437,6 +456,22 @@ impl Decoder {
         terminated: bool,
         out: &mut VecDeque<Item>,
     ) {
+        self.failed_with(err, text, len, (offset, line), terminated, None, out);
+    }
+
+    /// The one damage report of a line that does not parse; `utf8` describes an encoding
+    /// error of the line (then `text` is its lossy decoding), appended to the message.
+    #[allow(clippy::too_many_arguments)]
+    fn failed_with(
+        &mut self,
+        err: &ParseError,
+        text: &[u8],
+        len: usize,
+        (offset, line): (u64, u64),
+        terminated: bool,
+        utf8: Option<&str>,
+        out: &mut VecDeque<Item>,
+    ) {
         let (kind, raw) = if err.is_shape() {
             (
                 DamageKind::SchemaMismatch,
@@ -453,6 +488,10 @@ impl Decoder {
                 format!("line ends in the middle of a value (a torn write sealed later): {err}")
             }
             _ => err.to_string(),
+        };
+        let message = match utf8 {
+            Some(note) => format!("{message}; {note} (decoded with U+FFFD replacements)"),
+            None => message,
         };
         out.push_back(Item::Damage(Damage {
             kind,

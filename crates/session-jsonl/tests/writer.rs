@@ -195,42 +195,65 @@ fn group_commit_from_eight_threads() {
     }
 }
 
+/// Torn fragments a crash can leave: cut between ASCII bytes, inside a multi-byte character
+/// (the runtime writes non-ASCII text), and after a byte that is not UTF-8 at all.
+const TORN_FRAGMENTS: [&[u8]; 4] = [
+    br#"{"type":"run.status","run_id":"r","ts":"2026-02-03T12:0"#,
+    b"{\"type\":\"run.start\",\"run_id\":\"r\",\"session_id\":\"s\",\"ts\":\"2026-02-03T12:00:00.456Z\",\"input\":{\"type\":\"text\",\"text\":\"\xE6\x97",
+    b"{\"type\":\"run.status\",\"run_id\":\"r\",\"message\":\"\xF0\x9F\x98",
+    b"{\"type\":\"run.status\",\"run_id\":\"r\",\"message\":\"caf\xE9 au",
+];
+
 #[test]
 fn reopen_after_torn_tail_seals_and_appends_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let w = RunWriter::create(dir.path(), &header("r"), WriterOptions::default()).unwrap();
-    w.append(&status("before")).unwrap();
-    let path = w.path().to_owned();
-    drop(w);
-    let fragment = br#"{"type":"run.status","run_id":"r","ts":"2026-02-03T12:0"#;
-    OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap()
-        .write_all(fragment)
-        .unwrap();
-    let before = fs::read(&path).unwrap();
-    assert!(needs_seal(&path).unwrap());
-    assert_eq!(
-        read_run(&path).unwrap().damage[0].kind,
-        DamageKind::TornTail
-    );
+    for fragment in TORN_FRAGMENTS {
+        let shown = String::from_utf8_lossy(fragment);
+        let dir = tempfile::tempdir().unwrap();
+        let w = RunWriter::create(dir.path(), &header("r"), WriterOptions::default()).unwrap();
+        w.append(&status("before")).unwrap();
+        let path = w.path().to_owned();
+        drop(w);
+        OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(fragment)
+            .unwrap();
+        let before = fs::read(&path).unwrap();
+        let fragment_at = (before.len() - fragment.len()) as u64;
+        assert!(needs_seal(&path).unwrap());
+        let torn: Vec<_> = read_run(&path)
+            .unwrap()
+            .damage
+            .iter()
+            .map(|d| (d.kind, d.offset))
+            .collect();
+        assert_eq!(torn, [(DamageKind::TornTail, fragment_at)], "{shown}");
 
-    let w = RunWriter::open_append(&path, WriterOptions::default()).unwrap();
-    w.append(&status("after")).unwrap();
-    w.append(&end()).unwrap();
-    drop(w);
+        let w = RunWriter::open_append(&path, WriterOptions::default()).unwrap();
+        w.append(&status("after")).unwrap();
+        w.append(&end()).unwrap();
+        drop(w);
 
-    let after = fs::read(&path).unwrap();
-    assert!(after.starts_with(&before), "history is never rewritten");
-    assert_eq!(after[before.len()], b'\n');
-    let run = read_run(&path).unwrap();
-    assert_eq!(messages(&path), ["before", "after"]);
-    assert_eq!(run.damage.len(), 1, "{:?}", run.damage);
-    assert_eq!(run.damage[0].kind, DamageKind::CorruptLine);
-    assert_eq!(run.damage[0].len as usize, fragment.len());
-    assert!(!needs_seal(&path).unwrap());
-    assert!(terminal_state(&path).unwrap().has_end());
+        let after = fs::read(&path).unwrap();
+        assert!(after.starts_with(&before), "history is never rewritten");
+        assert_eq!(after[before.len()], b'\n');
+        let run = read_run(&path).unwrap();
+        assert_eq!(messages(&path), ["before", "after"], "{shown}");
+        // The sealed fragment is one damage report, whatever its bytes.
+        let damage: Vec<_> = run.damage.iter().map(|d| (d.kind, d.offset)).collect();
+        assert_eq!(damage, [(DamageKind::CorruptLine, fragment_at)], "{shown}");
+        assert_eq!(run.damage[0].len as usize, fragment.len());
+        if std::str::from_utf8(fragment).is_err() {
+            assert!(
+                run.damage[0].message.contains("U+FFFD"),
+                "{}",
+                run.damage[0].message
+            );
+        }
+        assert!(!needs_seal(&path).unwrap());
+        assert!(terminal_state(&path).unwrap().has_end());
+    }
 }
 
 #[test]
