@@ -73,6 +73,63 @@ pub(crate) fn sync_dir(path: &Path) -> Result<()> {
     }
 }
 
+/// Opens an existing file for reading and writing; `None` when it does not exist.
+pub(crate) fn open_rw_if_exists(path: &Path) -> Result<Option<File>> {
+    match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StateError::io("open", path, e)),
+    }
+}
+
+/// What `stat` says about a messages file right after we wrote it: device, inode, size,
+/// mtime and ctime (ns). Stored with each commit (`session_file_identity`); when the next
+/// save finds the same values, the file is the one we committed and its committed bytes need
+/// not be read again. Replacing the file (temp + rename: a new inode), writing to it (size,
+/// mtime, ctime) or resetting its mtime afterwards (ctime) all change it. The one change it
+/// cannot see is an in-place write of the same size within the timestamp granularity of our
+/// own write; every other difference makes the next save read and check the committed bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileIdentity {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) ctime_ns: i64,
+}
+
+impl FileIdentity {
+    /// Identity of an open file.
+    pub(crate) fn of(meta: &fs::Metadata) -> FileIdentity {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            FileIdentity {
+                dev: meta.dev(),
+                ino: meta.ino(),
+                size: meta.len(),
+                mtime_ns: meta.mtime().saturating_mul(1_000_000_000) + meta.mtime_nsec(),
+                ctime_ns: meta.ctime().saturating_mul(1_000_000_000) + meta.ctime_nsec(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let mtime_ns = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+            FileIdentity {
+                dev: 0,
+                ino: 0,
+                size: meta.len(),
+                mtime_ns,
+                ctime_ns: 0,
+            }
+        }
+    }
+}
+
 /// Removes a file; a missing file is not an error. Returns whether it existed.
 pub(crate) fn remove_if_exists(path: &Path) -> Result<bool> {
     match fs::remove_file(path) {

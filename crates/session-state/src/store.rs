@@ -2,7 +2,7 @@
 //! delete and legacy migration over `state.db` + `messages/` + `state/`.
 
 use std::fs;
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -12,7 +12,7 @@ use session_schema::{BaseMessage, Num, RawJson, SessionState, Timestamp, check_i
 
 use crate::db::{self, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::fsutil::{self, EMPTY_DIGEST};
+use crate::fsutil::{self, EMPTY_DIGEST, FileIdentity};
 use crate::messages::{Lines, parse_messages};
 use crate::summary::summarize;
 use crate::types::{
@@ -442,61 +442,73 @@ impl StateStore {
             }
             _ => None,
         };
+        // The bookkeeping says which bytes we committed; appending is only safe when the file
+        // still holds exactly them (it may have been replaced, cut, extended or edited since).
+        let append_from = match (append_from, &files) {
+            (Some(from), Some(f)) => {
+                let recorded = self.read_identity(&conn, id, old_counter)?;
+                self.holds_committed(&main, f, recorded)?.then_some(from)
+            }
+            (from, _) => from,
+        };
         let mut pending_file: Option<String> = None;
-        let (mode, bytes_written, file_len, file_digest) = match append_from {
+        let (mode, bytes_written, file_len, file_digest, identity) = match append_from {
             Some((n, committed_len, committed_digest)) => {
                 let (mut file, created) = fsutil::open_private_rw(&main)?;
                 let actual = file
                     .metadata()
                     .map_err(|e| StateError::io("stat", &main, e))?
                     .len();
-                if stored.is_some() && actual < committed_len {
-                    // Someone cut the file below what we committed: rewrite it whole.
-                    drop(file);
-                    if lines.base != 0 {
-                        lines = Lines::serialize(id, &state.messages)?;
-                    }
-                    self.rewrite(id, &lines, new_counter, &mut pending_file)?
-                } else {
-                    if actual != committed_len {
-                        // An uncommitted tail of a crashed save (or an orphan file of a
-                        // session that has no row yet).
-                        file.set_len(committed_len)
-                            .map_err(|e| StateError::io("truncate", &main, e))?;
-                        self.fault(FaultPoint::TailTruncated)?;
-                    }
-                    let new_bytes = lines.concat(n);
-                    if !new_bytes.is_empty() {
-                        file.seek(SeekFrom::Start(committed_len))
-                            .map_err(|e| StateError::io("seek", &main, e))?;
-                        file.write_all(&new_bytes)
-                            .map_err(|e| StateError::io("write", &main, e))?;
-                        self.fault(FaultPoint::AppendWritten)?;
-                    }
-                    if !new_bytes.is_empty() || actual != committed_len || created {
-                        if self.sync() {
-                            file.sync_data()
-                                .map_err(|e| StateError::io("fsync", &main, e))?;
-                        }
-                        self.fault(FaultPoint::AppendSynced)?;
-                    }
-                    if created {
-                        self.sync_dir(&dir)?;
-                        self.fault(FaultPoint::AppendDirSynced)?;
-                    }
-                    let digest = lines.extend_digest(committed_digest, n);
-                    let len = committed_len + new_bytes.len() as u64;
-                    (
-                        SaveMode::Appended {
-                            messages: (lines.count() - n) as u64,
-                        },
-                        new_bytes.len() as u64,
-                        len,
-                        digest,
-                    )
+                if actual != committed_len {
+                    // An uncommitted tail of a crashed save (checked above: the committed
+                    // bytes before it are ours), or an orphan file of a session that has no
+                    // row yet.
+                    file.set_len(committed_len)
+                        .map_err(|e| StateError::io("truncate", &main, e))?;
+                    self.fault(FaultPoint::TailTruncated)?;
                 }
+                let new_bytes = lines.concat(n);
+                if !new_bytes.is_empty() {
+                    file.seek(SeekFrom::Start(committed_len))
+                        .map_err(|e| StateError::io("seek", &main, e))?;
+                    file.write_all(&new_bytes)
+                        .map_err(|e| StateError::io("write", &main, e))?;
+                    self.fault(FaultPoint::AppendWritten)?;
+                }
+                if !new_bytes.is_empty() || actual != committed_len || created {
+                    if self.sync() {
+                        file.sync_data()
+                            .map_err(|e| StateError::io("fsync", &main, e))?;
+                    }
+                    self.fault(FaultPoint::AppendSynced)?;
+                }
+                if created {
+                    self.sync_dir(&dir)?;
+                    self.fault(FaultPoint::AppendDirSynced)?;
+                }
+                let identity = FileIdentity::of(
+                    &file
+                        .metadata()
+                        .map_err(|e| StateError::io("stat", &main, e))?,
+                );
+                let digest = lines.extend_digest(committed_digest, n);
+                let len = committed_len + new_bytes.len() as u64;
+                (
+                    SaveMode::Appended {
+                        messages: (lines.count() - n) as u64,
+                    },
+                    new_bytes.len() as u64,
+                    len,
+                    digest,
+                    identity,
+                )
             }
-            None => self.rewrite(id, &lines, new_counter, &mut pending_file)?,
+            None => {
+                if lines.base != 0 {
+                    lines = Lines::serialize(id, &state.messages)?;
+                }
+                self.rewrite(id, &lines, new_counter, &mut pending_file)?
+            }
         };
 
         // The commit point: the reference's row and our bookkeeping in one transaction.
@@ -541,6 +553,22 @@ impl StateStore {
                 lines.count() as i64,
                 file_digest as i64,
                 pending_file,
+            ]))
+        .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
+        conn.prepare_cached(
+            "INSERT INTO session_file_identity (session_id, generation, dev, ino, size, mtime_ns, ctime_ns) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+             ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, dev = excluded.dev, \
+             ino = excluded.ino, size = excluded.size, mtime_ns = excluded.mtime_ns, ctime_ns = excluded.ctime_ns",
+        )
+        .and_then(|mut stmt| stmt.execute(params![
+                id,
+                new_counter as i64,
+                identity.dev as i64,
+                identity.ino as i64,
+                identity.size as i64,
+                identity.mtime_ns,
+                identity.ctime_ns,
             ]))
         .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
         tx.commit()?;
@@ -638,7 +666,7 @@ impl StateStore {
         lines: &Lines,
         new_counter: u64,
         pending: &mut Option<String>,
-    ) -> Result<(SaveMode, u64, u64, u64)> {
+    ) -> Result<(SaveMode, u64, u64, u64, FileIdentity)> {
         let tmp = self.temp_path(id, new_counter);
         let mut f = fsutil::create_private_truncate(&tmp)?;
         let all = lines.concat(0);
@@ -651,13 +679,78 @@ impl StateStore {
         self.fault(FaultPoint::TempSynced)?;
         self.sync_dir(&self.messages_dir())?;
         self.fault(FaultPoint::TempDirSynced)?;
+        // The rename keeps the inode; it may change the ctime, which only costs the next save
+        // one read of the committed bytes.
+        let identity =
+            FileIdentity::of(&f.metadata().map_err(|e| StateError::io("stat", &tmp, e))?);
         *pending = tmp.file_name().map(|n| n.to_string_lossy().into_owned());
         Ok((
             SaveMode::Rewritten,
             all.len() as u64,
             lines.total_len(),
             lines.extend_digest(EMPTY_DIGEST, 0),
+            identity,
         ))
+    }
+
+    /// What `stat` said about the messages file when generation `counter` was committed
+    /// (`None` when not recorded for that generation, e.g. by an older version of this crate).
+    fn read_identity(
+        &self,
+        conn: &Connection,
+        id: &str,
+        counter: u64,
+    ) -> Result<Option<FileIdentity>> {
+        conn.prepare_cached(
+            "SELECT dev, ino, size, mtime_ns, ctime_ns FROM session_file_identity \
+             WHERE session_id = ?1 AND generation = ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![id, counter as i64], |r| {
+                Ok(FileIdentity {
+                    dev: r.get::<_, i64>(0)? as u64,
+                    ino: r.get::<_, i64>(1)? as u64,
+                    size: r.get::<_, i64>(2)? as u64,
+                    mtime_ns: r.get(3)?,
+                    ctime_ns: r.get(4)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(db_err(&self.db_path, "read messages file identity"))
+    }
+
+    /// Whether `main` still starts with exactly the bytes we committed (`f`), so that new
+    /// lines may be appended after them. Cheap when the file's `stat` is the one recorded at
+    /// the commit; otherwise the committed bytes are read and their line count and digest
+    /// chain compared. A missing file holds them only when nothing was committed; a shorter
+    /// one never; a longer one when the bytes past the committed length are only an
+    /// uncommitted tail (a crashed save).
+    fn holds_committed(
+        &self,
+        main: &Path,
+        f: &FilesRow,
+        recorded: Option<FileIdentity>,
+    ) -> Result<bool> {
+        let Some(mut file) = fsutil::open_rw_if_exists(main)? else {
+            return Ok(f.file_len == 0);
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| StateError::io("stat", main, e))?;
+        if meta.len() < f.file_len {
+            return Ok(false);
+        }
+        if recorded == Some(FileIdentity::of(&meta)) {
+            return Ok(true);
+        }
+        let mut committed = Vec::new();
+        (&mut file)
+            .take(f.file_len)
+            .read_to_end(&mut committed)
+            .map_err(|e| StateError::io("read", main, e))?;
+        Ok(committed.len() as u64 == f.file_len
+            && fsutil::digest_lines(&committed) == (f.file_digest, f.file_lines))
     }
 
     /// Renames a committed temp file over the main file; a missing temp means it was already
@@ -955,6 +1048,11 @@ impl StateStore {
             .map_err(err)?;
             conn.execute(
                 "DELETE FROM session_files WHERE session_id = ?1",
+                [session_id],
+            )
+            .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
+            conn.execute(
+                "DELETE FROM session_file_identity WHERE session_id = ?1",
                 [session_id],
             )
             .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;

@@ -846,3 +846,120 @@ fn a_crash_while_cutting_an_uncommitted_tail_still_loads_the_old_state() {
         second.messages
     );
 }
+
+/// Replaces `messages/<ID>.jsonl` the way the reference does (temp file + rename), leaving the
+/// row alone, as when its upsert fails after the rename (compat §5 item 2) or after a hand edit.
+fn replace_messages_file(root: &Path, body: &[u8]) {
+    let main = root.join("messages").join(format!("{ID}.jsonl"));
+    let tmp = root.join("messages").join(format!("{ID}.jsonl.1.2.x.tmp"));
+    fs::write(&tmp, body).unwrap();
+    fs::rename(&tmp, &main).unwrap();
+}
+
+fn lines_of(messages: &[BaseMessage]) -> Vec<u8> {
+    messages
+        .iter()
+        .flat_map(|m| session_schema::to_line(m).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_messages_file_that_no_longer_holds_our_commit_is_rewritten_not_appended_to() {
+    let two = vec![msg("user", "one"), msg("assistant", "two")];
+    let mut three = two.clone();
+    three.push(msg("user", "three"));
+    let other: Vec<BaseMessage> = (0..3)
+        .map(|i| {
+            msg(
+                "user",
+                &format!("a much longer line written by someone else {i}"),
+            )
+        })
+        .collect();
+    let same_len_other = vec![msg("user", "uno"), msg("assistant", "two")];
+    let shorter = vec![msg("user", "one")];
+    // Every way the file can differ from what we committed for [one, two].
+    let cases: Vec<(&str, Option<Vec<u8>>, bool)> = vec![
+        // (case, replacement content or None = file removed, replaced through a new inode)
+        ("replaced, longer", Some(lines_of(&other)), true),
+        (
+            "replaced, same length",
+            Some(lines_of(&same_len_other)),
+            true,
+        ),
+        ("replaced, shorter", Some(lines_of(&shorter)), true),
+        ("replaced, same bytes", Some(lines_of(&two)), true),
+        (
+            "edited in place, same length",
+            Some(lines_of(&same_len_other)),
+            false,
+        ),
+        ("edited in place, longer", Some(lines_of(&other)), false),
+        ("removed", None, true),
+    ];
+    for (case, content, new_inode) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).unwrap();
+        let mut s = state(ID, 0, "a");
+        s.messages = two.clone();
+        store.save(&s).unwrap();
+        let main = dir.path().join("messages").join(format!("{ID}.jsonl"));
+        match (&content, new_inode) {
+            (Some(body), true) => replace_messages_file(dir.path(), body),
+            (Some(body), false) => {
+                let mut f = fs::OpenOptions::new().write(true).open(&main).unwrap();
+                std::io::Write::write_all(&mut f, body).unwrap();
+            }
+            (None, _) => fs::remove_file(&main).unwrap(),
+        }
+        s.messages = three.clone();
+        let report = store.save(&s).unwrap();
+        let unchanged = content.as_deref() == Some(&lines_of(&two)[..]);
+        if unchanged {
+            // Same bytes in a new file: still ours, an append is right.
+            assert_eq!(report.mode, SaveMode::Appended { messages: 1 }, "{case}");
+        } else {
+            assert_eq!(report.mode, SaveMode::Rewritten, "{case}");
+        }
+        assert_eq!(fs::read(&main).unwrap(), lines_of(&three), "{case}");
+        for store in [store, StateStore::open(dir.path()).unwrap()] {
+            let loaded = store.load(ID).unwrap().unwrap();
+            assert_eq!(loaded.state.messages, three, "{case}");
+            assert!(loaded.damage.is_empty(), "{case}: {:?}", loaded.damage);
+        }
+    }
+}
+
+#[test]
+fn a_messages_file_replaced_between_saves_of_another_store_is_rewritten() {
+    // A second store on the same root has no cached list; its save compares the serialized
+    // prefix with the bookkeeping, which still matches, so only the file check can see it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = state(ID, 2, "a");
+    StateStore::open(dir.path()).unwrap().save(&s).unwrap();
+    let garbage: Vec<BaseMessage> = (0..3)
+        .map(|i| {
+            msg(
+                "assistant",
+                &format!("replacement line number {i} that is longer"),
+            )
+        })
+        .collect();
+    replace_messages_file(dir.path(), &lines_of(&garbage));
+    s.messages.push(msg("user", "three"));
+    let store = StateStore::open(dir.path()).unwrap();
+    assert_eq!(store.save(&s).unwrap().mode, SaveMode::Rewritten);
+    let loaded = store.load(ID).unwrap().unwrap();
+    assert_eq!(loaded.state.messages, s.messages);
+    assert!(loaded.damage.is_empty(), "{:?}", loaded.damage);
+    // And appending works again afterwards, the identity being recorded anew.
+    s.messages.push(msg("assistant", "four"));
+    assert_eq!(
+        store.save(&s).unwrap().mode,
+        SaveMode::Appended { messages: 1 }
+    );
+    assert_eq!(
+        fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap(),
+        lines_of(&s.messages)
+    );
+}
