@@ -8,7 +8,7 @@ use session_schema::{BaseMessage, Extra, ParseError, RawJson, UnknownObject, par
 use crate::compact::compact_json;
 use crate::error::{Result, StateError};
 use crate::fsutil::{chain_digest, line_digest};
-use crate::types::{DamageKind, MessageDamage};
+use crate::types::{DamageKind, LoadNote, MessageDamage};
 
 /// Serialized message lines (compact JSON + `\n` each) with their digests, for the messages
 /// `base..` of a list (`base` > 0 when the prefix is known to be stored already).
@@ -88,6 +88,16 @@ impl Lines {
         out
     }
 
+    /// Puts `line` (a complete line with its `\n`) in place of line `index` (requires
+    /// `base == 0`).
+    pub(crate) fn replace(&mut self, index: usize, line: &[u8]) {
+        debug_assert_eq!(self.base, 0);
+        if let (Some(l), Some(d)) = (self.lines.get_mut(index), self.digests.get_mut(index)) {
+            *l = line.to_vec();
+            *d = line_digest(line);
+        }
+    }
+
     /// Total byte length (requires `base == 0`).
     pub(crate) fn total_len(&self) -> u64 {
         debug_assert_eq!(self.base, 0);
@@ -99,15 +109,57 @@ impl Lines {
 pub(crate) struct ReadMessages {
     pub(crate) messages: Vec<BaseMessage>,
     pub(crate) damage: Vec<MessageDamage>,
+    /// Lone surrogate escapes that were repaired to U+FFFD, one note each.
+    pub(crate) notes: Vec<LoadNote>,
+    /// For messages (by index in `messages`) whose line held lone surrogate escapes: the
+    /// line as it was written, compact, escapes restored, with its `\n` — what a save writes
+    /// back for such a message while it is unchanged, since serializing the repaired value
+    /// would write U+FFFD instead of the escape.
+    pub(crate) restored: Vec<(usize, Vec<u8>)>,
+    /// Number of `\n`-terminated lines plus a final fragment without one, as counted by the
+    /// bookkeeping's digest chain.
+    pub(crate) line_count: u64,
+}
+
+impl ReadMessages {
+    /// Whether the file is exactly one complete, cleanly parsed message per line (no damage,
+    /// no blank line, `\n` after the last one) and those messages are, by value, the start
+    /// of `list` — so that appending `list`'s other messages keeps every byte and gives a file
+    /// holding `list`. Values are compared as parsed: a line whose lone surrogate escapes were
+    /// repaired equals the repaired message a caller got from `load`.
+    pub(crate) fn is_prefix_of(&self, bytes: &[u8], list: &[BaseMessage]) -> bool {
+        self.damage.is_empty()
+            && (bytes.is_empty() || bytes.ends_with(b"\n"))
+            && self.line_count == self.messages.len() as u64
+            && self.messages.len() <= list.len()
+            && self.messages[..] == list[..self.messages.len()]
+    }
+
+    /// The written line of every message of `list` that equals (by value) the message at the
+    /// same index here and whose line had lone surrogate escapes, so that a rewrite keeps it.
+    pub(crate) fn unchanged_lines<'a>(
+        &'a self,
+        list: &'a [BaseMessage],
+    ) -> impl Iterator<Item = (usize, &'a [u8])> + 'a {
+        self.restored.iter().filter_map(move |(i, line)| {
+            (list.get(*i) == self.messages.get(*i)).then_some((*i, line.as_slice()))
+        })
+    }
 }
 
 /// Parses the content of a messages file tolerantly (compat §2.7 plus §5 item 4):
 /// lines split on `\n`, CR and surrounding white space trimmed, blank lines skipped. A line
 /// that cannot be a message is reported in `damage` and skipped, except a JSON object with a
 /// string `role` that does not fit the typed model, which is kept verbatim.
+///
+/// A line with lone surrogate escapes (`\ud83c` without its pair, which JavaScript writes for
+/// a cut emoji) loads with U+FFFD in their place; each one is reported as a
+/// [`LoadNote::LoneSurrogate`] and the line as written is kept in `restored`.
 pub(crate) fn parse_messages(path: &Path, bytes: &[u8]) -> ReadMessages {
     let mut messages = Vec::new();
     let mut damage = Vec::new();
+    let mut notes = Vec::new();
+    let mut restored = Vec::new();
     let mut start = 0usize;
     let mut line_no = 0u64;
     while start < bytes.len() {
@@ -118,7 +170,26 @@ pub(crate) fn parse_messages(path: &Path, bytes: &[u8]) -> ReadMessages {
         };
         let line = &bytes[start..end];
         match parse_message(line) {
-            Ok(parsed) => messages.push(parsed.value),
+            Ok(parsed) if parsed.lone_surrogates.is_empty() => messages.push(parsed.value),
+            Ok(parsed) => {
+                // Offsets are within the line after BOM and white space trimming.
+                let trimmed = session_schema::trim_line(line).0;
+                let lead = (trimmed.as_ptr() as usize).saturating_sub(line.as_ptr() as usize);
+                for ls in &parsed.lone_surrogates {
+                    notes.push(LoadNote::LoneSurrogate {
+                        path: path.to_path_buf(),
+                        line: line_no,
+                        byte_offset: (start + lead + ls.offset) as u64,
+                        escape: ls.escape_str().to_owned(),
+                    });
+                }
+                if let Ok(json) = parsed.to_json() {
+                    let mut written = compact_json(&json);
+                    written.push(b'\n');
+                    restored.push((messages.len(), written));
+                }
+                messages.push(parsed.value);
+            }
             Err(ParseError::Empty) => {}
             Err(err) => {
                 let (kind, kept) = match &err {
@@ -148,7 +219,13 @@ pub(crate) fn parse_messages(path: &Path, bytes: &[u8]) -> ReadMessages {
         }
         start = if has_newline { end + 1 } else { end };
     }
-    ReadMessages { messages, damage }
+    ReadMessages {
+        messages,
+        damage,
+        notes,
+        restored,
+        line_count: line_no,
+    }
 }
 
 fn memchr_nl(bytes: &[u8]) -> Option<usize> {

@@ -432,24 +432,58 @@ impl StateStore {
         if cached.is_some() && !cache_valid {
             lines = Lines::serialize(id, &state.messages)?;
         }
+        // Where the new lines go, or `None` for a rewrite. `earlier` is the stored list as
+        // read from the file when it had to be read, so that a rewrite keeps the written form
+        // of unchanged lines.
+        let mut earlier: Option<crate::messages::ReadMessages> = None;
         let append_from: Option<(usize, u64, u64)> = match (&stored, &files) {
-            (_, Some(f)) if cache_valid => Some((f.file_lines as usize, f.file_len, f.file_digest)),
             (None, _) => Some((0, 0, EMPTY_DIGEST)),
-            (Some(_), Some(f)) if (f.file_lines as usize) <= lines.count() => {
+            (Some(_), Some(f)) => {
                 let n = f.file_lines as usize;
-                let (len, digest) = lines.prefix(n);
-                (len == f.file_len && digest == f.file_digest).then_some((n, len, digest))
+                let serialized_match = cache_valid
+                    || (n <= lines.count() && lines.prefix(n) == (f.file_len, f.file_digest));
+                // The bookkeeping says which bytes we committed; appending is only safe when
+                // the file still holds exactly them (it may have been replaced, cut, extended
+                // or edited since).
+                if serialized_match {
+                    let recorded = self.read_identity(&conn, id, old_counter)?;
+                    self.holds_committed(&main, f, recorded)?.then_some((
+                        n,
+                        f.file_len,
+                        f.file_digest,
+                    ))
+                } else {
+                    // The serialized list differs from the committed bytes, which may still
+                    // hold the same messages (a line with repaired lone surrogates): compare
+                    // the committed lines as parsed.
+                    match self.read_committed(&main, f)? {
+                        Some(bytes) => {
+                            let read = parse_messages(&main, &bytes);
+                            if read.is_prefix_of(&bytes, &state.messages) {
+                                Some((n, f.file_len, f.file_digest))
+                            } else {
+                                earlier = Some(read);
+                                None
+                            }
+                        }
+                        None => None,
+                    }
+                }
             }
-            _ => None,
-        };
-        // The bookkeeping says which bytes we committed; appending is only safe when the file
-        // still holds exactly them (it may have been replaced, cut, extended or edited since).
-        let append_from = match (append_from, &files) {
-            (Some(from), Some(f)) => {
-                let recorded = self.read_identity(&conn, id, old_counter)?;
-                self.holds_committed(&main, f, recorded)?.then_some(from)
+            (Some(_), None) => {
+                // A row the reference wrote (or an older tool): the whole file is what it
+                // stored. Append when it is one clean message per line and those messages
+                // start the new list.
+                let bytes = fsutil::read_if_exists(&main)?.unwrap_or_default();
+                let read = parse_messages(&main, &bytes);
+                if read.is_prefix_of(&bytes, &state.messages) {
+                    let (digest, count) = fsutil::digest_lines(&bytes);
+                    Some((count as usize, bytes.len() as u64, digest))
+                } else {
+                    earlier = Some(read);
+                    None
+                }
             }
-            (from, _) => from,
         };
         let mut pending_file: Option<String> = None;
         let (mode, bytes_written, file_len, file_digest, identity) = match append_from {
@@ -506,6 +540,11 @@ impl StateStore {
             None => {
                 if lines.base != 0 {
                     lines = Lines::serialize(id, &state.messages)?;
+                }
+                if let Some(read) = &earlier {
+                    for (i, line) in read.unchanged_lines(&state.messages) {
+                        lines.replace(i, line);
+                    }
                 }
                 self.rewrite(id, &lines, new_counter, &mut pending_file)?
             }
@@ -732,7 +771,7 @@ impl StateStore {
         f: &FilesRow,
         recorded: Option<FileIdentity>,
     ) -> Result<bool> {
-        let Some(mut file) = fsutil::open_rw_if_exists(main)? else {
+        let Some(file) = fsutil::open_rw_if_exists(main)? else {
             return Ok(f.file_len == 0);
         };
         let meta = file
@@ -744,13 +783,24 @@ impl StateStore {
         if recorded == Some(FileIdentity::of(&meta)) {
             return Ok(true);
         }
+        drop(file);
+        Ok(self.read_committed(main, f)?.is_some())
+    }
+
+    /// The committed bytes of `main` (its first `file_len` bytes) when their line count and
+    /// digest chain are the committed ones; `None` when the file is missing, shorter or holds
+    /// other bytes.
+    fn read_committed(&self, main: &Path, f: &FilesRow) -> Result<Option<Vec<u8>>> {
+        let Some(file) = fsutil::open_rw_if_exists(main)? else {
+            return Ok((f.file_len == 0).then(Vec::new));
+        };
         let mut committed = Vec::new();
-        (&mut file)
-            .take(f.file_len)
+        file.take(f.file_len)
             .read_to_end(&mut committed)
             .map_err(|e| StateError::io("read", main, e))?;
-        Ok(committed.len() as u64 == f.file_len
+        Ok((committed.len() as u64 == f.file_len
             && fsutil::digest_lines(&committed) == (f.file_digest, f.file_lines))
+            .then_some(committed))
     }
 
     /// Renames a committed temp file over the main file; a missing temp means it was already
@@ -852,6 +902,7 @@ impl StateStore {
                     }
                     let read = parse_messages(&path, &bytes[..committed]);
                     damage.extend(read.damage);
+                    notes.extend(read.notes);
                     read.messages
                 } else if !last_try {
                     return Ok(LoadAttempt::Retry);
@@ -870,6 +921,7 @@ impl StateStore {
                     });
                     let read = parse_messages(&path, &bytes);
                     damage.extend(read.damage);
+                    notes.extend(read.notes);
                     read.messages
                 }
             }
@@ -878,6 +930,7 @@ impl StateStore {
                 let bytes = fsutil::read_if_exists(&main)?.unwrap_or_default();
                 let read = parse_messages(&main, &bytes);
                 damage.extend(read.damage);
+                notes.extend(read.notes);
                 read.messages
             }
         };

@@ -263,6 +263,20 @@ pub enum LoadNote {
         /// Ignored bytes.
         bytes: u64,
     },
+    /// A message line held a lone UTF-16 surrogate escape (`\ud83c` without its pair, as
+    /// JavaScript's `JSON.stringify` writes a cut emoji). The message is loaded with U+FFFD in
+    /// its place (a Rust string cannot hold it); saving the loaded message unchanged writes the
+    /// line back with the original escape.
+    LoneSurrogate {
+        /// The messages file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// Byte offset of the escape's backslash within the file.
+        byte_offset: u64,
+        /// The escape as written, e.g. `\ud83c`.
+        escape: String,
+    },
 }
 
 /// What [`crate::StateStore::save`] did.

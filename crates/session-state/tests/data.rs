@@ -54,6 +54,26 @@ fn render(input: &Path) -> String {
         )
         .unwrap();
     }
+    if !loaded.notes.is_empty() {
+        writeln!(out, "notes: {}", loaded.notes.len()).unwrap();
+        for n in &loaded.notes {
+            if let session_state::LoadNote::LoneSurrogate {
+                line,
+                byte_offset,
+                escape,
+                ..
+            } = n
+            {
+                writeln!(
+                    out,
+                    "  line {line} offset {byte_offset} lone surrogate {escape}"
+                )
+                .unwrap();
+            } else {
+                writeln!(out, "  {n:?}").unwrap();
+            }
+        }
+    }
     let summary = summarize(&loaded.state.messages, None);
     writeln!(out, "message_count: {}", summary.message_count).unwrap();
     writeln!(out, "last_user_message: {:?}", summary.last_user_message).unwrap();
@@ -90,6 +110,20 @@ fn render(input: &Path) -> String {
         again.damage
     );
     assert!(again.damage.iter().all(|d| d.kept));
+    // Lone surrogate escapes are written back as they were, and reported again.
+    let saved = fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap();
+    for escape in loaded.notes.iter().filter_map(|n| match n {
+        session_state::LoadNote::LoneSurrogate { escape, .. } => Some(escape.as_bytes()),
+        _ => None,
+    }) {
+        assert!(
+            saved.windows(escape.len()).any(|w| w == escape),
+            "{}: {} lost",
+            input.display(),
+            String::from_utf8_lossy(escape)
+        );
+    }
+    assert_eq!(again.notes.len(), loaded.notes.len(), "{}", input.display());
     out
 }
 

@@ -963,3 +963,122 @@ fn a_messages_file_replaced_between_saves_of_another_store_is_rewritten() {
         lines_of(&s.messages)
     );
 }
+
+/// A session as the reference leaves it: its row (no bookkeeping of ours) and `body` as the
+/// messages file.
+fn reference_session(root: &Path, body: &[u8], count: i64) {
+    fs::write(root.join("messages").join(format!("{ID}.jsonl")), body).unwrap();
+    let conn = Connection::open(root.join("state.db")).unwrap();
+    conn.execute(
+        "INSERT INTO session_state (session_id, updated_at, schema_version, message_count) VALUES (?1, '2026-11-30T00:00:00.000Z', 1, ?2)",
+        rusqlite::params![ID, count],
+    )
+    .unwrap();
+}
+
+const CUT_EMOJI: &[u8] = b"{\"role\":\"user\",\"content\":\"emoji cut \\ud83c here\"}\n";
+
+#[test]
+fn a_lone_surrogate_is_reported_on_load_and_its_bytes_survive_the_next_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let second = b"{\"role\":\"assistant\",\"content\":\"ok\"}\n";
+    let body = [CUT_EMOJI, second].concat();
+    reference_session(dir.path(), &body, 2);
+    let loaded = store.load(ID).unwrap().unwrap();
+    assert!(loaded.damage.is_empty(), "{:?}", loaded.damage);
+    let path = dir.path().join("messages").join(format!("{ID}.jsonl"));
+    assert_eq!(
+        loaded.notes,
+        vec![session_state::LoadNote::LoneSurrogate {
+            path: path.clone(),
+            line: 1,
+            byte_offset: 36,
+            escape: "\\ud83c".to_owned(),
+        }]
+    );
+    assert_eq!(&body[36..42], b"\\ud83c");
+    // Saving the loaded list plus a message appends: the reference's line is kept exactly.
+    let mut s = loaded.state.clone();
+    s.messages.push(msg("user", "three"));
+    let report = store.save_expecting(&s, loaded.generation).unwrap();
+    assert_eq!(report.mode, SaveMode::Appended { messages: 1 });
+    let mut want = body.clone();
+    want.extend(session_schema::to_line(&s.messages[2]).unwrap());
+    assert_eq!(fs::read(&path).unwrap(), want);
+    // Another store (no cached list) appends too, after comparing the lines as parsed.
+    let other = StateStore::open(dir.path()).unwrap();
+    let again = other.load(ID).unwrap().unwrap();
+    assert_eq!(again.notes.len(), 1);
+    s.messages.push(msg("assistant", "four"));
+    assert_eq!(
+        other.save_expecting(&s, again.generation).unwrap().mode,
+        SaveMode::Appended { messages: 1 }
+    );
+    want.extend(session_schema::to_line(&s.messages[3]).unwrap());
+    assert_eq!(fs::read(&path).unwrap(), want);
+    // A rewrite (an earlier message changed) still writes the unchanged line as it was.
+    s.messages[1] = msg("assistant", "edited");
+    assert_eq!(other.save(&s).unwrap().mode, SaveMode::Rewritten);
+    let file = fs::read(&path).unwrap();
+    assert!(
+        file.starts_with(CUT_EMOJI),
+        "{}",
+        String::from_utf8_lossy(&file)
+    );
+    let reloaded = StateStore::open(dir.path())
+        .unwrap()
+        .load(ID)
+        .unwrap()
+        .unwrap();
+    assert_eq!(reloaded.state.messages, s.messages);
+    assert_eq!(reloaded.notes.len(), 1);
+    // Changing the message itself writes the new value.
+    s.messages[0] = msg("user", "emoji fixed");
+    other.save(&s).unwrap();
+    assert!(!fs::read(&path).unwrap().windows(6).any(|w| w == b"\\ud83c"));
+}
+
+#[test]
+fn a_reference_file_that_is_not_one_clean_message_per_line_is_rewritten() {
+    // Appending is only right when the reference's file is exactly one complete message per
+    // line; anything else is rewritten (the content is what `load` returned).
+    let one = b"{\"role\":\"user\",\"content\":\"a\"}\n";
+    let cases: [(&str, Vec<u8>, SaveMode); 5] = [
+        ("clean", one.to_vec(), SaveMode::Appended { messages: 1 }),
+        (
+            "blank line",
+            [one, b"\n".as_slice()].concat(),
+            SaveMode::Rewritten,
+        ),
+        (
+            "no final newline",
+            one[..one.len() - 1].to_vec(),
+            SaveMode::Rewritten,
+        ),
+        (
+            "torn tail",
+            [one, b"{\"role\":\"us".as_slice()].concat(),
+            SaveMode::Rewritten,
+        ),
+        (
+            "corrupt line",
+            [b"nope\n".as_slice(), one].concat(),
+            SaveMode::Rewritten,
+        ),
+    ];
+    for (case, body, mode) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path()).unwrap();
+        reference_session(dir.path(), &body, 1);
+        let mut s = store.load(ID).unwrap().unwrap().state;
+        assert_eq!(s.messages.len(), 1, "{case}");
+        s.messages.push(msg("assistant", "b"));
+        assert_eq!(store.save(&s).unwrap().mode, mode, "{case}");
+        let file = fs::read(dir.path().join("messages").join(format!("{ID}.jsonl"))).unwrap();
+        assert_eq!(file, lines_of(&s.messages), "{case}");
+        let loaded = store.load(ID).unwrap().unwrap();
+        assert_eq!(loaded.state.messages, s.messages, "{case}");
+        assert!(loaded.damage.is_empty(), "{case}: {:?}", loaded.damage);
+    }
+}
