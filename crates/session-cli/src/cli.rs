@@ -26,6 +26,12 @@ pub(crate) struct Cli {
     /// Session store directory (the `sessions/` folder); overrides the environment.
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) root: Option<PathBuf>,
+    /// Open the store read-only: no file under the root is created or changed (the run
+    /// index is used as the last writer left it; `repair`, `gc`, `archive` and `reindex`
+    /// accept only `--dry-run`). Used automatically, with a warning, when the store cannot be
+    /// written.
+    #[arg(long, global = true)]
+    pub(crate) read_only: bool,
     /// When to colour output.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub(crate) color: ColorChoice,

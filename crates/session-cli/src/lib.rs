@@ -81,6 +81,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) root: root::Root,
     pub(crate) local: UtcOffset,
     pub(crate) now: OffsetDateTime,
+    /// `--read-only`: open the store read-only whatever the command.
+    pub(crate) read_only: bool,
 }
 
 impl Ctx<'_> {
@@ -175,6 +177,7 @@ pub fn run_with(
         root,
         local,
         now,
+        read_only: cli.read_only,
     };
     let result = dispatch(&mut ctx, cli.command);
     let _ = ctx.out.flush();

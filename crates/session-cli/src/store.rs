@@ -108,18 +108,70 @@ pub(crate) fn rel<'a>(root: &Path, path: &'a Path) -> std::borrow::Cow<'a, str> 
     }
 }
 
-/// The runs of a session in `started_at` order, from the run index (brought up to date first).
+/// The runs of a session in `started_at` order (then path): from the run index, brought up
+/// to date first; on a read-only store, whose index may be stale or missing, from the
+/// headers of the run files themselves.
 ///
 /// # Errors
-/// Not found (3) when there is no store; data (4).
+/// Data (4) when the index or the tree cannot be read.
 pub(crate) fn session_runs(
     ctx: &mut crate::Ctx<'_>,
+    store: &session_state::StateStore,
     session_id: &str,
 ) -> Result<Vec<PathBuf>, CliError> {
-    let store = crate::commands::state::open_store(ctx)?;
-    crate::commands::state::refresh_index(ctx, &store)?;
+    if store.is_read_only() {
+        return session_runs_from_headers(ctx, session_id);
+    }
+    crate::commands::state::refresh_index(ctx, store)?;
     let rows = store
         .runs_for_session(session_id)
         .map_err(crate::commands::state::state_err)?;
     Ok(rows.into_iter().map(|r| r.path).collect())
+}
+
+/// [`session_runs`] without the index: reads the header (at most 64 KiB) of every run file.
+/// A plain file and an archive of one run count once (the plain file), as `find_run` does.
+fn session_runs_from_headers(
+    ctx: &mut crate::Ctx<'_>,
+    session_id: &str,
+) -> Result<Vec<PathBuf>, CliError> {
+    let root = ctx.root.path.clone();
+    let listing = session_jsonl::list_run_files(&root).map_err(jsonl_err)?;
+    let bar = crate::progress::Progress::new(
+        ctx.progress,
+        listing.files.len() as u64,
+        "reading run headers",
+    );
+    let mut found: Vec<(Option<String>, PathBuf)> = Vec::new();
+    let mut plain: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+    for f in &listing.files {
+        bar.inc();
+        let head = match session_jsonl::read_header(&f.path) {
+            Ok(h) => h,
+            Err(e) => {
+                let msg = format!("{}: header not read: {}", rel(&root, &f.path), one_line(&e));
+                ctx.warn(&msg);
+                continue;
+            }
+        };
+        if head.facts.session_id.as_deref() != Some(session_id) {
+            continue;
+        }
+        if !f.compressed {
+            plain.insert(f.path.clone());
+        }
+        let started = head.facts.started_at.map(|t| t.as_str().to_owned());
+        found.push((started, f.path.clone()));
+    }
+    bar.finish();
+    // `<id>.jsonl.zst` beside `<id>.jsonl`: the plain file wins.
+    found.retain(|(_, p)| {
+        let name = p.to_string_lossy();
+        match name.strip_suffix(".zst") {
+            Some(stem) => !plain.contains(Path::new(stem)),
+            None => true,
+        }
+    });
+    found.sort();
+    Ok(found.into_iter().map(|(_, p)| p).collect())
 }

@@ -1270,3 +1270,244 @@ fn verify_reports_an_unusable_state_db_and_still_checks_runs() {
     assert_eq!(r.err.lines().count(), 1, "{}", r.err);
     assert!(r.err.contains("state.db"), "{}", r.err);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Read-only access: dry runs and reading commands change nothing; a store that cannot be
+// written is still read.
+
+/// Every file and directory under `dir` with its bytes (files only) and modification time.
+/// SQLite's `-wal` counts like any file; of a `-shm` file (the WAL's shared-memory index,
+/// which every reader of a database in WAL mode maps and updates, SQLite's own business) only
+/// the presence counts.
+fn tree_state(dir: &Path) -> BTreeMap<PathBuf, (Option<Vec<u8>>, Option<std::time::SystemTime>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let meta = std::fs::metadata(&d).unwrap();
+        out.insert(
+            d.strip_prefix(dir).unwrap().to_owned(),
+            (None, Some(meta.modified().unwrap())),
+        );
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                let key = p.strip_prefix(dir).unwrap().to_owned();
+                if p.to_string_lossy().ends_with("-shm") {
+                    out.insert(key, (None, None));
+                    continue;
+                }
+                let mtime = e.metadata().unwrap().modified().unwrap();
+                let bytes = std::fs::read(&p).unwrap();
+                out.insert(key, (Some(bytes), Some(mtime)));
+            }
+        }
+    }
+    out
+}
+
+/// A run and a session of the recorded fixtures (S1's first run).
+const FIXTURE_RUN: &str = "a16b9591-0eba-4e91-bacf-06435f8b70a3";
+
+fn fixture_session(name: &str) -> String {
+    let exp = expected();
+    exp["scenario_sessions"][name].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn dry_runs_and_reading_commands_change_no_byte_and_no_mtime() {
+    // The fixture copy was never opened by this tool (state.db as the reference left it:
+    // no bookkeeping tables, old user_version); the sample store was written by our writer.
+    for (store, run, s1) in [
+        (fixture_store(), FIXTURE_RUN, fixture_session("S1")),
+        (
+            sample_store(),
+            "7a1e0001-0000-4000-8000-000000000101",
+            "5a1e0001-0000-4000-8000-000000000001".to_owned(),
+        ),
+    ] {
+        let root = &store.root;
+        let before = tree_state(root);
+        let commands: Vec<Vec<&str>> = vec![
+            vec!["repair", "--dry-run"],
+            vec!["repair", "--dry-run", "--json"],
+            vec!["gc", "--older-than", "1d", "--dry-run"],
+            vec!["gc", "--older-than", "30d", "--dry-run", "--json"],
+            vec!["gc", "--empty-trash", "--dry-run"],
+            vec!["archive", "--older-than", "1d", "--dry-run"],
+            vec!["verify", "--json"],
+            vec!["sessions", "--all", "--json"],
+            vec!["runs", "--no-refresh", "--json"],
+            vec!["show", run],
+            vec!["tail", run],
+            vec!["export", run, "--format", "jsonl"],
+            vec!["--read-only", "runs", "--json"],
+            vec!["--read-only", "stats"],
+            vec!["--read-only", "show", &s1],
+            vec!["--read-only", "history", &s1, "--json"],
+            vec!["--read-only", "export", &s1, "--format", "md"],
+            vec!["--read-only", "repair", "--dry-run"],
+        ];
+        for args in &commands {
+            let r = run_in(root, args);
+            assert!(r.code == 0 || r.code == 1, "{args:?}: {}{}", r.out, r.err);
+            let after = tree_state(root);
+            assert!(
+                after == before,
+                "{args:?} changed {:?}",
+                after
+                    .iter()
+                    .filter(|(k, v)| before.get(*k) != Some(v))
+                    .map(|(k, _)| k)
+                    .chain(before.keys().filter(|k| !after.contains_key(*k)))
+                    .collect::<Vec<_>>()
+            );
+        }
+        // Commands that change the store refuse --read-only before touching anything.
+        for args in [
+            &["--read-only", "repair"][..],
+            &["--read-only", "gc", "--older-than", "1d"],
+            &["--read-only", "gc", "--empty-trash"],
+            &["--read-only", "archive", "--older-than", "1d"],
+            &["--read-only", "reindex"],
+        ] {
+            let r = run_in(root, args);
+            assert_eq!(r.code, 2, "{args:?}: {}", r.err);
+            assert!(r.err.contains("--read-only"), "{}", r.err);
+            assert_eq!(tree_state(root), before, "{args:?}");
+        }
+    }
+}
+
+/// The answers of the reading commands that do not depend on the run index.
+fn reading_answers(root: &Path, read_only: bool) -> Vec<(String, String)> {
+    let exp = expected();
+    let mut asks: Vec<Vec<String>> = vec![vec!["sessions".into(), "--all".into(), "--json".into()]];
+    for sid in exp["scenario_sessions"].as_object().unwrap().values() {
+        let sid = sid.as_str().unwrap().to_owned();
+        asks.push(vec!["history".into(), sid.clone(), "--json".into()]);
+        asks.push(vec!["show".into(), sid.clone(), "--utc".into()]);
+        asks.push(vec![
+            "export".into(),
+            sid,
+            "--format".into(),
+            "jsonl".into(),
+        ]);
+    }
+    asks.into_iter()
+        .map(|mut args| {
+            if read_only {
+                args.insert(0, "--read-only".into());
+            }
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let r = run_in(root, &refs);
+            assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+            (args.join(" ").replace("--read-only ", ""), r.out)
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_sessions_show_and_history_answer_as_on_a_writable_store() {
+    let writable = fixture_store();
+    let want = reading_answers(&writable.root, false);
+    // The store is opened read-only and never indexed: a session's runs come from the run
+    // files' headers.
+    let ro = fixture_store();
+    let got = reading_answers(&ro.root, true);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+    // `runs` answers from the index as it is, and says so.
+    let r = run_in(&ro.root, &["--read-only", "runs", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.err.lines().count(), 1, "{}", r.err);
+    assert!(r.err.contains("run index may be stale"), "{}", r.err);
+    // Once a writable run has brought the index up to date, the read-only listing is the
+    // same.
+    let indexed = ok(&ro.root, &["runs", "--json"]);
+    assert!(json_lines(&indexed).len() > 5);
+    assert_eq!(ok(&ro.root, &["--read-only", "runs", "--json"]), indexed);
+}
+
+/// Makes every file and directory under a root unwritable: `chattr +i` (which also stops
+/// root, as the tests may run), removed again on drop.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn apply(root: &Path) -> Option<Immutable> {
+        let ok = Command::new("chattr")
+            .args(["-R", "+i"])
+            .arg(root)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let guard = Immutable(root.to_owned());
+        // Only a store that really refuses writes tests the fallback.
+        let probe = root.join("probe");
+        if ok && std::fs::write(&probe, b"x").is_err() {
+            Some(guard)
+        } else {
+            let _ = std::fs::remove_file(&probe);
+            None
+        }
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr")
+            .args(["-R", "-i"])
+            .arg(&self.0)
+            .output();
+    }
+}
+
+#[test]
+fn a_store_that_cannot_be_written_is_read_read_only_with_a_warning() {
+    let writable = fixture_store();
+    let want = reading_answers(&writable.root, false);
+    let want_runs = json_lines(&ok(&writable.root, &["runs", "--json", "--limit", "100"]));
+    let locked = fixture_store();
+    // Without `chattr` (or without the right to use it) fall back to file modes, which stop
+    // everyone but root.
+    let guard = Immutable::apply(&locked.root);
+    if guard.is_none() {
+        let mut stack = vec![locked.root.clone()];
+        let mut all = Vec::new();
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.path().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    all.push(e.path());
+                }
+            }
+            all.push(d);
+        }
+        use std::os::unix::fs::PermissionsExt;
+        for p in &all {
+            let mode = if p.is_dir() { 0o555 } else { 0o444 };
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        if std::fs::write(locked.root.join("probe"), b"x").is_ok() {
+            eprintln!("skipped: neither chattr nor file modes stop writes here");
+            return;
+        }
+    }
+    let before = tree_state(&locked.root);
+    let got = reading_answers(&locked.root, false);
+    assert_eq!(got, want);
+    let r = run_in(&locked.root, &["runs", "--json", "--limit", "100"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.err.lines().count(), 1, "one warning line: {}", r.err);
+    assert!(r.err.contains("cannot write the store"), "{}", r.err);
+    assert!(r.err.contains("run index may be stale"), "{}", r.err);
+    // Never indexed: the stale index knows none of the runs the writable store lists.
+    assert!(want_runs.len() > 5);
+    assert!(json_lines(&r.out).is_empty());
+    assert_eq!(tree_state(&locked.root), before);
+    drop(guard);
+}

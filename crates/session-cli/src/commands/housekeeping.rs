@@ -10,7 +10,7 @@ use session_jsonl::{JsonlError, RunEndState};
 use session_state::{EntrySource, ListQuery, MigrationOutcome};
 use time::OffsetDateTime;
 
-use super::state::{open_store, refresh_index, state_err};
+use super::state::{open_store, open_store_read_only, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{ArchiveArgs, GcArgs, RepairArgs};
 use crate::error::{CliError, EXIT_OK, one_line};
@@ -61,11 +61,21 @@ fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The store for a housekeeping command: read-only for a dry run (which must not change a
+/// byte of the store, not even `state.db`'s bookkeeping), writable otherwise.
+fn open_for(ctx: &Ctx<'_>, dry_run: bool) -> Result<session_state::StateStore, CliError> {
+    if dry_run {
+        open_store_read_only(ctx)
+    } else {
+        open_store(ctx)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // repair
 
 pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliError> {
-    let store = open_store(ctx)?;
+    let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let planned_or_done = if args.dry_run { "planned" } else { "done" };
     let mut changes = 0usize;
@@ -358,6 +368,11 @@ fn dir_size(dir: &Path) -> (u64, u64) {
 }
 
 fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
+    if ctx.read_only && !args.dry_run {
+        return Err(CliError::Usage(
+            "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
+        ));
+    }
     let trash = ctx.root.path.join(TRASH_DIR);
     if !trash.is_dir() {
         if args.json {
@@ -429,7 +444,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     }
     let age = parse_age(args.older_than.as_deref().unwrap_or_default())?;
     let cutoff = ctx.now - age;
-    let store = open_store(ctx)?;
+    let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let runs = scan_runs(ctx)?;
     let sessions = store.list(&ListQuery::all()).map_err(state_err)?;
@@ -640,7 +655,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
 pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliError> {
     let age = parse_age(&args.older_than)?;
     let cutoff = ctx.now - age;
-    let store = open_store(ctx)?;
+    let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let runs = scan_runs(ctx)?;
     let (mut before, mut after, mut count, mut failed) = (0u64, 0u64, 0usize, 0usize);

@@ -70,7 +70,7 @@ pub(crate) struct Target {
 
 /// Resolves a run id (first) or a session id. A session is found through its runs in the run
 /// index and through its saved state (a legacy session may have no run files at all; loading
-/// it migrates it, as the reference's `load` does).
+/// it migrates it, as the reference's `load` does, unless the store is read-only).
 ///
 /// # Errors
 /// Not found (3) when neither a run file nor a session with that id exists.
@@ -83,8 +83,8 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
             paths: vec![crate::store::locate_run(&root, id)?],
         });
     }
-    let runs = crate::store::session_runs(ctx, id)?;
-    let store = state::open_store(ctx)?;
+    let store = state::open_store_for_reading(ctx, state::IndexUse::FindsRuns)?;
+    let runs = crate::store::session_runs(ctx, &store, id)?;
     let state = match store.load(id) {
         Ok(found) => found.map(|l| l.state),
         Err(session_state::StateError::UnsafeId { .. }) => None,

@@ -3,7 +3,9 @@
 use session_state::{RunCursor, RunOutcome, RunQuery, RunRow, StateStore};
 use time::OffsetDateTime;
 
-use super::state::{open_store, refresh_index, state_err};
+use super::state::{
+    IndexUse, open_store_for_reading, open_store_read_only, refresh_index, state_err,
+};
 use crate::Ctx;
 use crate::cli::{OutcomeArg, RunsArgs};
 use crate::error::{CliError, EXIT_OK};
@@ -188,10 +190,13 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     if args.limit == 0 {
         return Err(CliError::Usage("--limit must be at least 1".into()));
     }
-    let store = open_store(ctx)?;
-    if !args.no_refresh {
+    let store = if args.no_refresh {
+        open_store_read_only(ctx)?
+    } else {
+        let store = open_store_for_reading(ctx, IndexUse::Answers)?;
         refresh_index(ctx, &store)?;
-    }
+        store
+    };
     let mut query = RunQuery::default();
     query.session = args.session.clone();
     query.since = bound(args.since.as_deref(), ctx.now)?;

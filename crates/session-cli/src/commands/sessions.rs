@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use session_replay::HistoryOptions;
 use session_state::{EntrySource, ListQuery};
 
-use super::state::{open_store, state_err};
+use super::state::{IndexUse, open_store_for_reading, open_store_read_only, state_err};
 use crate::Ctx;
 use crate::cli::{HistoryArgs, SessionsArgs};
 use crate::error::{CliError, EXIT_OK};
@@ -28,7 +28,8 @@ pub(crate) fn workspace_of(dir: &Path) -> PathBuf {
 }
 
 pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, CliError> {
-    let store = open_store(ctx)?;
+    // Listing needs no index: the store is only read.
+    let store = open_store_read_only(ctx)?;
     let mut query = ListQuery::all();
     let scope = if args.all {
         None
@@ -136,7 +137,8 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
 }
 
 pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError> {
-    let runs = crate::store::session_runs(ctx, &args.session)?;
+    let store = open_store_for_reading(ctx, IndexUse::FindsRuns)?;
+    let runs = crate::store::session_runs(ctx, &store, &args.session)?;
     let mut logs = Vec::with_capacity(runs.len());
     for r in &runs {
         logs.push(crate::store::load_run_file(r, false)?.log);
@@ -144,7 +146,6 @@ pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliE
     if logs.is_empty() {
         // A session with saved state but no run files still answers (runs: 0), as the
         // reference does; an id nobody knows is "not found".
-        let store = open_store(ctx)?;
         let known = store
             .list(&ListQuery::all())
             .map_err(state_err)?

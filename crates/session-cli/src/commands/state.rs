@@ -2,8 +2,7 @@
 //! listings, state checks for `verify`, and `reindex`.
 
 use session_state::{
-    DamageKind as MsgDamage, EntrySource, IndexReport, LoadSource, RunChange, StateError,
-    StateStore,
+    DamageKind as MsgDamage, EntrySource, LoadSource, RunChange, StateError, StateStore,
 };
 
 use super::verify::Finding;
@@ -24,32 +23,117 @@ pub(crate) fn state_err(e: StateError) -> CliError {
     }
 }
 
-/// Opens the store at the root. A missing root is "not found" (3): commands never create a
-/// store where there was none.
-///
-/// # Errors
-/// Not found (3), or data (4) when `state.db` cannot be opened.
-pub(crate) fn open_store(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
+/// Not found (3) when the root is not a directory: commands never create a store where there
+/// was none.
+fn check_root(ctx: &Ctx<'_>) -> Result<(), CliError> {
     let root = &ctx.root.path;
-    if !root.is_dir() {
-        return Err(CliError::NotFound(format!(
+    if root.is_dir() {
+        Ok(())
+    } else {
+        Err(CliError::NotFound(format!(
             "no session store at {} ({}); pass --root DIR or see `sessions where`",
             root.display(),
             ctx.root.source
+        )))
+    }
+}
+
+/// Opens the store at the root for a command that changes it (`repair`, `gc`, `archive`,
+/// `reindex` without `--dry-run`). Opening migrates `state.db` to the current layout.
+///
+/// # Errors
+/// Not found (3); usage (2) under `--read-only`; data (4) when `state.db` cannot be opened.
+pub(crate) fn open_store(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
+    check_root(ctx)?;
+    if ctx.read_only {
+        return Err(CliError::Usage(
+            "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
+        ));
+    }
+    StateStore::open(&ctx.root.path).map_err(state_err)
+}
+
+/// Opens the store read-only, for commands and dry runs that change nothing: no file under
+/// the root is created, migrated or written (not even `state.db`'s bookkeeping tables).
+///
+/// # Errors
+/// Not found (3), or data (4) when `state.db` exists but cannot be read.
+pub(crate) fn open_store_read_only(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
+    check_root(ctx)?;
+    // A `state.db` that is there but is no file (a directory, a socket) cannot be the
+    // database; the read-only open would take it for a store without one.
+    let db = ctx.root.path.join("state.db");
+    if let Ok(m) = std::fs::metadata(&db)
+        && !m.is_file()
+    {
+        return Err(CliError::Data(format!(
+            "{}: not a regular file, cannot be read as the state database",
+            db.display()
         )));
     }
-    StateStore::open(root).map_err(state_err)
+    StateStore::open_read_only(&ctx.root.path).map_err(state_err)
+}
+
+/// How a reading command uses the run index, for [`open_store_for_reading`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IndexUse {
+    /// The answer comes from the index (`runs`, `stats`): a read-only store answers from the
+    /// index as the last writer left it, which is worth a warning.
+    Answers,
+    /// The index only finds a session's runs; on a read-only store they are found from the
+    /// run files' headers instead (`show`, `history`, `export` of a session).
+    FindsRuns,
+}
+
+/// Opens the store for a reading command that keeps the run index up to date: writable when
+/// possible (the refresh writes the index in `state.db`); read-only under `--read-only`, or
+/// when the store cannot be written (another user's store, a read-only mount), then with a
+/// one-line warning.
+///
+/// # Errors
+/// As [`open_store_read_only`]; data (4) when a writable open fails for another reason.
+pub(crate) fn open_store_for_reading(
+    ctx: &mut Ctx<'_>,
+    index: IndexUse,
+) -> Result<StateStore, CliError> {
+    check_root(ctx)?;
+    let stale = "the run index may be stale (runs written since it was last updated are missing)";
+    if ctx.read_only {
+        if index == IndexUse::Answers {
+            ctx.warn(&format!("--read-only: {stale}"));
+        }
+        return open_store_read_only(ctx);
+    }
+    match StateStore::open(&ctx.root.path) {
+        Ok(store) => Ok(store),
+        Err(e) if e.is_permission_denied() => {
+            let msg = match index {
+                IndexUse::Answers => format!(
+                    "cannot write the store ({}); reading it read-only: {stale}",
+                    one_line(&e)
+                ),
+                IndexUse::FindsRuns => format!(
+                    "cannot write the store ({}); reading it read-only",
+                    one_line(&e)
+                ),
+            };
+            ctx.warn(&msg);
+            open_store_read_only(ctx)
+        }
+        Err(e) => Err(state_err(e)),
+    }
 }
 
 /// Brings the run index up to date (new, changed and removed files), with a progress bar
-/// when stderr is a terminal; files that cannot be read are warned about.
+/// when stderr is a terminal; files that cannot be read are warned about. Nothing happens
+/// on a read-only store (its index is what the last writer left).
 ///
 /// # Errors
 /// Data (4) when the tree cannot be listed or the database fails.
-pub(crate) fn refresh_index(
-    ctx: &mut Ctx<'_>,
-    store: &StateStore,
-) -> Result<IndexReport, CliError> {
+pub(crate) fn refresh_index(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(), CliError> {
+    if store.is_read_only() {
+        return Ok(());
+    }
     let bar = Progress::lazy(ctx.progress, "indexing runs");
     let report = store
         .index_runs_with_progress(&mut |done, total| bar.update(done, total))
@@ -59,7 +143,7 @@ pub(crate) fn refresh_index(
         let msg = format!("{}: not indexed: {err}", rel(&ctx.root.path, path));
         ctx.warn(&msg);
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Checks every listed session: damage in its messages file, a row whose `message_count`
@@ -84,7 +168,7 @@ pub(crate) fn verify_state(
         offset: None,
         message: e.to_string(),
     };
-    let store = match open_store(ctx) {
+    let store = match open_store_read_only(ctx) {
         Ok(s) => s,
         Err(e) => {
             findings.push(unavailable(e));

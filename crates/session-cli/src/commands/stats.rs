@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use session_state::RunQuery;
 
 use super::runs::{bound, display_outcome};
-use super::state::{open_store, refresh_index, state_err};
+use super::state::{IndexUse, open_store_for_reading, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{StatsArgs, StatsBy};
 use crate::error::{CliError, EXIT_OK};
@@ -33,7 +33,7 @@ const BAR_WIDTH: usize = 30;
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
 #[allow(clippy::field_reassign_with_default)]
 pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> {
-    let store = open_store(ctx)?;
+    let store = open_store_for_reading(ctx, IndexUse::Answers)?;
     refresh_index(ctx, &store)?;
     let mut query = RunQuery::default();
     query.since = bound(args.since.as_deref(), ctx.now)?;
