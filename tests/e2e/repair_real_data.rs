@@ -43,6 +43,15 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
     let mut torn = original.clone();
     torn.extend_from_slice(FRAGMENT.as_bytes());
     fs::write(&run_path, &torn).expect("plant the torn tail");
+    // The crash was an hour ago: a torn tail written in the last two minutes may belong to a
+    // run still being written, and `repair` would leave it alone.
+    fs::File::options()
+        .write(true)
+        .open(&run_path)
+        .and_then(|f| {
+            f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        })
+        .expect("set the crash time");
 
     // First contact builds the run index; after that a dry run changes no byte anywhere.
     let runs = sessions(&root, NOW, &["runs", "--json", "--limit", "50"]);

@@ -227,6 +227,10 @@ pub(crate) struct RepairArgs {
     /// Show the plan without changing anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Also seal the torn tail of a run written in the last two minutes (it may still be
+    /// being written by a runtime that takes no lock). A locked run is never sealed.
+    #[arg(long)]
+    pub(crate) force: bool,
     /// One JSON object per action.
     #[arg(long)]
     pub(crate) json: bool,

@@ -867,9 +867,28 @@ fn verify_on_the_fixtures_reports_the_known_quirks() {
     );
 }
 
+/// Sets the modification time of every run file under `root` to an hour ago: the copy was
+/// just written, and `repair` leaves a torn tail modified in the last two minutes alone.
+fn settle(root: &Path) {
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().contains(".jsonl") {
+                let f = std::fs::File::options().write(true).open(&p).unwrap();
+                f.set_modified(hour_ago).unwrap();
+            }
+        }
+    }
+}
+
 #[test]
 fn repair_dry_run_changes_nothing_and_repair_fixes() {
     let s = sample_store();
+    settle(&s.root);
     let before = snapshot(&s.root);
     let r = run_in(&s.root, &["repair", "--dry-run", "--json"]);
     assert_eq!(r.code, 0, "{}", r.err);
@@ -1510,4 +1529,85 @@ fn a_store_that_cannot_be_written_is_read_read_only_with_a_warning() {
     assert!(json_lines(&r.out).is_empty());
     assert_eq!(tree_state(&locked.root), before);
     drop(guard);
+}
+
+/// The crashed run of the sample store (torn tail; last record 2026-11-29T21:05:01.757Z).
+const SAMPLE_TORN: &str = "2026/11/29/7a1e0006-0000-4000-8000-000000000601.jsonl";
+
+fn seal_actions(out: &str) -> Vec<(String, String)> {
+    json_lines(out)
+        .iter()
+        .filter(|a| a["action"] == "seal-torn-tail")
+        .map(|a| {
+            (
+                a["status"].as_str().unwrap().to_owned(),
+                a["detail"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn repair_leaves_a_torn_tail_written_in_the_last_two_minutes_alone_unless_forced() {
+    // Just modified (the copy was made now): possibly a run being written by a runtime that
+    // takes no lock.
+    let s = sample_store();
+    let len = std::fs::metadata(s.root.join(SAMPLE_TORN)).unwrap().len();
+    for args in [
+        &["repair", "--json"][..],
+        &["repair", "--dry-run", "--json"],
+    ] {
+        let r = run_in(&s.root, args);
+        assert_eq!(r.code, 0, "{}", r.err);
+        let seals = seal_actions(&r.out);
+        assert_eq!(seals.len(), 1, "{seals:?}");
+        assert_eq!(seals[0].0, "skipped");
+        assert!(
+            seals[0].1.contains("the file was modified"),
+            "{}",
+            seals[0].1
+        );
+        assert!(seals[0].1.contains("--force"), "{}", seals[0].1);
+    }
+    assert_eq!(
+        std::fs::metadata(s.root.join(SAMPLE_TORN)).unwrap().len(),
+        len
+    );
+    // Modified an hour ago, but its last record is 30 s old at "now": still left alone.
+    settle(&s.root);
+    let mut c = sessions_cmd();
+    c.env("SESSIONS_NOW", "2026-11-29T21:05:31.757Z")
+        .arg("--root")
+        .arg(&s.root)
+        .args(["repair", "--json"]);
+    let r = finish(c.output().unwrap());
+    assert_eq!(r.code, 0, "{}", r.err);
+    let seals = seal_actions(&r.out);
+    assert_eq!(seals[0].0, "skipped");
+    assert!(
+        seals[0].1.contains("its last record is 30 s old"),
+        "{}",
+        seals[0].1
+    );
+    assert_eq!(
+        std::fs::metadata(s.root.join(SAMPLE_TORN)).unwrap().len(),
+        len
+    );
+    // Two minutes after the last record and an hour after the last write: sealed.
+    let mut c = sessions_cmd();
+    c.env("SESSIONS_NOW", "2026-11-29T21:07:02Z")
+        .arg("--root")
+        .arg(&s.root)
+        .args(["repair", "--dry-run", "--json"]);
+    let r = finish(c.output().unwrap());
+    assert_eq!(seal_actions(&r.out)[0].0, "planned", "{}", r.out);
+    // --force seals a recent one; nothing but one newline is added.
+    let fresh = sample_store();
+    let r = run_in(&fresh.root, &["repair", "--force", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let seals = seal_actions(&r.out);
+    assert_eq!(seals[0].0, "done", "{seals:?}");
+    let after = std::fs::read(fresh.root.join(SAMPLE_TORN)).unwrap();
+    assert_eq!(after.len() as u64, len + 1);
+    assert_eq!(after.last(), Some(&b'\n'));
 }

@@ -109,8 +109,21 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             continue;
         }
         let len = fs::metadata(&f.path).map(|m| m.len()).unwrap_or(0);
+        let recent = if args.force {
+            None
+        } else {
+            recent_write(&f.path, ctx.now)
+        };
         let (status, detail) = if session_jsonl::is_locked(&f.path).unwrap_or(false) {
             ("skipped", "a writer has the file open".to_owned())
+        } else if let Some(why) = recent {
+            (
+                "skipped",
+                format!(
+                    "{why}, so a runtime that takes no lock, like the reference, may still be \
+                     writing it; `sessions repair --force` seals it anyway"
+                ),
+            )
         } else if args.dry_run {
             (
                 "planned",
@@ -228,6 +241,26 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         )));
     }
     Ok(EXIT_OK)
+}
+
+/// Why a run file with a torn tail may still be being written, the way `runs` decides that a
+/// run without `run.end` is `running`: its last record is under two minutes old (by its `ts`,
+/// against the current time, `SESSIONS_NOW` included), or, since the torn line's own time
+/// cannot be read, the file was modified under two minutes ago (by the system clock; a
+/// modification time in the future counts as recent). `None`: settled.
+fn recent_write(path: &Path, now: OffsetDateTime) -> Option<String> {
+    use super::runs::{RECENT_SECS, recent_record};
+    if let Ok(tail) = session_jsonl::terminal_state(path)
+        && let Some(ago) = recent_record(tail.last_ts.as_ref().map(|t| t.as_str()), now)
+    {
+        return Some(format!("its last record is {ago} s old"));
+    }
+    let modified = fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    let ago = match std::time::SystemTime::now().duration_since(modified) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(_) => 0,
+    };
+    (ago < RECENT_SECS).then(|| format!("the file was modified {ago} s ago"))
 }
 
 // ---------------------------------------------------------------------------------------------

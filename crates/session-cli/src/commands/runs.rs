@@ -14,9 +14,18 @@ use crate::store::rel;
 use crate::style::{Paint, one_line, pad, thousands};
 use crate::timefmt::parse_instant;
 
-/// A run without `run.end` whose last record is newer than this is shown as `running` even
-/// when no lock tells (the reference never locks its run files).
-const RECENT_SECS: i64 = 120;
+/// A run without `run.end` whose last record is newer than this (seconds) is taken as
+/// possibly still being written even when no lock tells (the reference never locks its run
+/// files): `runs` shows it as `running`, `repair` leaves its torn tail alone.
+pub(crate) const RECENT_SECS: i64 = 120;
+
+/// Seconds from the record time `last_ts` to `now` when that is under [`RECENT_SECS`] (a
+/// time after `now` counts as 0).
+pub(crate) fn recent_record(last_ts: Option<&str>, now: OffsetDateTime) -> Option<i64> {
+    let t = session_schema::Timestamp::from_raw(last_ts?).parse()?;
+    let ago = (now - t).whole_seconds();
+    (ago < RECENT_SECS).then_some(ago.max(0))
+}
 
 /// The displayed outcome of an indexed run: `completed`, `error`, `cancelled`, `running`
 /// (locked by a writer, or written to in the last two minutes) or `crashed`.
@@ -26,12 +35,7 @@ pub(crate) fn display_outcome(row: &RunRow, now: OffsetDateTime) -> String {
             if session_jsonl::is_locked(&row.path).unwrap_or(false) {
                 return "running".into();
             }
-            let recent = row
-                .last_ts
-                .as_deref()
-                .and_then(|t| session_schema::Timestamp::from_raw(t).parse())
-                .is_some_and(|t| (now - t).whole_seconds() < RECENT_SECS);
-            if recent {
+            if recent_record(row.last_ts.as_deref(), now).is_some() {
                 "running".into()
             } else {
                 "crashed".into()
