@@ -841,7 +841,7 @@ fn verify_on_the_fixtures_reports_the_known_quirks() {
         problems,
         [(
             "ea0c20dd-f08f-4655-bda0-56e6e5e6d6f9",
-            "over-inclusive-snapshot"
+            "over_inclusive_snapshot"
         )]
     );
     assert_eq!(r.code, 1);
@@ -851,11 +851,11 @@ fn verify_on_the_fixtures_reports_the_known_quirks() {
         .map(|f| (f["id"].as_str().unwrap_or(""), f["kind"].as_str().unwrap()))
         .collect();
     assert!(
-        notes.contains(&("2a11c3a2-3276-4762-88f9-5f8918cb8042", "no-run-end")),
+        notes.contains(&("2a11c3a2-3276-4762-88f9-5f8918cb8042", "no_run_end")),
         "S9 crashed"
     );
     assert!(
-        notes.contains(&("266dc185-7156-4261-9a75-809bfb833342", "missing-response")),
+        notes.contains(&("266dc185-7156-4261-9a75-809bfb833342", "missing_response")),
         "S3 failed call"
     );
     assert!(
@@ -1610,4 +1610,65 @@ fn repair_leaves_a_torn_tail_written_in_the_last_two_minutes_alone_unless_forced
     let after = std::fs::read(fresh.root.join(SAMPLE_TORN)).unwrap();
     assert_eq!(after.len() as u64, len + 1);
     assert_eq!(after.last(), Some(&b'\n'));
+}
+
+/// The kinds the crate README documents for `verify` (the backquoted snake_case words of the
+/// "`verify` finding kinds" item).
+fn documented_verify_kinds() -> BTreeSet<String> {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).unwrap();
+    let start = readme.find("* `verify` finding kinds").unwrap();
+    let end = start + readme[start..].find("\n* ").unwrap();
+    readme[start..end]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn verify_kinds_are_snake_case_and_documented() {
+    let documented = documented_verify_kinds();
+    assert!(documented.len() > 30, "{documented:?}");
+    let mut seen = BTreeSet::new();
+    let fixture = fixture_store();
+    let sample = sample_store();
+    let broken = sample_store();
+    // A state.db that cannot be opened and a run file that is not one.
+    std::fs::remove_file(broken.root.join("state.db")).unwrap();
+    std::fs::create_dir(broken.root.join("state.db")).unwrap();
+    std::fs::write(
+        broken.root.join("2026/11/24/junk.jsonl"),
+        b"\x00\x00garbage\xff\n",
+    )
+    .unwrap();
+    for root in [&fixture.root, &sample.root, &broken.root] {
+        for line in json_lines(&run_in(root, &["verify", "--json"]).out) {
+            if let Some(kind) = line["kind"].as_str() {
+                seen.insert(kind.to_owned());
+            }
+        }
+    }
+    for kind in &seen {
+        assert!(
+            kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+            "not snake_case: {kind}"
+        );
+        assert!(documented.contains(kind), "not in the README: {kind}");
+    }
+    for kind in [
+        "over_inclusive_snapshot",
+        "no_run_end",
+        "missing_response",
+        "torn_tail",
+        "legacy_not_migrated",
+        "state_unavailable",
+        "nul_run",
+        "corrupt_line",
+        "missing_header",
+        "empty_run",
+    ] {
+        assert!(seen.contains(kind), "{kind} not seen: {seen:?}");
+    }
 }

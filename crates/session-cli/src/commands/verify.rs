@@ -22,7 +22,8 @@ pub(crate) struct Finding {
     pub(crate) file: PathBuf,
     /// The run or session id, when known.
     pub(crate) id: Option<String>,
-    /// Stable kind name (`torn_tail`, `missing-response`, `message_count_mismatch`, …).
+    /// Stable snake_case kind name (`torn_tail`, `missing_response`,
+    /// `message_count_mismatch`, …; the list is in the crate README).
     pub(crate) kind: String,
     /// `true`: a problem (exit 1); `false`: a note (expected in real data, shown for context).
     pub(crate) problem: bool,
@@ -32,6 +33,35 @@ pub(crate) struct Finding {
     pub(crate) offset: Option<u64>,
     /// Lower-case explanation.
     pub(crate) message: String,
+}
+
+/// `verify`'s name of a session-replay finding: snake_case like the reader's damage kinds
+/// (session-replay names its kinds in kebab-case). The names are part of `verify --json`'s
+/// interface and listed in the crate README.
+pub(crate) fn diagnostic_kind_name(kind: DiagnosticKind) -> String {
+    let name = match kind {
+        DiagnosticKind::MissingResponse => "missing_response",
+        DiagnosticKind::OrphanResponse => "orphan_response",
+        DiagnosticKind::DuplicateSeq => "duplicate_seq",
+        DiagnosticKind::SeqNotIncreasing => "seq_not_increasing",
+        DiagnosticKind::OverInclusiveSnapshot => "over_inclusive_snapshot",
+        DiagnosticKind::SnapshotDivergence => "snapshot_divergence",
+        DiagnosticKind::SnapshotReset => "snapshot_reset",
+        DiagnosticKind::Undecodable => "undecodable",
+        DiagnosticKind::NoRunEnd => "no_run_end",
+        DiagnosticKind::TornTail => "torn_tail",
+        DiagnosticKind::SkippedLine => "skipped_line",
+        DiagnosticKind::HeaderProblem => "header_problem",
+        DiagnosticKind::ForeignRecord => "foreign_record",
+        DiagnosticKind::NoSuchInvocation => "no_such_invocation",
+        DiagnosticKind::EmptyRun => "empty_run",
+        DiagnosticKind::RepairedLine => "repaired_line",
+        DiagnosticKind::UnreadableRun => "unreadable_run",
+        DiagnosticKind::RebuiltToolResult => "rebuilt_tool_result",
+        // A kind added to session-replay later: the same spelling rule.
+        _ => return kind.as_str().replace('-', "_"),
+    };
+    name.to_owned()
 }
 
 /// Damage kinds that only report a repair or a best-effort mode; the record was still read.
@@ -77,7 +107,7 @@ pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<u64,
         findings.push(Finding {
             file: path.to_owned(),
             id: id.clone(),
-            kind: d.kind.as_str().to_owned(),
+            kind: diagnostic_kind_name(d.kind),
             problem: d.severity == Severity::Warning,
             line: pos.map(|p| p.0),
             offset: pos.map(|p| p.1),
@@ -273,4 +303,45 @@ fn report(
         }
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diagnostic_kinds_are_snake_case_spellings_of_session_replay_kinds() {
+        let all = [
+            DiagnosticKind::MissingResponse,
+            DiagnosticKind::OrphanResponse,
+            DiagnosticKind::DuplicateSeq,
+            DiagnosticKind::SeqNotIncreasing,
+            DiagnosticKind::OverInclusiveSnapshot,
+            DiagnosticKind::SnapshotDivergence,
+            DiagnosticKind::SnapshotReset,
+            DiagnosticKind::Undecodable,
+            DiagnosticKind::NoRunEnd,
+            DiagnosticKind::TornTail,
+            DiagnosticKind::SkippedLine,
+            DiagnosticKind::HeaderProblem,
+            DiagnosticKind::ForeignRecord,
+            DiagnosticKind::NoSuchInvocation,
+            DiagnosticKind::EmptyRun,
+            DiagnosticKind::RepairedLine,
+            DiagnosticKind::UnreadableRun,
+            DiagnosticKind::RebuiltToolResult,
+        ];
+        for k in all {
+            let name = diagnostic_kind_name(k);
+            assert_eq!(name, k.as_str().replace('-', "_"));
+            assert!(
+                name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            diagnostic_kind_name(DiagnosticKind::OverInclusiveSnapshot),
+            "over_inclusive_snapshot"
+        );
+    }
 }
