@@ -29,15 +29,6 @@ CREATE TABLE IF NOT EXISTS session_files (
     file_digest INTEGER NOT NULL,
     pending_file TEXT
 );
-CREATE TABLE IF NOT EXISTS session_file_identity (
-    session_id TEXT PRIMARY KEY,
-    generation INTEGER NOT NULL,
-    dev INTEGER NOT NULL,
-    ino INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    ctime_ns INTEGER NOT NULL
-);
 CREATE TABLE IF NOT EXISTS runs (
     path TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -78,9 +69,8 @@ CREATE TABLE IF NOT EXISTS run_watch (
 
 /// `PRAGMA user_version` once our tables exist and `workspace_root` was backfilled: 1 added
 /// `session_files` and `runs`, 2 added `run_dirs` and `run_watch` (the run index's record of
-/// date directories and of run files that may still change), 3 added `session_file_identity`
-/// (what `stat` said about each messages file at its last commit).
-const OUR_USER_VERSION: i64 = 3;
+/// date directories and of run files that may still change).
+const OUR_USER_VERSION: i64 = 2;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;

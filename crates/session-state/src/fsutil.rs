@@ -83,9 +83,11 @@ pub(crate) fn open_rw_if_exists(path: &Path) -> Result<Option<File>> {
 }
 
 /// What `stat` says about a messages file right after we wrote it: device, inode, size,
-/// mtime and ctime (ns). Stored with each commit (`session_file_identity`); when the next
-/// save finds the same values, the file is the one we committed and its committed bytes need
-/// not be read again. Replacing the file (temp + rename: a new inode), writing to it (size,
+/// mtime and ctime (ns). Remembered by the store with each commit it makes; when its next
+/// save of the session (same generation) finds the same values, the file is the one it
+/// committed and the committed bytes need not be read again. It is kept in memory, not in
+/// `state.db`: it differs on every machine and copy, and a database holding it would not be
+/// reproducible. Replacing the file (temp + rename: a new inode), writing to it (size,
 /// mtime, ctime) or resetting its mtime afterwards (ctime) all change it. The one change it
 /// cannot see is an in-place write of the same size within the timestamp granularity of our
 /// own write; every other difference makes the next save read and check the committed bytes.

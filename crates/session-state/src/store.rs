@@ -53,6 +53,8 @@ struct CachedSession {
     session_id: String,
     generation: Generation,
     messages: Vec<BaseMessage>,
+    /// `stat` of the messages file at that commit (see [`FileIdentity`]).
+    identity: FileIdentity,
 }
 
 impl std::fmt::Debug for StateStore {
@@ -446,7 +448,7 @@ impl StateStore {
                 // the file still holds exactly them (it may have been replaced, cut, extended
                 // or edited since).
                 if serialized_match {
-                    let recorded = self.read_identity(&conn, id, old_counter)?;
+                    let recorded = self.cached_identity(id, current);
                     self.holds_committed(&main, f, recorded)?.then_some((
                         n,
                         f.file_len,
@@ -594,22 +596,6 @@ impl StateStore {
                 pending_file,
             ]))
         .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
-        conn.prepare_cached(
-            "INSERT INTO session_file_identity (session_id, generation, dev, ino, size, mtime_ns, ctime_ns) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-             ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, dev = excluded.dev, \
-             ino = excluded.ino, size = excluded.size, mtime_ns = excluded.mtime_ns, ctime_ns = excluded.ctime_ns",
-        )
-        .and_then(|mut stmt| stmt.execute(params![
-                id,
-                new_counter as i64,
-                identity.dev as i64,
-                identity.ino as i64,
-                identity.size as i64,
-                identity.mtime_ns,
-                identity.ctime_ns,
-            ]))
-        .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
         tx.commit()?;
         let generation = Generation {
             counter: new_counter,
@@ -620,6 +606,7 @@ impl StateStore {
             generation,
             &state.messages,
             if cache_valid { cached } else { None },
+            identity,
         );
         self.fault(FaultPoint::Committed)?;
         match &pending_file {
@@ -662,6 +649,7 @@ impl StateStore {
         generation: Generation,
         messages: &[BaseMessage],
         extended: Option<(Generation, usize)>,
+        identity: FileIdentity,
     ) {
         let mut cache = self
             .cache
@@ -673,6 +661,7 @@ impl StateStore {
                 session_id: id.to_owned(),
                 generation,
                 messages: Vec::new(),
+                identity,
             },
         };
         match extended {
@@ -683,6 +672,7 @@ impl StateStore {
             _ => entry.messages = messages.to_vec(),
         }
         entry.generation = generation;
+        entry.identity = identity;
         cache.push(entry);
         if cache.len() > CACHED_SESSIONS {
             cache.remove(0);
@@ -732,36 +722,23 @@ impl StateStore {
         ))
     }
 
-    /// What `stat` said about the messages file when generation `counter` was committed
-    /// (`None` when not recorded for that generation, e.g. by an older version of this crate).
-    fn read_identity(
-        &self,
-        conn: &Connection,
-        id: &str,
-        counter: u64,
-    ) -> Result<Option<FileIdentity>> {
-        conn.prepare_cached(
-            "SELECT dev, ino, size, mtime_ns, ctime_ns FROM session_file_identity \
-             WHERE session_id = ?1 AND generation = ?2",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_row(params![id, counter as i64], |r| {
-                Ok(FileIdentity {
-                    dev: r.get::<_, i64>(0)? as u64,
-                    ino: r.get::<_, i64>(1)? as u64,
-                    size: r.get::<_, i64>(2)? as u64,
-                    mtime_ns: r.get(3)?,
-                    ctime_ns: r.get(4)?,
-                })
-            })
-            .optional()
-        })
-        .map_err(db_err(&self.db_path, "read messages file identity"))
+    /// What `stat` said about the messages file when this store committed generation
+    /// `current` of session `id` (`None` when this store did not commit it).
+    fn cached_identity(&self, id: &str, current: Option<Generation>) -> Option<FileIdentity> {
+        let cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache
+            .iter()
+            .find(|c| c.session_id == id && Some(c.generation) == current)
+            .map(|c| c.identity)
     }
 
     /// Whether `main` still starts with exactly the bytes we committed (`f`), so that new
-    /// lines may be appended after them. Cheap when the file's `stat` is the one recorded at
-    /// the commit; otherwise the committed bytes are read and their line count and digest
+    /// lines may be appended after them. Cheap when this store made the commit and the file's
+    /// `stat` is the one it saw then; otherwise (another process committed, or the file
+    /// changed since) the committed bytes are read and their line count and digest
     /// chain compared. A missing file holds them only when nothing was committed; a shorter
     /// one never; a longer one when the bytes past the committed length are only an
     /// uncommitted tail (a crashed save).
@@ -1101,11 +1078,6 @@ impl StateStore {
             .map_err(err)?;
             conn.execute(
                 "DELETE FROM session_files WHERE session_id = ?1",
-                [session_id],
-            )
-            .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
-            conn.execute(
-                "DELETE FROM session_file_identity WHERE session_id = ?1",
                 [session_id],
             )
             .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
