@@ -51,10 +51,9 @@ CREATE TABLE IF NOT EXISTS runs (
     workspace_root TEXT,
     damage_count INTEGER NOT NULL,
     last_ts TEXT,
-    compressed INTEGER NOT NULL
+    compressed INTEGER NOT NULL,
+    started_at_utc TEXT NOT NULL DEFAULT ''
 );
-CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, started_at, run_id);
-CREATE INDEX IF NOT EXISTS runs_by_start ON runs(started_at DESC, run_id DESC);
 CREATE TABLE IF NOT EXISTS run_dirs (
     path TEXT PRIMARY KEY,
     depth INTEGER NOT NULL,
@@ -67,10 +66,25 @@ CREATE TABLE IF NOT EXISTS run_watch (
 );
 ";
 
+/// Indexes of the run listing, on the normalised start time (created after the migration that
+/// adds `started_at_utc`). Version 2 and earlier had `runs_by_session` and `runs_by_start` on
+/// the raw `started_at`; the migration drops them.
+const CREATE_RUN_INDEXES: &str = "
+DROP INDEX IF EXISTS runs_by_session;
+DROP INDEX IF EXISTS runs_by_start;
+CREATE INDEX IF NOT EXISTS runs_by_session_utc ON runs(session_id, started_at_utc, path);
+CREATE INDEX IF NOT EXISTS runs_by_start_utc ON runs(started_at_utc DESC, path DESC);
+";
+
+/// SQL function giving the run index's UTC sort key of a `started_at` (`''` when unusable),
+/// for the read-only stand-in over a `runs` table without `started_at_utc`.
+pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
+
 /// `PRAGMA user_version` once our tables exist and `workspace_root` was backfilled: 1 added
 /// `session_files` and `runs`, 2 added `run_dirs` and `run_watch` (the run index's record of
-/// date directories and of run files that may still change).
-const OUR_USER_VERSION: i64 = 2;
+/// date directories and of run files that may still change), 3 added `runs.started_at_utc`
+/// (filled from `started_at` for existing rows) and its indexes.
+const OUR_USER_VERSION: i64 = 3;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -289,6 +303,21 @@ fn register_functions(conn: &Connection, db_path: &Path) -> Result<()> {
             })
         },
     )
+    .map_err(db_err(db_path, "register function"))?;
+    conn.create_scalar_function(
+        UTC_KEY_FN,
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Text(t) => std::str::from_utf8(t)
+                    .ok()
+                    .and_then(crate::runs::utc_key)
+                    .unwrap_or_default(),
+                _ => String::new(),
+            })
+        },
+    )
     .map_err(db_err(db_path, "register function"))
 }
 
@@ -394,6 +423,12 @@ fn stand_in_tables(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(&stmt.replacen("CREATE TABLE", "CREATE TEMP TABLE", 1))?;
         }
     }
+    if table_exists(conn, "runs")? && !has_column(conn, "runs", "started_at_utc")? {
+        // Indexed by version 3 or earlier: the key is computed as the migration would.
+        conn.execute_batch(&format!(
+            "CREATE TEMP VIEW IF NOT EXISTS runs AS SELECT *, {UTC_KEY_FN}(started_at) AS started_at_utc FROM main.runs"
+        ))?;
+    }
     Ok(())
 }
 
@@ -410,7 +445,9 @@ fn has_workspace_column(conn: &Connection) -> rusqlite::Result<bool> {
 
 fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    Ok(v >= OUR_USER_VERSION && has_workspace_column(conn)?)
+    Ok(v >= OUR_USER_VERSION
+        && has_workspace_column(conn)?
+        && has_column(conn, "runs", "started_at_utc")?)
 }
 
 fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<()> {
@@ -426,6 +463,13 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         };
         conn.execute_batch(CREATE_UPDATED_AT_INDEX)?;
         conn.execute_batch(CREATE_OURS)?;
+        if !has_column(conn, "runs", "started_at_utc")? {
+            conn.execute_batch(
+                "ALTER TABLE runs ADD COLUMN started_at_utc TEXT NOT NULL DEFAULT '';",
+            )?;
+            backfill_started_at_utc(conn)?;
+        }
+        conn.execute_batch(CREATE_RUN_INDEXES)?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if added || v < FIRST_USER_VERSION {
             backfill_workspace_root(conn)?;
@@ -435,6 +479,35 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
     };
     run().map_err(err)?;
     tx.commit()
+}
+
+/// Fills `runs.started_at_utc` of rows indexed by a version without it.
+fn backfill_started_at_utc(conn: &Connection) -> rusqlite::Result<()> {
+    let rows: Vec<(String, Option<String>)> = {
+        let mut stmt = conn.prepare("SELECT path, started_at FROM runs")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut update = conn.prepare("UPDATE runs SET started_at_utc = ?1 WHERE path = ?2")?;
+    for (path, started) in rows {
+        let key = started
+            .as_deref()
+            .and_then(crate::runs::utc_key)
+            .unwrap_or_default();
+        update.execute(rusqlite::params![key, path])?;
+    }
+    Ok(())
+}
+
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
+    let names = stmt.query_map([], |r| r.get::<_, String>(1))?;
+    for n in names {
+        if n? == column {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Sets `workspace_root` from `meta_json` for rows where it is NULL (the reference adds the

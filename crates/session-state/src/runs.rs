@@ -74,6 +74,10 @@ pub struct RunRow {
     pub path: PathBuf,
     /// Header `started_at` as written.
     pub started_at: Option<String>,
+    /// `started_at` converted to UTC as `YYYY-MM-DDTHH:MM:SS.mmmZ` (millisecond precision);
+    /// `None` when the header has none or it is not an RFC 3339 timestamp. The run listing
+    /// orders, pages and filters (`since`/`until`) on this value (see [`RunQuery`]).
+    pub started_at_utc: Option<String>,
     /// Header `model.provider` (else the first `llm.request.model.provider`).
     pub model_provider: Option<String>,
     /// Header `model.name` (else the first `llm.request.model.name`).
@@ -170,10 +174,11 @@ pub struct ReindexReport {
     pub failed: Vec<(PathBuf, String)>,
 }
 
-/// Keyset position in a run listing: `(started_at, path)` of the last row returned.
+/// Keyset position in a run listing: `(started_at_utc, path)` of the last row returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunCursor {
-    /// `started_at` of the last row (empty when the run has none).
+    /// [`RunRow::started_at_utc`] of the last row (empty when it has none); the row's
+    /// `started_at` as written is accepted too (it is converted the same way).
     pub started_at: String,
     /// Path of the last row relative to the sessions root.
     pub rel_path: String,
@@ -208,9 +213,12 @@ impl RunCursor {
 pub struct RunQuery {
     /// Only runs of this session.
     pub session: Option<String>,
-    /// Only runs with `started_at >= since` (string comparison of ISO 8601 UTC timestamps).
+    /// Only runs started at or after this instant (an RFC 3339 timestamp, any offset; compared
+    /// with [`RunRow::started_at_utc`] at millisecond precision). Runs whose `started_at` is
+    /// missing or unparseable never match a `since` or `until` bound. Text that is not an
+    /// RFC 3339 timestamp is compared as given with the canonical UTC strings.
     pub since: Option<String>,
-    /// Only runs with `started_at < until`.
+    /// Only runs started before this instant (same forms and rules as `since`).
     pub until: Option<String>,
     /// Only runs with this outcome.
     pub outcome: Option<RunOutcome>,
@@ -223,6 +231,10 @@ pub struct RunQuery {
 }
 
 /// A page of [`StateStore::list_runs`].
+///
+/// Order: newest [`RunRow::started_at_utc`] first (then path descending). Runs whose
+/// `started_at` is missing or unparseable have no place in time: they come after every dated
+/// run (as if oldest), in path order descending.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct RunPage {
@@ -232,10 +244,10 @@ pub struct RunPage {
     pub next_cursor: Option<RunCursor>,
 }
 
-const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed";
+const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc";
 
 /// Names of the compared columns, in [`RUN_COLUMNS`] order.
-const RUN_COLUMN_NAMES: [&str; 22] = [
+const RUN_COLUMN_NAMES: [&str; 23] = [
     "path",
     "run_id",
     "session_id",
@@ -258,7 +270,24 @@ const RUN_COLUMN_NAMES: [&str; 22] = [
     "damage_count",
     "last_ts",
     "compressed",
+    "started_at_utc",
 ];
+
+/// The run index's sort key of a header `started_at`: the instant in UTC as
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (truncated to milliseconds, like every timestamp the writers
+/// produce), so that string order is time order whatever offset the writer used
+/// (`2026-03-05T01:00:00.000+09:00` becomes `2026-03-04T16:00:00.000Z`). `None` for text
+/// that is not an RFC 3339 timestamp or whose year is outside 0000–9999 (no fixed-width form).
+/// A canonical value maps to itself.
+pub(crate) fn utc_key(started_at: &str) -> Option<String> {
+    let dt = session_schema::Timestamp::from_raw(started_at.to_owned()).parse()?;
+    let utc = dt.to_offset(time::UtcOffset::UTC);
+    (0..=9999).contains(&utc.year()).then(|| {
+        session_schema::Timestamp::from_datetime(utc)
+            .as_str()
+            .to_owned()
+    })
+}
 
 /// A row as stored (relative path, `started_at` `''` when unknown).
 #[derive(Debug, Clone, PartialEq)]
@@ -301,6 +330,7 @@ fn to_values(rel: &str, r: &RunRow) -> Vec<Value> {
         Value::Integer(r.damage_count as i64),
         opt_text(&r.last_ts),
         Value::Integer(i64::from(r.compressed)),
+        Value::Text(r.started_at_utc.clone().unwrap_or_default()),
     ]
 }
 
@@ -332,6 +362,7 @@ fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
         damage_count: int(19)?,
         last_ts: r.get(20)?,
         compressed: r.get::<_, i64>(21)? != 0,
+        started_at_utc: r.get::<_, String>(22).ok().filter(|s| !s.is_empty()),
     })
 }
 
@@ -361,6 +392,7 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
         session_id: None,
         path: path.to_path_buf(),
         started_at: None,
+        started_at_utc: None,
         model_provider: None,
         model_name: None,
         outcome: RunOutcome::Open,
@@ -412,6 +444,7 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
                 row.run_id = h.run_id.clone();
                 row.session_id = h.session_id.clone();
                 row.started_at = Some(h.started_at.as_str().to_owned());
+                row.started_at_utc = utc_key(h.started_at.as_str());
                 if let Some(m) = &h.model {
                     row.model_provider = m.provider.clone();
                     row.model_name = m.name.clone();
@@ -1194,7 +1227,7 @@ impl StateStore {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY started_at, path"
+                "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY started_at_utc, path"
             ))
             .map_err(db_err(&self.db_path, "query runs"))?;
         let rows = stmt
@@ -1216,13 +1249,14 @@ impl StateStore {
             sql.push_str(" AND session_id = ?");
             args.push(Value::Text(s.clone()));
         }
+        // Runs without a usable start time ('' in the column) match no time bound.
         if let Some(s) = &query.since {
-            sql.push_str(" AND started_at >= ?");
-            args.push(Value::Text(s.clone()));
+            sql.push_str(" AND started_at_utc <> '' AND started_at_utc >= ?");
+            args.push(Value::Text(utc_key(s).unwrap_or_else(|| s.clone())));
         }
         if let Some(s) = &query.until {
-            sql.push_str(" AND started_at < ?");
-            args.push(Value::Text(s.clone()));
+            sql.push_str(" AND started_at_utc <> '' AND started_at_utc < ?");
+            args.push(Value::Text(utc_key(s).unwrap_or_else(|| s.clone())));
         }
         if let Some(o) = &query.outcome {
             sql.push_str(" AND outcome = ?");
@@ -1233,12 +1267,15 @@ impl StateStore {
             args.push(Value::Text(normalize_workspace_root(w)));
         }
         if let Some(c) = &query.after {
-            sql.push_str(" AND (started_at < ? OR (started_at = ? AND path < ?))");
-            args.push(Value::Text(c.started_at.clone()));
-            args.push(Value::Text(c.started_at.clone()));
+            // A cursor made from a row's `started_at` as written works as well as one made
+            // from `started_at_utc` (the key of a canonical value is itself).
+            let key = utc_key(&c.started_at).unwrap_or_default();
+            sql.push_str(" AND (started_at_utc < ? OR (started_at_utc = ? AND path < ?))");
+            args.push(Value::Text(key.clone()));
+            args.push(Value::Text(key));
             args.push(Value::Text(c.rel_path.clone()));
         }
-        sql.push_str(" ORDER BY started_at DESC, path DESC");
+        sql.push_str(" ORDER BY started_at_utc DESC, path DESC");
         if let Some(l) = query.limit {
             sql.push_str(&format!(" LIMIT {}", l.saturating_add(1)));
         }
@@ -1260,7 +1297,7 @@ impl StateStore {
         {
             runs.truncate(l);
             next_cursor = runs.last().map(|r| RunCursor {
-                started_at: r.started_at.clone().unwrap_or_default(),
+                started_at: r.started_at_utc.clone().unwrap_or_default(),
                 rel_path: rel_path(&self.root, &r.path),
             });
         }

@@ -231,7 +231,7 @@ fn reindex_is_deterministic_and_reports_differences() {
     )
     .unwrap();
     conn.execute(
-        "INSERT INTO runs SELECT '2026/11/30/gone.jsonl', run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed FROM runs LIMIT 1",
+        "INSERT INTO runs (path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed) SELECT '2026/11/30/gone.jsonl', run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed FROM runs LIMIT 1",
         [],
     )
     .unwrap();
@@ -246,4 +246,211 @@ fn reindex_is_deterministic_and_reports_differences() {
         |c| matches!(c, RunChange::Changed(_, cols) if cols == &vec!["outcome", "total_tokens"])
     ));
     assert!(store.reindex().unwrap().changes.is_empty());
+}
+
+/// A finished run whose header says `started_at` (written as given).
+fn write_run(root: &Path, day: &str, run_id: &str, started_at: Option<&str>) -> PathBuf {
+    let dir = root.join(day);
+    fs::create_dir_all(&dir).unwrap();
+    let started = started_at.map_or(String::new(), |s| format!(r#","started_at":"{s}""#));
+    let body = format!(
+        "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run_id}\",\"session_id\":\"5e55e55e-0000-4000-8000-000000000001\"{started}}}\n\
+         {{\"type\":\"run.end\",\"run_id\":\"{run_id}\",\"ts\":\"2026-03-04T21:00:00.000Z\",\"outcome\":\"completed\"}}\n"
+    );
+    let path = dir.join(format!("{run_id}.jsonl"));
+    fs::write(&path, body).unwrap();
+    path
+}
+
+const TZ_RUNS: [(&str, &str, Option<&str>); 5] = [
+    // 16:00Z on 03-04, written with a +09:00 offset (a later date as a string).
+    (
+        "2026/03/05",
+        "7a000000-0000-4000-8000-00000000000a",
+        Some("2026-03-05T01:00:00.000+09:00"),
+    ),
+    (
+        "2026/03/04",
+        "7a000000-0000-4000-8000-00000000000b",
+        Some("2026-03-04T20:00:00.000Z"),
+    ),
+    (
+        "2026/03/04",
+        "7a000000-0000-4000-8000-00000000000c",
+        Some("not a time"),
+    ),
+    (
+        "2026/03/04",
+        "7a000000-0000-4000-8000-00000000000d",
+        Some("2026-03-04T17:30:00Z"),
+    ),
+    ("2026/03/04", "7a000000-0000-4000-8000-00000000000e", None),
+];
+
+/// Run ids of `list_runs(query)`, newest first, by their last letter.
+fn listed(store: &StateStore, query: RunQuery) -> String {
+    store
+        .list_runs(&query)
+        .unwrap()
+        .runs
+        .iter()
+        .map(|r| r.run_id.chars().last().unwrap())
+        .collect()
+}
+
+fn check_time_order(store: &StateStore) {
+    // Newest first by the instant; no usable start time: after every dated run, path
+    // descending.
+    assert_eq!(listed(store, RunQuery::default()), "bdaec");
+    let bound = |s: &str| Some(s.to_owned());
+    for since in ["2026-03-04T18:00:00Z", "2026-03-05T03:00:00.000+09:00"] {
+        assert_eq!(
+            listed(
+                store,
+                RunQuery {
+                    since: bound(since),
+                    ..Default::default()
+                }
+            ),
+            "b",
+            "{since}"
+        );
+    }
+    assert_eq!(
+        listed(
+            store,
+            RunQuery {
+                until: bound("2026-03-04T18:00:00Z"),
+                ..Default::default()
+            }
+        ),
+        "da"
+    );
+    assert_eq!(
+        listed(
+            store,
+            RunQuery {
+                since: bound("2026-03-04T16:00:00.000Z"),
+                until: bound("2026-03-04T17:30:00.000Z"),
+                ..Default::default()
+            }
+        ),
+        "a"
+    );
+    // Pages of one give the same order, whether the cursor is the one returned or one made
+    // from the row's `started_at` as written.
+    for raw_cursor in [false, true] {
+        let mut seen = String::new();
+        let mut after = None;
+        loop {
+            let page = store
+                .list_runs(&RunQuery {
+                    limit: Some(1),
+                    after: after.take(),
+                    ..Default::default()
+                })
+                .unwrap();
+            let Some(row) = page.runs.first() else { break };
+            seen.push(row.run_id.chars().last().unwrap());
+            after = match page.next_cursor {
+                Some(c) if raw_cursor => Some(RunCursor {
+                    started_at: row.started_at.clone().unwrap_or_default(),
+                    ..c
+                }),
+                Some(c) => Some(c),
+                None => None,
+            };
+            if after.is_none() {
+                break;
+            }
+        }
+        assert_eq!(seen, "bdaec", "raw cursor: {raw_cursor}");
+    }
+    let of_session: String = store
+        .runs_for_session("5e55e55e-0000-4000-8000-000000000001")
+        .unwrap()
+        .iter()
+        .map(|r| r.run_id.chars().last().unwrap())
+        .collect();
+    // (the run without `started_at` has no valid header, so no session either)
+    assert_eq!(of_session, "cadb");
+}
+
+#[test]
+fn runs_are_ordered_and_filtered_by_their_instant_in_utc() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    for (day, id, started) in TZ_RUNS {
+        write_run(&root, day, id, started);
+    }
+    let store = StateStore::open(&root).unwrap();
+    store.index_runs().unwrap();
+    let utc: Vec<Option<String>> = store
+        .list_runs(&RunQuery::default())
+        .unwrap()
+        .runs
+        .into_iter()
+        .map(|r| r.started_at_utc)
+        .collect();
+    assert_eq!(
+        utc,
+        [
+            Some("2026-03-04T20:00:00.000Z"),
+            Some("2026-03-04T17:30:00.000Z"),
+            Some("2026-03-04T16:00:00.000Z"),
+            None,
+            None
+        ]
+        .map(|s| s.map(str::to_owned))
+    );
+    check_time_order(&store);
+    // reindex gives the same column.
+    assert!(store.reindex().unwrap().changes.is_empty());
+    check_time_order(&store);
+}
+
+#[test]
+fn an_index_without_the_utc_column_is_read_and_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    for (day, id, started) in TZ_RUNS {
+        write_run(&root, day, id, started);
+    }
+    StateStore::open(&root).unwrap().index_runs().unwrap();
+    // The index as version 2 left it: no started_at_utc, indexes on the raw started_at.
+    let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+    conn.execute_batch(
+        "DROP INDEX runs_by_session_utc; DROP INDEX runs_by_start_utc;
+         ALTER TABLE runs DROP COLUMN started_at_utc;
+         CREATE INDEX runs_by_session ON runs(session_id, started_at, run_id);
+         CREATE INDEX runs_by_start ON runs(started_at DESC, run_id DESC);
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    drop(conn);
+    // Read-only: computed on the fly, nothing migrated.
+    check_time_order(&StateStore::open_read_only(&root).unwrap());
+    let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 2);
+    drop(conn);
+    // Writable: the column is added and filled, the old indexes replaced.
+    let store = StateStore::open(&root).unwrap();
+    check_time_order(&store);
+    assert!(store.reindex().unwrap().changes.is_empty());
+    let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 3);
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(indexes, ["runs_by_session_utc", "runs_by_start_utc"]);
 }
