@@ -86,9 +86,19 @@ pub(crate) struct Walk {
     pub(crate) unlisted: Vec<(PathBuf, String, io::Error)>,
 }
 
-/// All-digit child directory names of `dir` accepted by the scanner (value `1..=max`, at most
-/// `width` digits), as `(name, path)`.
-fn numeric_children(dir: &Path, width: usize, max: u32) -> io::Result<Vec<(String, PathBuf)>> {
+/// The child directories of `dir` that are date components of the run tree: all-digit names
+/// of at most `width` digits with a value in `1..=max` (`2026`, `11`, and unpadded `2`), as
+/// `(name, path)`, in no particular order.
+///
+/// Why not session-jsonl's scanner: its equivalent (`numeric_subdirs` in `layout.rs`, behind
+/// `session_jsonl::list_run_files`) is private and also lists every day directory, which the
+/// incremental refresh must not do (it `stat`s day directories and lists only changed ones),
+/// and it reports unreadable directories in its own type, while this walk needs the error to
+/// keep the rows under them. The acceptance rule is the same on purpose;
+/// `tests::walk_finds_the_directories_session_jsonl_lists` runs both over one tree so they cannot
+/// drift apart. Should session-jsonl export the rule (a `pub fn` taking a directory name,
+/// width and maximum), this function would keep only the `read_dir` and `is_dir` parts.
+fn date_dir_children(dir: &Path, width: usize, max: u32) -> io::Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
     for entry in fs::read_dir(dir)?.flatten() {
         let name = entry.file_name();
@@ -136,7 +146,7 @@ fn look(walk: &mut Walk, path: PathBuf, rel: String, depth: u8) -> Option<DateDi
 /// The I/O error when the root exists but cannot be listed.
 pub(crate) fn walk(root: &Path) -> io::Result<Walk> {
     let mut walk = Walk::default();
-    let years = match numeric_children(root, 4, 9999) {
+    let years = match date_dir_children(root, 4, 9999) {
         Ok(y) => y,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(walk),
         Err(e) => return Err(e),
@@ -145,7 +155,7 @@ pub(crate) fn walk(root: &Path) -> io::Result<Walk> {
         let Some(year) = look(&mut walk, y_path, format!("{y_name}/"), 1) else {
             continue;
         };
-        let months = numeric_children(&year.path, 2, 12);
+        let months = date_dir_children(&year.path, 2, 12);
         let y_rel = year.rel.clone();
         let y_path = year.path.clone();
         walk.dirs.push(year);
@@ -161,7 +171,7 @@ pub(crate) fn walk(root: &Path) -> io::Result<Walk> {
             let Some(month) = look(&mut walk, m_path, format!("{y_rel}{m_name}/"), 2) else {
                 continue;
             };
-            let days = numeric_children(&month.path, 2, 31);
+            let days = date_dir_children(&month.path, 2, 31);
             let m_rel = month.rel.clone();
             let m_path = month.path.clone();
             walk.dirs.push(month);
@@ -317,6 +327,11 @@ mod tests {
             "2026/11/32",
             "12345/01/01",
             "2026/11/x1",
+            "2026/00/01",
+            "2026/11/00",
+            "02026/11/30",
+            "2026/011/30",
+            "2026/11/030",
             "messages",
             "state",
         ] {
@@ -329,6 +344,14 @@ mod tests {
             "2026/2/3/c.jsonl",
             "2026/02/03/d.jsonl",
             "2026/11/32/e.jsonl",
+            "2026/00/01/f.jsonl",
+            "2026/11/00/g.jsonl",
+            "02026/11/30/h.jsonl",
+            "2026/011/30/i.jsonl",
+            "2026/11/030/j.jsonl",
+            // Digit names that are files, not directories.
+            "2027",
+            "2026/12",
         ] {
             fs::write(root.join(f), b"{}\n").unwrap();
         }
