@@ -182,10 +182,27 @@ pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Legacy
         })?,
     };
     let mut messages: Vec<BaseMessage> = Vec::with_capacity(elements.len());
+    let mut written = Vec::new();
     for (i, el) in elements.iter().enumerate() {
         let compact = compact_json(el.get().as_bytes());
         match parse_message(&compact) {
-            Ok(p) => messages.push(p.value),
+            Ok(p) if p.lone_surrogates.is_empty() => messages.push(p.value),
+            Ok(p) => {
+                for ls in &p.lone_surrogates {
+                    notes.push(LoadNote::LoneSurrogate {
+                        path: path.to_path_buf(),
+                        line: i as u64 + 1,
+                        byte_offset: ls.offset as u64,
+                        escape: ls.escape_str().to_owned(),
+                    });
+                }
+                if let Ok(json) = p.to_json() {
+                    let mut line = compact_json(&json);
+                    line.push(b'\n');
+                    written.push((messages.len(), line));
+                }
+                messages.push(p.value);
+            }
             Err(err) => {
                 let kept = if err.is_shape() && !matches!(err, ParseError::NotObject) {
                     keep_raw(&compact)
@@ -224,6 +241,7 @@ pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Legacy
         },
         damage,
         notes,
+        written,
     })
 }
 

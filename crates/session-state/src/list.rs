@@ -290,7 +290,7 @@ impl StateStore {
                     Ok(summary) if dry_run => MigrationOutcome::WouldMigrate(summary),
                     Ok(summary) => {
                         let legacy = crate::legacy::parse_legacy(&path, &id, &bytes)?;
-                        match self.save_expecting(&legacy.state, None) {
+                        match self.save_migrated(&legacy) {
                             Ok(_) => MigrationOutcome::Migrated(summary),
                             Err(e) if e.is_conflict() => MigrationOutcome::AlreadyIndexed,
                             Err(e) => return Err(e),

@@ -326,7 +326,7 @@ impl StateStore {
     /// # Errors
     /// As [`StateStore::save_expecting`], without [`StateError::Conflict`].
     pub fn save(&self, state: &SessionState) -> Result<SaveReport> {
-        self.save_inner(state, None)
+        self.save_inner(state, None, &[])
     }
 
     /// Saves `state` only if the stored session still has generation `expected`
@@ -352,13 +352,22 @@ impl StateStore {
         state: &SessionState,
         expected: Option<Generation>,
     ) -> Result<SaveReport> {
-        self.save_inner(state, Some(expected))
+        self.save_inner(state, Some(expected), &[])
     }
 
+    /// A legacy snapshot's migration: [`StateStore::save_expecting`] with `None`, writing
+    /// the messages that had lone surrogate escapes as they were written.
+    pub(crate) fn save_migrated(&self, legacy: &crate::types::LegacyLoad) -> Result<SaveReport> {
+        self.save_inner(&legacy.state, Some(None), &legacy.written)
+    }
+
+    /// `written`: lines (by message index, with `\n`) to write instead of serializing those
+    /// messages of `state` (their form as written, lone surrogate escapes restored).
     fn save_inner(
         &self,
         state: &SessionState,
         expected: Option<Option<Generation>>,
+        written: &[(usize, Vec<u8>)],
     ) -> Result<SaveReport> {
         let id = state.session_id.as_str();
         checked(id)?;
@@ -368,9 +377,12 @@ impl StateStore {
         // whether that prefix is still the committed one is checked under the lock.
         let cached = self.cached_prefix(id, &state.messages);
         let mut lines = match cached {
-            Some((_, k)) => Lines::serialize_from(id, &state.messages, k)?,
-            None => Lines::serialize(id, &state.messages)?,
+            Some((_, k)) if written.is_empty() => Lines::serialize_from(id, &state.messages, k)?,
+            _ => Lines::serialize(id, &state.messages)?,
         };
+        for (i, line) in written {
+            lines.replace(*i, line);
+        }
         let meta_json = match &state.meta {
             Some(m) => Some(
                 String::from_utf8(crate::compact::compact_json(m.get().as_bytes())).map_err(
@@ -431,7 +443,7 @@ impl StateStore {
             (Some((g, k)), Some(f)) => Some(g) == current && f.file_lines == k as u64,
             _ => false,
         };
-        if cached.is_some() && !cache_valid {
+        if lines.base != 0 && !cache_valid {
             lines = Lines::serialize(id, &state.messages)?;
         }
         // Where the new lines go, or `None` for a rewrite. `earlier` is the stored list as
@@ -999,10 +1011,10 @@ impl StateStore {
     }
 
     fn load_legacy_and_migrate(&self, id: &str) -> Result<Option<LoadedSession>> {
-        let Some(legacy) = crate::legacy::read_legacy(self, id)? else {
+        let Some(mut legacy) = crate::legacy::read_legacy(self, id)? else {
             return Ok(None);
         };
-        let mut notes = legacy.notes;
+        let mut notes = std::mem::take(&mut legacy.notes);
         if self.read_only {
             return Ok(Some(LoadedSession {
                 state: legacy.state,
@@ -1012,7 +1024,7 @@ impl StateStore {
                 generation: None,
             }));
         }
-        match self.save_expecting(&legacy.state, None) {
+        match self.save_migrated(&legacy) {
             Ok(report) => Ok(Some(LoadedSession {
                 state: legacy.state,
                 source: LoadSource::Legacy { migrated: true },

@@ -266,13 +266,14 @@ pub enum LoadNote {
     /// A message line held a lone UTF-16 surrogate escape (`\ud83c` without its pair, as
     /// JavaScript's `JSON.stringify` writes a cut emoji). The message is loaded with U+FFFD in
     /// its place (a Rust string cannot hold it); saving the loaded message unchanged writes the
-    /// line back with the original escape.
+    /// line back with the original escape (so does the migration of a legacy snapshot).
     LoneSurrogate {
-        /// The messages file.
+        /// The messages file (or the legacy snapshot).
         path: PathBuf,
-        /// 1-based line.
+        /// 1-based line (for a legacy snapshot: 1-based index in `messages`).
         line: u64,
-        /// Byte offset of the escape's backslash within the file.
+        /// Byte offset of the escape's backslash within the file (for a legacy snapshot:
+        /// within the message's compact JSON, since a snapshot may be pretty-printed).
         byte_offset: u64,
         /// The escape as written, e.g. `\ud83c`.
         escape: String,
@@ -508,4 +509,7 @@ pub(crate) struct LegacyLoad {
     pub(crate) state: SessionState,
     pub(crate) damage: Vec<MessageDamage>,
     pub(crate) notes: Vec<LoadNote>,
+    /// Messages (by index) that had lone surrogate escapes, as written (compact, escapes
+    /// restored, with `\n`): the migration writes these lines instead of U+FFFD.
+    pub(crate) written: Vec<(usize, Vec<u8>)>,
 }

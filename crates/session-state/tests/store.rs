@@ -1082,3 +1082,50 @@ fn a_reference_file_that_is_not_one_clean_message_per_line_is_rewritten() {
         assert!(loaded.damage.is_empty(), "{case}: {:?}", loaded.damage);
     }
 }
+
+#[test]
+fn a_lone_surrogate_in_a_legacy_snapshot_is_reported_and_migrated_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    fs::write(
+        dir.path().join("state").join(format!("{ID}.json")),
+        format!(
+            r#"{{"schema_version":1,"session_id":"{ID}","updated_at":"2026-01-01T00:00:00.000Z","messages":[{{"role":"assistant","content":"ok"}},{{"role":"user","content":"emoji cut \ud83c here"}}]}}"#
+        ),
+    )
+    .unwrap();
+    let legacy = dir.path().join("state").join(format!("{ID}.json"));
+    let loaded = store.load(ID).unwrap().unwrap();
+    assert_eq!(
+        loaded.source,
+        session_state::LoadSource::Legacy { migrated: true }
+    );
+    assert!(loaded.damage.is_empty(), "{:?}", loaded.damage);
+    assert_eq!(
+        loaded.notes,
+        vec![session_state::LoadNote::LoneSurrogate {
+            path: legacy,
+            line: 2,
+            byte_offset: 36,
+            escape: "\\ud83c".to_owned(),
+        }]
+    );
+    // The migrated messages file holds the line as the reference would write it.
+    let main = dir.path().join("messages").join(format!("{ID}.jsonl"));
+    let mut want = b"{\"role\":\"assistant\",\"content\":\"ok\"}\n".to_vec();
+    want.extend_from_slice(CUT_EMOJI);
+    assert_eq!(fs::read(&main).unwrap(), want);
+    // And loads from there with the same note, the same messages, and appends after it.
+    let again = store.load(ID).unwrap().unwrap();
+    assert_eq!(again.source, session_state::LoadSource::Db);
+    assert_eq!(again.state.messages, loaded.state.messages);
+    assert_eq!(again.notes.len(), 1);
+    let mut s = again.state.clone();
+    s.messages.push(msg("assistant", "more"));
+    assert_eq!(
+        store.save_expecting(&s, again.generation).unwrap().mode,
+        SaveMode::Appended { messages: 1 }
+    );
+    want.extend(session_schema::to_line(&s.messages[2]).unwrap());
+    assert_eq!(fs::read(&main).unwrap(), want);
+}
