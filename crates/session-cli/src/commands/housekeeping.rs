@@ -582,6 +582,16 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         let id = e.summary.session_id.clone();
         let messages = store.messages_path(&id).map_err(state_err)?;
         let legacy = store.legacy_path(&id).map_err(state_err)?;
+        // The file that names the session in the report: its legacy snapshot or messages log.
+        let session_file = rel(
+            &root,
+            if e.source == EntrySource::Legacy {
+                &legacy
+            } else {
+                &messages
+            },
+        )
+        .into_owned();
         if !args.dry_run {
             // Keep a complete snapshot in the legacy format: moving `state/<id>.json` back
             // under the root restores the session (it is migrated on the next load).
@@ -593,15 +603,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
                     // A session that cannot be loaded cannot be snapshotted: keep it.
                     let a = Action {
                         action: "move-session",
-                        file: rel(
-                            &root,
-                            if e.source == EntrySource::Legacy {
-                                &legacy
-                            } else {
-                                &messages
-                            },
-                        )
-                        .into_owned(),
+                        file: session_file.clone(),
                         id: Some(id.clone()),
                         status: "skipped",
                         detail: format!("cannot load: {}", one_line(&err)),
@@ -645,15 +647,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         sessions_moved += 1;
         let a = Action {
             action: "move-session",
-            file: rel(
-                &root,
-                if e.source == EntrySource::Legacy {
-                    &legacy
-                } else {
-                    &messages
-                },
-            )
-            .into_owned(),
+            file: session_file,
             id: Some(id),
             status,
             detail: format!("updated {}", e.summary.updated_at),
