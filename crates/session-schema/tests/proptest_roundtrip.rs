@@ -136,3 +136,100 @@ proptest! {
         let _ = session_schema::parse_message(&bytes);
     }
 }
+
+/// Random JSON values: nested objects and arrays of scalars, with keys drawn from the format's
+/// own key names so that known fields get values of every wrong type.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let keys = prop::sample::select(vec![
+        "type",
+        "role",
+        "run_id",
+        "ts",
+        "seq",
+        "event",
+        "input",
+        "output",
+        "messages",
+        "content",
+        "tool_calls",
+        "usage",
+        "status",
+        "outcome",
+        "final",
+        "text",
+        "parts",
+        "image_url",
+        "meta",
+        "schema_version",
+        "started_at",
+        "tools",
+        "tool_choice",
+        "error",
+        "x_new",
+    ]);
+    let tags = prop::sample::select(vec![
+        "header",
+        "run.start",
+        "run.context",
+        "agent.event",
+        "tool.output",
+        "llm.request",
+        "llm.response",
+        "run.status",
+        "run.error",
+        "run.end",
+        "text",
+        "parts",
+        "user",
+        "assistant",
+        "tool",
+        "system",
+        "reasoning",
+        "final",
+        "tool_call",
+        "image_url",
+        "x.acme.y",
+    ]);
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(serde_json::Value::from),
+        "[a-z\u{1f600}\\\\\"]{0,6}".prop_map(serde_json::Value::from),
+        tags.prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            prop::collection::vec((keys.clone(), inner), 0..6).prop_map(|kv| {
+                serde_json::Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+            }),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn random_json_never_panics_and_what_parses_round_trips(
+        value in json_value(),
+        tag in prop::sample::select(vec!["header", "run.start", "agent.event", "llm.request", "llm.response", "run.end", "x.acme.y"]),
+    ) {
+        let mut object = match value {
+            serde_json::Value::Object(map) => map,
+            other => {
+                let mut map = serde_json::Map::new();
+                map.insert("input".to_owned(), other);
+                map
+            }
+        };
+        object.insert("type".to_owned(), serde_json::Value::from(tag));
+        let line = serde_json::to_vec(&object).unwrap();
+        if let Ok(parsed) = parse_record(&line) {
+            let again = parse_record(&parsed.to_json().unwrap()).unwrap();
+            prop_assert_eq!(again.value, parsed.value);
+        }
+        let _ = session_schema::parse_message(&line);
+    }
+}
