@@ -281,9 +281,13 @@ pub(crate) struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum)]
     pub(crate) format: ExportFormat,
-    /// Write to this file instead of stdout.
+    /// Write to this file instead of stdout (never inside the store root; an existing file
+    /// only with --force).
     #[arg(short, long, value_name = "FILE")]
     pub(crate) output: Option<PathBuf>,
+    /// With -o: replace FILE when it exists.
+    #[arg(long, requires = "output")]
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, Args)]

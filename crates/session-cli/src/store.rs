@@ -50,7 +50,8 @@ pub(crate) struct LoadedRun {
     pub(crate) damage: Vec<Damage>,
     /// Byte offset of each record (same length as `log.records`).
     pub(crate) offsets: Vec<u64>,
-    /// Each record's JSON as stored (byte-exact, lone surrogates restored), when asked for.
+    /// Each record's line as stored (byte-exact, without its `\n`; a BOM or CR kept), when
+    /// asked for.
     pub(crate) json: Vec<Vec<u8>>,
     /// Decompressed size of the file in bytes.
     pub(crate) bytes: u64,
@@ -69,16 +70,26 @@ impl LoadedRun {
 /// # Errors
 /// Data/IO (4) naming the file, line and byte offset when a read fails.
 pub(crate) fn load_run_file(path: &Path, keep_json: bool) -> Result<LoadedRun, CliError> {
-    let read = session_jsonl::read_run(path).map_err(jsonl_err)?;
+    let opts = session_jsonl::ReaderOptions {
+        keep_raw: keep_json,
+        ..Default::default()
+    };
+    let read = session_jsonl::read_run_with(path, opts).map_err(jsonl_err)?;
     let offsets = read.records.iter().map(|r| r.offset).collect();
     let bytes = read.records.iter().map(|r| r.len + 1).sum::<u64>()
         + read.damage.iter().map(|d| d.len).sum::<u64>();
     let mut json = Vec::new();
     if keep_json {
         for r in &read.records {
-            json.push(r.parsed.to_json().map_err(|e| {
-                CliError::Data(format!("{}: line {}: {e}", path.display(), r.line))
-            })?);
+            // The line as read (BOM and CR included); re-serializing would change escapes
+            // such as `\/` or `\u00e9` that another writer used.
+            let bytes = match &r.raw {
+                Some(raw) => raw.clone(),
+                None => r.parsed.to_json().map_err(|e| {
+                    CliError::Data(format!("{}: line {}: {e}", path.display(), r.line))
+                })?,
+            };
+            json.push(bytes);
         }
     }
     let damage = read.damage.clone();

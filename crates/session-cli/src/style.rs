@@ -100,6 +100,30 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` with every control character (C0, DEL, C1) except `\n` and `\t` written visibly as
+/// its JSON escape (`\u001b` for ESC), so that a log cannot move the cursor, clear the
+/// screen or set the window title when shown; a CR before `\n` is dropped (CRLF line ends).
+/// Multi-line text keeps its lines; [`one_line`] is the single-line counterpart.
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\r' if chars.peek() == Some(&'\n') => {}
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A horizontal bar of `width` cells for `value` out of `max`, using eighth-blocks.
 pub(crate) fn bar(value: u64, max: u64, width: usize) -> String {
     if max == 0 || width == 0 {
@@ -169,6 +193,20 @@ mod tests {
     }
 
     #[test]
+    fn control_characters_are_written_visibly() {
+        assert_eq!(
+            escape_controls("\u{1b}]0;pwned\u{7}\u{1b}[2J\rEVIL\u{8}\u{9b}x"),
+            "\\u001b]0;pwned\\u0007\\u001b[2J\\u000dEVIL\\u0008\\u009bx"
+        );
+        assert_eq!(escape_controls("a\r\nb\tc\n"), "a\nb\tc\n");
+        assert_eq!(escape_controls("日本\u{7f}"), "日本\\u007f");
+        assert!(matches!(
+            escape_controls("plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
     fn bars_scale() {
         assert_eq!(bar(10, 10, 4), "████");
         assert_eq!(bar(5, 10, 4), "██");
@@ -197,6 +235,13 @@ mod props {
             prop_assert!(width(&s) <= max, "{s:?} wider than {max}");
             prop_assert!(!s.contains('\n'));
             prop_assert!(!s.chars().any(char::is_control));
+        }
+
+        #[test]
+        fn escaped_text_keeps_only_newlines_and_tabs(text in "[\\x00-\\x{a0}a日]{0,40}") {
+            let e = escape_controls(&text);
+            prop_assert!(!e.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+            prop_assert_eq!(e.matches('\n').count(), text.matches('\n').count());
         }
 
         #[test]

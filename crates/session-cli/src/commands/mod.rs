@@ -66,6 +66,10 @@ pub(crate) struct Target {
     pub(crate) state: Option<session_schema::SessionState>,
     /// Run files (one for a run; a session's runs by `started_at`).
     pub(crate) paths: Vec<std::path::PathBuf>,
+    /// What loading the saved state found wrong in the message log (empty for a run).
+    pub(crate) damage: Vec<session_state::MessageDamage>,
+    /// Other observations made while loading the saved state (empty for a run).
+    pub(crate) notes: Vec<session_state::LoadNote>,
 }
 
 /// Resolves a run id (first) or a session id. A session is found through its runs in the run
@@ -81,12 +85,19 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
             session: None,
             state: None,
             paths: vec![crate::store::locate_run(&root, id)?],
+            damage: Vec::new(),
+            notes: Vec::new(),
         });
     }
     let store = state::open_store_for_reading(ctx, state::IndexUse::FindsRuns)?;
     let runs = crate::store::session_runs(ctx, &store, id)?;
+    let (mut damage, mut notes) = (Vec::new(), Vec::new());
     let state = match store.load(id) {
-        Ok(found) => found.map(|l| l.state),
+        Ok(found) => found.map(|l| {
+            damage = l.damage;
+            notes = l.notes;
+            l.state
+        }),
         Err(session_state::StateError::UnsafeId { .. }) => None,
         Err(e) => {
             // The runs can still be shown; say why the saved state is missing.
@@ -107,5 +118,7 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
         session: Some(id.to_owned()),
         state,
         paths: runs,
+        damage,
+        notes,
     })
 }
