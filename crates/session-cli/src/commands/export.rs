@@ -1,46 +1,221 @@
-//! `sessions export <run-id|session-id> --format md|json|jsonl [-o FILE]`.
+//! `sessions export <run-id|session-id> --format md|json|jsonl [-o FILE [--force]]`.
+//!
+//! An export is complete or says it is not: every run line that could not be read and every
+//! message the saved state lost (a damaged line of `messages/<id>.jsonl`, a file shorter than
+//! the row's `message_count`) is named on stderr and in the JSON document, and the command
+//! then exits 4 after writing what it could read.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use session_state::{DamageKind as MsgDamage, LoadNote, MessageDamage};
 
 use crate::Ctx;
 use crate::cli::{ExportArgs, ExportFormat};
-use crate::error::{CliError, EXIT_OK};
+use crate::error::{CliError, EXIT_DATA, EXIT_OK};
 use crate::jsonw::{JsonObj, raw_array};
 use crate::store::{LoadedRun, load_run_file, rel};
+use crate::style::escape_controls;
 
 pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliError> {
+    if let Some(path) = &args.output {
+        check_output(&ctx.root.path, path, args.force)?;
+    }
     let target = super::resolve_target(ctx, &args.id)?;
     let mut runs = Vec::with_capacity(target.paths.len());
     for p in &target.paths {
         runs.push(load_run_file(p, true)?);
     }
+    let root = ctx.root.path.clone();
+    let mut complete = true;
     for run in &runs {
-        let lost = run
-            .damage
-            .iter()
-            .filter(|d| !d.kind.record_recovered())
-            .count();
+        let lost = lost_lines(run);
         if lost > 0 {
+            complete = false;
             let first = run.damage.iter().find(|d| !d.kind.record_recovered());
             let at = first.map(|d| format!(" (first: {d})")).unwrap_or_default();
             let msg = format!(
-                "{}: {lost} damaged line(s) not exported{at}",
-                rel(&ctx.root.path, &run.path)
+                "export incomplete: {}: {lost} damaged line(s) not exported{at}",
+                rel(&root, &run.path)
             );
-            ctx.warn(&msg);
+            say(ctx, &msg);
         }
     }
+    for d in &target.damage {
+        let lost = message_lost(d);
+        complete &= !lost;
+        let what = if lost { "export incomplete" } else { "warning" };
+        let msg = format!("{what}: {}", describe_damage(&root, d));
+        say(ctx, &msg);
+    }
+    for n in &target.notes {
+        let (kind, detail, _) = note_parts(&root, n);
+        ctx.warn(&format!("saved state: {kind}: {detail}"));
+    }
     let body = match args.format {
-        ExportFormat::Md => markdown(&target, &runs),
-        ExportFormat::Json => json(ctx, &target, &runs)?,
-        ExportFormat::Jsonl => jsonl(&runs)?,
+        ExportFormat::Md => escape_controls(&markdown(&target, &runs))
+            .into_owned()
+            .into_bytes(),
+        ExportFormat::Json => json(ctx, &target, &runs, complete)?.into_bytes(),
+        ExportFormat::Jsonl => jsonl(&runs),
     };
     match &args.output {
-        Some(path) => write_file(path, body.as_bytes())?,
-        None => ctx.out.write_all(body.as_bytes())?,
+        Some(path) => write_file(path, &body)?,
+        None => ctx.out.write_all(&body)?,
     }
-    Ok(EXIT_OK)
+    Ok(if complete { EXIT_OK } else { EXIT_DATA })
+}
+
+/// One line on stderr, `sessions: <msg>` (the export still goes on).
+fn say(ctx: &mut Ctx<'_>, msg: &str) {
+    let _ = writeln!(
+        ctx.err,
+        "sessions: {}",
+        escape_controls(msg).replace('\n', " ")
+    );
+}
+
+/// Run lines the reader could not turn into records (repaired lines are exported).
+fn lost_lines(run: &LoadedRun) -> usize {
+    run.damage
+        .iter()
+        .filter(|d| !d.kind.record_recovered())
+        .count()
+}
+
+/// Whether a message-log problem means a message is missing from the export: a line that was
+/// skipped, a count that does not match, a file rewritten behind the store's back. A line
+/// kept verbatim (`kept`) is exported.
+fn message_lost(d: &MessageDamage) -> bool {
+    !d.kept
+        || matches!(
+            d.kind,
+            MsgDamage::CountMismatch { .. } | MsgDamage::FileChanged
+        )
+}
+
+/// `verify`'s kind names for message-log damage (see the README).
+fn damage_kind(kind: &MsgDamage) -> &'static str {
+    match kind {
+        MsgDamage::TornTail => "torn_tail",
+        MsgDamage::Corrupt => "corrupt_line",
+        MsgDamage::NotObject => "not_object",
+        MsgDamage::MissingRole => "missing_role",
+        MsgDamage::Shape => "schema_mismatch",
+        MsgDamage::CountMismatch { .. } => "message_count_mismatch",
+        MsgDamage::FileChanged => "messages_file_changed",
+        _ => "message_damage",
+    }
+}
+
+/// `messages/<id>.jsonl: line 2, byte 31: torn_tail: <detail>`.
+fn describe_damage(root: &Path, d: &MessageDamage) -> String {
+    let mut s = rel(root, &d.path).into_owned();
+    if let Some(line) = d.line {
+        s.push_str(&format!(": line {line}, byte {}", d.byte_offset));
+    }
+    s.push_str(": ");
+    s.push_str(damage_kind(&d.kind));
+    match &d.kind {
+        MsgDamage::CountMismatch { expected, found } => s.push_str(&format!(
+            ": state.db says {expected} message(s), {found} found"
+        )),
+        _ if d.detail.is_empty() => {}
+        _ => s.push_str(&format!(": {}", d.detail)),
+    }
+    if d.kept && !message_lost(d) {
+        s.push_str(" (kept as stored)");
+    } else if d.line.is_some() {
+        s.push_str(" (message not exported)");
+    }
+    s
+}
+
+/// A load note's kind, detail and position (`file`, `line`, `offset`) when it has one.
+fn note_parts(root: &Path, n: &LoadNote) -> (&'static str, String, Option<(String, u64, u64)>) {
+    match n {
+        LoadNote::MetaUnreadable { detail } => (
+            "meta_unreadable",
+            format!("meta_json omitted: {detail}"),
+            None,
+        ),
+        LoadNote::ColumnType { column, found } => (
+            "column_type",
+            format!("column {column} omitted: found {found}"),
+            None,
+        ),
+        LoadNote::LegacyIdMismatch { inner } => (
+            "legacy_id_mismatch",
+            format!("legacy snapshot names session {inner}"),
+            None,
+        ),
+        LoadNote::LegacySchemaVersion { found } => (
+            "legacy_schema_version",
+            format!("legacy snapshot has schema_version {found}"),
+            None,
+        ),
+        LoadNote::MigrationFailed { detail } => (
+            "migration_failed",
+            format!("legacy snapshot not migrated: {detail}"),
+            None,
+        ),
+        LoadNote::UncommittedTail { bytes } => (
+            "uncommitted_tail",
+            format!("{bytes} byte(s) past the committed end of the messages file ignored"),
+            None,
+        ),
+        LoadNote::LoneSurrogate {
+            path,
+            line,
+            byte_offset,
+            escape,
+        } => (
+            "lone_surrogate",
+            format!(
+                "{}: line {line}, byte {byte_offset}: lone surrogate {escape} shown as U+FFFD in `state`",
+                rel(root, path)
+            ),
+            Some((rel(root, path).into_owned(), *line, *byte_offset)),
+        ),
+        other => ("load_note", format!("{other:?}"), None),
+    }
+}
+
+/// Refuses (usage, exit 2) an output path inside the store root, whatever spelling or
+/// symbolic link leads there, and an existing file unless `force`.
+fn check_output(root: &Path, path: &Path, force: bool) -> Result<(), CliError> {
+    let show = path.display();
+    let Some(name) = path.file_name() else {
+        return Err(CliError::Usage(format!(
+            "-o {show}: not a file name to write"
+        )));
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let dir = std::fs::canonicalize(&dir).map_err(|e| CliError::io(&dir, e))?;
+    let mut dest = dir.join(name);
+    if let Ok(real) = std::fs::canonicalize(&dest) {
+        // An existing file, or a symbolic link whose target the rename would leave alone but
+        // which a reader of the export would follow.
+        dest = real;
+    }
+    let root_real = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+    if dest.starts_with(&root_real) || dir.starts_with(&root_real) {
+        return Err(CliError::Usage(format!(
+            "-o {show}: refusing to write inside the store root {} (it could replace a \
+             store file); choose a path outside it",
+            root.display()
+        )));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Err(CliError::Usage(format!("-o {show}: is a directory"))),
+        Ok(_) if !force => Err(CliError::Usage(format!(
+            "-o {show}: file exists; --force replaces it"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
@@ -48,7 +223,7 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => std::path::PathBuf::from("."),
+        _ => PathBuf::from("."),
     };
     let name = path
         .file_name()
@@ -107,13 +282,21 @@ fn markdown(target: &super::Target, runs: &[LoadedRun]) -> String {
     out
 }
 
-/// One run as a JSON object: identity, outcome, damage and the records byte-exact.
-pub(crate) fn run_json(root: &Path, run: &LoadedRun) -> Result<String, CliError> {
-    let records: Vec<std::borrow::Cow<'_, str>> = run
-        .json
+/// A stored line as JSON text to splice into a document: the bytes as read, without a BOM or
+/// trailing whitespace (a CR), so escapes such as `\/` or `\u00e9` stay as written.
+fn record_text(line: &[u8]) -> std::borrow::Cow<'_, str> {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let end = line
         .iter()
-        .map(|b| String::from_utf8_lossy(b))
-        .collect();
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    String::from_utf8_lossy(&line[..end])
+}
+
+/// One run as a JSON object: identity, outcome, damage, whether every line was exported
+/// (`complete`) and the records byte-exact.
+pub(crate) fn run_json(root: &Path, run: &LoadedRun) -> Result<String, CliError> {
+    let records: Vec<std::borrow::Cow<'_, str>> = run.json.iter().map(|b| record_text(b)).collect();
     let outcome = run.log.records.iter().rev().find_map(|r| match r {
         session_schema::Record::RunEnd(e) => Some(e.outcome.as_str().to_owned()),
         _ => None,
@@ -136,12 +319,43 @@ pub(crate) fn run_json(root: &Path, run: &LoadedRun) -> Result<String, CliError>
     o.str("started_at", run.log.meta.started_at.as_str());
     o.opt_str("outcome", outcome.as_deref());
     o.str("file", &rel(root, &run.path));
+    o.bool("complete", lost_lines(run) == 0);
     o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
     o.raw("records", &raw_array(records.iter().map(|c| c.as_ref())));
     Ok(o.finish())
 }
 
-fn json(ctx: &Ctx<'_>, target: &super::Target, runs: &[LoadedRun]) -> Result<String, CliError> {
+/// The message-log damage of a session as JSON objects (`file`, `line`, `offset`, `kind`,
+/// `kept`, `message`; `expected`/`found` for a count mismatch).
+fn message_damage_json(root: &Path, damage: &[MessageDamage]) -> Vec<String> {
+    damage
+        .iter()
+        .map(|d| {
+            let mut o = JsonObj::new();
+            o.str("file", &rel(root, &d.path));
+            match d.line {
+                Some(l) => o.unum("line", l),
+                None => o.raw("line", "null"),
+            };
+            o.unum("offset", d.byte_offset);
+            o.str("kind", damage_kind(&d.kind));
+            o.bool("kept", !message_lost(d));
+            if let MsgDamage::CountMismatch { expected, found } = &d.kind {
+                o.unum("expected", *expected);
+                o.unum("found", *found);
+            }
+            o.str("message", &d.detail);
+            o.finish()
+        })
+        .collect()
+}
+
+fn json(
+    ctx: &Ctx<'_>,
+    target: &super::Target,
+    runs: &[LoadedRun],
+    complete: bool,
+) -> Result<String, CliError> {
     let session = target.session.as_deref();
     let root = &ctx.root.path;
     let mut run_objs = Vec::with_capacity(runs.len());
@@ -151,12 +365,32 @@ fn json(ctx: &Ctx<'_>, target: &super::Target, runs: &[LoadedRun]) -> Result<Str
     let mut text = match session {
         None => run_objs.pop().unwrap_or_else(|| "null".into()),
         Some(s) => {
+            let damage = message_damage_json(root, &target.damage);
+            let notes: Vec<String> = target
+                .notes
+                .iter()
+                .map(|n| {
+                    let (kind, detail, at) = note_parts(root, n);
+                    let mut o = JsonObj::new();
+                    o.str("kind", kind);
+                    if let Some((file, line, offset)) = at {
+                        o.str("file", &file);
+                        o.unum("line", line);
+                        o.unum("offset", offset);
+                    }
+                    o.str("message", &detail);
+                    o.finish()
+                })
+                .collect();
             let mut o = JsonObj::new();
             o.str("session_id", s);
+            o.bool("complete", complete);
             match &target.state {
                 Some(state) => o.ser("state", state),
                 None => o.raw("state", "null"),
             };
+            o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
+            o.raw("notes", &raw_array(notes.iter().map(String::as_str)));
             o.raw("runs", &raw_array(run_objs.iter().map(String::as_str)));
             o.finish()
         }
@@ -165,13 +399,14 @@ fn json(ctx: &Ctx<'_>, target: &super::Target, runs: &[LoadedRun]) -> Result<Str
     Ok(text)
 }
 
-fn jsonl(runs: &[LoadedRun]) -> Result<String, CliError> {
-    let mut out = String::new();
+/// Every record line exactly as stored, each ended by `\n`.
+fn jsonl(runs: &[LoadedRun]) -> Vec<u8> {
+    let mut out = Vec::new();
     for run in runs {
         for bytes in &run.json {
-            out.push_str(&String::from_utf8_lossy(bytes));
-            out.push('\n');
+            out.extend_from_slice(bytes);
+            out.push(b'\n');
         }
     }
-    Ok(out)
+    out
 }

@@ -7,7 +7,7 @@ use session_replay::{EntryKind, IncompleteReason, Transcript};
 use crate::Ctx;
 use crate::cli::ShowArgs;
 use crate::error::{CliError, EXIT_OK};
-use crate::style::{Paint, Style};
+use crate::style::{Paint, Style, escape_controls as v};
 use crate::timefmt::TimeDisplay;
 
 /// Tool outputs longer than this many lines are clipped in `show` (`export --format md` and
@@ -62,6 +62,7 @@ fn clock(times: TimeDisplay, ts: Option<&session_schema::Timestamp>) -> String {
 }
 
 fn indent(text: &str, max_lines: Option<usize>) -> String {
+    let text = v(text);
     let mut out = String::new();
     let total = text.lines().count();
     for (n, line) in text.lines().enumerate() {
@@ -80,32 +81,34 @@ fn indent(text: &str, max_lines: Option<usize>) -> String {
 }
 
 /// Renders a transcript for a terminal or a pager: a heading, then one block per entry with
-/// its time.
+/// its time. Every text taken from the log goes through [`v`] (`escape_controls`): control
+/// characters other than `\n` and `\t` are shown as `\u001b`-style escapes, never sent to the
+/// terminal.
 pub(crate) fn render(
     out: &mut dyn Write,
     s: Style,
     times: TimeDisplay,
     t: &Transcript,
 ) -> Result<(), CliError> {
-    let run = t.run_id.as_deref().unwrap_or("(unknown run)");
+    let run = v(t.run_id.as_deref().unwrap_or("(unknown run)"));
     writeln!(
         out,
         "{} {}",
         s.paint(Paint::Bold, "Run"),
-        s.paint(Paint::Bold, run)
+        s.paint(Paint::Bold, &run)
     )?;
     if let Some(sess) = &t.session_id {
-        writeln!(out, "  session  {sess}")?;
+        writeln!(out, "  session  {}", v(sess))?;
     }
     if let Some(ts) = &t.started_at {
-        writeln!(out, "  started  {}", times.show(ts.as_str()))?;
+        writeln!(out, "  started  {}", v(&times.show(ts.as_str())))?;
     }
     if let Some(m) = &t.model {
-        writeln!(out, "  model    {m}")?;
+        writeln!(out, "  model    {}", v(m))?;
     }
     writeln!(out)?;
     for e in &t.entries {
-        let at = s.paint(Paint::Dim, &clock(times, e.ts.as_ref()));
+        let at = s.paint(Paint::Dim, &v(&clock(times, e.ts.as_ref())));
         match &e.kind {
             EntryKind::UserInput { text, .. } => {
                 writeln!(out, "{at} {}", s.paint(Paint::Cyan, "user"))?;
@@ -114,7 +117,7 @@ pub(crate) fn render(
             EntryKind::ModelRequest { seq, model } => {
                 let m = model
                     .as_deref()
-                    .map(|m| format!(" ({m})"))
+                    .map(|m| format!(" ({})", v(m)))
                     .unwrap_or_default();
                 writeln!(
                     out,
@@ -137,7 +140,7 @@ pub(crate) fn render(
                 if let Some(r) = stop_reason {
                     line.push_str(&format!(" · {r}"));
                 }
-                writeln!(out, "{at} {}", s.paint(Paint::Dim, &line))?;
+                writeln!(out, "{at} {}", s.paint(Paint::Dim, &v(&line)))?;
             }
             EntryKind::Retry {
                 failure_kind,
@@ -159,7 +162,7 @@ pub(crate) fn render(
                 if let Some(d) = delay_ms {
                     line.push_str(&format!(" · after {d} ms"));
                 }
-                writeln!(out, "{at} {}", s.paint(Paint::Yellow, &line))?;
+                writeln!(out, "{at} {}", s.paint(Paint::Yellow, &v(&line)))?;
             }
             EntryKind::Reasoning { text } => {
                 writeln!(out, "{at} {}", s.paint(Paint::Dim, "reasoning"))?;
@@ -178,8 +181,8 @@ pub(crate) fn render(
                     out,
                     "{at} {} {} {}",
                     s.paint(Paint::Magenta, "tool call"),
-                    s.paint(Paint::Bold, tool),
-                    s.paint(Paint::Dim, call_id)
+                    s.paint(Paint::Bold, &v(tool)),
+                    s.paint(Paint::Dim, &v(call_id))
                 )?;
                 out.write_all(indent(args, Some(TOOL_OUTPUT_LINES)).as_bytes())?;
             }
@@ -197,8 +200,8 @@ pub(crate) fn render(
                 writeln!(
                     out,
                     "{at} {label} {} {}",
-                    s.paint(Paint::Bold, tool),
-                    s.paint(Paint::Dim, call_id)
+                    s.paint(Paint::Bold, &v(tool)),
+                    s.paint(Paint::Dim, &v(call_id))
                 )?;
                 out.write_all(indent(output, Some(TOOL_OUTPUT_LINES)).as_bytes())?;
             }
@@ -221,14 +224,14 @@ pub(crate) fn render(
                 writeln!(
                     out,
                     "{at} {}",
-                    s.paint(Paint::Yellow, &format!("status {status}{m}"))
+                    s.paint(Paint::Yellow, &v(&format!("status {status}{m}")))
                 )?;
             }
             EntryKind::Error { name, message } => {
                 writeln!(
                     out,
                     "{at} {}",
-                    s.paint(Paint::Red, &format!("error {name}: {message}"))
+                    s.paint(Paint::Red, &v(&format!("error {name}: {message}")))
                 )?;
             }
             EntryKind::Final { text } => {
@@ -241,7 +244,11 @@ pub(crate) fn render(
                     "cancelled" => Paint::Yellow,
                     _ => Paint::Red,
                 };
-                writeln!(out, "{at} {}", s.paint(paint, &format!("run {outcome}")))?;
+                writeln!(
+                    out,
+                    "{at} {}",
+                    s.paint(paint, &v(&format!("run {outcome}")))
+                )?;
             }
             EntryKind::Skipped { line, kind } => {
                 writeln!(
@@ -290,7 +297,11 @@ fn session_heading(
         s.paint(Paint::Bold, "Session"),
         s.paint(Paint::Bold, id)
     )?;
-    writeln!(out, "  updated  {}", times.show(state.updated_at.as_str()))?;
+    writeln!(
+        out,
+        "  updated  {}",
+        v(&times.show(state.updated_at.as_str()))
+    )?;
     writeln!(
         out,
         "  saved    {} message(s), {runs} run file(s)",
@@ -315,12 +326,13 @@ fn render_messages(
             "reasoning" => ("reasoning", Paint::Dim),
             other => (other, Paint::Yellow),
         };
-        writeln!(out, "{}", s.paint(paint, label))?;
+        writeln!(out, "{}", s.paint(paint, &v(label)))?;
         for c in m.tool_calls() {
             writeln!(
                 out,
                 "           tool call {} {}",
-                c.function.name, c.function.arguments
+                v(&c.function.name),
+                v(&c.function.arguments)
             )?;
         }
         let text = match m {
@@ -335,6 +347,7 @@ fn render_messages(
 }
 
 /// The saved conversation as Markdown (for `export --format md` of a session without runs).
+/// Control characters are left as they are: the caller escapes the whole document.
 pub(crate) fn messages_markdown(state: &session_schema::SessionState) -> String {
     let mut out = String::new();
     for m in &state.messages {

@@ -9,8 +9,8 @@ use session_schema::{AgentEvent, Record, RunInput};
 use crate::Ctx;
 use crate::cli::TailArgs;
 use crate::error::{CliError, EXIT_OK};
-use crate::store::{jsonl_err, locate_run};
-use crate::style::{Paint, Style, one_line};
+use crate::store::{jsonl_err, locate_run, rel};
+use crate::style::{Paint, Style, escape_controls, one_line};
 use crate::timefmt::TimeDisplay;
 
 pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
@@ -40,6 +40,7 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
         ..Default::default()
     };
     let mut f = Follower::open(&path, opts).map_err(jsonl_err)?;
+    let identity = FileIdentity::of(&path);
     if !args.follow {
         for item in f.finish().map_err(jsonl_err)? {
             print_item(ctx.out, ctx.style, times, args.raw, &item)?;
@@ -48,8 +49,27 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
     }
     let idle = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
     let mut last = Instant::now();
+    let mut checked = Instant::now();
+    let shown = rel(&ctx.root.path, &path).into_owned();
     loop {
-        match f.wait(Duration::from_millis(250)).map_err(jsonl_err)? {
+        if checked.elapsed() >= CHECK_EVERY {
+            checked = Instant::now();
+            if let Some(gone) = identity.vanished(&path) {
+                // What the open file still holds was written before the change: show it.
+                while let Some(item) = f.poll().map_err(jsonl_err)? {
+                    print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+                }
+                ctx.out.flush()?;
+                return Err(gone.error(&shown, &path));
+            }
+        }
+        let next = f.wait(CHECK_EVERY).map_err(|e| {
+            CliError::Data(format!(
+                "{shown}: stopped following: {}",
+                crate::error::one_line(&e)
+            ))
+        })?;
+        match next {
             Some(item) => {
                 print_item(ctx.out, ctx.style, times, args.raw, &item)?;
                 ctx.out.flush()?;
@@ -79,6 +99,73 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
     Ok(EXIT_OK)
 }
 
+/// How often `tail -f` checks that the followed path still names the file it opened.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// What the followed path named when it was opened (device and inode on Unix).
+struct FileIdentity(Option<(u64, u64)>);
+
+/// How the followed file went away.
+enum Gone {
+    /// Nothing at the path any more (deleted, moved to the trash by `gc`, archived).
+    Removed,
+    /// Another file now has the path (the old one was renamed over or recreated).
+    Replaced,
+}
+
+impl FileIdentity {
+    fn of(path: &std::path::Path) -> Self {
+        FileIdentity(std::fs::metadata(path).ok().and_then(|m| identity(&m)))
+    }
+
+    /// Whether the path no longer names the opened file.
+    fn vanished(&self, path: &std::path::Path) -> Option<Gone> {
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Gone::Removed),
+            Err(_) => None,
+            Ok(m) => match (self.0, identity(&m)) {
+                (Some(a), Some(b)) if a != b => Some(Gone::Replaced),
+                _ => None,
+            },
+        }
+    }
+}
+
+#[cfg(unix)]
+fn identity(m: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(_: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+impl Gone {
+    /// Removed: not found (3); replaced: data error (4).
+    fn error(&self, shown: &str, path: &std::path::Path) -> CliError {
+        match self {
+            Gone::Removed => {
+                let mut archive = path.as_os_str().to_owned();
+                archive.push(".zst");
+                let why = if std::path::Path::new(&archive).exists() {
+                    "it was archived (`sessions tail` prints the archive)"
+                } else {
+                    "it was deleted or moved (`sessions gc` moves runs to the trash)"
+                };
+                CliError::NotFound(format!(
+                    "{shown}: run file removed while being followed: {why}"
+                ))
+            }
+            Gone::Replaced => CliError::Data(format!(
+                "{shown}: run file replaced by another file while being followed; \
+                 stopped (run `sessions tail` again to read the new file)"
+            )),
+        }
+    }
+}
+
 fn print_item(
     out: &mut dyn Write,
     s: Style,
@@ -101,14 +188,15 @@ fn print_item(
                 writeln!(
                     out,
                     "{} {} {}",
-                    s.paint(Paint::Dim, &clock),
-                    s.paint(Paint::Bold, rec.kind()),
-                    describe(rec)
+                    s.paint(Paint::Dim, &one_line(&escape_controls(&clock), 40)),
+                    s.paint(Paint::Bold, &one_line(&escape_controls(rec.kind()), 80)),
+                    one_line(&escape_controls(&describe(rec)), 200)
                 )?;
             }
         }
         Item::Damage(d) => {
-            writeln!(out, "{}", s.paint(Paint::Red, &format!("damage: {d}")))?;
+            let text = one_line(&escape_controls(&format!("damage: {d}")), 400);
+            writeln!(out, "{}", s.paint(Paint::Red, &text))?;
         }
     }
     Ok(())
