@@ -70,6 +70,9 @@ pub(crate) struct Target {
     pub(crate) damage: Vec<session_state::MessageDamage>,
     /// Other observations made while loading the saved state (empty for a run).
     pub(crate) notes: Vec<session_state::LoadNote>,
+    /// Why the session's saved state could not be loaded (`state` is then `None`; already
+    /// reported as a warning).
+    pub(crate) state_error: Option<String>,
 }
 
 /// Resolves a run id (first) or a session id. A session is found through its runs in the run
@@ -87,11 +90,12 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
             paths: vec![crate::store::locate_run(&root, id)?],
             damage: Vec::new(),
             notes: Vec::new(),
+            state_error: None,
         });
     }
     let store = state::open_store_for_reading(ctx, state::IndexUse::FindsRuns)?;
     let runs = crate::store::session_runs(ctx, &store, id)?;
-    let (mut damage, mut notes) = (Vec::new(), Vec::new());
+    let (mut damage, mut notes, mut state_error) = (Vec::new(), Vec::new(), None);
     let state = match store.load(id) {
         Ok(found) => found.map(|l| {
             damage = l.damage;
@@ -101,10 +105,9 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
         Err(session_state::StateError::UnsafeId { .. }) => None,
         Err(e) => {
             // The runs can still be shown; say why the saved state is missing.
-            ctx.warn(&format!(
-                "saved state of session {id} not loaded: {}",
-                crate::error::one_line(&e)
-            ));
+            let why = crate::error::one_line(&e);
+            ctx.warn(&format!("saved state of session {id} not loaded: {why}"));
+            state_error = Some(why);
             None
         }
     };
@@ -120,5 +123,6 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
         paths: runs,
         damage,
         notes,
+        state_error,
     })
 }
