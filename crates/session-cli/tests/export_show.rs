@@ -217,6 +217,28 @@ fn an_emptied_or_deleted_messages_file_is_a_count_mismatch() {
 }
 
 #[test]
+fn a_saved_state_that_cannot_be_loaded_makes_the_export_incomplete() {
+    let s = sample_store();
+    let path = messages_file(&s.root);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    let (r, doc) = export_json(&s.root);
+    assert_eq!(r.code, 4, "{}", r.err);
+    assert_eq!(doc["complete"], false);
+    assert_eq!(doc["state"], Value::Null);
+    assert_eq!(damage_kinds(&doc), ["unloadable_session"]);
+    assert!(
+        r.err.contains(&format!(
+            "sessions: export incomplete: saved state of session {SESSION} not exported: "
+        )),
+        "{}",
+        r.err
+    );
+    // The runs are still exported.
+    assert!(!doc["runs"].as_array().unwrap().is_empty());
+}
+
+#[test]
 fn damaged_run_lines_make_the_export_incomplete() {
     let s = sample_store();
     plant_run(

@@ -48,6 +48,13 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         let msg = format!("{what}: {}", describe_damage(&root, d));
         say(ctx, &msg);
     }
+    if let (Some(id), Some(why)) = (&target.session, &target.state_error) {
+        complete = false;
+        say(
+            ctx,
+            &format!("export incomplete: saved state of session {id} not exported: {why}"),
+        );
+    }
     for n in &target.notes {
         let (kind, detail, _) = note_parts(&root, n);
         ctx.warn(&format!("saved state: {kind}: {detail}"));
@@ -365,7 +372,18 @@ fn json(
     let mut text = match session {
         None => run_objs.pop().unwrap_or_else(|| "null".into()),
         Some(s) => {
-            let damage = message_damage_json(root, &target.damage);
+            let mut damage = message_damage_json(root, &target.damage);
+            if let Some(why) = &target.state_error {
+                // `verify`'s kind for a session whose saved state cannot be loaded.
+                let mut o = JsonObj::new();
+                o.raw("file", "null");
+                o.raw("line", "null");
+                o.raw("offset", "null");
+                o.str("kind", "unloadable_session");
+                o.bool("kept", false);
+                o.str("message", why);
+                damage.push(o.finish());
+            }
             let notes: Vec<String> = target
                 .notes
                 .iter()
