@@ -7,13 +7,14 @@ use session_schema::{
     BaseMessage, Num, ParseError, RawJson, SessionState, SessionStateSummary, Timestamp,
     parse_message,
 };
+use time::OffsetDateTime;
 
 use crate::compact::compact_json;
 use crate::error::{Result, StateError};
 use crate::fsutil;
-use crate::messages::{keep_raw, ordered_object};
+use crate::messages::{keep_raw, ordered_object, parse_messages};
 use crate::store::StateStore;
-use crate::summary::{summarize_lines, workspace_root_from_meta};
+use crate::summary::summarize;
 use crate::types::{DamageKind, LegacyLoad, LoadNote, MessageDamage};
 
 /// Reads and validates `state/<id>.json`. `Ok(None)` when the file does not exist.
@@ -66,7 +67,13 @@ fn invalid(
 /// keyed by `id` (the file name) whatever its inner `session_id` says; `session_id` and
 /// `updated_at` must be non-empty strings, `messages` an array (absent = empty), `run_id` a
 /// string, `invoke_seq` an integer and `meta` an object — values of the wrong type are dropped
-/// with a note instead of being stored as-is.
+/// with a [`LoadNote::ColumnType`] note instead of being stored as-is (the migration goes on
+/// without them: refusing it would leave the session unloadable for a field the reference
+/// itself ignores when it reads the value back). Every element of `messages` that is a JSON
+/// object with a string `role` is kept (verbatim as `BaseMessage::Unknown` when it does not
+/// fit the typed model, reported as `Shape` damage); any other element cannot be held by the
+/// message model and is reported as damage with its 1-based index (`NotObject`,
+/// `MissingRole`), the legacy file keeping it.
 pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<LegacyLoad> {
     let text = std::str::from_utf8(session_schema::trim_line(bytes).0).map_err(|e| {
         StateError::LegacyInvalid {
@@ -229,6 +236,7 @@ pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Legacy
         }
     }
     Ok(LegacyLoad {
+        elements: elements.len() as u64,
         state: SessionState {
             schema_version: Some(Num::from(1i64)),
             session_id: id.to_owned(),
@@ -245,28 +253,96 @@ pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Legacy
     })
 }
 
-/// The listing summary of a legacy snapshot, as the reference's `list()` builds it: every
-/// `messages` element counts, the display rules apply to the raw elements.
-pub(crate) fn legacy_summary(path: &Path, id: &str, bytes: &[u8]) -> Result<SessionStateSummary> {
-    let loaded = parse_legacy(path, id, bytes)?;
-    let text = std::str::from_utf8(session_schema::trim_line(bytes).0).unwrap_or("");
-    let members = ordered_object(text).unwrap_or_default();
-    let raw_messages: Vec<Box<RawValue>> = members
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "messages")
-        .and_then(|(_, v)| serde_json::from_str(v.get()).ok())
-        .unwrap_or_default();
-    let lines: Vec<&[u8]> = raw_messages.iter().map(|m| m.get().as_bytes()).collect();
-    let meta = loaded.state.meta.as_ref().map(RawJson::get);
-    let summary = summarize_lines(&lines, meta);
-    Ok(SessionStateSummary {
-        session_id: id.to_owned(),
-        updated_at: loaded.state.updated_at,
-        run_id: loaded.state.run_id,
+/// The [`SessionStateSummary`] of a state as a save stores it in its row: for a legacy
+/// snapshot, the listing shows what its migration stores (and `load` returns), so the count
+/// is the number of messages kept (an element that is not a JSON object, or an object without
+/// a string `role`, is reported as damage and not counted).
+pub(crate) fn summary_of(state: &SessionState) -> SessionStateSummary {
+    let summary = summarize(&state.messages, state.meta.as_ref());
+    SessionStateSummary {
+        session_id: state.session_id.clone(),
+        updated_at: state.updated_at.clone(),
+        run_id: state.run_id.clone(),
         message_count: Some(summary.message_count),
         last_user_message: summary.last_user_message,
-        workspace_root: workspace_root_from_meta(meta),
+        workspace_root: summary.workspace_root,
         ..Default::default()
-    })
+    }
+}
+
+/// A session with a `messages/<id>.jsonl` file and no `session_state` row (`state.db`
+/// deleted or lost; the reference keeps a legacy snapshot beside the newer file): the row
+/// rebuilt from the messages file.
+#[derive(Debug)]
+pub(crate) struct Adoption {
+    /// Messages from the file; `run_id`, `invoke_seq` and `meta` from the snapshot;
+    /// `updated_at` the newer of the snapshot's and the file's mtime.
+    pub(crate) state: SessionState,
+    /// Damage found in the messages file.
+    pub(crate) damage: Vec<MessageDamage>,
+    /// The snapshot's notes about the fields taken from it, then
+    /// [`LoadNote::RebuiltFromMessages`].
+    pub(crate) legacy_notes: Vec<LoadNote>,
+    /// Notes about the messages file (lone surrogates).
+    pub(crate) file_notes: Vec<LoadNote>,
+}
+
+/// `Ok(None)` when `messages/<id>.jsonl` does not exist (the snapshot, if any, is the
+/// session). Otherwise the file's messages win: the reference writes the messages file after the
+/// snapshot (the snapshot is the older format it migrated from), so the file is never
+/// replaced by the snapshot's list. Neither file is changed here.
+pub(crate) fn adopt_messages_file(
+    store: &StateStore,
+    id: &str,
+    legacy: Option<&LegacyLoad>,
+    legacy_path: &Path,
+) -> Result<Option<Adoption>> {
+    let path = store.messages_path(id)?;
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StateError::io("stat messages file", &path, e)),
+    };
+    let Some(bytes) = fsutil::read_if_exists(&path)? else {
+        return Ok(None);
+    };
+    let read = parse_messages(&path, &bytes);
+    let file_time = meta.modified().ok().map(OffsetDateTime::from);
+    let snapshot_at = legacy.map(|l| &l.state.updated_at);
+    let updated_at = match (snapshot_at.and_then(Timestamp::parse), file_time) {
+        (Some(snapshot), Some(file)) if file > snapshot => Timestamp::from_datetime(file),
+        (None, Some(file)) => Timestamp::from_datetime(file),
+        _ => snapshot_at.cloned().unwrap_or_else(Timestamp::now),
+    };
+    // Notes about the snapshot's own messages do not apply: its list is not used.
+    let mut legacy_notes: Vec<LoadNote> = legacy
+        .map(|l| l.notes.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| !matches!(n, LoadNote::LoneSurrogate { path, .. } if path == legacy_path))
+        .cloned()
+        .collect();
+    legacy_notes.push(LoadNote::RebuiltFromMessages {
+        path: path.clone(),
+        messages: read.messages.len() as u64,
+        legacy_messages: legacy.map(|l| l.elements),
+    });
+    let base = match legacy {
+        Some(l) => l.state.clone(),
+        None => SessionState {
+            schema_version: Some(Num::from(1i64)),
+            session_id: id.to_owned(),
+            ..Default::default()
+        },
+    };
+    Ok(Some(Adoption {
+        state: SessionState {
+            updated_at,
+            messages: read.messages,
+            ..base
+        },
+        damage: read.damage,
+        legacy_notes,
+        file_notes: read.notes,
+    }))
 }

@@ -3,17 +3,18 @@
 
 use std::cmp::Ordering;
 use std::fs;
+use std::path::Path;
 
 use rusqlite::types::{Value, ValueRef};
-use session_schema::{SessionStateSummary, Timestamp, is_safe_id};
+use session_schema::{SessionState, SessionStateSummary, Timestamp, is_safe_id};
 
 use crate::db::{NORM_FN, ReadTx, db_err};
 use crate::error::{Result, StateError};
-use crate::legacy::legacy_summary;
+use crate::legacy::{Adoption, parse_legacy, summary_of};
 use crate::store::StateStore;
 use crate::types::{
-    EntrySource, ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, MigrationEntry,
-    MigrationOutcome, MigrationReport, WorkspaceFilter,
+    EntrySource, LegacyLoad, ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote,
+    MessageDamage, MigrationEntry, MigrationOutcome, MigrationReport, WorkspaceFilter,
 };
 use crate::workspace::normalize_workspace_root;
 
@@ -124,8 +125,9 @@ impl StateStore {
                     continue;
                 }
             };
-            match legacy_summary(&path, &id, &bytes) {
-                Ok(summary) => {
+            match self.pending_migration(&id, &path, &bytes) {
+                Ok(pending) => {
+                    let summary = summary_of(pending.state());
                     if !after_cursor(
                         (summary.updated_at.as_str(), &summary.session_id),
                         query.after.as_ref(),
@@ -219,6 +221,18 @@ impl StateStore {
         Ok(())
     }
 
+    /// What the migration of the legacy snapshot `path` of session `id` (no row) stores: the
+    /// snapshot, or, when `messages/<id>.jsonl` exists, the row rebuilt from that file.
+    fn pending_migration(&self, id: &str, path: &Path, bytes: &[u8]) -> Result<Pending> {
+        let legacy = parse_legacy(path, id, bytes)?;
+        Ok(
+            match crate::legacy::adopt_messages_file(self, id, Some(&legacy), path)? {
+                Some(adopted) => Pending::Rebuilt(adopted),
+                None => Pending::Snapshot(legacy),
+            },
+        )
+    }
+
     /// Ids of `state/*.json` files with a safe id, sorted.
     fn legacy_names(&self) -> Result<Vec<String>> {
         let dir = self.root.join("state");
@@ -242,7 +256,10 @@ impl StateStore {
 
     /// Migrates every legacy snapshot that has no row yet (or, with `dry_run`, reports what
     /// would be migrated without writing anything). Legacy files are never deleted; invalid ones
-    /// are reported and left untouched.
+    /// are reported and left untouched. A session that also has `messages/<id>.jsonl` gets its
+    /// row rebuilt from that file instead, which is never replaced by the snapshot's list
+    /// ([`LoadNote::RebuiltFromMessages`]). Each entry carries the damage and notes of what was
+    /// (or would be) migrated; the summary counts the messages actually stored.
     ///
     /// # Errors
     /// [`StateError::Io`] when `state/` cannot be read; [`StateError::Db`]/[`StateError::Busy`]
@@ -259,6 +276,8 @@ impl StateStore {
                     session_id: id,
                     path,
                     outcome: MigrationOutcome::UnsafeName,
+                    damage: Vec::new(),
+                    notes: Vec::new(),
                 });
                 continue;
             }
@@ -276,6 +295,8 @@ impl StateStore {
                 })
                 .map_err(db_err(&self.db_path, "look up session"))?
             };
+            let mut damage = Vec::new();
+            let mut notes = Vec::new();
             let outcome = if has_row {
                 MigrationOutcome::AlreadyIndexed
             } else {
@@ -283,17 +304,35 @@ impl StateStore {
                     Some(b) => b,
                     None => continue,
                 };
-                match legacy_summary(&path, &id, &bytes) {
+                match self.pending_migration(&id, &path, &bytes) {
                     Err(e) => MigrationOutcome::Invalid {
                         detail: e.to_string(),
                     },
-                    Ok(summary) if dry_run => MigrationOutcome::WouldMigrate(summary),
-                    Ok(summary) => {
-                        let legacy = crate::legacy::parse_legacy(&path, &id, &bytes)?;
-                        match self.save_migrated(&legacy) {
-                            Ok(_) => MigrationOutcome::Migrated(summary),
-                            Err(e) if e.is_conflict() => MigrationOutcome::AlreadyIndexed,
-                            Err(e) => return Err(e),
+                    Ok(pending) => {
+                        let summary = summary_of(pending.state());
+                        let migrated = if dry_run {
+                            None
+                        } else {
+                            Some(match &pending {
+                                Pending::Snapshot(legacy) => match self.save_migrated(legacy) {
+                                    Ok(_) => true,
+                                    Err(e) if e.is_conflict() => false,
+                                    Err(e) => return Err(e),
+                                },
+                                Pending::Rebuilt(adopted) => {
+                                    self.insert_adopted_row(&adopted.state)?
+                                }
+                            })
+                        };
+                        (damage, notes) = pending.into_reports();
+                        match migrated {
+                            None => MigrationOutcome::WouldMigrate(summary),
+                            Some(true) => MigrationOutcome::Migrated(summary),
+                            Some(false) => {
+                                damage.clear();
+                                notes.clear();
+                                MigrationOutcome::AlreadyIndexed
+                            }
                         }
                     }
                 }
@@ -302,8 +341,37 @@ impl StateStore {
                 session_id: id,
                 path,
                 outcome,
+                damage,
+                notes,
             });
         }
         Ok(report)
+    }
+}
+
+/// A legacy snapshot's migration, as [`StateStore::migrate_legacy`] and `list` see it.
+enum Pending {
+    /// The snapshot is the session.
+    Snapshot(LegacyLoad),
+    /// A messages file exists: the row is rebuilt from it.
+    Rebuilt(Adoption),
+}
+
+impl Pending {
+    fn state(&self) -> &SessionState {
+        match self {
+            Pending::Snapshot(l) => &l.state,
+            Pending::Rebuilt(a) => &a.state,
+        }
+    }
+
+    fn into_reports(self) -> (Vec<MessageDamage>, Vec<LoadNote>) {
+        match self {
+            Pending::Snapshot(l) => (l.damage, l.notes),
+            Pending::Rebuilt(mut a) => {
+                a.legacy_notes.append(&mut a.file_notes);
+                (a.damage, a.legacy_notes)
+            }
+        }
     }
 }

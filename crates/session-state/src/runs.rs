@@ -25,7 +25,8 @@ pub const FIRST_INPUT_CHARS: usize = 200;
 pub enum RunOutcome {
     /// `run.end{outcome:"completed"}`.
     Completed,
-    /// `run.end{outcome:"error"}`.
+    /// `run.end{outcome:"error"}`, or a `run.error` record with no `run.end` after it (issue
+    /// 3: `run.error` is terminal; a later `run.end` has the last word).
     Error,
     /// `run.end{outcome:"cancelled"}`.
     Cancelled,
@@ -34,7 +35,9 @@ pub enum RunOutcome {
     /// open (`session_jsonl::is_locked(&row.path)`); runs of the reference are never locked, so
     /// use [`RunRow::modified_unix_ns`] / [`RunRow::last_ts`] for those.
     Open,
-    /// A `run.end` outcome this version does not know (kept verbatim).
+    /// A `run.end` outcome this version does not know, kept verbatim (`open` and the empty
+    /// string, which would read back as something else, as `other:open` and `other:`). The run
+    /// has ended: it is not open.
     Other(String),
 }
 
@@ -90,7 +93,9 @@ pub struct RunRow {
     pub record_count: u64,
     /// `llm.request` records (invocations, retries share one).
     pub invocation_count: u64,
-    /// Sum of `usage.input_tokens` over `llm.response` records.
+    /// Sum of `usage.input_tokens` over `llm.response` records. Every token sum saturates at
+    /// `i64::MAX` (the largest SQLite integer); a response whose usage made a sum saturate
+    /// counts once in [`RunRow::damage_count`].
     pub input_tokens: u64,
     /// Sum of `usage.input_cached_tokens`.
     pub cached_input_tokens: u64,
@@ -109,7 +114,8 @@ pub struct RunRow {
     pub first_input: Option<String>,
     /// `run.start.ui_context.workspace_root`, else header `runtime.cwd`.
     pub workspace_root: Option<String>,
-    /// Damage reports of the reader (torn tail, corrupt lines, missing header, …).
+    /// Damage reports of the reader (torn tail, corrupt lines, missing header, …), plus one per
+    /// `llm.response` whose usage made a token sum saturate at `i64::MAX`.
     pub damage_count: u64,
     /// `ts` of the last record that has one.
     pub last_ts: Option<String>,
@@ -316,18 +322,18 @@ fn to_values(rel: &str, r: &RunRow) -> Vec<Value> {
         opt_text(&r.model_name),
         Value::Text(r.outcome.as_str().to_owned()),
         opt_text(&r.last_status),
-        Value::Integer(r.record_count as i64),
-        Value::Integer(r.invocation_count as i64),
-        Value::Integer(r.input_tokens as i64),
-        Value::Integer(r.cached_input_tokens as i64),
-        Value::Integer(r.cache_creation_tokens as i64),
-        Value::Integer(r.output_tokens as i64),
-        Value::Integer(r.total_tokens as i64),
-        Value::Integer(r.file_size as i64),
+        sql_int(r.record_count),
+        sql_int(r.invocation_count),
+        sql_int(r.input_tokens),
+        sql_int(r.cached_input_tokens),
+        sql_int(r.cache_creation_tokens),
+        sql_int(r.output_tokens),
+        sql_int(r.total_tokens),
+        sql_int(r.file_size),
         Value::Integer(r.modified_unix_ns),
         opt_text(&r.first_input),
         opt_text(&r.workspace_root),
-        Value::Integer(r.damage_count as i64),
+        sql_int(r.damage_count),
         opt_text(&r.last_ts),
         Value::Integer(i64::from(r.compressed)),
         Value::Text(r.started_at_utc.clone().unwrap_or_default()),
@@ -425,13 +431,13 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
             Item::Damage(d) => {
                 if !d.kind.record_recovered() || d.kind == session_jsonl::DamageKind::MissingHeader
                 {
-                    row.damage_count += 1;
+                    row.damage_count = row.damage_count.saturating_add(1);
                 }
                 continue;
             }
             Item::Record(r) => r,
         };
-        row.record_count += 1;
+        row.record_count = row.record_count.saturating_add(1);
         let record = rec.record();
         if !matches!(record, Record::Header(_))
             && let Some(ts) = record.ts()
@@ -469,7 +475,7 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
                 }
             }
             Record::LlmRequest(r) => {
-                row.invocation_count += 1;
+                row.invocation_count = row.invocation_count.saturating_add(1);
                 if request_model.0.is_none()
                     && request_model.1.is_none()
                     && let Some(m) = &r.model
@@ -479,23 +485,32 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
             }
             Record::LlmResponse(r) => {
                 if let Some(Some(u)) = &r.output.usage {
-                    row.input_tokens += u.input_tokens;
-                    row.cached_input_tokens += u.input_cached_tokens.flatten().unwrap_or(0);
-                    row.cache_creation_tokens +=
-                        u.input_cache_creation_tokens.flatten().unwrap_or(0);
-                    row.output_tokens += u.output_tokens;
-                    row.total_tokens += u.total_tokens;
+                    let mut clamped = false;
+                    for (sum, add) in [
+                        (&mut row.input_tokens, u.input_tokens),
+                        (
+                            &mut row.cached_input_tokens,
+                            u.input_cached_tokens.flatten().unwrap_or(0),
+                        ),
+                        (
+                            &mut row.cache_creation_tokens,
+                            u.input_cache_creation_tokens.flatten().unwrap_or(0),
+                        ),
+                        (&mut row.output_tokens, u.output_tokens),
+                        (&mut row.total_tokens, u.total_tokens),
+                    ] {
+                        clamped |= add_tokens(sum, add);
+                    }
+                    if clamped {
+                        row.damage_count = row.damage_count.saturating_add(1);
+                    }
                 }
             }
             Record::RunStatus(s) => row.last_status = Some(s.status.as_str().to_owned()),
-            Record::RunEnd(e) => {
-                row.outcome = match e.outcome.as_str() {
-                    "completed" => RunOutcome::Completed,
-                    "error" => RunOutcome::Error,
-                    "cancelled" => RunOutcome::Cancelled,
-                    other => RunOutcome::Other(other.to_owned()),
-                }
-            }
+            // `run.error` is terminal (issue 3): a run that stops after it failed, whether or
+            // not its `run.end` follows. A later `run.end` has the last word.
+            Record::RunError(_) => row.outcome = RunOutcome::Error,
+            Record::RunEnd(e) => row.outcome = outcome_of_end(e.outcome.as_str()),
             _ => {}
         }
     }
@@ -504,6 +519,35 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
     }
     row.workspace_root = ui_root.or(header_cwd);
     Ok(row)
+}
+
+/// Adds `add` to the token sum `sum`, saturating at the largest value the index can store
+/// (`i64::MAX`: SQLite integers are signed 64-bit). Returns whether the result was clamped.
+fn add_tokens(sum: &mut u64, add: u64) -> bool {
+    let max = i64::MAX.unsigned_abs();
+    let exact = sum.checked_add(add).filter(|&v| v <= max);
+    *sum = exact.unwrap_or(max);
+    exact.is_none()
+}
+
+/// The outcome of a `run.end` record. A value this version does not know is kept verbatim as
+/// [`RunOutcome::Other`]; the two spellings that would read back from the index as
+/// [`RunOutcome::Open`] or as nothing (`open`, the empty string) are stored as `other:open` and
+/// `other:`, so a run with a `run.end` is never listed as open.
+fn outcome_of_end(outcome: &str) -> RunOutcome {
+    match outcome {
+        "completed" => RunOutcome::Completed,
+        "error" => RunOutcome::Error,
+        "cancelled" => RunOutcome::Cancelled,
+        "open" | "" => RunOutcome::Other(format!("other:{outcome}")),
+        other => RunOutcome::Other(other.to_owned()),
+    }
+}
+
+/// A count or size from a file as an SQLite integer: values above `i64::MAX` are stored as
+/// `i64::MAX` (the token sums are clamped before, and the clamp counted as damage).
+fn sql_int(v: u64) -> Value {
+    Value::Integer(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
 /// What the refresh needs of a stored row: size, mtime and whether the run may still grow.
@@ -815,9 +859,10 @@ impl StateStore {
     /// kernel's coarse clock). Creating, removing or renaming a run file (a new run,
     /// archiving `.jsonl` → `.jsonl.zst`, `gc` moving it away) changes its directory's
     /// modification time. Appending does not, so the files recorded in `run_watch` are looked
-    /// at individually: runs without `run.end` (they may still grow; a `run.error` is followed
-    /// by `run.end` and does not end the watch by itself) and files whose own timestamp was
-    /// racy when last looked at. A changed file is read again whole. Only the rows of listed
+    /// at individually: open runs (neither `run.end` nor `run.error` yet: they may still
+    /// grow; a `run.end` that follows a `run.error` is written right after it, within the
+    /// racy window, so the file is still watched when it comes) and files whose own timestamp
+    /// was racy when last looked at. A changed file is read again whole. Only the rows of listed
     /// directories and watched files are read from the database.
     ///
     /// **Assumption:** a run file that has its `run.end` (and whose timestamp has settled) is

@@ -829,7 +829,10 @@ impl StateStore {
     /// Loads a session: the `session_state` row and its messages file, or else a legacy
     /// `state/<id>.json` snapshot, which is then migrated into `state.db` under `session_id`
     /// (compat §2.7, §2.8 with the quirks fixed, see the crate README). `Ok(None)` when neither
-    /// exists.
+    /// exists. A snapshot never replaces an existing `messages/<id>.jsonl`: with both and no
+    /// row, the row is rebuilt from the messages file (fields from the snapshot) and
+    /// [`LoadNote::RebuiltFromMessages`] says so. A messages file with neither row nor snapshot
+    /// is not loaded (a first save that crashed before its commit leaves one).
     ///
     /// Tolerant: damaged message lines are reported in [`LoadedSession::damage`] and the
     /// complete messages are returned. Only the committed part of the messages file is read, so
@@ -924,19 +927,23 @@ impl StateStore {
             }
         };
         let v = &stored.values;
+        // A negative `message_count` (written by another tool) is a mismatch too; it is
+        // reported as 0 with the value as written in the detail.
         if let Value::Integer(expected) = v[6]
-            && expected as u64 != messages.len() as u64
+            && u64::try_from(expected).ok() != Some(messages.len() as u64)
         {
             damage.push(MessageDamage {
                 path: main.clone(),
                 line: None,
                 byte_offset: 0,
                 kind: DamageKind::CountMismatch {
-                    expected: expected as u64,
+                    expected: u64::try_from(expected).unwrap_or(0),
                     found: messages.len() as u64,
                 },
                 kept: true,
-                detail: "message_count of the row differs from the messages file".to_owned(),
+                detail: format!(
+                    "message_count of the row ({expected}) differs from the messages file"
+                ),
             });
         }
         let updated_at = match &v[1] {
@@ -1012,8 +1019,17 @@ impl StateStore {
 
     fn load_legacy_and_migrate(&self, id: &str) -> Result<Option<LoadedSession>> {
         let Some(mut legacy) = crate::legacy::read_legacy(self, id)? else {
+            // A messages file without a row and without a snapshot stays invisible: it is
+            // what a first save that crashed before its commit leaves (README, "Crash
+            // consistency"), indistinguishable from a file whose row was lost.
             return Ok(None);
         };
+        let legacy_path = self.legacy_path(id)?;
+        if let Some(adopted) =
+            crate::legacy::adopt_messages_file(self, id, Some(&legacy), &legacy_path)?
+        {
+            return self.load_adopted(id, adopted);
+        }
         let mut notes = std::mem::take(&mut legacy.notes);
         if self.read_only {
             return Ok(Some(LoadedSession {
@@ -1052,6 +1068,94 @@ impl StateStore {
                 }))
             }
         }
+    }
+
+    /// A session with a legacy snapshot and a messages file but no row: the row is rebuilt
+    /// from the messages file ([`LoadNote::RebuiltFromMessages`]) and the session loaded
+    /// through it; nothing is written to either file.
+    fn load_adopted(
+        &self,
+        id: &str,
+        adopted: crate::legacy::Adoption,
+    ) -> Result<Option<LoadedSession>> {
+        let unmigrated = |mut adopted: crate::legacy::Adoption, failure: Option<String>| {
+            let mut notes = adopted.legacy_notes;
+            notes.append(&mut adopted.file_notes);
+            if let Some(detail) = failure {
+                notes.push(LoadNote::MigrationFailed { detail });
+            }
+            Ok(Some(LoadedSession {
+                state: adopted.state,
+                source: LoadSource::Legacy { migrated: false },
+                damage: adopted.damage,
+                notes,
+                generation: None,
+            }))
+        };
+        if self.read_only {
+            return unmigrated(adopted, None);
+        }
+        let inserted = match self.insert_adopted_row(&adopted.state) {
+            Ok(inserted) => inserted,
+            Err(e) => return unmigrated(adopted, Some(e.to_string())),
+        };
+        match self.load_db(id, true)? {
+            LoadAttempt::Found(mut s) => {
+                if inserted {
+                    s.source = LoadSource::Legacy { migrated: true };
+                    let mut notes = adopted.legacy_notes;
+                    notes.append(&mut s.notes);
+                    s.notes = notes;
+                }
+                Ok(Some(*s))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Writes the `session_state` row of a session rebuilt from its messages file, unless a
+    /// row exists by now (then `Ok(false)`). No `session_files` bookkeeping is written (a stale
+    /// one is removed): like a row of the reference, the whole file is the session's messages,
+    /// and the next save compares the file's lines with its list before appending.
+    pub(crate) fn insert_adopted_row(&self, state: &SessionState) -> Result<bool> {
+        let id = state.session_id.as_str();
+        checked(id)?;
+        self.check_writable("migrate legacy snapshot")?;
+        let meta_json = state.meta.as_ref().map(|m| {
+            String::from_utf8_lossy(&crate::compact::compact_json(m.get().as_bytes())).into_owned()
+        });
+        let summary = summarize(&state.messages, state.meta.as_ref());
+        let conn = self.lock();
+        let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+        let err = db_err(&self.db_path, "write rebuilt session row");
+        let inserted = conn
+            .prepare_cached(
+                "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
+                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8) ON CONFLICT(session_id) DO NOTHING",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    id,
+                    state.updated_at.as_str(),
+                    state.run_id,
+                    state.invoke_seq,
+                    meta_json,
+                    i64::try_from(summary.message_count).unwrap_or(i64::MAX),
+                    summary.last_user_message,
+                    summary.workspace_root,
+                ])
+            })
+            .map_err(err)?
+            == 1;
+        if inserted {
+            conn.prepare_cached("DELETE FROM session_files WHERE session_id = ?1")
+                .and_then(|mut stmt| stmt.execute([id]))
+                .map_err(db_err(&self.db_path, "write rebuilt session row"))?;
+        }
+        tx.commit()?;
+        drop(conn);
+        self.forget(id);
+        Ok(inserted)
     }
 
     /// Deletes a session: the legacy snapshot first (so it cannot reappear), then the row

@@ -257,6 +257,21 @@ pub enum LoadNote {
         /// The error.
         detail: String,
     },
+    /// The session had no `session_state` row but a `messages/<id>.jsonl` file (a deleted or
+    /// lost `state.db`; the reference keeps a legacy `state/<id>.json` beside the newer
+    /// messages file). The row was rebuilt from the messages file, which the reference writes
+    /// after the snapshot, instead of migrating the snapshot over it: the messages are the
+    /// file's, `run_id`, `invoke_seq` and `meta` the snapshot's (none without one),
+    /// `updated_at` the newer of the snapshot's and the file's modification time. Neither file
+    /// is changed.
+    RebuiltFromMessages {
+        /// The messages file.
+        path: PathBuf,
+        /// Messages loaded from it.
+        messages: u64,
+        /// Elements of the snapshot's `messages` array (not used); `None` without a snapshot.
+        legacy_messages: Option<u64>,
+    },
     /// A save had written lines past the committed end of the messages file and then
     /// crashed before its commit; they were ignored (the next save cuts them off).
     UncommittedTail {
@@ -482,6 +497,15 @@ pub struct MigrationEntry {
     pub path: PathBuf,
     /// What happened (or would happen with `dry_run`).
     pub outcome: MigrationOutcome,
+    /// Elements of the snapshot's `messages` array that were not migrated or were kept only
+    /// raw (`line` = 1-based index in the array), or damage of the messages file when the row
+    /// was rebuilt from it ([`LoadNote::RebuiltFromMessages`]). Empty for invalid and skipped
+    /// snapshots.
+    pub damage: Vec<MessageDamage>,
+    /// Fields of the wrong type that were left out (`run_id`, `invoke_seq`, `meta` as
+    /// [`LoadNote::ColumnType`]), an inner id that differs, lone surrogates, a rebuild from the
+    /// messages file.
+    pub notes: Vec<LoadNote>,
 }
 
 /// Outcome for one legacy snapshot.
@@ -512,4 +536,6 @@ pub(crate) struct LegacyLoad {
     /// Messages (by index) that had lone surrogate escapes, as written (compact, escapes
     /// restored, with `\n`): the migration writes these lines instead of U+FFFD.
     pub(crate) written: Vec<(usize, Vec<u8>)>,
+    /// Elements of the snapshot's `messages` array (kept or not).
+    pub(crate) elements: u64,
 }

@@ -454,3 +454,165 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
         .collect();
     assert_eq!(indexes, ["runs_by_session_utc", "runs_by_start_utc"]);
 }
+
+/// Writes a run file of `lines` (records after the header) under `2026/03/06`.
+fn write_run_lines(root: &Path, run_id: &str, lines: &[String]) -> PathBuf {
+    let dir = root.join("2026/03/06");
+    fs::create_dir_all(&dir).unwrap();
+    let mut body = format!(
+        "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run_id}\",\"session_id\":\"5e55e55e-0000-4000-8000-000000000002\",\"started_at\":\"2026-03-06T10:00:00.000Z\"}}\n"
+    );
+    for l in lines {
+        body.push_str(l);
+        body.push('\n');
+    }
+    let path = dir.join(format!("{run_id}.jsonl"));
+    fs::write(&path, body).unwrap();
+    path
+}
+
+fn response(run_id: &str, seq: u64, input: u64, total: u64) -> String {
+    format!(
+        r#"{{"type":"llm.response","run_id":"{run_id}","ts":"2026-03-06T10:00:0{seq}.000Z","seq":{seq},"output":{{"messages":[{{"role":"assistant","content":"ok"}}],"usage":{{"model":"m","input_tokens":{input},"input_cached_tokens":{input},"output_tokens":1,"total_tokens":{total}}}}}}}"#
+    )
+}
+
+fn end(run_id: &str, outcome: &str) -> String {
+    format!(
+        r#"{{"type":"run.end","run_id":"{run_id}","ts":"2026-03-06T10:00:09.000Z","outcome":"{outcome}"}}"#
+    )
+}
+
+fn run_error(run_id: &str) -> String {
+    format!(
+        r#"{{"type":"run.error","run_id":"{run_id}","ts":"2026-03-06T10:00:08.000Z","error":{{"name":"ProviderFailureError","message":"request failed"}}}}"#
+    )
+}
+
+fn row_of(store: &StateStore, run_id: &str) -> session_state::RunRow {
+    store
+        .runs_for_session("5e55e55e-0000-4000-8000-000000000002")
+        .unwrap()
+        .into_iter()
+        .find(|r| r.run_id == run_id)
+        .unwrap()
+}
+
+#[test]
+fn token_sums_saturate_at_the_largest_storable_value_and_count_as_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let big = "7b000000-0000-4000-8000-00000000000a";
+    let wide = "7b000000-0000-4000-8000-00000000000b";
+    // Two responses of u64::MAX input tokens: the sum overflows u64.
+    let path = write_run_lines(
+        &root,
+        big,
+        &[
+            response(big, 1, u64::MAX, 5),
+            response(big, 2, u64::MAX, 7),
+            end(big, "completed"),
+        ],
+    );
+    // One response just above i64::MAX: fits u64, not an SQLite integer.
+    let above = i64::MAX.unsigned_abs() + 1;
+    write_run_lines(
+        &root,
+        wide,
+        &[response(wide, 1, above, above), end(wide, "completed")],
+    );
+    let store = StateStore::open(&root).unwrap();
+    let report = store.index_runs().unwrap();
+    assert_eq!(report.added, 2);
+    assert!(report.damaged.contains(&(path, 2)), "{:?}", report.damaged);
+    let max = i64::MAX.unsigned_abs();
+    let row = row_of(&store, big);
+    assert_eq!(row.input_tokens, max);
+    assert_eq!(row.cached_input_tokens, max);
+    assert_eq!(row.output_tokens, 2);
+    assert_eq!(row.total_tokens, 12);
+    assert_eq!(row.damage_count, 2);
+    let row = row_of(&store, wide);
+    assert_eq!((row.input_tokens, row.total_tokens), (max, max));
+    assert_eq!(row.damage_count, 1);
+    // Listing and rebuilding agree and never see a negative (wrapped) value.
+    let listed = store.list_runs(&RunQuery::default()).unwrap().runs;
+    assert!(listed.iter().all(|r| r.input_tokens == max));
+    assert!(store.reindex().unwrap().changes.is_empty());
+}
+
+#[test]
+fn run_error_ends_a_run_and_unknown_outcomes_are_not_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let errored = "7c000000-0000-4000-8000-00000000000a";
+    let cancelled = "7c000000-0000-4000-8000-00000000000b";
+    let exploded = "7c000000-0000-4000-8000-00000000000c";
+    let says_open = "7c000000-0000-4000-8000-00000000000d";
+    let running = "7c000000-0000-4000-8000-00000000000e";
+    write_run_lines(&root, errored, &[run_error(errored)]);
+    write_run_lines(
+        &root,
+        cancelled,
+        &[run_error(cancelled), end(cancelled, "cancelled")],
+    );
+    write_run_lines(&root, exploded, &[end(exploded, "exploded")]);
+    write_run_lines(&root, says_open, &[end(says_open, "open")]);
+    write_run_lines(&root, running, &[response(running, 1, 3, 4)]);
+    let store = StateStore::open(&root).unwrap();
+    store.index_runs().unwrap();
+    assert_eq!(row_of(&store, errored).outcome, RunOutcome::Error);
+    assert_eq!(row_of(&store, cancelled).outcome, RunOutcome::Cancelled);
+    assert_eq!(
+        row_of(&store, exploded).outcome,
+        RunOutcome::Other("exploded".to_owned())
+    );
+    assert_eq!(
+        row_of(&store, says_open).outcome,
+        RunOutcome::Other("other:open".to_owned())
+    );
+    assert_eq!(row_of(&store, running).outcome, RunOutcome::Open);
+    let ids = |outcome: RunOutcome| -> Vec<String> {
+        store
+            .list_runs(&RunQuery {
+                outcome: Some(outcome),
+                ..RunQuery::default()
+            })
+            .unwrap()
+            .runs
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect()
+    };
+    assert_eq!(ids(RunOutcome::Error), vec![errored.to_owned()]);
+    assert_eq!(ids(RunOutcome::Open), vec![running.to_owned()]);
+    assert_eq!(
+        ids(RunOutcome::Other("exploded".to_owned())),
+        vec![exploded.to_owned()]
+    );
+    // A refresh and a rebuild agree on every outcome.
+    assert!(store.reindex().unwrap().changes.is_empty());
+}
+
+#[test]
+fn a_run_end_after_run_error_is_picked_up_while_the_file_is_racy() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let id = "7d000000-0000-4000-8000-00000000000a";
+    let path = write_run_lines(&root, id, &[run_error(id)]);
+    let store = StateStore::open(&root).unwrap();
+    store.index_runs().unwrap();
+    assert_eq!(row_of(&store, id).outcome, RunOutcome::Error);
+    // The writer appends its run.end right after run.error: the directory does not change,
+    // the file was racy when looked at, so it is still watched.
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.extend_from_slice(end(id, "cancelled").as_bytes());
+    bytes.push(b'\n');
+    fs::write(&path, &bytes).unwrap();
+    let r = store.index_runs().unwrap();
+    assert_eq!(r.updated, 1);
+    let row = row_of(&store, id);
+    assert_eq!(row.outcome, RunOutcome::Cancelled);
+    assert_eq!(row.file_size, bytes.len() as u64);
+    assert!(store.reindex().unwrap().changes.is_empty());
+}
