@@ -1026,7 +1026,8 @@ impl StateStore {
         for d in days.values() {
             if !relisted_dirs.contains(d.rel.as_str()) {
                 report.dirs_unchanged += 1;
-                unchanged_elsewhere += snap.dirs.get(&d.rel).map_or(0, |s| s.run_count);
+                unchanged_elsewhere = unchanged_elsewhere
+                    .saturating_add(snap.dirs.get(&d.rel).map_or(0, |s| s.run_count));
             }
         }
 
@@ -1046,7 +1047,7 @@ impl StateStore {
             let path = self.root.join(rel);
             let looked_ns = tree::now_ns();
             report.files_checked += 1;
-            unchanged_elsewhere -= 1;
+            unchanged_elsewhere = unchanged_elsewhere.saturating_sub(1);
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let compressed =
                 session_jsonl::layout::parse_run_file_name(name).is_some_and(|(_, zst)| zst);

@@ -436,7 +436,9 @@ impl StateStore {
             self.finish_rename(&dir.join(pending), &main)?;
         }
         let old_counter = current.map_or(0, |g| g.counter);
-        let new_counter = old_counter + 1;
+        // The counter comes from the database, which another tool may have written: wrap
+        // instead of overflowing (a generation only needs to differ from the last one).
+        let new_counter = old_counter.wrapping_add(1);
 
         // Append when our committed prefix is exactly the start of the new list.
         let cache_valid = match (cached, &files) {
@@ -1203,7 +1205,7 @@ impl StateStore {
         };
         report.messages_file = fsutil::remove_if_exists(&self.messages_path(session_id)?)?;
         fsutil::remove_if_exists(&self.temp_path(session_id, counter))?;
-        fsutil::remove_if_exists(&self.temp_path(session_id, counter + 1))?;
+        fsutil::remove_if_exists(&self.temp_path(session_id, counter.wrapping_add(1)))?;
         self.sync_dir(&self.messages_dir())?;
         Ok(report)
     }

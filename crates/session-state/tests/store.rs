@@ -1129,3 +1129,52 @@ fn a_lone_surrogate_in_a_legacy_snapshot_is_reported_and_migrated_as_written() {
     want.extend(session_schema::to_line(&s.messages[2]).unwrap());
     assert_eq!(fs::read(&main).unwrap(), want);
 }
+
+#[test]
+fn out_of_range_numbers_in_the_database_are_reported_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let s = state(ID, 2, "a");
+    store.save(&s).unwrap();
+    drop(store);
+    // Another tool wrote a generation counter of u64::MAX (-1 as SQLite integer) and a
+    // negative message_count.
+    let conn = Connection::open(dir.path().join("state.db")).unwrap();
+    conn.execute("UPDATE session_files SET generation = -1", [])
+        .unwrap();
+    drop(conn);
+    let store = StateStore::open(dir.path()).unwrap();
+    let mut next = s.clone();
+    next.messages.push(msg("assistant", "after the wrap"));
+    store.save(&next).unwrap();
+    assert_eq!(
+        store.load(ID).unwrap().unwrap().state.messages,
+        next.messages
+    );
+    drop(store);
+    let conn = Connection::open(dir.path().join("state.db")).unwrap();
+    conn.execute("UPDATE session_state SET message_count = -3", [])
+        .unwrap();
+    drop(conn);
+    let store = StateStore::open(dir.path()).unwrap();
+    let loaded = store.load(ID).unwrap().unwrap();
+    assert_eq!(loaded.state.messages, next.messages);
+    let mismatch: Vec<_> = loaded
+        .damage
+        .iter()
+        .filter(|d| matches!(d.kind, DamageKind::CountMismatch { .. }))
+        .collect();
+    assert_eq!(mismatch.len(), 1);
+    assert_eq!(
+        mismatch[0].kind,
+        DamageKind::CountMismatch {
+            expected: 0,
+            found: 3
+        }
+    );
+    assert!(
+        mismatch[0].detail.contains("(-3)"),
+        "{}",
+        mismatch[0].detail
+    );
+}
