@@ -147,7 +147,9 @@ pub enum LoadSource {
     /// The `session_state` row and `messages/<id>.jsonl`.
     Db,
     /// A legacy `state/<id>.json` snapshot (compat §2.8). `migrated` says whether it is now
-    /// also stored in `state.db` (it is unless the migration failed; see the load notes).
+    /// also stored in `state.db` (it is unless the migration failed or the store is read-only;
+    /// see the load notes). When `messages/<id>.jsonl` existed too, the messages are that
+    /// file's and the notes hold [`LoadNote::RebuiltFromMessages`].
     Legacy {
         /// Whether the migrated copy is durable in `state.db` + `messages/`.
         migrated: bool,
