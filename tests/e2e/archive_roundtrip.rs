@@ -159,8 +159,9 @@ struct Views {
     runs_json: Vec<serde_json::Value>,
     show: Vec<String>,
     history: String,
-    export_jsonl: Vec<String>,
-    export_md: String,
+    /// Exit code and output of each export (an export holding a torn line exits 4).
+    export_jsonl: Vec<(i32, String)>,
+    export_md: (i32, String),
     verify: Vec<serde_json::Value>,
     verify_code: i32,
     stats: String,
@@ -196,9 +197,15 @@ fn views(root: &Path) -> Views {
         history: ok(&["history", SX, "--json"]).stdout,
         export_jsonl: [R1, R2, R3]
             .iter()
-            .map(|id| ok(&["export", id, "--format", "jsonl"]).stdout)
+            .map(|id| {
+                let out = sessions(root, NOW, &["export", id, "--format", "jsonl"]);
+                (out.code, out.stdout)
+            })
             .collect(),
-        export_md: ok(&["export", SX, "--format", "md"]).stdout,
+        export_md: {
+            let out = sessions(root, NOW, &["export", SX, "--format", "md"]);
+            (out.code, out.stdout)
+        },
         verify: verify.json_lines(),
         verify_code: verify.code,
         stats: ok(&["stats", "--by", "session", "--json"]).stdout,
@@ -252,11 +259,15 @@ fn archived_runs_read_the_same_in_every_layer() {
         before.show[2]
     );
     assert!(
-        before.export_md.contains("And the one before?"),
+        before.export_md.1.contains("And the one before?"),
         "{}",
-        before.export_md
+        before.export_md.1
     );
-    assert_eq!(before.export_jsonl[0].as_bytes(), originals[0]);
+    // Exports that contain R2's torn line say they are incomplete (exit 4); the others are 0.
+    let codes: Vec<i32> = before.export_jsonl.iter().map(|(code, _)| *code).collect();
+    assert_eq!(codes, [0, 4, 0]);
+    assert_eq!(before.export_md.0, 4);
+    assert_eq!(before.export_jsonl[0].1.as_bytes(), originals[0]);
     assert_eq!(before.history_lib.len(), 5, "{:?}", before.history_lib);
     assert_eq!(before.runs_json.len(), 3);
 
