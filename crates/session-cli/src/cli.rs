@@ -20,6 +20,26 @@ Colour is used only when stdout is a terminal and NO_COLOR is unset (override wi
 Progress bars appear on stderr only when stderr is a terminal.";
 
 /// Inspect, verify, repair, export and clean up agent session history.
+/// The largest count `--limit`, `--max-runs` and `--max-events` accept: larger values are a
+/// usage error (exit 2) instead of overflowing page arithmetic or the database's integers.
+pub(crate) const MAX_COUNT: usize = 1_000_000;
+
+/// The longest `tail --timeout` in seconds (one year; 0 still means "wait forever").
+pub(crate) const MAX_TIMEOUT_SECS: u64 = 366 * 86_400;
+
+/// Parses a count argument: a whole number from 0 to [`MAX_COUNT`].
+fn count_arg(text: &str) -> Result<usize, String> {
+    let range = format!("a whole number from 0 to {MAX_COUNT}");
+    let n: u128 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not {range}"))?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| *n <= MAX_COUNT)
+        .ok_or_else(|| format!("{text} is too large: use {range}"))
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "sessions", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub(crate) struct Cli {
@@ -122,8 +142,8 @@ pub(crate) struct RunsArgs {
     /// Only runs whose workspace root (from run.start ui_context or the session) is DIR.
     #[arg(long, value_name = "DIR")]
     pub(crate) workspace: Option<String>,
-    /// Page size.
-    #[arg(long, default_value_t = 20, value_name = "N")]
+    /// Page size (1 to 1000000).
+    #[arg(long, default_value_t = 20, value_name = "N", value_parser = count_arg)]
     pub(crate) limit: usize,
     /// Continue after this cursor (printed at the end of the previous page).
     #[arg(long, value_name = "CURSOR")]
@@ -148,8 +168,8 @@ pub(crate) struct SessionsArgs {
     /// Sessions of this workspace root instead of the current directory's.
     #[arg(long, value_name = "DIR", conflicts_with = "all")]
     pub(crate) workspace: Option<String>,
-    /// At most N sessions (0 = no limit).
-    #[arg(long, default_value_t = 50, value_name = "N")]
+    /// At most N sessions (0 = no limit; at most 1000000).
+    #[arg(long, default_value_t = 50, value_name = "N", value_parser = count_arg)]
     pub(crate) limit: usize,
     /// Show times in UTC instead of local time.
     #[arg(long)]
@@ -188,10 +208,10 @@ pub(crate) struct HistoryArgs {
     /// The session id.
     pub(crate) session: String,
     /// At most this many runs (newest kept).
-    #[arg(long, default_value_t = 20, value_name = "N")]
+    #[arg(long, default_value_t = 20, value_name = "N", value_parser = count_arg)]
     pub(crate) max_runs: usize,
     /// At most this many events (newest kept).
-    #[arg(long, default_value_t = 1500, value_name = "N")]
+    #[arg(long, default_value_t = 1500, value_name = "N", value_parser = count_arg)]
     pub(crate) max_events: usize,
     /// One JSON object per line (events, then a summary line).
     #[arg(long)]
@@ -208,8 +228,10 @@ pub(crate) struct TailArgs {
     /// Print the records as stored (one JSON object per line) instead of one summary line each.
     #[arg(long, visible_alias = "json")]
     pub(crate) raw: bool,
-    /// With -f: stop after this many seconds without the run ending (0 = wait forever).
-    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    /// With -f: stop after this many seconds without the run ending (0 = wait forever; at most
+    /// one year).
+    #[arg(long, default_value_t = 0, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(0..=MAX_TIMEOUT_SECS))]
     pub(crate) timeout: u64,
 }
 

@@ -8,29 +8,75 @@ use time::{Date, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
 use crate::error::CliError;
 
+/// The longest age accepted (1000 years of 366 days): anything longer names no time a store
+/// can hold and would overflow the arithmetic on instants.
+pub(crate) const MAX_AGE_SECS: u64 = 1000 * 366 * 86_400;
+
 /// Parses an age such as `90d`, `12h`, `2w`, `30m`, `45s` (a bare number means days).
 ///
 /// # Errors
-/// [`CliError::Usage`] for anything else, naming the accepted forms.
+/// [`CliError::Usage`] for anything else, naming the accepted forms, and for an age longer than
+/// [`MAX_AGE_SECS`].
 pub(crate) fn parse_age(text: &str) -> Result<Duration, CliError> {
-    let t = text.trim();
-    let bad = || {
-        CliError::Usage(format!(
+    match age(text) {
+        Ok(d) => Ok(d),
+        Err(AgeError::Malformed) => Err(CliError::Usage(format!(
             "invalid age `{text}`: use a number with s, m, h, d or w (e.g. 30d)"
-        ))
-    };
+        ))),
+        Err(AgeError::TooLong) => Err(CliError::Usage(format!(
+            "age `{text}` is out of range: at most 1000 years (366000d)"
+        ))),
+    }
+}
+
+/// Why an age did not parse.
+enum AgeError {
+    /// Not a number with a unit.
+    Malformed,
+    /// Well-formed but longer than [`MAX_AGE_SECS`].
+    TooLong,
+}
+
+fn age(text: &str) -> Result<Duration, AgeError> {
+    let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
+    if num.is_empty() {
+        return Err(AgeError::Malformed);
+    }
+    let secs: u64 = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "" | "d" => 86_400,
         "w" => 7 * 86_400,
-        _ => return Err(bad()),
+        _ => return Err(AgeError::Malformed),
     };
-    n.checked_mul(secs).map(Duration::from_secs).ok_or_else(bad)
+    // All digits: a parse failure can only be a number too large for u64.
+    let n: u64 = num.parse().map_err(|_| AgeError::TooLong)?;
+    match n.checked_mul(secs) {
+        Some(total) if total <= MAX_AGE_SECS => Ok(Duration::from_secs(total)),
+        _ => Err(AgeError::TooLong),
+    }
+}
+
+/// The instant `age` before `now`.
+///
+/// # Errors
+/// [`CliError::Usage`] when that instant cannot be represented (before the year -9999).
+pub(crate) fn before(
+    now: OffsetDateTime,
+    age: Duration,
+    text: &str,
+) -> Result<OffsetDateTime, CliError> {
+    now.checked_sub(time::Duration::try_from(age).map_err(|_| out_of_range(text))?)
+        .ok_or_else(|| out_of_range(text))
+}
+
+fn out_of_range(text: &str) -> CliError {
+    CliError::Usage(format!(
+        "age `{text}` reaches back before the earliest representable time"
+    ))
 }
 
 /// Parses a point in time: RFC 3339, `YYYY-MM-DD` (start of that UTC day), or an age counted back
@@ -46,8 +92,11 @@ pub(crate) fn parse_instant(text: &str, now: OffsetDateTime) -> Result<OffsetDat
     if let Ok(d) = Date::parse(t, format_description!("[year]-[month]-[day]")) {
         return Ok(PrimitiveDateTime::new(d, time::Time::MIDNIGHT).assume_utc());
     }
-    if let Ok(age) = parse_age(t) {
-        return Ok(now - age);
+    match age(t) {
+        Ok(d) => return before(now, d, text),
+        // A well-formed age that is too long: say so rather than list the forms.
+        Err(AgeError::TooLong) => return parse_age(t).and_then(|d| before(now, d, text)),
+        Err(AgeError::Malformed) => {}
     }
     Err(CliError::Usage(format!(
         "invalid time `{text}`: use RFC 3339 (2026-11-30T12:00:00Z), a date (2026-11-30) or an age (7d)"
@@ -112,6 +161,21 @@ mod tests {
         for bad in ["", "d", "3y", "-1d", "1.5d", "99999999999999999999d"] {
             assert!(parse_age(bad).is_err(), "{bad}");
         }
+        // The longest accepted age, and the first one past it.
+        assert_eq!(
+            parse_age("366000d").unwrap(),
+            Duration::from_secs(MAX_AGE_SECS)
+        );
+        for long in [
+            "366001d",
+            "99999999999d",
+            "1000000000000d",
+            "18446744073709551615s",
+        ] {
+            let err = parse_age(long).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{long}");
+            assert!(err.to_string().contains("out of range"), "{long}: {err}");
+        }
     }
 
     #[test]
@@ -130,6 +194,26 @@ mod tests {
             datetime!(2026-11-29 16:02:03.004 UTC)
         );
         assert!(parse_instant("yesterday", now).is_err());
+        // Ages too long to subtract are usage errors, never an overflow.
+        for long in ["1000000000000d", "99999999999d", "366001d"] {
+            assert_eq!(
+                parse_instant(long, now).unwrap_err().exit_code(),
+                2,
+                "{long}"
+            );
+        }
+        assert_eq!(
+            parse_instant("366000d", now).unwrap(),
+            now - Duration::from_secs(MAX_AGE_SECS)
+        );
+        // The earliest representable instant minus an age still fails cleanly.
+        let earliest = time::PrimitiveDateTime::MIN.assume_utc();
+        assert_eq!(
+            before(earliest, Duration::from_secs(1), "1s")
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::jsonw::JsonObj;
 use crate::progress::Progress;
 use crate::store::{jsonl_err, rel};
 use crate::style::{Paint, bytes as fmt_bytes};
-use crate::timefmt::parse_age;
+use crate::timefmt::{before, parse_age};
 
 /// Name of the trash folder under the root (never a date directory, so no reader sees it).
 pub(crate) const TRASH_DIR: &str = "trash";
@@ -82,7 +82,23 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
     let mut failures = 0usize;
     // 1. Torn tails: append `\n` so the fragment stays a separate damaged line and the next
     //    append starts clean. Nothing is truncated or rewritten.
-    let listing = session_jsonl::list_run_files(&root).map_err(jsonl_err)?;
+    // Each step and each item goes on when one fails: the failure is listed and counted, and
+    // the exit status says so at the end.
+    let listing = match session_jsonl::list_run_files(&root) {
+        Ok(l) => l,
+        Err(e) => {
+            failures += 1;
+            let a = Action {
+                action: "seal-torn-tail",
+                file: ".".into(),
+                id: None,
+                status: "failed",
+                detail: format!("cannot list the run files: {}", one_line(&e)),
+            };
+            emit(ctx, args.json, &a)?;
+            session_jsonl::RunListing::default()
+        }
+    };
     let bar = Progress::new(
         ctx.progress,
         listing.files.len() as u64,
@@ -155,42 +171,85 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         emit(ctx, args.json, &a)?;
     }
     bar.finish();
-    // 2. Legacy snapshots without a row: migrate them (the files stay in place).
-    let report = store.migrate_legacy(args.dry_run).map_err(state_err)?;
-    for e in &report.entries {
-        let (status, detail) = match &e.outcome {
-            MigrationOutcome::WouldMigrate(s) => (
-                "planned",
-                format!("would migrate {} message(s)", s.message_count.unwrap_or(0)),
-            ),
-            MigrationOutcome::Migrated(s) => {
-                changes += 1;
-                (
-                    "done",
-                    format!(
-                        "migrated {} message(s); the legacy file stays",
-                        s.message_count.unwrap_or(0)
+    // 2. Legacy snapshots without a row: migrate them (the files stay in place). The legacy
+    //    sessions are noted first: when the batch stops part way, those it migrated before
+    //    stopping are still reported.
+    let legacy_before: BTreeSet<String> = store
+        .list(&ListQuery::all())
+        .map(|p| {
+            p.entries
+                .into_iter()
+                .filter(|e| e.source == EntrySource::Legacy)
+                .map(|e| e.summary.session_id)
+                .collect()
+        })
+        .unwrap_or_default();
+    match store.migrate_legacy(args.dry_run) {
+        Ok(report) => {
+            for e in &report.entries {
+                let (status, detail) = match &e.outcome {
+                    MigrationOutcome::WouldMigrate(s) => (
+                        "planned",
+                        format!("would migrate {} message(s)", s.message_count.unwrap_or(0)),
                     ),
-                )
+                    MigrationOutcome::Migrated(s) => {
+                        changes += 1;
+                        (
+                            "done",
+                            format!(
+                                "migrated {} message(s); the legacy file stays",
+                                s.message_count.unwrap_or(0)
+                            ),
+                        )
+                    }
+                    MigrationOutcome::AlreadyIndexed => continue,
+                    MigrationOutcome::Invalid { detail } => {
+                        failures += 1;
+                        ("failed", detail.clone())
+                    }
+                    MigrationOutcome::UnsafeName => {
+                        ("skipped", "file name is not a safe session id".to_owned())
+                    }
+                    _ => ("skipped", String::new()),
+                };
+                let a = Action {
+                    action: "migrate-legacy",
+                    file: rel(&root, &e.path).into_owned(),
+                    id: Some(e.session_id.clone()),
+                    status,
+                    detail,
+                };
+                emit(ctx, args.json, &a)?;
             }
-            MigrationOutcome::AlreadyIndexed => continue,
-            MigrationOutcome::Invalid { detail } => {
-                failures += 1;
-                ("failed", detail.clone())
-            }
-            MigrationOutcome::UnsafeName => {
-                ("skipped", "file name is not a safe session id".to_owned())
-            }
-            _ => ("skipped", String::new()),
-        };
-        let a = Action {
-            action: "migrate-legacy",
-            file: rel(&root, &e.path).into_owned(),
-            id: Some(e.session_id.clone()),
-            status,
-            detail,
-        };
-        emit(ctx, args.json, &a)?;
+        }
+        Err(e) => {
+            // One entry of `state/` stopped the batch (a directory named `<id>.json`, an
+            // unreadable file): report it and migrate the others one by one.
+            let (c, f) = migrate_one_by_one(ctx, &store, args, &legacy_before, &one_line(&e))?;
+            changes += c;
+            failures += f;
+        }
+    }
+    // Message logs without a state.db row: repair does not make rows up; loading such a
+    // session is what rebuilds its row (session-state), so each is listed with what to do.
+    if let Ok(page) = store.list(&ListQuery::all()) {
+        let db_ids: BTreeSet<String> = page
+            .entries
+            .into_iter()
+            .map(|e| e.summary.session_id)
+            .collect();
+        for (id, path) in super::state::orphan_messages(&root, &db_ids) {
+            let a = Action {
+                action: "orphan-messages",
+                file: rel(&root, &path).into_owned(),
+                id: Some(id),
+                status: "skipped",
+                detail: "message log without a state.db row; repair does not invent the row \
+                         (the file is kept as it is)"
+                    .into(),
+            };
+            emit(ctx, args.json, &a)?;
+        }
     }
     // 3. The run index, rebuilt from the files.
     if args.dry_run {
@@ -205,22 +264,34 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         emit(ctx, args.json, &a)?;
     } else {
         let bar = Progress::lazy(ctx.progress, "rebuilding the run index");
-        let r = store
-            .reindex_with_progress(&mut |d, t| bar.update(d, t))
-            .map_err(state_err)?;
+        let result = store.reindex_with_progress(&mut |d, t| bar.update(d, t));
         bar.finish();
-        changes += r.changes.len();
-        let a = Action {
-            action: "rebuild-index",
-            file: "state.db".into(),
-            id: None,
-            status: "done",
-            detail: format!(
-                "{} run(s), {} difference(s), {} unreadable",
-                r.total,
-                r.changes.len(),
-                r.failed.len()
-            ),
+        let a = match result {
+            Ok(r) => {
+                changes += r.changes.len();
+                Action {
+                    action: "rebuild-index",
+                    file: "state.db".into(),
+                    id: None,
+                    status: "done",
+                    detail: format!(
+                        "{} run(s), {} difference(s), {} unreadable",
+                        r.total,
+                        r.changes.len(),
+                        r.failed.len()
+                    ),
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                Action {
+                    action: "rebuild-index",
+                    file: "state.db".into(),
+                    id: None,
+                    status: "failed",
+                    detail: one_line(&e),
+                }
+            }
         };
         emit(ctx, args.json, &a)?;
     }
@@ -241,6 +312,113 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         )));
     }
     Ok(EXIT_OK)
+}
+
+/// `repair`'s legacy migration when the batch migration stopped at one entry (`batch_error`):
+/// every `state/` entry the session listing could not read is a failed item, a session of
+/// `legacy_before` that has a row now was migrated by the batch before it stopped, every
+/// legacy session still without a row is migrated by loading it (loading migrates, as the
+/// reference's `load` does) or, in a dry run, planned. Returns (changes, failures).
+fn migrate_one_by_one(
+    ctx: &mut Ctx<'_>,
+    store: &session_state::StateStore,
+    args: &RepairArgs,
+    legacy_before: &BTreeSet<String>,
+    batch_error: &str,
+) -> Result<(usize, usize), CliError> {
+    let root = ctx.root.path.clone();
+    let (mut changes, mut failures) = (0, 0);
+    let page = match store.list(&ListQuery::all()) {
+        Ok(p) => p,
+        Err(e) => {
+            let a = Action {
+                action: "migrate-legacy",
+                file: "state".into(),
+                id: None,
+                status: "failed",
+                detail: format!("{batch_error}; listing the sessions: {}", one_line(&e)),
+            };
+            emit(ctx, args.json, &a)?;
+            return Ok((0, 1));
+        }
+    };
+    for d in &page.diagnostics {
+        failures += 1;
+        let a = Action {
+            action: "migrate-legacy",
+            file: rel(&root, &d.path).into_owned(),
+            id: None,
+            status: "failed",
+            detail: d.detail.clone(),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    if page.diagnostics.is_empty() {
+        // The listing saw nothing wrong: name the batch's own error once.
+        failures += 1;
+        let a = Action {
+            action: "migrate-legacy",
+            file: "state".into(),
+            id: None,
+            status: "failed",
+            detail: batch_error.to_owned(),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    for e in page.entries.iter().filter(|e| {
+        e.source == EntrySource::Legacy || legacy_before.contains(&e.summary.session_id)
+    }) {
+        let id = e.summary.session_id.clone();
+        let file = store
+            .legacy_path(&id)
+            .map(|p| rel(&root, &p).into_owned())
+            .unwrap_or_else(|_| format!("state/{id}.json"));
+        let (status, detail) = if e.source != EntrySource::Legacy {
+            changes += 1;
+            (
+                "done",
+                format!(
+                    "migrated {} message(s); the legacy file stays",
+                    e.summary.message_count.unwrap_or(0)
+                ),
+            )
+        } else if args.dry_run {
+            (
+                "planned",
+                format!(
+                    "would migrate {} message(s)",
+                    e.summary.message_count.unwrap_or(0)
+                ),
+            )
+        } else {
+            match store.load(&id) {
+                Ok(Some(l)) => {
+                    changes += 1;
+                    (
+                        "done",
+                        format!(
+                            "migrated {} message(s); the legacy file stays",
+                            l.state.messages.len()
+                        ),
+                    )
+                }
+                Ok(None) => ("skipped", "the snapshot is gone".to_owned()),
+                Err(err) => {
+                    failures += 1;
+                    ("failed", one_line(&err))
+                }
+            }
+        };
+        let a = Action {
+            action: "migrate-legacy",
+            file,
+            id: Some(id),
+            status,
+            detail,
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    Ok((changes, failures))
 }
 
 /// Why a run file with a torn tail may still be being written, the way `runs` decides that a
@@ -380,24 +558,44 @@ fn move_file(from: &Path, to: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn dir_size(dir: &Path) -> (u64, u64) {
-    let mut files = 0;
-    let mut bytes = 0;
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(_) => {
-                    files += 1;
-                    bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
-                }
-                Err(_) => {}
+/// Files (anything that is not a directory: regular files, symbolic links, sockets) and bytes
+/// under `path`, without following symbolic links: a link counts as one file of its own size,
+/// never as what it points to.
+fn tree_size(path: &Path) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    let mut stack = vec![path.to_owned()];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if let Ok(rd) = fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
             }
+        } else {
+            files += 1;
+            bytes += meta.len();
         }
     }
     (files, bytes)
+}
+
+/// Deletes `path` and everything under it without following symbolic links: a link is
+/// removed itself, whatever it points to.
+fn remove_tree(path: &Path) -> Result<(), CliError> {
+    let meta = fs::symlink_metadata(path).map_err(|e| CliError::io(path, e))?;
+    if !meta.is_dir() {
+        return fs::remove_file(path).map_err(|e| CliError::io(path, e));
+    }
+    let entries: Vec<PathBuf> = fs::read_dir(path)
+        .map_err(|e| CliError::io(path, e))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| CliError::io(path, e))?;
+    for e in &entries {
+        remove_tree(e)?;
+    }
+    fs::remove_dir(path).map_err(|e| CliError::io(path, e))
 }
 
 fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
@@ -407,7 +605,28 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         ));
     }
     let trash = ctx.root.path.join(TRASH_DIR);
-    if !trash.is_dir() {
+    let meta = match fs::symlink_metadata(&trash) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(CliError::io(&trash, e)),
+    };
+    if let Some(m) = &meta
+        && !m.is_dir()
+    {
+        // A link named `trash` points somewhere gc never wrote: emptying it would delete
+        // files outside the store.
+        let what = if m.file_type().is_symlink() {
+            "is a symbolic link"
+        } else {
+            "is not a directory"
+        };
+        return Err(CliError::Data(format!(
+            "{}: {what}; refusing to empty it (gc only deletes a trash folder it made; \
+             remove or rename it yourself)",
+            trash.display()
+        )));
+    }
+    if meta.is_none() {
         if args.json {
             writeln!(
                 ctx.out,
@@ -432,16 +651,12 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     let mut total_files = 0;
     let mut total_bytes = 0;
     for b in &batches {
-        let (files, bytes) = dir_size(b);
+        let (files, bytes) = tree_size(b);
         total_files += files;
         total_bytes += bytes;
         let status = if args.dry_run { "planned" } else { "done" };
         if !args.dry_run {
-            if b.is_dir() {
-                fs::remove_dir_all(b).map_err(|e| CliError::io(b, e))?;
-            } else {
-                fs::remove_file(b).map_err(|e| CliError::io(b, e))?;
-            }
+            remove_tree(b)?;
         }
         let a = Action {
             action: "delete",
@@ -475,8 +690,8 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     if args.empty_trash {
         return empty_trash(ctx, args);
     }
-    let age = parse_age(args.older_than.as_deref().unwrap_or_default())?;
-    let cutoff = ctx.now - age;
+    let older_than = args.older_than.as_deref().unwrap_or_default();
+    let cutoff = before(ctx.now, parse_age(older_than)?, older_than)?;
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let runs = scan_runs(ctx)?;
@@ -680,8 +895,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
 // archive
 
 pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliError> {
-    let age = parse_age(&args.older_than)?;
-    let cutoff = ctx.now - age;
+    let cutoff = before(ctx.now, parse_age(&args.older_than)?, &args.older_than)?;
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let runs = scan_runs(ctx)?;

@@ -3,9 +3,7 @@
 use session_state::{RunCursor, RunOutcome, RunQuery, RunRow, StateStore};
 use time::OffsetDateTime;
 
-use super::state::{
-    IndexUse, open_store_for_reading, open_store_read_only, refresh_index, state_err,
-};
+use super::state::{open_reading, open_store_read_only, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{OutcomeArg, RunsArgs};
 use crate::error::{CliError, EXIT_OK};
@@ -112,11 +110,70 @@ impl WorkspaceMatch {
     }
 }
 
+/// Counts each run once when several files hold it (a copy under another name such as
+/// `backup.jsonl`, or a plain file beside its archive): the file named `<run_id>.jsonl` is the
+/// run, then `<run_id>.jsonl.zst`, else the first file seen. The files left out are kept in
+/// `skipped` so the command can say so.
+#[derive(Default)]
+pub(crate) struct Dedup {
+    unnamed: std::collections::BTreeSet<String>,
+    /// `(file left out, run id, the file counted or None when it is another misnamed copy)`.
+    pub(crate) skipped: Vec<(std::path::PathBuf, String, Option<std::path::PathBuf>)>,
+}
+
+impl Dedup {
+    /// Whether `row` is counted. Only a file not named after its run is looked up further
+    /// (by name, near its start date first), so a store without misnamed files costs nothing.
+    pub(crate) fn keep(&mut self, root: &std::path::Path, row: &RunRow) -> bool {
+        if super::verify::preference(&row.path, &row.run_id) == 0 {
+            return true;
+        }
+        let started = row
+            .started_at
+            .as_deref()
+            .map(session_schema::Timestamp::from_raw);
+        match session_jsonl::find_run(root, &row.run_id, started.as_ref()) {
+            Ok(found) if found.path != row.path => {
+                self.skipped
+                    .push((row.path.clone(), row.run_id.clone(), Some(found.path)));
+                false
+            }
+            Ok(_) => true,
+            Err(_) => {
+                if self.unnamed.insert(row.run_id.clone()) {
+                    true
+                } else {
+                    self.skipped
+                        .push((row.path.clone(), row.run_id.clone(), None));
+                    false
+                }
+            }
+        }
+    }
+
+    /// One warning per file left out.
+    pub(crate) fn warn(&self, ctx: &mut Ctx<'_>) {
+        let root = ctx.root.path.clone();
+        for (path, id, kept) in &self.skipped {
+            let other = match kept {
+                Some(k) => rel(&root, k).into_owned(),
+                None => "another file".to_owned(),
+            };
+            ctx.warn(&format!(
+                "{} holds run {id} again ({other} is counted; the run is counted once; \
+                 `sessions verify` reports it)",
+                rel(&root, path)
+            ));
+        }
+    }
+}
+
 /// An indexed run with its displayed outcome.
 pub(crate) type Shown = (RunRow, String);
 
 /// Fetches up to `limit` rows matching `query` plus the client-side outcome filter, paging
-/// through the index; returns the rows and the cursor after the last one returned.
+/// through the index; returns the rows, the cursor after the last one returned and the files
+/// left out as second copies of a run ([`Dedup`]).
 pub(crate) fn fetch(
     store: &StateStore,
     root: &std::path::Path,
@@ -125,7 +182,8 @@ pub(crate) fn fetch(
     workspace: Option<&WorkspaceMatch>,
     limit: usize,
     now: OffsetDateTime,
-) -> Result<(Vec<Shown>, Option<String>), CliError> {
+) -> Result<(Vec<Shown>, Option<String>, Dedup), CliError> {
+    let mut dedup = Dedup::default();
     let wanted: Vec<&str> = outcomes.iter().map(|o| outcome_name(*o)).collect();
     // One outcome the index knows exactly is filtered there.
     if let [only] = outcomes {
@@ -144,20 +202,24 @@ pub(crate) fn fetch(
     );
     let client_side = workspace.is_some() || (!wanted.is_empty() && !index_filters_outcome);
     let page_size = if client_side {
-        (limit + 1).max(200)
+        limit.saturating_add(1).max(200)
     } else {
-        limit + 1
+        limit.saturating_add(1)
     };
     let mut matched: Vec<Shown> = Vec::new();
     loop {
         query.limit = Some(page_size);
         let page = store.list_runs(&query).map_err(state_err)?;
         let n = page.runs.len();
-        for row in page.runs {
+        for mut row in page.runs {
+            row.path = super::state::real_path(store, root, &row.path);
             if matched.len() > limit {
                 break;
             }
             if workspace.is_some_and(|w| !w.matches(&row)) {
+                continue;
+            }
+            if !dedup.keep(root, &row) {
                 continue;
             }
             let shown = display_outcome(&row, now);
@@ -185,7 +247,7 @@ pub(crate) fn fetch(
     } else {
         None
     };
-    Ok((matched, next))
+    Ok((matched, next, dedup))
 }
 
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
@@ -194,12 +256,12 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     if args.limit == 0 {
         return Err(CliError::Usage("--limit must be at least 1".into()));
     }
-    let store = if args.no_refresh {
-        open_store_read_only(ctx)?
+    let (store, why) = if args.no_refresh {
+        (open_store_read_only(ctx)?, None)
     } else {
-        let store = open_store_for_reading(ctx, IndexUse::Answers)?;
+        let (store, why) = open_reading(ctx)?;
         refresh_index(ctx, &store)?;
-        store
+        (store, why)
     };
     let mut query = RunQuery::default();
     query.session = args.session.clone();
@@ -209,11 +271,14 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         Some(w) => Some(WorkspaceMatch::new(&store, &workspace_arg(ctx, w)?)?),
         None => None,
     };
+    // Sessions (for --workspace) come from the store itself; runs from its index, or from the
+    // run files when a read-only store has none.
+    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
     if let Some(c) = &args.cursor {
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
     let root = ctx.root.path.clone();
-    let (rows, next) = fetch(
+    let (rows, next, dedup) = fetch(
         &store,
         &root,
         query,
@@ -222,6 +287,7 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         args.limit,
         ctx.now,
     )?;
+    dedup.warn(ctx);
     if args.json {
         for (row, outcome) in &rows {
             writeln!(ctx.out, "{}", row_json(&root, row, outcome))?;

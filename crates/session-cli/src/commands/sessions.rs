@@ -27,6 +27,34 @@ pub(crate) fn workspace_of(dir: &Path) -> PathBuf {
     dir.to_owned()
 }
 
+/// Warns about message logs without a `state.db` row (a zero-byte or replaced `state.db`, a
+/// row deleted by hand): those sessions are in no listing, and saying nothing would present
+/// them as gone.
+fn warn_orphans(ctx: &mut Ctx<'_>, store: &session_state::StateStore) -> Result<(), CliError> {
+    let all = store.list(&ListQuery::all()).map_err(state_err)?;
+    let db_ids = all
+        .entries
+        .into_iter()
+        .map(|e| e.summary.session_id)
+        .collect();
+    let orphans = super::state::orphan_messages(&ctx.root.path, &db_ids);
+    if !orphans.is_empty() {
+        let first = orphans
+            .iter()
+            .take(3)
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        ctx.warn(&format!(
+            "{} message log(s) in messages/ have no state.db row and are not listed ({first}{}); \
+             `sessions verify` reports them",
+            orphans.len(),
+            if orphans.len() > 3 { ", …" } else { "" }
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, CliError> {
     // Listing needs no index: the store is only read.
     let store = open_store_read_only(ctx)?;
@@ -49,6 +77,7 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         let msg = format!("{}: {}", d.path.display(), d.detail);
         ctx.warn(&msg);
     }
+    warn_orphans(ctx, &store)?;
     if args.json {
         for e in &page.entries {
             let s = &e.summary;

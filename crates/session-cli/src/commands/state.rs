@@ -23,19 +23,56 @@ pub(crate) fn state_err(e: StateError) -> CliError {
     }
 }
 
-/// Not found (3) when the root is not a directory: commands never create a store where there
-/// was none.
-fn check_root(ctx: &Ctx<'_>) -> Result<(), CliError> {
-    let root = &ctx.root.path;
-    if root.is_dir() {
-        Ok(())
-    } else {
-        Err(CliError::NotFound(format!(
-            "no session store at {} ({}); pass --root DIR or see `sessions where`",
-            root.display(),
-            ctx.root.source
-        )))
+/// [`state_err`] for a failure to open `state.db`, with one actionable hint when the file is
+/// damaged beyond SQLite's reading ("file is not a database", "malformed"): what to move
+/// aside and what `sessions repair` then rebuilds.
+pub(crate) fn open_err(root: &std::path::Path, e: StateError) -> CliError {
+    let text = one_line(&e);
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("not a database") || lower.contains("malformed") {
+        let db = root.join("state.db");
+        return CliError::Data(format!(
+            "{text}; hint: state.db is damaged: move it aside (mv {db} {db}.damaged) and run \
+             `sessions repair`, which rebuilds the run index from the run files; the \
+             messages/ files and the run files are kept",
+            db = db.display()
+        ));
     }
+    state_err(e)
+}
+
+/// Whether the directory `root` holds a session store: a `state.db`, a `messages/` or `state/`
+/// folder, or `YYYY/MM/DD` date directories with run files in them. An existing directory
+/// without any of these (a home directory, `/`) is not taken for an empty store: opening it
+/// would create `state.db`, `messages/` and `state/` there.
+pub(crate) fn looks_like_store(root: &std::path::Path) -> bool {
+    if ["state.db", "messages", "state"]
+        .iter()
+        .any(|name| std::fs::symlink_metadata(root.join(name)).is_ok())
+    {
+        return true;
+    }
+    session_jsonl::list_run_files(root)
+        .is_ok_and(|l| !l.files.is_empty() || !l.nonstandard_dirs.is_empty())
+}
+
+/// Not found (3) when the root is not a directory or holds no session store (see
+/// [`looks_like_store`]): commands never create a store where there was none.
+pub(crate) fn check_root(ctx: &Ctx<'_>) -> Result<(), CliError> {
+    let root = &ctx.root.path;
+    if root.is_dir() && looks_like_store(root) {
+        return Ok(());
+    }
+    let why = if root.is_dir() {
+        "the directory has no state.db, messages/, state/ or YYYY/MM/DD run folders"
+    } else {
+        "no such directory"
+    };
+    Err(CliError::NotFound(format!(
+        "no session store at {} ({why}; {}); pass --root DIR or see `sessions where`",
+        root.display(),
+        ctx.root.source
+    )))
 }
 
 /// Opens the store at the root for a command that changes it (`repair`, `gc`, `archive`,
@@ -50,7 +87,7 @@ pub(crate) fn open_store(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
             "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
         ));
     }
-    StateStore::open(&ctx.root.path).map_err(state_err)
+    StateStore::open(&ctx.root.path).map_err(|e| open_err(&ctx.root.path, e))
 }
 
 /// Opens the store read-only, for commands and dry runs that change nothing: no file under
@@ -71,56 +108,153 @@ pub(crate) fn open_store_read_only(ctx: &Ctx<'_>) -> Result<StateStore, CliError
             db.display()
         )));
     }
-    StateStore::open_read_only(&ctx.root.path).map_err(state_err)
+    StateStore::open_read_only(&ctx.root.path).map_err(|e| open_err(&ctx.root.path, e))
 }
 
 /// How a reading command uses the run index, for [`open_store_for_reading`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IndexUse {
-    /// The answer comes from the index (`runs`, `stats`): a read-only store answers from the
-    /// index as the last writer left it, which is worth a warning.
-    Answers,
     /// The index only finds a session's runs; on a read-only store they are found from the
     /// run files' headers instead (`show`, `history`, `export` of a session).
     FindsRuns,
 }
 
+/// What `runs` and `stats` say about an index they cannot bring up to date.
+const STALE: &str =
+    "the run index may be stale (runs written since it was last updated are missing)";
+
 /// Opens the store for a reading command that keeps the run index up to date: writable when
 /// possible (the refresh writes the index in `state.db`); read-only under `--read-only`, or
-/// when the store cannot be written (another user's store, a read-only mount), then with a
-/// one-line warning.
+/// when the store cannot be written (another user's store, a read-only mount). Returns the
+/// store and, when it was opened read-only, why (`--read-only`, or the write failure), for
+/// the caller's one warning line.
 ///
 /// # Errors
 /// As [`open_store_read_only`]; data (4) when a writable open fails for another reason.
+pub(crate) fn open_reading(ctx: &mut Ctx<'_>) -> Result<(StateStore, Option<String>), CliError> {
+    check_root(ctx)?;
+    if ctx.read_only {
+        return Ok((open_store_read_only(ctx)?, Some("--read-only".into())));
+    }
+    match StateStore::open(&ctx.root.path) {
+        Ok(store) => Ok((store, None)),
+        Err(e) if e.is_permission_denied() => Ok((
+            open_store_read_only(ctx)?,
+            Some(format!(
+                "cannot write the store ({}); reading it read-only",
+                one_line(&e)
+            )),
+        )),
+        Err(e) => Err(open_err(&ctx.root.path, e)),
+    }
+}
+
+/// [`open_reading`] for a command whose index use is `index`, warning (one line) when the
+/// store cannot be written; `--read-only` is asked for and needs no warning.
+///
+/// # Errors
+/// As [`open_reading`].
 pub(crate) fn open_store_for_reading(
     ctx: &mut Ctx<'_>,
     index: IndexUse,
 ) -> Result<StateStore, CliError> {
-    check_root(ctx)?;
-    let stale = "the run index may be stale (runs written since it was last updated are missing)";
-    if ctx.read_only {
-        if index == IndexUse::Answers {
-            ctx.warn(&format!("--read-only: {stale}"));
-        }
-        return open_store_read_only(ctx);
+    let IndexUse::FindsRuns = index;
+    let (store, why) = open_reading(ctx)?;
+    if let Some(why) = why
+        && !ctx.read_only
+    {
+        ctx.warn(&why);
     }
-    match StateStore::open(&ctx.root.path) {
-        Ok(store) => Ok(store),
-        Err(e) if e.is_permission_denied() => {
-            let msg = match index {
-                IndexUse::Answers => format!(
-                    "cannot write the store ({}); reading it read-only: {stale}",
-                    one_line(&e)
-                ),
-                IndexUse::FindsRuns => format!(
-                    "cannot write the store ({}); reading it read-only",
-                    one_line(&e)
-                ),
-            };
-            ctx.warn(&msg);
-            open_store_read_only(ctx)
+    Ok(store)
+}
+
+/// The store `runs` and `stats` answer from: `store` itself, or, when `store` is read-only and
+/// its run index is missing or empty (a store only the reference wrote, a `state.db` that is
+/// not there) while run files exist, a run index built from those files in a temporary
+/// directory (hard links, or copies where links cannot be made; removed when the returned
+/// guard drops). `why` is why the store was opened read-only (from [`open_reading`]); one
+/// warning line says it and whether the answer may be stale or comes from the run files. Rows of that index name files under the temporary directory:
+/// [`real_path`] maps them back. An empty answer then means an empty store, never a missing
+/// index.
+///
+/// # Errors
+/// Data (4) when the run files cannot be listed, linked or indexed.
+// RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
+#[allow(clippy::field_reassign_with_default)]
+pub(crate) fn answering_store(
+    ctx: &mut Ctx<'_>,
+    store: StateStore,
+    why: Option<String>,
+) -> Result<(StateStore, Option<tempfile::TempDir>), CliError> {
+    let stale = |ctx: &mut Ctx<'_>, why: Option<String>| {
+        if let Some(why) = why {
+            ctx.warn(&format!("{why}: {STALE}"));
         }
-        Err(e) => Err(state_err(e)),
+    };
+    if !store.is_read_only() {
+        return Ok((store, None));
+    }
+    let mut probe = session_state::RunQuery::default();
+    probe.limit = Some(1);
+    if store.list_runs(&probe).is_ok_and(|p| !p.runs.is_empty()) {
+        stale(ctx, why);
+        return Ok((store, None));
+    }
+    let root = ctx.root.path.clone();
+    let listing = session_jsonl::list_run_files(&root).map_err(crate::store::jsonl_err)?;
+    if listing.files.is_empty() {
+        stale(ctx, why);
+        return Ok((store, None));
+    }
+    ctx.warn(&format!(
+        "{}the run index is missing or empty; answering from the {} run file(s) themselves",
+        why.map(|w| format!("{w}: ")).unwrap_or_default(),
+        listing.files.len()
+    ));
+    let dir = tempfile::Builder::new()
+        .prefix("sessions-index-")
+        .tempdir()
+        .map_err(|e| CliError::io(std::env::temp_dir(), e))?;
+    let temp_root = dir.path().join("sessions");
+    for f in &listing.files {
+        let Ok(relative) = f.path.strip_prefix(&root) else {
+            continue;
+        };
+        let to = temp_root.join(relative);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| CliError::io(parent, e))?;
+        }
+        if std::fs::hard_link(&f.path, &to).is_err() {
+            std::fs::copy(&f.path, &to).map_err(|e| CliError::io(&f.path, e))?;
+        }
+    }
+    let temp = StateStore::open(&temp_root).map_err(|e| open_err(&temp_root, e))?;
+    let bar = Progress::lazy(ctx.progress, "indexing runs");
+    let report = temp
+        .index_runs_with_progress(&mut |done, total| bar.update(done, total))
+        .map_err(state_err)?;
+    bar.finish();
+    for (path, err) in &report.failed {
+        let shown = path
+            .strip_prefix(&temp_root)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| path.to_string_lossy().into_owned());
+        ctx.warn(&format!("{shown}: not indexed: {err}"));
+    }
+    Ok((temp, Some(dir)))
+}
+
+/// The file under the store `root` that a row of `store`'s index names: the row's own path,
+/// or for an index of [`answering_store`]'s temporary directory, the same relative path under
+/// `root`.
+pub(crate) fn real_path(
+    store: &StateStore,
+    root: &std::path::Path,
+    path: &std::path::Path,
+) -> std::path::PathBuf {
+    match path.strip_prefix(store.root()) {
+        Ok(relative) if store.root() != root => root.join(relative),
+        _ => path.to_owned(),
     }
 }
 
@@ -146,6 +280,79 @@ pub(crate) fn refresh_index(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(),
     Ok(())
 }
 
+/// The session ids of the `messages/<id>.jsonl` files under `root` with each file's path,
+/// sorted (an unreadable or missing `messages/` gives none; files with other names are not
+/// message logs).
+pub(crate) fn messages_files(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
+    let Ok(rd) = std::fs::read_dir(root.join("messages")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, std::path::PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_owned();
+            let id = name.strip_suffix(".jsonl")?;
+            session_schema::is_safe_id(id).then(|| (id.to_owned(), e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The message logs of sessions the listing does not show (`db_ids`: the listed sessions, a
+/// `state.db` row or a legacy snapshot, which migration rebuilds from the log): no listing
+/// shows them and no load finds them.
+pub(crate) fn orphan_messages(
+    root: &std::path::Path,
+    db_ids: &std::collections::BTreeSet<String>,
+) -> Vec<(String, std::path::PathBuf)> {
+    messages_files(root)
+        .into_iter()
+        .filter(|(id, _)| !db_ids.contains(id))
+        .collect()
+}
+
+/// The findings for message logs without a `state.db` row: one `orphan_messages` problem per
+/// file, and when `state.db` has no session row at all while `messages/` holds logs, one
+/// `state_empty_with_messages` problem (a zero-byte or replaced `state.db`).
+fn orphan_findings(
+    root: &std::path::Path,
+    listed: &std::collections::BTreeSet<String>,
+    has_rows: bool,
+    findings: &mut Vec<Finding>,
+) {
+    let orphans = orphan_messages(root, listed);
+    let logs = messages_files(root).len();
+    if !has_rows && logs > 0 {
+        findings.push(Finding {
+            file: root.join("state.db"),
+            id: None,
+            kind: "state_empty_with_messages".into(),
+            problem: true,
+            line: None,
+            offset: None,
+            message: format!(
+                "state.db has no session rows but messages/ holds {logs} session log(s): the \
+                 sessions are missing from the listings (a zero-byte or replaced state.db?)"
+            ),
+        });
+    }
+    for (id, path) in orphans {
+        findings.push(Finding {
+            file: path,
+            id: Some(id),
+            kind: "orphan_messages".into(),
+            problem: true,
+            line: None,
+            offset: None,
+            message: "message log without a state.db row: the session is not listed or \
+                      loadable"
+                .into(),
+        });
+    }
+}
+
 /// Checks every listed session: damage in its messages file, a row whose `message_count`
 /// disagrees with the file, legacy snapshots not migrated yet. Legacy-only sessions are not
 /// loaded (that would migrate them; `repair` does). Returns the number of sessions checked.
@@ -159,6 +366,7 @@ pub(crate) fn verify_state(
     // The run files were checked already; a state.db that cannot be opened or listed is one
     // more finding, not the end of the report.
     let db = ctx.root.path.join("state.db");
+    let logs = messages_files(&ctx.root.path).len();
     let unavailable = |e: CliError| Finding {
         file: db.clone(),
         id: None,
@@ -166,7 +374,14 @@ pub(crate) fn verify_state(
         problem: true,
         line: None,
         offset: None,
-        message: e.to_string(),
+        message: if logs > 0 {
+            format!(
+                "{e}; the {logs} session(s) of messages/ cannot be listed or loaded until it \
+                 is readable"
+            )
+        } else {
+            e.to_string()
+        },
     };
     let store = match open_store_read_only(ctx) {
         Ok(s) => s,
@@ -182,6 +397,13 @@ pub(crate) fn verify_state(
             return Ok(0);
         }
     };
+    let listed: std::collections::BTreeSet<String> = page
+        .entries
+        .iter()
+        .map(|e| e.summary.session_id.clone())
+        .collect();
+    let has_rows = page.entries.iter().any(|e| e.source == EntrySource::Db);
+    orphan_findings(&ctx.root.path, &listed, has_rows, findings);
     for d in &page.diagnostics {
         findings.push(Finding {
             file: d.path.clone(),

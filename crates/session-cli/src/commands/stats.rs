@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use session_state::RunQuery;
 
 use super::runs::{bound, display_outcome};
-use super::state::{IndexUse, open_store_for_reading, refresh_index, state_err};
+use super::state::{open_reading, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{StatsArgs, StatsBy};
 use crate::error::{CliError, EXIT_OK};
@@ -33,15 +33,25 @@ const BAR_WIDTH: usize = 30;
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
 #[allow(clippy::field_reassign_with_default)]
 pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> {
-    let store = open_store_for_reading(ctx, IndexUse::Answers)?;
+    let (store, why) = open_reading(ctx)?;
     refresh_index(ctx, &store)?;
     let mut query = RunQuery::default();
     query.since = bound(args.since.as_deref(), ctx.now)?;
     query.until = bound(args.until.as_deref(), ctx.now)?;
-    let page = store.list_runs(&query).map_err(state_err)?;
+    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let mut page = store.list_runs(&query).map_err(state_err)?;
+    let root_path = ctx.root.path.clone();
+    for row in &mut page.runs {
+        row.path = super::state::real_path(&store, &root_path, &row.path);
+    }
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut all = Group::default();
+    let root = ctx.root.path.clone();
+    let mut dedup = super::runs::Dedup::default();
     for row in &page.runs {
+        if !dedup.keep(&root, row) {
+            continue;
+        }
         let key = match args.by {
             StatsBy::Day => row
                 .started_at
@@ -83,6 +93,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             g.total += row.total_tokens;
         }
     }
+    dedup.warn(ctx);
     let by = match args.by {
         StatsBy::Day => "day",
         StatsBy::Model => "model",

@@ -72,10 +72,62 @@ fn damage_is_problem(kind: DamageKind) -> bool {
     )
 }
 
-/// Checks one run file; appends findings and returns the bytes checked.
-pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<u64, CliError> {
+/// Whether a session-replay finding is a problem, and its message. Warnings are problems,
+/// except an over-inclusive request snapshot: the reference serializes a request's snapshot
+/// after its response was appended (compat notes §5 item 9), so pristine reference data has
+/// them; it is a note whose message names `replay --corrected`, which gives the prompt
+/// actually sent.
+fn grade(
+    kind: DiagnosticKind,
+    severity: Severity,
+    message: String,
+    run_id: Option<&str>,
+) -> (bool, String) {
+    if kind == DiagnosticKind::OverInclusiveSnapshot {
+        let run = run_id.unwrap_or("<run-id>");
+        return (
+            false,
+            format!(
+                "{message}; a known quirk of the reference (compat notes §5 item 9): \
+                 `sessions replay {run} --seq N --corrected` gives the prompt actually sent"
+            ),
+        );
+    }
+    (severity == Severity::Warning, message)
+}
+
+/// Checks one run file; appends findings and returns the bytes checked and the run id its
+/// records name (the header's `run_id`; `None` when no record names one). A file whose name
+/// is not `<run_id>.jsonl[.zst]` of that id is a `run_id_mismatch` problem: readers that find
+/// runs by name (the reference's, `find_run`) do not find it, and a copy under another name
+/// counts the run twice.
+pub(crate) fn check_run(
+    path: &Path,
+    findings: &mut Vec<Finding>,
+) -> Result<(u64, Option<String>), CliError> {
     let run = load_run_file(path, false)?;
     let id = Some(run.log.meta.run_id.clone()).filter(|s| !s.is_empty());
+    if let Some(header_id) = &id {
+        let name_id = crate::store::run_id_of_path(path);
+        if name_id.as_deref() != Some(header_id.as_str()) {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            findings.push(Finding {
+                file: path.to_owned(),
+                id: id.clone(),
+                kind: "run_id_mismatch".into(),
+                problem: true,
+                line: Some(1),
+                offset: Some(0),
+                message: format!(
+                    "file name `{name}` does not match the header's run_id {header_id} \
+                     (expected `{header_id}.jsonl`); runs are found by file name"
+                ),
+            });
+        }
+    }
     for d in &run.damage {
         findings.push(Finding {
             file: path.to_owned(),
@@ -104,17 +156,58 @@ pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<u64,
             continue;
         }
         let pos = d.record.and_then(|i| run.position(i));
+        let (problem, message) = grade(d.kind, d.severity, d.message, id.as_deref());
         findings.push(Finding {
             file: path.to_owned(),
             id: id.clone(),
             kind: diagnostic_kind_name(d.kind),
-            problem: d.severity == Severity::Warning,
+            problem,
             line: pos.map(|p| p.0),
             offset: pos.map(|p| p.1),
-            message: d.message,
+            message,
         });
     }
-    Ok(run.bytes)
+    Ok((run.bytes, id))
+}
+
+/// `duplicate_run_id` problems: files whose records name the same run (`(file, run id)`
+/// pairs, in listing order). The file that keeps the run is the one named after it, a plain
+/// file before an archive, else the first listed; every other file is reported, naming it.
+pub(crate) fn duplicate_findings(root: &Path, ids: &[(PathBuf, String)]) -> Vec<Finding> {
+    let mut by_id: BTreeMap<&str, Vec<&Path>> = BTreeMap::new();
+    for (path, id) in ids {
+        by_id.entry(id.as_str()).or_default().push(path);
+    }
+    let mut out = Vec::new();
+    for (id, mut paths) in by_id.into_iter().filter(|(_, p)| p.len() > 1) {
+        paths.sort_by_key(|p| preference(p, id));
+        for p in &paths[1..] {
+            out.push(Finding {
+                file: p.to_path_buf(),
+                id: Some(id.to_owned()),
+                kind: "duplicate_run_id".into(),
+                problem: true,
+                line: None,
+                offset: None,
+                message: format!(
+                    "holds run {id} again; {} holds it too and is the one counted",
+                    rel(root, paths[0])
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// Sort key choosing which of several files of one run is the run: the file named
+/// `<id>.jsonl`, then `<id>.jsonl.zst`, then any other name (stable sort keeps listing order).
+pub(crate) fn preference(path: &Path, id: &str) -> u8 {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match session_jsonl::layout::parse_run_file_name(name) {
+        Some((n, false)) if n == id => 0,
+        Some((n, true)) if n == id => 1,
+        _ => 2,
+    }
 }
 
 pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliError> {
@@ -123,30 +216,8 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
     let mut files: Vec<PathBuf> = Vec::new();
     let whole_store = args.runs.is_empty();
     if whole_store {
-        if !root.is_dir() {
-            return Err(CliError::NotFound(format!(
-                "no session store at {}",
-                root.display()
-            )));
-        }
+        super::state::check_root(ctx)?;
         let listing = session_jsonl::list_run_files(&root).map_err(jsonl_err)?;
-        let mut by_id: BTreeMap<&str, Vec<&Path>> = BTreeMap::new();
-        for f in &listing.files {
-            by_id.entry(f.run_id.as_str()).or_default().push(&f.path);
-        }
-        for (id, paths) in by_id.iter().filter(|(_, p)| p.len() > 1) {
-            for p in &paths[1..] {
-                findings.push(Finding {
-                    file: p.to_path_buf(),
-                    id: Some((*id).to_owned()),
-                    kind: "duplicate_run_id".into(),
-                    problem: true,
-                    line: None,
-                    offset: None,
-                    message: format!("run id also used by {}", rel(&root, paths[0])),
-                });
-            }
-        }
         for d in &listing.nonstandard_dirs {
             findings.push(Finding {
                 file: d.clone(),
@@ -184,9 +255,15 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
     }
     let progress = Progress::new(ctx.progress, files.len() as u64, "verifying runs");
     let mut total_bytes = 0u64;
+    let mut ids: Vec<(PathBuf, String)> = Vec::new();
     for f in &files {
         match check_run(f, &mut findings) {
-            Ok(b) => total_bytes += b,
+            Ok((b, id)) => {
+                total_bytes += b;
+                if let Some(id) = id.or_else(|| crate::store::run_id_of_path(f)) {
+                    ids.push((f.clone(), id));
+                }
+            }
             Err(e) => findings.push(Finding {
                 file: f.clone(),
                 id: crate::store::run_id_of_path(f),
@@ -200,6 +277,9 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
         progress.inc();
     }
     progress.finish();
+    if whole_store {
+        findings.extend(duplicate_findings(&root, &ids));
+    }
     let mut sessions_checked = 0usize;
     if whole_store {
         sessions_checked = super::state::verify_state(ctx, &mut findings)?;
@@ -343,5 +423,35 @@ mod tests {
             diagnostic_kind_name(DiagnosticKind::OverInclusiveSnapshot),
             "over_inclusive_snapshot"
         );
+    }
+
+    #[test]
+    fn over_inclusive_snapshots_are_notes_with_the_corrected_hint_and_other_warnings_problems() {
+        let (problem, msg) = grade(
+            DiagnosticKind::OverInclusiveSnapshot,
+            Severity::Warning,
+            "snapshot holds its own response".into(),
+            Some("r1"),
+        );
+        assert!(!problem);
+        assert!(
+            msg.starts_with("snapshot holds its own response; "),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("sessions replay r1 --seq N --corrected"),
+            "{msg}"
+        );
+        for kind in [
+            DiagnosticKind::SnapshotDivergence,
+            DiagnosticKind::DuplicateSeq,
+            DiagnosticKind::OrphanResponse,
+        ] {
+            let (problem, msg) = grade(kind, Severity::Warning, "m".into(), None);
+            assert!(problem, "{kind:?}");
+            assert_eq!(msg, "m");
+        }
+        let (problem, _) = grade(DiagnosticKind::NoRunEnd, Severity::Note, "m".into(), None);
+        assert!(!problem);
     }
 }
