@@ -1850,6 +1850,23 @@ fn empty_trash_never_follows_symbolic_links() {
         assert_eq!(r.code, 4, "{args:?}: {}", r.out);
         assert!(r.err.contains("is a symbolic link; refusing"), "{}", r.err);
     }
+    // Nor are old runs moved into it, out of the store.
+    let runs_dir = s.root.join("2026");
+    let before = snapshot(&runs_dir);
+    for args in [
+        &["gc", "--older-than", "30d"][..],
+        &["gc", "--older-than", "30d", "--dry-run"],
+    ] {
+        let r = run_in(&s.root, args);
+        assert_eq!(r.code, 4, "{args:?}: {}", r.out);
+        assert!(
+            r.err.contains("is a symbolic link; refusing to move runs"),
+            "{}",
+            r.err
+        );
+    }
+    assert_eq!(snapshot(&runs_dir), before);
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 2);
     assert_eq!(std::fs::read(&precious).unwrap(), b"precious");
     assert!(outside.path().join("sub/q").exists());
     assert!(

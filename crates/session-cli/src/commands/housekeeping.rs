@@ -598,6 +598,33 @@ fn remove_tree(path: &Path) -> Result<(), CliError> {
     fs::remove_dir(path).map_err(|e| CliError::io(path, e))
 }
 
+/// What is at the trash folder's path: `None` when nothing is. Anything there but a real
+/// directory is refused: a link named `trash` points somewhere gc never wrote, so emptying it
+/// would delete files outside the store, and moving runs into it would carry them out of it.
+///
+/// # Errors
+/// Data (4) naming the path and `doing`; I/O (4) when it cannot be examined.
+fn trash_meta(trash: &Path, doing: &str) -> Result<Option<fs::Metadata>, CliError> {
+    let meta = match fs::symlink_metadata(trash) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(CliError::io(trash, e)),
+    };
+    if meta.is_dir() {
+        return Ok(Some(meta));
+    }
+    let what = if meta.file_type().is_symlink() {
+        "is a symbolic link"
+    } else {
+        "is not a directory"
+    };
+    Err(CliError::Data(format!(
+        "{}: {what}; refusing to {doing} (gc only uses a trash folder it made; remove or \
+         rename it yourself)",
+        trash.display()
+    )))
+}
+
 fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     if ctx.read_only && !args.dry_run {
         return Err(CliError::Usage(
@@ -605,27 +632,7 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         ));
     }
     let trash = ctx.root.path.join(TRASH_DIR);
-    let meta = match fs::symlink_metadata(&trash) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(CliError::io(&trash, e)),
-    };
-    if let Some(m) = &meta
-        && !m.is_dir()
-    {
-        // A link named `trash` points somewhere gc never wrote: emptying it would delete
-        // files outside the store.
-        let what = if m.file_type().is_symlink() {
-            "is a symbolic link"
-        } else {
-            "is not a directory"
-        };
-        return Err(CliError::Data(format!(
-            "{}: {what}; refusing to empty it (gc only deletes a trash folder it made; \
-             remove or rename it yourself)",
-            trash.display()
-        )));
-    }
+    let meta = trash_meta(&trash, "empty it")?;
     if meta.is_none() {
         if args.json {
             writeln!(
@@ -734,6 +741,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
                 && !kept_sessions.contains(&e.summary.session_id)
         })
         .collect();
+    trash_meta(&root.join(TRASH_DIR), "move runs into it")?;
     let stamp = trash_stamp(ctx.now);
     let mut batch = root.join(TRASH_DIR).join(&stamp);
     let mut n = 2;
