@@ -1832,6 +1832,59 @@ fn extreme_numeric_arguments_are_usage_errors_never_panics() {
 }
 
 #[test]
+fn token_counts_at_the_limit_saturate_instead_of_overflowing() {
+    // Three runs whose usage counts are u64::MAX (what the index stores for them is its
+    // business; the totals must not overflow).
+    let dir = tempfile::tempdir().unwrap();
+    let day = dir.path().join("2026/11/30");
+    std::fs::create_dir_all(&day).unwrap();
+    let original = run_file(&fixtures().join("sessions"), FIXTURE_RUN);
+    let text = std::fs::read_to_string(&original).unwrap();
+    for i in 1..=3 {
+        let id = format!("7a1e0000-0000-4000-8000-00000000000{i}");
+        let mut out = String::new();
+        for line in text.lines() {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            max_out_usage(&mut v);
+            out.push_str(&serde_json::to_string(&v).unwrap().replace(FIXTURE_RUN, &id));
+            out.push('\n');
+        }
+        std::fs::write(day.join(format!("{id}.jsonl")), out).unwrap();
+    }
+    for args in [
+        &["stats", "--json"][..],
+        &["stats", "--by", "model"],
+        &["stats", "--by", "session", "--json"],
+        &["runs", "--json"],
+    ] {
+        let r = run_in(dir.path(), args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+    }
+    let total = json_lines(&ok(dir.path(), &["stats", "--json"]));
+    let total = total.last().unwrap();
+    assert_eq!(total["runs"], 3);
+    let sum = total["total_tokens"].as_u64().unwrap();
+    assert!(sum >= u64::MAX / 2, "{total}");
+}
+
+/// Sets every token count of `v` to `u64::MAX`.
+fn max_out_usage(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o.iter_mut() {
+                if k.ends_with("_tokens") && x.is_u64() {
+                    *x = Value::from(u64::MAX);
+                } else {
+                    max_out_usage(x);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(max_out_usage),
+        _ => {}
+    }
+}
+
+#[test]
 fn empty_trash_never_follows_symbolic_links() {
     let s = sample_store();
     let outside = tempfile::tempdir().unwrap();

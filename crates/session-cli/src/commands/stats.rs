@@ -86,11 +86,12 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
                 "cancelled" => g.cancelled += 1,
                 _ => g.open += 1,
             }
-            g.invocations += row.invocation_count;
-            g.input += row.input_tokens;
-            g.cached += row.cached_input_tokens;
-            g.output += row.output_tokens;
-            g.total += row.total_tokens;
+            // Counts come from the files; sums saturate rather than overflow on absurd ones.
+            g.invocations = g.invocations.saturating_add(row.invocation_count);
+            g.input = g.input.saturating_add(row.input_tokens);
+            g.cached = g.cached.saturating_add(row.cached_input_tokens);
+            g.output = g.output.saturating_add(row.output_tokens);
+            g.total = g.total.saturating_add(row.total_tokens);
         }
     }
     dedup.warn(ctx);
