@@ -1969,6 +1969,9 @@ fn commands_on_a_directory_that_is_no_store_exit_3_and_create_nothing() {
     std::fs::write(dir.path().join("notes.txt"), b"x").unwrap();
     // An empty year directory holds no runs: still no store.
     std::fs::create_dir(dir.path().join("2026")).unwrap();
+    // Nor is a folder that happens to be called `trash` a store's trash.
+    std::fs::create_dir_all(dir.path().join("trash/20261101T000000Z")).unwrap();
+    std::fs::write(dir.path().join("trash/20261101T000000Z/keep"), b"k").unwrap();
     let before = tree_state(dir.path());
     for args in [
         &["runs"][..],
@@ -1984,6 +1987,8 @@ fn commands_on_a_directory_that_is_no_store_exit_3_and_create_nothing() {
         &["reindex"],
         &["gc", "--older-than", "30d"],
         &["archive", "--older-than", "30d"],
+        &["gc", "--empty-trash"],
+        &["gc", "--empty-trash", "--dry-run"],
     ] {
         let r = run_in(dir.path(), args);
         assert_eq!(r.code, 3, "{args:?}: {}{}", r.out, r.err);

@@ -631,6 +631,8 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
         ));
     }
+    // Only a store's own trash: `--root ~` must never empty `~/trash`.
+    super::state::check_root(ctx)?;
     let trash = ctx.root.path.join(TRASH_DIR);
     let meta = trash_meta(&trash, "empty it")?;
     if meta.is_none() {
