@@ -300,9 +300,23 @@ impl StateStore {
             let outcome = if has_row {
                 MigrationOutcome::AlreadyIndexed
             } else {
-                let bytes = match crate::fsutil::read_if_exists(&path)? {
-                    Some(b) => b,
-                    None => continue,
+                // A snapshot that cannot be read (a directory with a `.json` name, no
+                // permission) is an outcome of its own; the other snapshots still migrate.
+                let bytes = match crate::fsutil::read_if_exists(&path) {
+                    Ok(Some(b)) => b,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        report.entries.push(MigrationEntry {
+                            session_id: id,
+                            path,
+                            outcome: MigrationOutcome::Invalid {
+                                detail: e.to_string(),
+                            },
+                            damage: Vec::new(),
+                            notes: Vec::new(),
+                        });
+                        continue;
+                    }
                 };
                 match self.pending_migration(&id, &path, &bytes) {
                     Err(e) => MigrationOutcome::Invalid {

@@ -291,3 +291,37 @@ fn odd_legacy_messages_and_fields_are_reported_and_the_count_is_what_was_written
     assert_eq!(listed.entries[0].summary.message_count, Some(4));
     assert!(matches!(loaded.state.messages[1], BaseMessage::Unknown(_)));
 }
+
+#[test]
+fn an_unreadable_snapshot_is_one_invalid_entry_and_the_others_still_migrate() {
+    let (_dir, root) = scratch(true);
+    // A directory with a snapshot's name cannot be read as a file.
+    fs::create_dir(root.join("state/dir-named-like-a-snapshot.json")).unwrap();
+    let store = StateStore::open(&root).unwrap();
+    for dry_run in [true, false] {
+        let report = store.migrate_legacy(dry_run).unwrap();
+        let bad = report
+            .entries
+            .iter()
+            .find(|e| e.session_id == "dir-named-like-a-snapshot")
+            .unwrap();
+        assert!(
+            matches!(&bad.outcome, MigrationOutcome::Invalid { detail } if detail.contains("dir-named-like-a-snapshot.json")),
+            "{:?}",
+            bad.outcome
+        );
+        // L3, never loaded by the reference, is still (or would still be) migrated.
+        let l3 = report
+            .entries
+            .iter()
+            .find(|e| e.session_id == "c0ffee00-1234-4abc-8def-00112233aabb")
+            .unwrap();
+        let expected_migrated = !dry_run;
+        assert_eq!(
+            matches!(l3.outcome, MigrationOutcome::Migrated(_)),
+            expected_migrated,
+            "{:?}",
+            l3.outcome
+        );
+    }
+}
