@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::copy_dir;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -16,19 +19,6 @@ fn fixture_dir() -> PathBuf {
 fn expected() -> Value {
     let text = fs::read_to_string(fixture_dir().join("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A scratch copy of the fixture's `sessions/` (SQLite must never open the read-only original).

@@ -1,0 +1,20 @@
+//! Helpers shared by the integration tests of session-state.
+
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::Path;
+
+/// Copies the directory tree `from` to `to` (created), files byte for byte.
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
