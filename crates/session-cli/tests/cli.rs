@@ -2243,3 +2243,34 @@ fn repair_goes_on_past_a_failed_item_and_a_damaged_state_db_gets_one_hint() {
         assert!(r.err.contains("`sessions repair`"), "{}", r.err);
     }
 }
+
+#[test]
+fn repair_reports_what_a_legacy_migration_left_out() {
+    let s = sample_store();
+    settle(&s.root);
+    std::fs::write(
+        s.root.join("state/bbbb0001.json"),
+        r#"{"schema_version":1,"session_id":"bbbb0001","updated_at":"2026-10-01T00:00:00.000Z","invoke_seq":"7","messages":[{"role":"user","content":"keep me"},"str",null,{"role":"assistant","content":"last"}]}"#,
+    )
+    .unwrap();
+    for dry_run in [true, false] {
+        let mut args = vec!["repair", "--json"];
+        if dry_run {
+            args.push("--dry-run");
+        }
+        let r = run_in(&s.root, &args);
+        let entry = json_lines(&r.out)
+            .into_iter()
+            .find(|a| a["action"] == "migrate-legacy" && a["id"] == "bbbb0001")
+            .unwrap_or_else(|| panic!("no migration entry: {}", r.out));
+        let detail = entry["detail"].as_str().unwrap();
+        // Two messages are stored; the two non-object elements (2 and 3) and the wrong-typed
+        // invoke_seq are named, so nothing is dropped silently.
+        assert!(detail.contains("2 message(s)"), "{detail}");
+        assert!(
+            detail.contains("line 2") && detail.contains("line 3"),
+            "{detail}"
+        );
+        assert!(detail.contains("invoke_seq"), "{detail}");
+    }
+}

@@ -116,7 +116,7 @@ fn damage_kind(kind: &MsgDamage) -> &'static str {
 }
 
 /// `messages/<id>.jsonl: line 2, byte 31: torn_tail: <detail>`.
-fn describe_damage(root: &Path, d: &MessageDamage) -> String {
+pub(super) fn describe_damage(root: &Path, d: &MessageDamage) -> String {
     let mut s = rel(root, &d.path).into_owned();
     if let Some(line) = d.line {
         s.push_str(&format!(": line {line}, byte {}", d.byte_offset));
@@ -139,7 +139,10 @@ fn describe_damage(root: &Path, d: &MessageDamage) -> String {
 }
 
 /// A load note's kind, detail and position (`file`, `line`, `offset`) when it has one.
-fn note_parts(root: &Path, n: &LoadNote) -> (&'static str, String, Option<(String, u64, u64)>) {
+pub(super) fn note_parts(
+    root: &Path,
+    n: &LoadNote,
+) -> (&'static str, String, Option<(String, u64, u64)>) {
     match n {
         LoadNote::MetaUnreadable { detail } => (
             "meta_unreadable",

@@ -212,6 +212,16 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
                     }
                     _ => ("skipped", String::new()),
                 };
+                // What the migration left out or kept raw is part of the report.
+                let mut detail = detail;
+                for d in &e.damage {
+                    detail.push_str("; ");
+                    detail.push_str(&super::export::describe_damage(&root, d));
+                }
+                for n in &e.notes {
+                    detail.push_str("; ");
+                    detail.push_str(&super::export::note_parts(&root, n).1);
+                }
                 let a = Action {
                     action: "migrate-legacy",
                     file: rel(&root, &e.path).into_owned(),
