@@ -12,21 +12,19 @@
     clippy::expect_used
 )]
 
+mod common;
+use common::msg;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use session_schema::{BaseMessage, SessionState, Timestamp, parse_message};
+use session_schema::{SessionState, Timestamp};
 use session_state::{ListQuery, StateStore};
 
 const PROCESSES: usize = 8;
 const SAVES: usize = 50;
 const SHARED: &str = "5d0c6f1e-2a7b-4c3d-8e9f-000000000001";
-
-fn msg(role: &str, text: &str) -> BaseMessage {
-    let line = serde_json::json!({"role": role, "content": text}).to_string();
-    parse_message(line.as_bytes()).unwrap().value
-}
 
 fn session(id: &str, texts: &[String]) -> SessionState {
     SessionState {

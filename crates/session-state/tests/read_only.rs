@@ -3,17 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::msg;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use session_schema::{BaseMessage, RawJson, SessionState, Timestamp, parse_message};
+use session_schema::{RawJson, SessionState, Timestamp};
 use session_state::{ListQuery, LoadSource, RunQuery, StateError, StateStore};
-
-fn msg(role: &str, text: &str) -> BaseMessage {
-    let line = serde_json::json!({"role": role, "content": text}).to_string();
-    parse_message(line.as_bytes()).unwrap().value
-}
 
 fn state(id: &str, n: usize, ws: &str) -> SessionState {
     SessionState {

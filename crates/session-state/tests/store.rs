@@ -4,21 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::msg;
+
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
-use session_schema::{BaseMessage, RawJson, SessionState, Timestamp, parse_message};
+use session_schema::{BaseMessage, RawJson, SessionState, Timestamp};
 use session_state::{
     DamageKind, FaultPoint, ListQuery, SaveMode, StateError, StateStore, StoreOptions,
 };
-
-fn msg(role: &str, text: &str) -> BaseMessage {
-    let line = serde_json::json!({"role": role, "content": text}).to_string();
-    parse_message(line.as_bytes()).unwrap().value
-}
 
 fn state(id: &str, n: usize, tag: &str) -> SessionState {
     SessionState {

@@ -5,6 +5,9 @@
 use std::fs;
 use std::path::Path;
 
+use session_schema::{BaseMessage, parse_message};
+
+#[allow(dead_code)] // Not every test binary copies trees.
 /// Copies the directory tree `from` to `to` (created), files byte for byte.
 pub(crate) fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -17,4 +20,11 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
             fs::copy(entry.path(), &target).unwrap();
         }
     }
+}
+
+/// A message `{"role": role, "content": text}`.
+#[allow(dead_code)] // Not every test binary builds messages.
+pub(crate) fn msg(role: &str, text: &str) -> BaseMessage {
+    let line = serde_json::json!({"role": role, "content": text}).to_string();
+    parse_message(line.as_bytes()).unwrap().value
 }
