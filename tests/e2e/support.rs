@@ -7,14 +7,10 @@ use std::path::{Path, PathBuf};
 
 use session_schema::{BaseMessage, Record, Timestamp, parse_message, parse_record, to_line};
 
-/// `../shared/fixtures` beside the checkout (read-only; copy before SQLite opens anything).
-pub(crate) fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
-
-/// The reference runtime's recorded data.
+/// The reference runtime's recorded data (`testdata/codelia-runtime`; read-only, copy before
+/// SQLite opens anything).
 pub(crate) fn codelia_dir() -> PathBuf {
-    fixtures_dir().join("codelia-runtime")
+    session_test_support::codelia_runtime_dir()
 }
 
 /// `expected.json` of the reference runtime's recorded data.

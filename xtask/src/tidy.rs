@@ -78,8 +78,11 @@ fn no_trailing_whitespace_outside_test_data() {
             .is_some_and(|e| ["rs", "md", "toml", "yml", "sh"].iter().any(|x| e == *x))
             || p.file_name().is_some_and(|n| n == "run");
         if !is_text
-            || p.components()
-                .any(|c| c.as_os_str() == "test_data" || c.as_os_str() == "sample")
+            || p.components().any(|c| {
+                ["test_data", "testdata", "sample"]
+                    .iter()
+                    .any(|d| c.as_os_str() == *d)
+            })
         {
             continue;
         }

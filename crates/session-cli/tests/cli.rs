@@ -1,5 +1,5 @@
 //! End-to-end tests of the `sessions` binary against copies of the committed sample store and
-//! of the recorded reference fixtures (`../shared/fixtures/codelia-runtime`, never modified).
+//! of the recorded reference fixtures (`testdata/codelia-runtime`, never modified).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,7 +20,7 @@ fn manifest_dir() -> PathBuf {
 }
 
 fn fixtures() -> PathBuf {
-    manifest_dir().join("../../../shared/fixtures/codelia-runtime")
+    session_test_support::codelia_runtime_dir()
 }
 
 fn sample() -> PathBuf {

@@ -1,4 +1,4 @@
-//! The real run logs recorded from the reference runtime (`../shared/fixtures/codelia-runtime`)
+//! The real run logs recorded from the reference runtime (`testdata/codelia-runtime`)
 //! read with zero damage, and the cheap look-ups agree with `expected.json`.
 
 #![allow(
@@ -9,7 +9,7 @@
 )]
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 use session_jsonl::{
@@ -19,7 +19,7 @@ use session_jsonl::{
 use session_schema::Timestamp;
 
 fn fixture_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/codelia-runtime")
+    session_test_support::codelia_runtime_dir()
 }
 
 fn expected_runs() -> Vec<(PathBuf, Value)> {

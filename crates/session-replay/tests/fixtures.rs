@@ -1,4 +1,4 @@
-//! The reference's recorded runs and sessions (`../shared/fixtures/codelia-runtime`) replay with
+//! The reference's recorded runs and sessions (`testdata/codelia-runtime`) replay with
 //! the facts in its `expected.json`: invocation seqs, missing responses, over-inclusive
 //! snapshots, snapshot continuity, `session.history` answers, and the crashed run S9.
 
@@ -15,7 +15,7 @@ use session_replay::{
 use session_schema::{AgentEvent, parse_record};
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/codelia-runtime")
+    session_test_support::codelia_runtime_dir()
 }
 
 fn expected() -> Value {

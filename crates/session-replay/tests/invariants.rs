@@ -209,8 +209,7 @@ fn prop_assert_prefix(
 fn record_pool() -> &'static Vec<session_schema::Record> {
     static POOL: std::sync::OnceLock<Vec<session_schema::Record>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/fixtures/codelia-runtime/sessions/2026/11/30");
+        let dir = session_test_support::codelia_runs_dir();
         let mut pool = Vec::new();
         let mut files: Vec<_> = std::fs::read_dir(dir)
             .unwrap()

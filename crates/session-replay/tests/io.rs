@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::error::Error as _;
-use std::path::Path;
 
 use session_replay::DiagnosticKind;
 use session_replay::io::{Error, find_and_read_run, read_run};
@@ -34,8 +33,7 @@ fn unsafe_or_unknown_run_ids_are_find_errors() {
 
 #[test]
 fn finds_a_fixture_run_by_id_and_reports_its_crash() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/codelia-runtime/sessions");
+    let root = session_test_support::codelia_sessions_dir();
     let id = "2a11c3a2-3276-4762-88f9-5f8918cb8042";
     let started = Timestamp::from_raw("2026-11-30T11:39:08.452Z");
     let (log, diags) = find_and_read_run(&root, id, Some(&started)).unwrap();

@@ -1,4 +1,4 @@
-//! Every line the reference wrote under `../shared/fixtures/` parses and re-serializes to the
+//! Every line the reference wrote under `testdata/` parses and re-serializes to the
 //! identical bytes; every message inside decodes as typed `BaseMessage`s that round-trip too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use session_schema::{BaseMessage, Record, parse_message, parse_record, parse_session_state};
 
 fn fixtures_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    session_test_support::testdata_dir()
 }
 
 fn files_with_ext(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {

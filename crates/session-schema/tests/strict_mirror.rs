@@ -462,7 +462,7 @@ fn fixture_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn fixtures_contain_no_field_the_types_do_not_model() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
+    let root = session_test_support::testdata_dir();
     let mut files = Vec::new();
     fixture_files(&root, &mut files);
     let mut checked = 0;

@@ -7,13 +7,13 @@ mod common;
 use common::copy_dir;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 use session_state::{EntrySource, ListQuery, LoadSource, RunOutcome, StateStore, summarize_lines};
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/codelia-runtime")
+    session_test_support::codelia_runtime_dir()
 }
 
 fn expected() -> Value {

@@ -19,7 +19,7 @@ const L1: &str = "5d0c6f1e-2a7b-4c3d-8e9f-0a1b2c3d4e5f";
 const LEGACY_ONLY: &str = "c0ffee00-1234-4abc-8def-00112233aabb";
 
 fn fixture_sessions() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/codelia-runtime/sessions")
+    session_test_support::codelia_sessions_dir()
 }
 
 /// A scratch copy of the fixture's sessions, with or without its `state.db`.

@@ -54,8 +54,7 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime, Vec<u
 }
 
 fn fixture_runs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/codelia-runtime/sessions/2026/11/30")
+    session_test_support::codelia_runs_dir()
 }
 
 fn populated() -> (tempfile::TempDir, PathBuf) {

@@ -12,8 +12,7 @@ use session_schema::{Header, ModelInfo, Record, RunEnd, RunOutcome as EndOutcome
 use session_state::{RunChange, RunCursor, RunOutcome, RunQuery, StateStore};
 
 fn fixture_runs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/codelia-runtime/sessions/2026/11/30")
+    session_test_support::codelia_runs_dir()
 }
 
 fn setup() -> (tempfile::TempDir, PathBuf, StateStore) {

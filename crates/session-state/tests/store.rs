@@ -43,8 +43,7 @@ fn state(id: &str, n: usize, tag: &str) -> SessionState {
 const ID: &str = "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1";
 
 fn fixture_db() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/codelia-runtime/sessions/state.db")
+    session_test_support::codelia_sessions_dir().join("state.db")
 }
 
 fn schema_facts(conn: &Connection) -> (Vec<Vec<String>>, Vec<Vec<String>>, Vec<String>) {
