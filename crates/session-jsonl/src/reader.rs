@@ -253,6 +253,22 @@ fn parse_line(bytes: &[u8]) -> Result<Parsed<Record>, ParseError> {
     }
 }
 
+/// The message of a [`DamageKind::LoneSurrogate`] report for a line that needed the repair
+/// (`None` otherwise): how many escapes, in decoded fields or raw parts alike, and where the
+/// first is, as a byte offset from the start of `line` (a BOM and leading whitespace counted).
+fn lone_surrogate_note(parsed: &Parsed<Record>, line: &[u8]) -> Option<String> {
+    let first = parsed.lone_surrogates.first()?;
+    // The offsets count from where `parse_record` starts: after a BOM and leading whitespace.
+    let rest = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let lead = line.len() - rest.trim_ascii_start().len();
+    Some(format!(
+        "{} lone surrogate escape(s) repaired as U+FFFD, first {} at byte {} of the line",
+        parsed.lone_surrogates.len(),
+        first.escape_str(),
+        lead + first.offset
+    ))
+}
+
 /// Turns lines into items; shared by [`Reader`] and [`Follower`](crate::Follower).
 #[derive(Debug)]
 pub(crate) struct Decoder {
@@ -350,19 +366,13 @@ impl Decoder {
     ) {
         match result {
             Ok(parsed) => {
-                if !parsed.lone_surrogates.is_empty() {
-                    let first = &parsed.lone_surrogates[0];
+                if let Some(message) = lone_surrogate_note(&parsed, bytes) {
                     out.push_back(Item::Damage(Damage {
                         kind: DamageKind::LoneSurrogate,
                         offset,
                         line,
                         len: bytes.len() as u64,
-                        message: format!(
-                            "{} lone surrogate escape(s) repaired as U+FFFD, first {} at byte {} of the line",
-                            parsed.lone_surrogates.len(),
-                            first.escape_str(),
-                            first.offset
-                        ),
+                        message,
                         raw: None,
                         excerpt: None,
                     }));
@@ -393,7 +403,10 @@ impl Decoder {
                             line,
                             len: bytes.len() as u64,
                             message: format!(
-                                "invalid UTF-8 at byte {bad} of the line; decoded with U+FFFD replacements"
+                                "invalid UTF-8 at byte {bad} of the line; decoded with U+FFFD replacements{}",
+                                lone_surrogate_note(&parsed, lossy.as_bytes())
+                                    .map(|n| format!("; {n}"))
+                                    .unwrap_or_default()
                             ),
                             raw: None,
                             excerpt: Some(excerpt(lossy.as_bytes())),

@@ -9,8 +9,10 @@
 //!   [`UnknownObject`]s;
 //! * unknown string-enum values are kept as `Other(String)`;
 //! * a header `schema_version` other than 1 is surfaced as [`SchemaMode::BestEffort`];
-//! * lone surrogate escapes are repaired visibly ([`Parsed::lone_surrogates`]) and restored on
-//!   write.
+//! * lone surrogate escapes anywhere in a line, raw parts included, are repaired visibly
+//!   ([`Parsed::lone_surrogates`]) and restored on write; raw values decode them as U+FFFD
+//!   ([`Lazy::parse`], [`Lazy::parse_reported`]), and [`surrogate::repair_str`] makes JSON text
+//!   about to be emitted strict.
 //!
 //! Parsing a line the reference implementation wrote and serializing it again gives the
 //! identical bytes ([`Parsed::to_json`]): keys keep their order, `null` stays distinct from

@@ -35,6 +35,17 @@ impl<T> Parsed<T> {
         }
     }
 
+    /// Wraps a value decoded from `repaired`, the text with the lone surrogate escapes `found`
+    /// replaced by `\ufffd`.
+    pub(crate) fn repaired(value: T, repaired: &[u8], found: Vec<LoneSurrogate>) -> Self {
+        Parsed {
+            value,
+            restore: RestorePlan::new(repaired, &found),
+            lone_surrogates: found,
+            had_bom: false,
+        }
+    }
+
     /// Whether anything was repaired.
     pub fn was_repaired(&self) -> bool {
         !self.lone_surrogates.is_empty()
@@ -149,38 +160,40 @@ fn parse_with<T: DeserializeOwned>(
 }
 
 /// Parses trimmed, non-empty, valid UTF-8 text.
+///
+/// Lone surrogate escapes are repaired wherever they are, also inside raw fields that are only
+/// validated here ([`crate::RawJson`], [`crate::Lazy`]): serde_json accepts them there, and
+/// they would otherwise reach every later decode and every JSON document built from the record.
 fn parse_str_with<T: DeserializeOwned>(
     str_text: &str,
     had_bom: bool,
     tag: Option<&'static str>,
 ) -> Result<Parsed<T>, ParseError> {
-    let text = str_text.as_bytes();
-    match serde_json::from_str::<T>(str_text) {
+    let mut found = if surrogate::may_hold_surrogate_escape(str_text) {
+        surrogate::find_lone_surrogates(str_text.as_bytes())
+    } else {
+        Vec::new()
+    };
+    let repaired = (!found.is_empty()).then(|| surrogate::repair(str_text.as_bytes(), &found));
+    // Six ASCII bytes were replaced by six ASCII bytes: the repaired text is still UTF-8.
+    let text = match repaired.as_deref().map(std::str::from_utf8) {
+        Some(Ok(fixed)) => fixed,
+        _ => {
+            found.clear();
+            str_text
+        }
+    };
+    match serde_json::from_str::<T>(text) {
         Ok(value) => Ok(Parsed {
             value,
-            lone_surrogates: Vec::new(),
+            restore: match &repaired {
+                Some(fixed) if !found.is_empty() => RestorePlan::new(fixed, &found),
+                _ => RestorePlan::default(),
+            },
+            lone_surrogates: found,
             had_bom,
-            restore: RestorePlan::default(),
         }),
-        Err(err) => {
-            if err.classify() == serde_json::error::Category::Syntax {
-                let found = surrogate::find_lone_surrogates(text);
-                if !found.is_empty() {
-                    let repaired = surrogate::repair(text, &found);
-                    let repaired_str = std::str::from_utf8(&repaired).unwrap_or(str_text);
-                    return match serde_json::from_str::<T>(repaired_str) {
-                        Ok(value) => Ok(Parsed {
-                            value,
-                            restore: RestorePlan::new(&repaired, &found),
-                            lone_surrogates: found,
-                            had_bom,
-                        }),
-                        Err(err) => Err(classify(err, repaired_str, tag)),
-                    };
-                }
-            }
-            Err(classify(err, str_text, tag))
-        }
+        Err(err) => Err(classify(err, text, tag)),
     }
 }
 

@@ -13,6 +13,9 @@ use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::line::Parsed;
+use crate::surrogate::{self, LoneSurrogate};
+
 /// One JSON value kept as the exact text it was read from (compact, as found on the line).
 ///
 /// Equality compares the text, so `{"a":1}` and `{ "a": 1 }` differ.
@@ -43,24 +46,50 @@ impl RawJson {
 
     /// The JSON literal `null`.
     pub fn null() -> Self {
-        RawJson::from_json("null").unwrap_or_else(|_| unreachable!("`null` is valid JSON"))
+        RawJson(RawValue::NULL.to_owned())
     }
 
-    /// Parses the text into `T`.
+    /// Parses the text into `T`. Lone surrogate escapes (`\ud83c` without its pair, which
+    /// serde_json accepts inside a raw value but not in a `String`) decode as U+FFFD instead of
+    /// failing; [`RawJson::parse_reported`] also says which were repaired.
     ///
     /// # Errors
     /// The text does not fit `T`.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self.get())
+        surrogate::decode(self.get()).map(|(value, _)| value)
     }
 
-    /// Parses the text into a generic [`serde_json::Value`].
+    /// [`RawJson::parse`], with the lone surrogate escapes that were decoded as U+FFFD
+    /// ([`Parsed::lone_surrogates`], offsets within [`RawJson::get`]); [`Parsed::to_json`]
+    /// puts them back.
+    ///
+    /// # Errors
+    /// The text does not fit `T`.
+    pub fn parse_reported<T: DeserializeOwned>(&self) -> Result<Parsed<T>, serde_json::Error> {
+        Ok(match surrogate::decode_repairing(self.get())? {
+            (value, None) => Parsed::clean(value),
+            (value, Some((repaired, found))) => Parsed::repaired(value, &repaired, found),
+        })
+    }
+
+    /// The lone surrogate escapes in the text (offsets within [`RawJson::get`]); empty for every
+    /// value read through this crate's line parsers, which repair them.
+    pub fn lone_surrogates(&self) -> Vec<LoneSurrogate> {
+        let text = self.get();
+        if surrogate::may_hold_surrogate_escape(text) {
+            surrogate::find_lone_surrogates(text.as_bytes())
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Parses the text into a generic [`serde_json::Value`] (lone surrogate escapes as U+FFFD).
     ///
     /// # Errors
     /// Never for a value read by this crate (the text was checked on the way in); kept fallible
     /// because `Value` rejects numbers outside `f64` range.
     pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
-        serde_json::from_str(self.get())
+        self.parse()
     }
 
     /// Whether the value is the literal `null`.
@@ -138,12 +167,22 @@ impl<T> Lazy<T> {
 }
 
 impl<T: DeserializeOwned> Lazy<T> {
-    /// Decodes the value.
+    /// Decodes the value; lone surrogate escapes decode as U+FFFD instead of failing (see
+    /// [`RawJson::parse`]), so no message is lost to a cut emoji.
     ///
     /// # Errors
     /// The stored JSON does not fit `T` (for example a message with a wrong field type).
     pub fn parse(&self) -> Result<T, serde_json::Error> {
         self.raw.parse()
+    }
+
+    /// [`Lazy::parse`], with the lone surrogate escapes that were repaired
+    /// ([`Parsed::lone_surrogates`], offsets within [`Lazy::get`]).
+    ///
+    /// # Errors
+    /// The stored JSON does not fit `T`.
+    pub fn parse_reported(&self) -> Result<Parsed<T>, serde_json::Error> {
+        self.raw.parse_reported()
     }
 }
 

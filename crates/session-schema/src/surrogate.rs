@@ -1,14 +1,30 @@
 //! Lone UTF-16 surrogate escapes (`"\ud83c"` without its pair).
 //!
 //! JavaScript's `JSON.stringify` writes a lone surrogate as a `\udXXX` escape; serde_json
-//! rejects it when decoding into a `String`. We repair such a line by replacing each lone escape
-//! with `\ufffd` — the same six bytes long, so every byte offset stays valid — and remember the
-//! originals so that re-serialization can put them back (see [`restore`]).
+//! rejects it when decoding into a `String`, and strict JSON parsers reject text that holds one.
+//! We repair such text by replacing each lone escape with `\ufffd` — the same six bytes long, so
+//! every byte offset stays valid — and remember the originals so that re-serialization can put
+//! them back (see [`crate::Parsed::to_json`]).
+//!
+//! Where the repair happens (docs/format.md "Lines"):
+//!
+//! * a whole line ([`crate::parse_record`], [`crate::parse_message`], …): every lone escape of
+//!   the line, in decoded fields *and* inside raw, lazily decoded parts ([`crate::RawJson`],
+//!   [`crate::Lazy`]: request/response messages, tool arguments, `provider_meta`, `meta`, …), is
+//!   repaired and listed in [`crate::Parsed::lone_surrogates`];
+//! * a raw value decoded later ([`crate::RawJson::parse`], [`crate::Lazy::parse`]) repairs
+//!   what it finds too, and [`crate::Lazy::parse_reported`] lists it;
+//! * JSON text about to be emitted is made strict with [`repair_str`].
+
+use std::borrow::Cow;
+
+use serde::de::DeserializeOwned;
 
 /// One lone surrogate escape that was replaced by `\ufffd`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoneSurrogate {
-    /// Byte offset of the backslash within the line (after BOM and whitespace trimming).
+    /// Byte offset of the backslash within the text that was scanned: for a line, after BOM and
+    /// whitespace trimming; for a raw value, within its JSON text.
     pub offset: usize,
     /// The original escape, e.g. `\ud83c` (six ASCII bytes, case kept).
     pub escape: [u8; 6],
@@ -26,13 +42,21 @@ fn hex4(b: &[u8]) -> Option<u16> {
     u16::from_str_radix(s, 16).ok()
 }
 
+/// Whether `json` may hold a surrogate escape at all (`\ud…`/`\uD…`): a fast test that lets
+/// the exact scan ([`find_lone_surrogates`]) be skipped for almost every line.
+pub fn may_hold_surrogate_escape(json: &str) -> bool {
+    json.contains("\\ud") || json.contains("\\uD")
+}
+
 /// Finds every lone surrogate escape inside JSON strings of `line`.
+///
+/// An escaped backslash followed by `ud83c` (`"\\ud83c"`, the text `\ud83c`) is not an escape
+/// and is not reported; a high surrogate escape directly followed by a low one is a pair.
 pub fn find_lone_surrogates(line: &[u8]) -> Vec<LoneSurrogate> {
     let mut out = Vec::new();
     let mut in_string = false;
     let mut i = 0;
-    while i < line.len() {
-        let b = line[i];
+    while let Some(&b) = line.get(i) {
         if !in_string {
             if b == b'"' {
                 in_string = true;
@@ -78,18 +102,78 @@ pub fn find_lone_surrogates(line: &[u8]) -> Vec<LoneSurrogate> {
 }
 
 fn push(out: &mut Vec<LoneSurrogate>, line: &[u8], at: usize) {
-    let mut escape = [0u8; 6];
-    escape.copy_from_slice(&line[at..at + 6]);
+    let Some(escape) = line
+        .get(at..)
+        .and_then(|rest| rest.first_chunk::<6>())
+        .copied()
+    else {
+        return;
+    };
     out.push(LoneSurrogate { offset: at, escape });
 }
 
-/// Returns `line` with each lone surrogate escape replaced by `\ufffd`.
+/// Returns `line` with each lone surrogate escape replaced by `\ufffd` (same length).
 pub fn repair(line: &[u8], found: &[LoneSurrogate]) -> Vec<u8> {
     let mut fixed = line.to_vec();
     for s in found {
-        fixed[s.offset..s.offset + 6].copy_from_slice(b"\\ufffd");
+        if let Some(slot) = fixed.get_mut(s.offset..s.offset + 6) {
+            slot.copy_from_slice(b"\\ufffd");
+        }
     }
     fixed
+}
+
+/// JSON text with every lone surrogate escape replaced by `\ufffd`, so that strict parsers
+/// accept it; borrowed unchanged when there is none. Everything else stays byte for byte.
+///
+/// This is the rule for JSON the tools *emit* (documents, listings, prompts), as opposed to
+/// byte-exact copies of stored lines (docs/format.md "Lines").
+pub fn repair_str(json: &str) -> Cow<'_, str> {
+    if !may_hold_surrogate_escape(json) {
+        return Cow::Borrowed(json);
+    }
+    let found = find_lone_surrogates(json.as_bytes());
+    if found.is_empty() {
+        return Cow::Borrowed(json);
+    }
+    // Only ASCII escapes were replaced by ASCII of the same length: still UTF-8.
+    match String::from_utf8(repair(json.as_bytes(), &found)) {
+        Ok(s) => Cow::Owned(s),
+        Err(_) => Cow::Borrowed(json),
+    }
+}
+
+/// Decodes JSON text into `T`, repairing lone surrogate escapes (decoded as U+FFFD) instead of
+/// failing on them; returns the value and the escapes that were repaired (offsets within
+/// `json`).
+///
+/// # Errors
+/// The text is not JSON of the shape `T` even after the repair.
+pub fn decode<T: DeserializeOwned>(
+    json: &str,
+) -> Result<(T, Vec<LoneSurrogate>), serde_json::Error> {
+    decode_repairing(json).map(|(value, repair)| (value, repair.map(|r| r.1).unwrap_or_default()))
+}
+
+/// [`decode`], also returning the repaired text when a repair was needed.
+pub(crate) fn decode_repairing<T: DeserializeOwned>(
+    json: &str,
+) -> Result<(T, Option<(Vec<u8>, Vec<LoneSurrogate>)>), serde_json::Error> {
+    match serde_json::from_str::<T>(json) {
+        Ok(value) => Ok((value, None)),
+        Err(err) => {
+            if !may_hold_surrogate_escape(json) {
+                return Err(err);
+            }
+            let found = find_lone_surrogates(json.as_bytes());
+            if found.is_empty() {
+                return Err(err);
+            }
+            let repaired = repair(json.as_bytes(), &found);
+            let value = serde_json::from_slice::<T>(&repaired)?;
+            Ok((value, Some((repaired, found))))
+        }
+    }
 }
 
 /// Positions of every U+FFFD inside JSON strings of `json`, raw (`EF BF BD`) or escaped
@@ -98,8 +182,7 @@ fn replacement_chars(json: &[u8]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut in_string = false;
     let mut i = 0;
-    while i < json.len() {
-        let b = json[i];
+    while let Some(&b) = json.get(i) {
         if !in_string {
             in_string = b == b'"';
             i += 1;
@@ -146,9 +229,11 @@ impl RestorePlan {
             .iter()
             .enumerate()
             .filter_map(|(k, &(start, _))| {
+                // `found` is in offset order (one left-to-right scan).
                 found
-                    .iter()
-                    .find(|s| s.offset == start)
+                    .binary_search_by_key(&start, |s| s.offset)
+                    .ok()
+                    .and_then(|j| found.get(j))
                     .map(|s| (k, s.escape))
             })
             .collect();
@@ -175,12 +260,18 @@ impl RestorePlan {
         let mut result = Vec::with_capacity(output.len() + self.at.len() * 3);
         let mut last = 0;
         for &(k, escape) in &self.at {
-            let (start, len) = chars[k];
-            result.extend_from_slice(&output[last..start]);
+            // `k < total == chars.len()` and the positions ascend; a miss leaves `output` as is.
+            let Some(&(start, len)) = chars.get(k) else {
+                return output;
+            };
+            let Some(before) = output.get(last..start) else {
+                return output;
+            };
+            result.extend_from_slice(before);
             result.extend_from_slice(&escape);
             last = start + len;
         }
-        result.extend_from_slice(&output[last..]);
+        result.extend_from_slice(output.get(last..).unwrap_or_default());
         result
     }
 }
