@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
+use session_schema::surrogate;
 use session_schema::{
     AgentEvent, BaseMessage, LlmRequest, LlmResponse, LlmRetryEvent, ModelInfo, Record, Timestamp,
     ToolChoice, ToolDefinition, Usage,
@@ -310,7 +311,9 @@ pub struct Prompt {
     pub ts: Timestamp,
     /// The messages as sent (decoded; elements that do not decode are left out and reported).
     pub messages: Vec<BaseMessage>,
-    /// The messages array as written in the record (byte-exact).
+    /// The messages array as written in the record, byte for byte except that a lone surrogate
+    /// escape is `\ufffd` (records read by session-schema's line parsers already hold it so),
+    /// so the text is strict JSON (docs/format.md "Lines").
     pub raw_messages: String,
     /// The tools offered (`None` for absent or `null`).
     pub tools: Option<Vec<ToolDefinition>>,
@@ -413,7 +416,7 @@ pub fn prompt_at(records: &[Record], seq: Option<i64>) -> (Option<Prompt>, Vec<D
         record: index,
         ts: request.ts.clone(),
         messages,
-        raw_messages: request.input.messages.get().to_owned(),
+        raw_messages: surrogate::repair_str(request.input.messages.get()).into_owned(),
         tools,
         tool_choice: request.input.tool_choice.clone().flatten(),
         model: request.model.clone(),
@@ -437,14 +440,33 @@ fn over_inclusive_diagnostic(request: &LlmRequest, index: usize, o: OverInclusiv
     .in_run(Some(&request.run_id))
 }
 
-/// Decodes a messages array, element by element when the whole does not decode.
+/// Decodes a messages array, element by element when the whole does not decode. Lone
+/// surrogate escapes (possible in records not read through session-schema's line parsers, which
+/// repair them) decode as U+FFFD and are reported as [`DiagnosticKind::RepairedLine`]: the
+/// message is kept.
 fn decode_messages(
     raw: &str,
     index: usize,
     run_id: &str,
     diags: &mut Vec<Diagnostic>,
 ) -> Vec<BaseMessage> {
-    if let Ok(all) = serde_json::from_str::<Vec<BaseMessage>>(raw) {
+    if let Ok((all, repaired)) = surrogate::decode::<Vec<BaseMessage>>(raw) {
+        if let Some(first) = repaired.first() {
+            diags.push(
+                Diagnostic::note(
+                    DiagnosticKind::RepairedLine,
+                    format!(
+                        "{} lone surrogate escape(s) in the messages decoded as U+FFFD, first {} \
+                         at byte {} of the messages array",
+                        repaired.len(),
+                        first.escape_str(),
+                        first.offset
+                    ),
+                )
+                .at(index)
+                .in_run(Some(run_id)),
+            );
+        }
         return all;
     }
     let elems = match split_array(raw) {
@@ -463,8 +485,25 @@ fn decode_messages(
     };
     let mut out = Vec::with_capacity(elems.len());
     for (n, elem) in elems.iter().enumerate() {
-        match serde_json::from_str::<BaseMessage>(elem.get()) {
-            Ok(m) => out.push(m),
+        match surrogate::decode::<BaseMessage>(elem.get()) {
+            Ok((m, repaired)) => {
+                if let Some(first) = repaired.first() {
+                    diags.push(
+                        Diagnostic::note(
+                            DiagnosticKind::RepairedLine,
+                            format!(
+                                "message {n}: {} lone surrogate escape(s) decoded as U+FFFD, \
+                                 first {}",
+                                repaired.len(),
+                                first.escape_str()
+                            ),
+                        )
+                        .at(index)
+                        .in_run(Some(run_id)),
+                    );
+                }
+                out.push(m);
+            }
             Err(e) => diags.push(
                 Diagnostic::warning(
                     DiagnosticKind::Undecodable,
@@ -490,10 +529,10 @@ pub(crate) fn same_json(a: &RawValue, b: &RawValue) -> bool {
         return true;
     }
     match (
-        serde_json::from_str::<serde_json::Value>(a.get()),
-        serde_json::from_str::<serde_json::Value>(b.get()),
+        surrogate::decode::<serde_json::Value>(a.get()),
+        surrogate::decode::<serde_json::Value>(b.get()),
     ) {
-        (Ok(x), Ok(y)) => x == y,
+        (Ok((x, _)), Ok((y, _))) => x == y,
         _ => false,
     }
 }
@@ -520,7 +559,11 @@ pub(crate) fn own_response_position_split(
     }
     let call_ids: Vec<String> = resp
         .iter()
-        .filter_map(|m| serde_json::from_str::<BaseMessage>(m.get()).ok())
+        .filter_map(|m| {
+            surrogate::decode::<BaseMessage>(m.get())
+                .ok()
+                .map(|(m, _)| m)
+        })
         .flat_map(|m| {
             m.tool_calls()
                 .iter()
@@ -546,8 +589,8 @@ pub(crate) fn own_response_position_split(
             return None;
         }
         let last = req[start + resp.len() - 1];
-        let answers = match serde_json::from_str::<BaseMessage>(last.get()) {
-            Ok(BaseMessage::Tool(t)) => call_ids.contains(&t.tool_call_id),
+        let answers = match surrogate::decode::<BaseMessage>(last.get()) {
+            Ok((BaseMessage::Tool(t), _)) => call_ids.contains(&t.tool_call_id),
             _ => false,
         };
         if !answers {

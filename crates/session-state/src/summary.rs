@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
-use session_schema::{BaseMessage, RawJson};
+use session_schema::{BaseMessage, RawJson, surrogate};
 
 use crate::compact::compact_json;
 
@@ -70,7 +70,7 @@ fn last_user_from_message_json(json: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(json).ok()?;
     // A shallow parse: values stay raw, so only the winning `content` is walked.
     let map: BTreeMap<String, Box<RawValue>> = serde_json::from_str(text).ok()?;
-    let role: String = serde_json::from_str(map.get("role")?.get()).ok()?;
+    let (role, _) = surrogate::decode::<String>(map.get("role")?.get()).ok()?;
     if role != "user" {
         return None;
     }
@@ -87,8 +87,9 @@ fn last_user_from_message_json(json: &[u8]) -> Option<String> {
 /// * anything else (object, number, boolean) → its compact JSON (the reference throws here;
 ///   deviation documented in the crate README).
 pub fn display_content_json(content: &str) -> String {
-    let value: Value = match serde_json::from_str(content) {
-        Ok(v) => v,
+    // A lone surrogate escape (a cut emoji) is shown as U+FFFD, not as the JSON fallback.
+    let value: Value = match surrogate::decode(content) {
+        Ok((v, _)) => v,
         Err(_) => return compact_text(content),
     };
     match value {
@@ -154,7 +155,7 @@ fn compact_text(text: &str) -> String {
 /// Trimming follows JavaScript's `String.prototype.trim` (Unicode white space and U+FEFF).
 pub fn workspace_root_from_meta(meta: Option<&str>) -> Option<String> {
     let map: BTreeMap<String, Box<RawValue>> = serde_json::from_str(meta?).ok()?;
-    let root: String = serde_json::from_str(map.get("codelia_workspace_root")?.get()).ok()?;
+    let (root, _) = surrogate::decode::<String>(map.get("codelia_workspace_root")?.get()).ok()?;
     let t = js_trim(&root);
     (!t.is_empty()).then(|| t.to_owned())
 }
