@@ -1,5 +1,11 @@
 //! A tiny JSON object writer that keeps key order and splices raw JSON text in unchanged, so
 //! records and messages come out byte-for-byte as stored (serde_json's `Value` would sort keys).
+//!
+//! One exception makes every document strict JSON: a lone UTF-16 surrogate escape (`\ud83c`
+//! without its pair, as JavaScript writes a cut emoji) in spliced text becomes `\ufffd`
+//! (docs/format.md "Lines"). Every value passes through [`JsonObj::raw`], so no document built
+//! here can carry one. Byte-exact copies of stored lines (`show --raw`, `tail --raw`,
+//! `export --format jsonl`) do not go through this writer.
 
 use serde::Serialize;
 
@@ -25,10 +31,16 @@ impl JsonObj {
         self.buf.push(':');
     }
 
-    /// `key: raw` where `raw` is JSON text (an empty string writes `null`).
+    /// `key: raw` where `raw` is JSON text (an empty string writes `null`); lone surrogate
+    /// escapes in it are written as `\ufffd`.
     pub(crate) fn raw(&mut self, key: &str, raw: &str) -> &mut Self {
         self.key(key);
-        self.buf.push_str(if raw.is_empty() { "null" } else { raw });
+        if raw.is_empty() {
+            self.buf.push_str("null");
+        } else {
+            self.buf
+                .push_str(&session_schema::surrogate::repair_str(raw));
+        }
         self
     }
 
@@ -76,7 +88,8 @@ impl JsonObj {
     }
 }
 
-/// A JSON array of raw JSON texts.
+/// A JSON array of raw JSON texts (spliced as they are: the array reaches output only through
+/// [`JsonObj::raw`]).
 pub(crate) fn raw_array<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     let mut s = String::from("[");
     for (i, item) in items.into_iter().enumerate() {
@@ -93,6 +106,20 @@ pub(crate) fn raw_array<'a>(items: impl IntoIterator<Item = &'a str>) -> String 
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn spliced_lone_surrogate_escapes_become_replacement_characters() {
+        let mut o = JsonObj::new();
+        o.raw(
+            "m",
+            r#"[{"c":"cut \ud83c","p":"\ud83d\ude00","e":"\\udc00"}]"#,
+        );
+        o.raw("n", r#""\uDFFF""#);
+        assert_eq!(
+            o.finish(),
+            r#"{"m":[{"c":"cut \ufffd","p":"\ud83d\ude00","e":"\\udc00"}],"n":"\ufffd"}"#
+        );
+    }
 
     proptest! {
         #[test]

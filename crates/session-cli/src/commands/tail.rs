@@ -28,7 +28,7 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
         .map_err(jsonl_err)?;
         for item in reader {
             let item = item.map_err(|e| CliError::io(&path, e))?;
-            print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+            print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
         }
         return Ok(EXIT_OK);
     }
@@ -43,7 +43,7 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
     let identity = FileIdentity::of(&path);
     if !args.follow {
         for item in f.finish().map_err(jsonl_err)? {
-            print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+            print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
         }
         return Ok(EXIT_OK);
     }
@@ -57,7 +57,7 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
             if let Some(gone) = identity.vanished(&path) {
                 // What the open file still holds was written before the change: show it.
                 while let Some(item) = f.poll().map_err(jsonl_err)? {
-                    print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+                    print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
                 }
                 ctx.out.flush()?;
                 return Err(gone.error(&shown, &path));
@@ -71,7 +71,7 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
         })?;
         match next {
             Some(item) => {
-                print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+                print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
                 ctx.out.flush()?;
                 last = Instant::now();
             }
@@ -82,7 +82,7 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
                 if idle.is_some_and(|d| last.elapsed() >= d) {
                     // Read whatever partial line is there as final, then stop.
                     for item in f.finish().map_err(jsonl_err)? {
-                        print_item(ctx.out, ctx.style, times, args.raw, &item)?;
+                        print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
                     }
                     ctx.warn(&format!(
                         "no new records for {} s and no run.end; stopped following",
@@ -166,8 +166,11 @@ impl Gone {
     }
 }
 
+/// Prints one item: a record as one summary line, or with `raw` as its stored line; a damage
+/// report as a red line, or with `raw` on `err`, so that raw output holds only stored lines.
 fn print_item(
     out: &mut dyn Write,
+    err: &mut dyn Write,
     s: Style,
     times: TimeDisplay,
     raw: bool,
@@ -196,7 +199,12 @@ fn print_item(
         }
         Item::Damage(d) => {
             let text = one_line(&escape_controls(&format!("damage: {d}")), 400);
-            writeln!(out, "{}", s.paint(Paint::Red, &text))?;
+            if raw {
+                // Best effort, like every warning: stderr is the last resort.
+                let _ = writeln!(err, "sessions: {text}");
+            } else {
+                writeln!(out, "{}", s.paint(Paint::Red, &text))?;
+            }
         }
     }
     Ok(())

@@ -4,7 +4,10 @@
 
 use std::path::Path;
 
+pub(crate) mod plant;
+
 /// Copies the directory tree `src` to `dst` (created), files byte for byte.
+#[allow(dead_code)] // Not every test binary copies trees.
 pub(crate) fn copy_tree(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();
     for e in std::fs::read_dir(src).unwrap() {
