@@ -39,6 +39,7 @@ mod cli;
 mod commands;
 mod env;
 pub mod error;
+mod human;
 mod jsonw;
 mod progress;
 mod root;
@@ -74,7 +75,10 @@ impl Terminal {
 
 /// Everything a command needs: output streams, settings and the resolved root.
 pub(crate) struct Ctx<'a> {
+    /// stdout; escaped for the terminal when the command's output is for people
+    /// ([`human::stdout_is_human`]).
     pub(crate) out: &'a mut dyn Write,
+    /// stderr; always escaped for the terminal ([`human::TerminalSafe`]).
     pub(crate) err: &'a mut dyn Write,
     pub(crate) style: Style,
     pub(crate) progress: bool,
@@ -132,6 +136,9 @@ pub fn run_with(
     env: &Env,
     term: Terminal,
 ) -> i32 {
+    // Everything on stderr is for people (warnings, errors, usage): escaped for the terminal.
+    let mut safe_err = human::TerminalSafe::new(stderr, human::Mode::Human { color: false });
+    let stderr: &mut dyn Write = &mut safe_err;
     // The local offset must be read before any thread starts (the `time` crate refuses
     // otherwise); on failure times are shown in UTC.
     let local = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
@@ -169,8 +176,14 @@ pub fn run_with(
         Ok(r) => r,
         Err(e) => return report(stderr, &e),
     };
+    let out_mode = if human::stdout_is_human(&cli.command) {
+        human::Mode::Human { color }
+    } else {
+        human::Mode::Exact
+    };
+    let mut safe_out = human::TerminalSafe::new(stdout, out_mode);
     let mut ctx = Ctx {
-        out: stdout,
+        out: &mut safe_out,
         err: stderr,
         style: Style { color },
         progress: term.stderr,

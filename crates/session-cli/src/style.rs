@@ -26,13 +26,10 @@ pub(crate) struct Style {
     pub(crate) color: bool,
 }
 
-impl Style {
-    /// `text` wrapped in the escape for `paint` (unchanged without colour).
-    pub(crate) fn paint(&self, paint: Paint, text: &str) -> String {
-        if !self.color {
-            return text.to_owned();
-        }
-        let code = match paint {
+impl Paint {
+    /// The SGR parameter of the colour.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
             Paint::Bold => "1",
             Paint::Dim => "2",
             Paint::Green => "32",
@@ -40,8 +37,33 @@ impl Style {
             Paint::Yellow => "33",
             Paint::Cyan => "36",
             Paint::Magenta => "35",
-        };
-        format!("\x1b[{code}m{text}\x1b[0m")
+        }
+    }
+
+    /// Every colour, for the writer that lets exactly these sequences through.
+    pub(crate) const ALL: [Paint; 7] = [
+        Paint::Bold,
+        Paint::Dim,
+        Paint::Green,
+        Paint::Red,
+        Paint::Yellow,
+        Paint::Cyan,
+        Paint::Magenta,
+    ];
+}
+
+/// The SGR sequence that ends every painted text.
+pub(crate) const RESET: &str = "\x1b[0m";
+
+impl Style {
+    /// `text` wrapped in the escape for `paint` (unchanged without colour). These sequences
+    /// are the only control characters human output may hold
+    /// ([`crate::human::TerminalSafe`] lets exactly them through, and only with colour on).
+    pub(crate) fn paint(&self, paint: Paint, text: &str) -> String {
+        if !self.color {
+            return text.to_owned();
+        }
+        format!("\x1b[{}m{text}{RESET}", paint.code())
     }
 }
 
@@ -75,14 +97,12 @@ pub(crate) fn width(text: &str) -> usize {
 }
 
 /// The first line of `text`, clipped to `max` terminal columns with `…` (never splits a
-/// character), with control characters replaced so one entry stays on one line.
+/// character), escaped by [`escape_controls`] with tabs as spaces, so one entry stays on one
+/// line.
 pub(crate) fn one_line(text: &str, max: usize) -> String {
     let first = text.trim_start().lines().next().unwrap_or("");
     let more_lines = text.trim().lines().nth(1).is_some();
-    let clean: String = first
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let clean: String = escape_controls(first).replace('\t', " ");
     if width(&clean) <= max && !more_lines {
         return clean;
     }
@@ -100,24 +120,35 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
     out
 }
 
-/// `text` with every control character (C0, DEL, C1) except `\n` and `\t` written visibly as
-/// its JSON escape (`\u001b` for ESC), so that a log cannot move the cursor, clear the
-/// screen or set the window title when shown; a CR before `\n` is dropped (CRLF line ends).
+/// Whether `c` must not reach a terminal as itself: a control character (C0, DEL, C1) other
+/// than `\n` and `\t` — ESC starts the CSI/OSC sequences that move the cursor, clear the
+/// screen, set the window title or write the clipboard, BEL rings, CSI (U+009B) and OSC
+/// (U+009D) do the same in one character — or an explicit bidirectional formatting character
+/// (U+202A–U+202E, U+2066–U+2069), which reorders the text displayed after it ("Trojan
+/// Source").
+pub(crate) fn is_unsafe_for_terminal(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// The one escaping function for stored text shown to people: every character for which
+/// [`is_unsafe_for_terminal`] holds is written visibly as its JSON escape (`\u001b` for ESC,
+/// `\u202e` for RIGHT-TO-LEFT OVERRIDE), so that a log cannot move the cursor, clear the screen,
+/// set the window title or reorder what is shown; a CR before `\n` is dropped (CRLF line ends).
 /// Multi-line text keeps its lines; [`one_line`] is the single-line counterpart.
+///
+/// Every byte of human output also passes through it in [`crate::human::TerminalSafe`], so text
+/// that a command forgot to escape is escaped there.
 pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
+    if !text.chars().any(is_unsafe_for_terminal) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '\n' | '\t' => out.push(c),
             '\r' if chars.peek() == Some(&'\n') => {}
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c if is_unsafe_for_terminal(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
             c => out.push(c),
         }
     }
@@ -190,6 +221,7 @@ mod tests {
         assert_eq!(width("🤔 ok"), 5);
         assert_eq!(one_line("a\nb", 10), "a…");
         assert_eq!(one_line("tab\there", 20), "tab here");
+        assert_eq!(one_line("\u{1b}[2Jx\u{202e}y", 40), "\\u001b[2Jx\\u202ey");
     }
 
     #[test]
@@ -200,6 +232,15 @@ mod tests {
         );
         assert_eq!(escape_controls("a\r\nb\tc\n"), "a\nb\tc\n");
         assert_eq!(escape_controls("日本\u{7f}"), "日本\\u007f");
+        assert_eq!(
+            escape_controls("a\u{202e}b\u{2066}c\u{2069}\u{202a}"),
+            "a\\u202eb\\u2066c\\u2069\\u202a"
+        );
+        // Marks and other format characters that cannot reorder or control are kept.
+        assert_eq!(
+            escape_controls("\u{200f}\u{200d}\u{2028}"),
+            "\u{200f}\u{200d}\u{2028}"
+        );
         assert!(matches!(
             escape_controls("plain\n"),
             std::borrow::Cow::Borrowed(_)
@@ -238,9 +279,9 @@ mod props {
         }
 
         #[test]
-        fn escaped_text_keeps_only_newlines_and_tabs(text in "[\\x00-\\x{a0}a日]{0,40}") {
+        fn escaped_text_keeps_only_newlines_and_tabs(text in "[\\x00-\\x{a0}a日\\x{2028}-\\x{206f}]{0,40}") {
             let e = escape_controls(&text);
-            prop_assert!(!e.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+            prop_assert!(!e.chars().any(is_unsafe_for_terminal));
             prop_assert_eq!(e.matches('\n').count(), text.matches('\n').count());
         }
 

@@ -62,11 +62,11 @@ fn every_emitted_json_is_strict_and_byte_exact_outputs_keep_the_stored_bytes() {
             last_user_message: Some("what is \u{fffd}?"),
             workspace_root: None,
             meta_json: None,
-            messages: &[
+            messages: Some(&[
                 r#"{"role":"user","content":"what is \ud83c?"}"#,
                 r#"{"role":"reasoning","content":null,"raw_item":{"enc":"\udc01"}}"#,
                 r#"{"role":"assistant","content":"done \ud83d"}"#,
-            ],
+            ]),
         },
     );
 

@@ -39,8 +39,8 @@ pub(crate) fn run_file(root: &Path, day: &str, name: &str, lines: &[String]) -> 
     path
 }
 
-/// A `session_state` row as the reference writes it, plus its `messages/<file_id>.jsonl`
-/// holding `messages` (one line each). Text columns are written as given (any bytes).
+/// A `session_state` row as the reference writes it, plus its `messages/<session_id>.jsonl`
+/// holding `messages` (one line each; no file for `None`). Text columns are written as given.
 pub(crate) struct SessionRow<'a> {
     pub(crate) session_id: &'a str,
     pub(crate) updated_at: &'a str,
@@ -48,7 +48,7 @@ pub(crate) struct SessionRow<'a> {
     pub(crate) last_user_message: Option<&'a str>,
     pub(crate) workspace_root: Option<&'a str>,
     pub(crate) meta_json: Option<&'a str>,
-    pub(crate) messages: &'a [&'a str],
+    pub(crate) messages: Option<&'a [&'a str]>,
 }
 
 /// Creates `state.db` with the store's schema (first call) and inserts `row`, writing its
@@ -56,14 +56,17 @@ pub(crate) struct SessionRow<'a> {
 pub(crate) fn session(root: &Path, row: &SessionRow<'_>) {
     std::fs::create_dir_all(root).unwrap();
     drop(session_state::StateStore::open(root).unwrap());
-    let messages_dir = root.join("messages");
-    std::fs::create_dir_all(&messages_dir).unwrap();
-    let mut body = String::new();
-    for m in row.messages {
-        body.push_str(m);
-        body.push('\n');
+    let messages = row.messages.unwrap_or_default();
+    if let Some(lines) = row.messages {
+        let messages_dir = root.join("messages");
+        std::fs::create_dir_all(&messages_dir).unwrap();
+        let mut body = String::new();
+        for m in lines {
+            body.push_str(m);
+            body.push('\n');
+        }
+        std::fs::write(messages_dir.join(format!("{}.jsonl", row.session_id)), body).unwrap();
     }
-    std::fs::write(messages_dir.join(format!("{}.jsonl", row.session_id)), body).unwrap();
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
     conn.execute(
         "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, \
@@ -74,7 +77,7 @@ pub(crate) fn session(root: &Path, row: &SessionRow<'_>) {
             row.updated_at,
             row.run_id,
             row.meta_json,
-            row.messages.len() as i64,
+            messages.len() as i64,
             row.last_user_message,
             row.workspace_root,
         ],
