@@ -301,7 +301,7 @@ impl Tail<'_> {
             return Ok(false);
         }
         let lo = self.win_lo.saturating_sub(TAIL_BLOCK);
-        let mut block = vec![0u8; (self.win_lo - lo) as usize];
+        let mut block = vec![0u8; to_usize(self.win_lo - lo)?];
         self.read_at(lo, &mut block)?;
         // Bytes at the top of an over-long window belong to a line whose start is still being
         // searched; only its prefix is needed later, so they can go.
@@ -325,7 +325,7 @@ impl Tail<'_> {
         // Not yet searched: [win_lo, below).
         let mut below = end;
         loop {
-            let hi = below.min(self.win_hi()).saturating_sub(self.win_lo) as usize;
+            let hi = to_usize(below.min(self.win_hi()).saturating_sub(self.win_lo))?;
             if let Some(i) = memchr::memrchr(b'\n', &self.win[..hi]) {
                 return Ok(self.win_lo + i as u64 + 1);
             }
@@ -339,14 +339,25 @@ impl Tail<'_> {
     /// Bytes `[start, end)`, from the window when it holds them.
     fn bytes(&mut self, start: u64, end: u64) -> io::Result<Vec<u8>> {
         if start >= self.win_lo && end <= self.win_hi() {
-            let a = (start - self.win_lo) as usize;
-            let b = (end - self.win_lo) as usize;
+            let a = to_usize(start - self.win_lo)?;
+            let b = to_usize(end - self.win_lo)?;
             return Ok(self.win[a..b].to_vec());
         }
-        let mut buf = vec![0u8; (end - start) as usize];
+        let mut buf = vec![0u8; to_usize(end - start)?];
         self.read_at(start, &mut buf)?;
         Ok(buf)
     }
+}
+
+/// A span of the file as an in-memory length (never more than a window or a line limit; an
+/// error instead of a truncated length on a platform whose `usize` is narrower).
+fn to_usize(n: u64) -> io::Result<usize> {
+    usize::try_from(n).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("span of {n} bytes does not fit in memory"),
+        )
+    })
 }
 
 enum TailLine {

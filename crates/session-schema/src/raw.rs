@@ -68,7 +68,7 @@ impl RawJson {
     pub fn parse_reported<T: DeserializeOwned>(&self) -> Result<Parsed<T>, serde_json::Error> {
         Ok(match surrogate::decode_repairing(self.get())? {
             (value, None) => Parsed::clean(value),
-            (value, Some((repaired, found))) => Parsed::repaired(value, &repaired, found),
+            (value, Some(r)) => Parsed::repaired(value, &r.text, r.found),
         })
     }
 

@@ -152,13 +152,22 @@ pub fn repair_str(json: &str) -> Cow<'_, str> {
 pub fn decode<T: DeserializeOwned>(
     json: &str,
 ) -> Result<(T, Vec<LoneSurrogate>), serde_json::Error> {
-    decode_repairing(json).map(|(value, repair)| (value, repair.map(|r| r.1).unwrap_or_default()))
+    decode_repairing(json)
+        .map(|(value, repair)| (value, repair.map(|r| r.found).unwrap_or_default()))
+}
+
+/// Text that was repaired: the repaired bytes and the escapes that were replaced.
+pub(crate) struct Repaired {
+    /// The text with `\ufffd` in place of each lone escape.
+    pub(crate) text: Vec<u8>,
+    /// The escapes, in offset order.
+    pub(crate) found: Vec<LoneSurrogate>,
 }
 
 /// [`decode`], also returning the repaired text when a repair was needed.
 pub(crate) fn decode_repairing<T: DeserializeOwned>(
     json: &str,
-) -> Result<(T, Option<(Vec<u8>, Vec<LoneSurrogate>)>), serde_json::Error> {
+) -> Result<(T, Option<Repaired>), serde_json::Error> {
     match serde_json::from_str::<T>(json) {
         Ok(value) => Ok((value, None)),
         Err(err) => {
@@ -169,9 +178,9 @@ pub(crate) fn decode_repairing<T: DeserializeOwned>(
             if found.is_empty() {
                 return Err(err);
             }
-            let repaired = repair(json.as_bytes(), &found);
-            let value = serde_json::from_slice::<T>(&repaired)?;
-            Ok((value, Some((repaired, found))))
+            let text = repair(json.as_bytes(), &found);
+            let value = serde_json::from_slice::<T>(&text)?;
+            Ok((value, Some(Repaired { text, found })))
         }
     }
 }

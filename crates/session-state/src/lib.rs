@@ -49,6 +49,18 @@
 //! assert_eq!(page.entries[0].summary.last_user_message.as_deref(), Some("list files"));
 //! ```
 
+// Stored numbers are never truncated or reinterpreted by an `as` cast: conversions are
+// checked (`try_from`) or say what they do (`cast_signed`, `cast_unsigned`); xtask tidy
+// checks that these lints stay on in every library crate (test code may cast freely).
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_possible_wrap
+    )
+)]
+
 mod compact;
 mod db;
 mod error;

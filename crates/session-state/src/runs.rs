@@ -341,7 +341,7 @@ fn to_values(rel: &str, r: &RunRow) -> Vec<Value> {
 }
 
 fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
-    let int = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0) as u64) };
+    let int = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0).unsigned_abs()) };
     let rel: String = r.get(0)?;
     let started: String = r.get(3)?;
     let outcome: String = r.get(6)?;

@@ -299,13 +299,13 @@ impl StateStore {
             .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
         let (counter, files) = match files {
             Some((g, rfp, len, lines, digest, pending)) => {
-                let ours = rfp as u64 == fp;
+                let ours = rfp.cast_unsigned() == fp;
                 (
-                    g as u64,
+                    g.cast_unsigned(),
                     ours.then_some(FilesRow {
-                        file_len: len as u64,
-                        file_lines: lines as u64,
-                        file_digest: digest as u64,
+                        file_len: len.cast_unsigned(),
+                        file_lines: lines.cast_unsigned(),
+                        file_digest: digest.cast_unsigned(),
                         pending_file: pending,
                     }),
                 )
@@ -455,7 +455,7 @@ impl StateStore {
         let append_from: Option<(usize, u64, u64)> = match (&stored, &files) {
             (None, _) => Some((0, 0, EMPTY_DIGEST)),
             (Some(_), Some(f)) => {
-                let n = f.file_lines as usize;
+                let n = usize::try_from(f.file_lines).unwrap_or(usize::MAX);
                 let serialized_match = cache_valid
                     || (n <= lines.count() && lines.prefix(n) == (f.file_len, f.file_digest));
                 // The bookkeeping says which bytes we committed; appending is only safe when
@@ -494,7 +494,11 @@ impl StateStore {
                 let read = parse_messages(&main, &bytes);
                 if read.is_prefix_of(&bytes, &state.messages) {
                     let (digest, count) = fsutil::digest_lines(&bytes);
-                    Some((count as usize, bytes.len() as u64, digest))
+                    Some((
+                        usize::try_from(count).unwrap_or(usize::MAX),
+                        bytes.len() as u64,
+                        digest,
+                    ))
                 } else {
                     earlier = Some(read);
                     None
@@ -583,7 +587,7 @@ impl StateStore {
                 state.invoke_seq,
                 schema_version,
                 meta_json,
-                summary.message_count as i64,
+                i64::try_from(summary.message_count).unwrap_or(i64::MAX),
                 summary.last_user_message,
                 summary.workspace_root,
             ]))
@@ -602,11 +606,11 @@ impl StateStore {
         )
         .and_then(|mut stmt| stmt.execute(params![
                 id,
-                new_counter as i64,
-                fresh.generation.row as i64,
-                file_len as i64,
-                lines.count() as i64,
-                file_digest as i64,
+                new_counter.cast_signed(),
+                fresh.generation.row.cast_signed(),
+                file_len.cast_signed(),
+                i64::try_from(lines.count()).unwrap_or(i64::MAX),
+                file_digest.cast_signed(),
                 pending_file,
             ]))
         .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
@@ -966,6 +970,7 @@ impl StateStore {
         let invoke_seq = match &v[3] {
             Value::Null => None,
             Value::Integer(i) => Some(*i),
+            #[allow(clippy::cast_possible_truncation, reason = "a whole number below 2^53")]
             Value::Real(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(*f as i64),
             other => {
                 notes.push(LoadNote::ColumnType {
@@ -1201,7 +1206,7 @@ impl StateStore {
             .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
             tx.commit()?;
             report.row = stored.is_some();
-            counter.unwrap_or(0) as u64
+            counter.unwrap_or(0).cast_unsigned()
         };
         report.messages_file = fsutil::remove_if_exists(&self.messages_path(session_id)?)?;
         fsutil::remove_if_exists(&self.temp_path(session_id, counter))?;
