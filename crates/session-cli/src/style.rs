@@ -198,11 +198,13 @@ pub(crate) fn bytes(n: u64) -> String {
     }
 }
 
-/// Pads `text` with spaces to `cols` terminal columns.
+/// Pads `text`, escaped by [`escape_controls`] (so that the columns stay aligned when it holds
+/// control characters), with spaces to `cols` terminal columns.
 pub(crate) fn pad(text: &str, cols: usize) -> String {
-    let n = width(text);
+    let text = escape_controls(text);
+    let n = width(&text);
     if n >= cols {
-        text.to_owned()
+        text.into_owned()
     } else {
         format!("{text}{}", " ".repeat(cols - n))
     }
@@ -218,6 +220,7 @@ mod tests {
         assert_eq!(one_line("この画像は何ですか", 9), "この画像…");
         assert_eq!(width(&one_line("この画像は何ですか", 9)), 9);
         assert_eq!(pad("日本", 6), "日本  ");
+        assert_eq!(pad("a\u{1b}", 8), "a\\u001b ");
         assert_eq!(width("🤔 ok"), 5);
         assert_eq!(one_line("a\nb", 10), "a…");
         assert_eq!(one_line("tab\there", 20), "tab here");
