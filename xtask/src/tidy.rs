@@ -337,9 +337,9 @@ const PANIC_ALLOWED: &[(&str, &str, &str)] = &[];
 /// they read stored data (run logs, message logs, `state.db`, snapshots written by other
 /// programs, crashes and full disks), and bad data must give a typed error or a damage report,
 /// never a panic. Truncating `as` casts are caught by clippy (see
-/// [`library_crates_keep_the_cast_lints_on`]); indexing is left to clippy's review and the
-/// property tests (cutting at every byte offset, garbage input), since every index would need
-/// an exception here.
+/// [`library_crates_keep_the_cast_lints_on`]); indexing is left to review and the property
+/// tests (cutting at every byte offset, garbage input), since every index would need an
+/// exception here. `debug_assert!` states internal invariants and stays allowed.
 #[test]
 fn library_code_never_panics_on_stored_data() {
     let needles = [
