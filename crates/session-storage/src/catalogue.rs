@@ -40,7 +40,8 @@ use crate::types::{
 pub trait RunCatalogue: Send + Sync {
     /// Appends `lines` (one or more complete lines, each ending with `\n`; empty is allowed)
     /// to run `run_id` if its committed length is `expected_len` — see the trait's contract
-    /// for retries. Creates the run when it does not exist and `expected_len` is 0.
+    /// for retries. Creates the run when it does not exist and `expected_len` is 0. Empty
+    /// `lines` write nothing and create nothing; they only check the length.
     ///
     /// # Errors
     /// [`StorageError::UnsafeId`], [`StorageError::IncompleteLine`],
@@ -162,9 +163,10 @@ pub fn check_complete_lines(run_id: &str, expected_len: u64, lines: &[u8]) -> Re
 /// `lines` starts with all of `stored` and `stored` ends at a line end (`n = stored.len()`),
 /// `None` when the bytes differ (a real conflict). For backends' retry recognition;
 /// `at_line_start` tells whether `expected_len` is the start of a line (0, or just after a
-/// `\n`), without which nothing counts as present.
+/// `\n`), without which nothing counts as present. Empty `lines` are never "present": an
+/// empty append is a check of the length only.
 pub fn already_present(stored: &[u8], lines: &[u8], at_line_start: bool) -> Option<usize> {
-    if !at_line_start {
+    if !at_line_start || lines.is_empty() {
         return None;
     }
     if stored.len() >= lines.len() {
@@ -192,7 +194,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match check_complete_lines("r", 7, b"abc") {
-            Err(StorageError::IncompleteLine { offset, len, .. }) => assert_eq!((offset, len), (7, 3)),
+            Err(StorageError::IncompleteLine { offset, len, .. }) => {
+                assert_eq!((offset, len), (7, 3))
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -209,5 +213,7 @@ mod tests {
         assert_eq!(already_present(b"x\n", b"a\n", true), None);
         assert_eq!(already_present(b"a", b"a\nb\n", true), None);
         assert_eq!(already_present(b"a\nb\n", b"a\nb\n", false), None);
+        // An empty append at an older length is a length conflict, not a retry.
+        assert_eq!(already_present(b"", b"", true), None);
     }
 }

@@ -209,11 +209,7 @@ pub enum StorageError {
 
 impl StorageError {
     /// A [`StorageError::Backend`].
-    pub fn backend(
-        op: &'static str,
-        target: Target,
-        source: impl Into<BoxError>,
-    ) -> StorageError {
+    pub fn backend(op: &'static str, target: Target, source: impl Into<BoxError>) -> StorageError {
         StorageError::Backend {
             op,
             target,
@@ -299,7 +295,10 @@ mod tests {
         let io = std::io::Error::from_raw_os_error(28);
         let e = StorageError::backend("append to", Target::run_at("r1", 42), io);
         assert_eq!(e.run_id(), Some("r1"));
-        assert!(e.to_string().starts_with("cannot append to run r1 at byte offset 42: "));
+        assert!(
+            e.to_string()
+                .starts_with("cannot append to run r1 at byte offset 42: ")
+        );
         let cause = e.source().map(ToString::to_string).unwrap_or_default();
         assert!(cause.contains("No space left on device"), "{cause}");
     }
@@ -333,6 +332,9 @@ mod tests {
             expected: Expected::Absent,
             found: Some(Version::new("3")),
         };
-        assert_eq!(v.to_string(), "session s changed: expected no session, found 3");
+        assert_eq!(
+            v.to_string(),
+            "session s changed: expected no session, found 3"
+        );
     }
 }

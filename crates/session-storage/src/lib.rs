@@ -31,7 +31,7 @@ pub use catalogue::{RunCatalogue, already_present, check_complete_lines};
 pub use error::{BoxError, Result, StorageError, Target, checked_id};
 pub use session_store::{LeaseGuard, SessionStore};
 pub use types::{
-    Appended, Expected, Extent, HolderInfo, LinePosition, Outcome, PageCursor, ParsedRun,
-    RunBytes, RunListPage, RunListQuery, RunStat, RunSummary, SessionDamage, SessionListPage,
+    Appended, Expected, Extent, HolderInfo, LinePosition, Outcome, PageCursor, ParsedRun, RunBytes,
+    RunListPage, RunListQuery, RunStat, RunSummary, SessionDamage, SessionListPage,
     SessionListQuery, StoredSession, TokenTotals, Version,
 };

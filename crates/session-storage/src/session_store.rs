@@ -6,7 +6,9 @@ use std::fmt;
 use session_schema::SessionState;
 
 use crate::error::Result;
-use crate::types::{Expected, HolderInfo, SessionListPage, SessionListQuery, StoredSession, Version};
+use crate::types::{
+    Expected, HolderInfo, SessionListPage, SessionListQuery, StoredSession, Version,
+};
 
 /// The session store: one resumable [`SessionState`] per session id (spec §3.1).
 ///

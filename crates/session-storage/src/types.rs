@@ -281,7 +281,9 @@ pub struct RunSummary {
     pub first_input: Option<String>,
     /// `run.start.ui_context.workspace_root`, else header `runtime.cwd`.
     pub workspace_root: Option<String>,
-    /// Damage reports of the tolerant reader over the run.
+    /// Damage reports of the tolerant reader over the run that lost bytes (those whose
+    /// record was not recovered: [`DamageKind::record_recovered`](session_jsonl::DamageKind::record_recovered)
+    /// is false), plus one per `llm.response` whose usage made a token sum saturate.
     pub damage_count: u64,
     /// `ts` of the last record that has one.
     pub last_ts: Option<String>,

@@ -113,7 +113,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.lock");
         let held = try_lock_for(&p, Duration::ZERO).unwrap().unwrap();
-        assert!(try_lock_for(&p, Duration::from_millis(20)).unwrap().is_none());
+        assert!(
+            try_lock_for(&p, Duration::from_millis(20))
+                .unwrap()
+                .is_none()
+        );
         drop(held);
         assert!(try_lock_for(&p, Duration::ZERO).unwrap().is_some());
     }

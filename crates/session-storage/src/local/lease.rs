@@ -65,7 +65,9 @@ pub(crate) fn acquire(
         let record = read_holder(&path);
         return Err(StorageError::LeaseBusy {
             session_id: session_id.to_owned(),
-            since: record.as_ref().map(|r| Timestamp::from_raw(r.since.clone())),
+            since: record
+                .as_ref()
+                .map(|r| Timestamp::from_raw(r.since.clone())),
             holder: record.map(|r| r.holder),
         });
     };
@@ -137,11 +139,7 @@ impl LeaseGuard for FlockLease {
 
     fn release(mut self: Box<Self>) -> Result<()> {
         self.end().map_err(|e| {
-            StorageError::backend(
-                "release the lease of",
-                Target::session(&self.session_id),
-                e,
-            )
+            StorageError::backend("release the lease of", Target::session(&self.session_id), e)
         })
     }
 }

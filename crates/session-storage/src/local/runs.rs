@@ -187,9 +187,7 @@ impl LocalBackend {
     /// Returns the path and whether this call created it (false: someone else was first).
     fn create_run_file(&self, run_id: &str, lines: &[u8]) -> Result<(PathBuf, bool)> {
         let first = memchr::memchr(b'\n', lines).map_or(lines, |i| &lines[..i]);
-        let started_at = scan_facts(first)
-            .started_at
-            .unwrap_or_else(Timestamp::now);
+        let started_at = scan_facts(first).started_at.unwrap_or_else(Timestamp::now);
         let path = run_path(self.root(), run_id, &started_at)
             .map_err(|e| jsonl_err("create", run_id, e))?;
         let dir = path.parent().unwrap_or(Path::new(""));
@@ -525,8 +523,7 @@ impl RunCatalogue for LocalBackend {
             Err(e) => return Err(io_err("read", run_id, None, e)),
         };
         let head = read_header(&path).map_err(|e| jsonl_err("read the header of", run_id, e))?;
-        let tail =
-            terminal_state(&path).map_err(|e| jsonl_err("read the tail of", run_id, e))?;
+        let tail = terminal_state(&path).map_err(|e| jsonl_err("read the tail of", run_id, e))?;
         Ok(Some(RunStat {
             run_id: run_id.to_owned(),
             len: count.committed,

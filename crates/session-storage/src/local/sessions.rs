@@ -230,11 +230,9 @@ impl SessionStore for LocalBackend {
                 self.remember_generation(id, Some(report.generation));
                 Ok(Version::new(report.generation.to_string()))
             }
-            Err(StateError::Conflict { found, .. }) => Err(LocalBackend::conflict(
-                id,
-                expected,
-                found_version(&found),
-            )),
+            Err(StateError::Conflict { found, .. }) => {
+                Err(LocalBackend::conflict(id, expected, found_version(&found)))
+            }
             Err(e) => Err(state_err("save", Target::session(id), e)),
         }
     }
@@ -295,11 +293,7 @@ impl SessionStore for LocalBackend {
             .remove()
             .and_then(|()| lease::remove_if_free(&self.locks_dir(), session_id));
         removed.map_err(|e| {
-            StorageError::backend(
-                "remove the lock files of",
-                Target::session(session_id),
-                e,
-            )
+            StorageError::backend("remove the lock files of", Target::session(session_id), e)
         })?;
         Ok(report.found())
     }
@@ -310,4 +304,3 @@ impl SessionStore for LocalBackend {
         Ok(Box::new(guard))
     }
 }
-
