@@ -3,12 +3,8 @@
 //! backend runs it unchanged.
 //!
 //! A backend crate implements [`Harness`] — at least [`Harness::fresh`], which makes a new,
-//! empty store — and runs the suite from a test:
-//!
-//! ```ignore
-//! let report = session_storage::conformance::run(&MyHarness::new());
-//! assert!(report.passed(), "{report}");
-//! ```
+//! empty store — and runs the suite from a test with [`run`], asserting [`Report::passed`]
+//! (a compiled example is in the crate documentation, "The conformance suite").
 //!
 //! Cases are grouped: `runs` (byte-exact append and read, offsets, the tolerant reader's damage
 //! kinds, incomplete lines, length conflicts, retries, concurrent appenders, stat, listing

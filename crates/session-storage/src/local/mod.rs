@@ -22,8 +22,8 @@
 //!   transaction. Deletes compare under the session's `.write` lock, which every save and
 //!   delete of this backend takes; a writer that bypasses this backend (the reference runtime,
 //!   a bare `StateStore`) can still slip a save between that check and the delete.
-//! * **Leases** are [`lease`]'s `flock`s: exclusive, ended by the kernel when the holder's
-//!   process dies.
+//! * **Leases** are `flock`s on `.lease` files (`src/local/lease.rs`): exclusive, ended by
+//!   the kernel when the holder's process dies.
 
 mod filelock;
 mod lease;
