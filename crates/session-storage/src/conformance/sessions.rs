@@ -202,7 +202,7 @@ pub(crate) fn racing_savers<H: Harness>(h: &H) -> Check {
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let results: Vec<Result<Version, StorageError>> = std::thread::scope(|s| {
+    let results: Vec<Option<Result<Version, StorageError>>> = std::thread::scope(|s| {
         let handles: Vec<_> = states
             .iter()
             .enumerate()
@@ -215,17 +215,12 @@ pub(crate) fn racing_savers<H: Harness>(h: &H) -> Check {
                 s.spawn(move || client.save_session(st, &Expected::Version(v0)))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|j| {
-                j.join().unwrap_or_else(|_| {
-                    Err(StorageError::ReadOnly {
-                        op: "save (the saver panicked)",
-                    })
-                })
-            })
-            .collect()
+        handles.into_iter().map(|j| j.join().ok()).collect()
     });
+    let results = results
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| Fail::Failed("a racing saver panicked".into()))?;
     let winners: Vec<(usize, &Version)> = results
         .iter()
         .enumerate()
