@@ -1,7 +1,8 @@
 //! The layer rules of `docs/architecture.md`, checked over `cargo metadata`.
 //!
 //! Each workspace crate may depend (normal or build dependency) only on the workspace crates
-//! below it; only session-state links rusqlite; only session-cli uses the terminal crates;
+//! below it (session-storage sits beside session-replay: above session-state, below
+//! session-cli); only session-state links rusqlite; only session-cli uses the terminal crates;
 //! session-schema keeps its required dependencies to serde, serde_json, uuid, time and
 //! thiserror; xtask uses only serde_json. Dev-dependencies are free.
 
@@ -17,12 +18,17 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["session-schema", "session-jsonl", "session-state"],
     ),
     (
+        "session-storage",
+        &["session-schema", "session-jsonl", "session-state"],
+    ),
+    (
         "session-cli",
         &[
             "session-schema",
             "session-jsonl",
             "session-state",
             "session-replay",
+            "session-storage",
         ],
     ),
     ("xtask", &[]),
@@ -143,7 +149,17 @@ fn the_rules_catch_bad_edges() {
         edge("session-schema", "memchr", "normal"),
         edge("session-jsonl", "session-state", "dev"),
         edge("session-state", "rusqlite", "normal"),
+        edge("session-storage", "session-cli", "normal"),
+        edge("session-storage", "rusqlite", "normal"),
+        edge("session-storage", "session-state", "normal"),
+        edge("session-cli", "session-storage", "normal"),
     ]);
     // schema -> jsonl breaks both the layer order and the closed dependency list.
-    assert_eq!(bad.len(), 6, "{bad:#?}");
+    assert_eq!(bad.len(), 8, "{bad:#?}");
+    assert!(bad.contains(&"session-storage -> session-cli: breaks the layer order".to_owned()));
+    assert!(
+        bad.contains(
+            &"session-storage -> rusqlite: only session-state may use rusqlite".to_owned()
+        )
+    );
 }

@@ -104,6 +104,7 @@ fn library_crates_never_print() {
         "session-jsonl",
         "session-state",
         "session-replay",
+        "session-storage",
     ];
     let needles = ["println!", "eprintln!", "print!(", "eprint!(", "dbg!("];
     let mut bad = Vec::new();

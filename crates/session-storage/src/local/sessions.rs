@@ -1,0 +1,306 @@
+//! [`SessionStore`] over session-state's [`StateStore`](session_state::StateStore): versions
+//! are generations, saves are `save_expecting`, deletes compare under a per-session lock,
+//! leases are [`super::lease`]'s.
+
+use session_schema::SessionState;
+use session_state::{
+    DamageKind, Generation, ListCursor, ListQuery, LoadNote, LoadSource, LoadedSession,
+    MessageDamage, StateError,
+};
+
+use super::filelock::{self, LockFile};
+use super::{LocalBackend, lease, locked, state_err};
+use crate::error::{Result, StorageError, Target, checked_id};
+use crate::session_store::{LeaseGuard, SessionStore};
+use crate::types::{
+    Expected, HolderInfo, PageCursor, SessionDamage, SessionListPage, SessionListQuery,
+    StoredSession, Version,
+};
+
+/// Version token of a session that has no `state.db` row (a legacy snapshot whose migration
+/// failed): saving with it expects that there is still no row. Generations print as
+/// `<counter>/<hex>`, so they never collide with it.
+const NO_ROW: &str = "none";
+
+fn token(generation: Option<Generation>) -> String {
+    generation.map_or_else(|| NO_ROW.to_owned(), |g| g.to_string())
+}
+
+fn found_version(found: &str) -> Option<Version> {
+    (found != NO_ROW).then(|| Version::new(found))
+}
+
+fn damage_kind(kind: &DamageKind) -> String {
+    match kind {
+        DamageKind::TornTail => "torn_tail".to_owned(),
+        DamageKind::Corrupt => "corrupt".to_owned(),
+        DamageKind::NotObject => "not_object".to_owned(),
+        DamageKind::MissingRole => "missing_role".to_owned(),
+        DamageKind::Shape => "shape".to_owned(),
+        DamageKind::CountMismatch { .. } => "count_mismatch".to_owned(),
+        DamageKind::FileChanged => "file_changed".to_owned(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+fn session_damage(d: &MessageDamage) -> SessionDamage {
+    let detail = match &d.kind {
+        DamageKind::CountMismatch { expected, found } => format!(
+            "{} (the row says {expected} messages, {found} found)",
+            d.detail
+        ),
+        _ => d.detail.clone(),
+    };
+    SessionDamage {
+        line: d.line,
+        offset: d.byte_offset,
+        kind: damage_kind(&d.kind),
+        kept: d.kept,
+        detail,
+    }
+}
+
+fn note_text(n: &LoadNote) -> String {
+    match n {
+        LoadNote::MetaUnreadable { detail } => {
+            format!("meta is not a JSON object or array and was left out: {detail}")
+        }
+        LoadNote::ColumnType { column, found } => {
+            format!("column {column} holds {found}; the value was left out")
+        }
+        LoadNote::LegacyIdMismatch { inner } => {
+            format!("the legacy snapshot names session {inner}; loaded under the requested id")
+        }
+        LoadNote::LegacySchemaVersion { found } => {
+            format!("the legacy snapshot has schema_version {found}; read as 1")
+        }
+        LoadNote::MigrationFailed { detail } => {
+            format!("migrating the legacy snapshot failed: {detail}")
+        }
+        LoadNote::RebuiltFromMessages { path, messages, .. } => format!(
+            "the row was rebuilt from {} ({messages} messages)",
+            path.display()
+        ),
+        LoadNote::UncommittedTail { bytes } => {
+            format!("{bytes} bytes written after the last committed save were ignored")
+        }
+        LoadNote::LoneSurrogate {
+            line,
+            byte_offset,
+            escape,
+            ..
+        } => format!(
+            "line {line} holds a lone surrogate escape {escape} at byte offset {byte_offset}; loaded as U+FFFD, saved back as written"
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+fn stored(loaded: LoadedSession) -> StoredSession {
+    let mut notes = Vec::new();
+    if let LoadSource::Legacy { migrated } = loaded.source {
+        notes.push(if migrated {
+            "loaded from a legacy snapshot, now migrated".to_owned()
+        } else {
+            "loaded from a legacy snapshot that could not be migrated".to_owned()
+        });
+    }
+    notes.extend(loaded.notes.iter().map(note_text));
+    StoredSession {
+        version: Version::new(token(loaded.generation)),
+        damage: loaded.damage.iter().map(session_damage).collect(),
+        notes,
+        state: loaded.state,
+    }
+}
+
+impl LocalBackend {
+    fn remember_generation(&self, session_id: &str, generation: Option<Generation>) {
+        let mut map = locked(&self.generations);
+        match generation {
+            Some(g) => {
+                if map.len() >= super::CACHE_MAX {
+                    map.clear();
+                }
+                map.insert(session_id.to_owned(), (g.to_string(), g));
+            }
+            None => {
+                map.remove(session_id);
+            }
+        }
+    }
+
+    /// The generation whose token is `version`, from what this backend last saw of the
+    /// session or else from a load. `Err(found)` when the stored version is another.
+    fn generation_for(
+        &self,
+        session_id: &str,
+        version: &Version,
+    ) -> Result<Result<Option<Generation>, Option<Version>>> {
+        if version.as_str() == NO_ROW {
+            return Ok(Ok(None));
+        }
+        if let Some((t, g)) = locked(&self.generations).get(session_id)
+            && t == version.as_str()
+        {
+            return Ok(Ok(Some(*g)));
+        }
+        let current = self.current(session_id)?;
+        Ok(match current {
+            Some(Some(g)) if g.to_string() == version.as_str() => Ok(Some(g)),
+            Some(g) => Err(Some(Version::new(token(g)))),
+            None => Err(None),
+        })
+    }
+
+    /// The stored generation: `None` when there is no session, `Some(None)` for one without
+    /// a row.
+    fn current(&self, session_id: &str) -> Result<Option<Option<Generation>>> {
+        let loaded = self
+            .store
+            .load(session_id)
+            .map_err(|e| state_err("load", Target::session(session_id), e))?;
+        let generation = loaded.map(|l| l.generation);
+        if let Some(g) = generation {
+            self.remember_generation(session_id, g);
+        }
+        Ok(generation)
+    }
+
+    /// The lock every save and delete of `session_id` through this backend holds, so that a
+    /// delete's compare and its delete are one step for them.
+    fn write_lock(&self, session_id: &str) -> Result<LockFile> {
+        let target = || Target::session(session_id);
+        let dir = self.locks_dir();
+        filelock::ensure_dir(&dir)
+            .map_err(|e| StorageError::backend("create the lock directory for", target(), e))?;
+        let path = dir.join(format!("{session_id}.write"));
+        let started = std::time::Instant::now();
+        match filelock::try_lock_for(&path, self.options.lock_wait) {
+            Ok(Some(lock)) => Ok(lock),
+            Ok(None) => Err(StorageError::Busy {
+                target: target(),
+                waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            }),
+            Err(e) => Err(StorageError::backend("lock", target(), e)),
+        }
+    }
+
+    fn conflict(session_id: &str, expected: &Expected, found: Option<Version>) -> StorageError {
+        StorageError::VersionConflict {
+            session_id: session_id.to_owned(),
+            expected: expected.clone(),
+            found,
+        }
+    }
+}
+
+impl SessionStore for LocalBackend {
+    fn load_session(&self, session_id: &str) -> Result<Option<StoredSession>> {
+        checked_id(session_id)?;
+        let loaded = self
+            .store
+            .load(session_id)
+            .map_err(|e| state_err("load", Target::session(session_id), e))?;
+        Ok(loaded.map(|l| {
+            self.remember_generation(session_id, l.generation);
+            stored(l)
+        }))
+    }
+
+    fn save_session(&self, state: &SessionState, expected: &Expected) -> Result<Version> {
+        let id = state.session_id.as_str();
+        checked_id(id)?;
+        self.check_writable("save")?;
+        let _lock = self.write_lock(id)?;
+        let expect = match expected {
+            Expected::Any => None,
+            Expected::Absent => Some(None),
+            Expected::Version(v) => match self.generation_for(id, v)? {
+                Ok(g) => Some(g),
+                Err(found) => return Err(LocalBackend::conflict(id, expected, found)),
+            },
+        };
+        let saved = match expect {
+            None => self.store.save(state),
+            Some(g) => self.store.save_expecting(state, g),
+        };
+        match saved {
+            Ok(report) => {
+                self.remember_generation(id, Some(report.generation));
+                Ok(Version::new(report.generation.to_string()))
+            }
+            Err(StateError::Conflict { found, .. }) => {
+                Err(LocalBackend::conflict(id, expected, found_version(&found)))
+            }
+            Err(e) => Err(state_err("save", Target::session(id), e)),
+        }
+    }
+
+    fn list_sessions(&self, query: &SessionListQuery) -> Result<SessionListPage> {
+        let mut q = ListQuery::all();
+        if let Some(w) = &query.workspace {
+            q = q.workspace(w.clone());
+        }
+        if let Some(l) = query.limit {
+            q = q.limit(l);
+        }
+        if let Some(c) = &query.after {
+            let cursor = ListCursor::from_token(c.as_str())
+                .map_err(|e| state_err("list sessions of", Target::Store, e))?;
+            q = q.after(cursor);
+        }
+        let page = self
+            .store
+            .list(&q)
+            .map_err(|e| state_err("list sessions of", Target::Store, e))?;
+        Ok(SessionListPage {
+            sessions: page.entries.into_iter().map(|e| e.summary).collect(),
+            next_cursor: page.next_cursor.map(|c| PageCursor::new(c.to_token())),
+            notes: page
+                .diagnostics
+                .iter()
+                .map(|d| format!("{}: {}", d.path.display(), d.detail))
+                .collect(),
+        })
+    }
+
+    fn delete_session(&self, session_id: &str, expected: &Expected) -> Result<bool> {
+        checked_id(session_id)?;
+        self.check_writable("delete")?;
+        let lock = self.write_lock(session_id)?;
+        if *expected != Expected::Any {
+            let current = self.current(session_id)?;
+            let found = current.map(|g| Version::new(token(g)));
+            let matches = match expected {
+                Expected::Absent => found.is_none(),
+                Expected::Version(v) => found.as_ref() == Some(v),
+                Expected::Any => true,
+            };
+            if !matches {
+                return Err(LocalBackend::conflict(session_id, expected, found));
+            }
+            if found.is_none() {
+                return Ok(false);
+            }
+        }
+        let report = self
+            .store
+            .delete(session_id)
+            .map_err(|e| state_err("delete", Target::session(session_id), e))?;
+        self.remember_generation(session_id, None);
+        let removed = lock
+            .remove()
+            .and_then(|()| lease::remove_if_free(&self.locks_dir(), session_id));
+        removed.map_err(|e| {
+            StorageError::backend("remove the lock files of", Target::session(session_id), e)
+        })?;
+        Ok(report.found())
+    }
+
+    fn acquire_lease(&self, session_id: &str, holder: &HolderInfo) -> Result<Box<dyn LeaseGuard>> {
+        checked_id(session_id)?;
+        let guard = lease::acquire(&self.locks_dir(), session_id, holder)?;
+        Ok(Box::new(guard))
+    }
+}

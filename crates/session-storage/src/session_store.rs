@@ -1,0 +1,103 @@
+//! [`SessionStore`]: the repository of resumable sessions — load, save with compare-and-swap
+//! on a version, list, delete, and an exclusive lease per session ([`LeaseGuard`]).
+
+use std::fmt;
+
+use session_schema::SessionState;
+
+use crate::error::Result;
+use crate::types::{
+    Expected, HolderInfo, SessionListPage, SessionListQuery, StoredSession, Version,
+};
+
+/// The session store: one resumable [`SessionState`] per session id (spec §3.1).
+///
+/// # Contract (checked by `session_storage::conformance`)
+///
+/// * **Versions.** Every save gives the session a new [`Version`]; a load returns the current
+///   one. A save or delete with [`Expected::Version`] succeeds only while the stored version
+///   is that one, with [`Expected::Absent`] only while no session is stored; otherwise it
+///   fails with [`StorageError::VersionConflict`](crate::StorageError::VersionConflict) naming
+///   the version found, and nothing changes. Of several writers racing from one version,
+///   exactly one wins.
+/// * **Round trip.** A loaded state equals the saved one (messages, unknown fields and all).
+/// * **Leases.** [`acquire_lease`](Self::acquire_lease) is exclusive across every client of
+///   the store: while one holder has a session's lease, every other acquire fails with
+///   [`StorageError::LeaseBusy`](crate::StorageError::LeaseBusy) naming the holder. Releasing
+///   (or dropping) the guard ends it, and so does the holder's death: a crashed worker never
+///   blocks a session forever. A lease is about who *works on* a session; it does not stop
+///   saves (compare-and-swap protects the data).
+/// * **Keyset paging** as described on [`SessionListQuery`].
+///
+/// Methods are synchronous and the trait is object-safe (`&dyn SessionStore`).
+pub trait SessionStore: Send + Sync {
+    /// The session, or `None` when none is stored under `session_id`. Damaged message lines
+    /// do not fail the load: they are in [`StoredSession::damage`].
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`](crate::StorageError::UnsafeId),
+    /// [`StorageError::Backend`](crate::StorageError::Backend).
+    fn load_session(&self, session_id: &str) -> Result<Option<StoredSession>>;
+
+    /// Saves `state` under `state.session_id` if the stored session is what `expected` says;
+    /// returns the new version.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`](crate::StorageError::UnsafeId),
+    /// [`StorageError::VersionConflict`](crate::StorageError::VersionConflict) (nothing
+    /// written), [`StorageError::ReadOnly`](crate::StorageError::ReadOnly),
+    /// [`StorageError::Busy`](crate::StorageError::Busy),
+    /// [`StorageError::Backend`](crate::StorageError::Backend).
+    fn save_session(&self, state: &SessionState, expected: &Expected) -> Result<Version>;
+
+    /// Sessions matching `query`, most recently updated first, one page.
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidCursor`](crate::StorageError::InvalidCursor),
+    /// [`StorageError::Backend`](crate::StorageError::Backend).
+    fn list_sessions(&self, query: &SessionListQuery) -> Result<SessionListPage>;
+
+    /// Deletes the session if the stored one is what `expected` says; returns whether there
+    /// was one (`Ok(false)`: nothing stored, which only [`Expected::Absent`] and
+    /// [`Expected::Any`] accept).
+    ///
+    /// # Errors
+    /// As [`save_session`](Self::save_session).
+    fn delete_session(&self, session_id: &str, expected: &Expected) -> Result<bool>;
+
+    /// Takes the exclusive lease of `session_id` for `holder`; it lasts until the guard is
+    /// released or dropped, or the holder dies. Does not wait: a held lease is
+    /// [`StorageError::LeaseBusy`](crate::StorageError::LeaseBusy) at once.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`](crate::StorageError::UnsafeId),
+    /// [`StorageError::LeaseBusy`](crate::StorageError::LeaseBusy),
+    /// [`StorageError::Backend`](crate::StorageError::Backend).
+    fn acquire_lease(&self, session_id: &str, holder: &HolderInfo) -> Result<Box<dyn LeaseGuard>>;
+}
+
+/// A held session lease ([`SessionStore::acquire_lease`]). Dropping it releases the lease
+/// (errors are then lost; [`release`](Self::release) reports them).
+pub trait LeaseGuard: Send + Sync + fmt::Debug {
+    /// The leased session.
+    fn session_id(&self) -> &str;
+
+    /// Who holds it.
+    fn holder(&self) -> &HolderInfo;
+
+    /// Confirms the lease is still held, extending it where leases expire (a lease row with a
+    /// time to live). Long-running holders call it periodically, at least as often as the
+    /// backend documents.
+    ///
+    /// # Errors
+    /// [`StorageError::LeaseLost`](crate::StorageError::LeaseLost) when it is no longer held;
+    /// [`StorageError::Backend`](crate::StorageError::Backend).
+    fn renew(&self) -> Result<()>;
+
+    /// Ends the lease now.
+    ///
+    /// # Errors
+    /// [`StorageError::Backend`](crate::StorageError::Backend) (the lease is gone anyway once
+    /// the guard is).
+    fn release(self: Box<Self>) -> Result<()>;
+}
