@@ -135,7 +135,7 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
         expected["runs"][S9_RUN]["lines"].as_u64().expect("lines") as usize
     );
     assert_eq!(read.damage.len(), 1, "{:?}", read.damage);
-    assert_eq!(read.damage[0].kind, DamageKind::CorruptLine);
+    assert_eq!(read.damage[0].kind, DamageKind::SealedFragment);
     assert_eq!(read.damage[0].offset, original.len() as u64);
 
     // L3 is migrated under its own id; the legacy file stays for the reference.

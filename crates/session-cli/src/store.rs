@@ -19,21 +19,53 @@ pub(crate) fn jsonl_err(e: JsonlError) -> CliError {
     }
 }
 
-/// The file of run `id` (a plain `.jsonl` preferred over an archive).
+/// The file of run `id`. When several files hold the run (another date directory, a copy,
+/// a plain file beside its archive), the most complete one ([`session_jsonl::rank_files`]),
+/// and one warning says which file is used and names every other one.
 ///
 /// # Errors
 /// Not found (3) when no file has that id; usage (2) for an id that is not a safe file name.
-pub(crate) fn locate_run(root: &Path, id: &str) -> Result<PathBuf, CliError> {
-    let found = session_jsonl::find_run(root, id, None).map_err(jsonl_err)?;
+pub(crate) fn locate_run(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, CliError> {
+    let root = ctx.root.path.clone();
+    let found = session_jsonl::find_run(&root, id, None).map_err(jsonl_err)?;
+    if !found.duplicates.is_empty() {
+        ctx.warn(&duplicate_warning(&root, id, &found.ranking));
+    }
     Ok(found.path)
 }
 
-/// Whether `id` names a run file under `root` (`false` for unsafe ids and unknown runs).
-pub(crate) fn is_run(root: &Path, id: &str) -> Result<bool, CliError> {
-    match session_jsonl::find_run(root, id, None) {
-        Ok(_) => Ok(true),
-        Err(JsonlError::NotFound { .. } | JsonlError::UnsafeRunId { .. }) => Ok(false),
-        Err(e) => Err(jsonl_err(e)),
+/// `run ID is in N files; using A (…) over B (…), C (…); `sessions verify` names the others
+/// as duplicates`, from files ranked most complete first.
+pub(crate) fn duplicate_warning(
+    root: &Path,
+    id: &str,
+    ranked: &[session_jsonl::Completeness],
+) -> String {
+    let describe =
+        |c: &session_jsonl::Completeness| format!("{} ({})", rel(root, &c.path), c.describe());
+    let others: Vec<String> = ranked.iter().skip(1).map(describe).collect();
+    format!(
+        "run {id} is in {} files; using the most complete, {}, over {}; `sessions verify` names \
+         the others as duplicates",
+        ranked.len(),
+        ranked.first().map(describe).unwrap_or_default(),
+        others.join(", ")
+    )
+}
+
+/// [`locate_run`] for an argument that may name a run: `None` for unsafe ids and unknown
+/// runs.
+///
+/// # Errors
+/// Data (4) when the store cannot be searched.
+pub(crate) fn try_locate_run(
+    ctx: &mut crate::Ctx<'_>,
+    id: &str,
+) -> Result<Option<PathBuf>, CliError> {
+    match locate_run(ctx, id) {
+        Ok(p) => Ok(Some(p)),
+        Err(CliError::NotFound(_) | CliError::Usage(_)) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -53,7 +85,7 @@ pub(crate) struct LoadedRun {
     /// Each record's line as stored (byte-exact, without its `\n`; a BOM or CR kept), when
     /// asked for.
     pub(crate) json: Vec<Vec<u8>>,
-    /// Decompressed size of the file in bytes.
+    /// Bytes of content read: the file's size, decompressed for an archive.
     pub(crate) bytes: u64,
 }
 
@@ -76,8 +108,7 @@ pub(crate) fn load_run_file(path: &Path, keep_json: bool) -> Result<LoadedRun, C
     };
     let read = session_jsonl::read_run_with(path, opts).map_err(jsonl_err)?;
     let offsets = read.records.iter().map(|r| r.offset).collect();
-    let bytes = read.records.iter().map(|r| r.len + 1).sum::<u64>()
-        + read.damage.iter().map(|d| d.len).sum::<u64>();
+    let bytes = read.bytes;
     let mut json = Vec::new();
     if keep_json {
         for r in &read.records {

@@ -83,11 +83,11 @@ pub(crate) struct Target {
 /// Not found (3) when neither a run file nor a session with that id exists.
 pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliError> {
     let root = ctx.root.path.clone();
-    if crate::store::is_run(&root, id)? {
+    if let Some(path) = crate::store::try_locate_run(ctx, id)? {
         return Ok(Target {
             session: None,
             state: None,
-            paths: vec![crate::store::locate_run(&root, id)?],
+            paths: vec![path],
             damage: Vec::new(),
             notes: Vec::new(),
             state_error: None,
