@@ -362,6 +362,30 @@ fn numeric_subdirs(
     out
 }
 
+/// Every day directory (`YYYY/MM/DD`, padded or not) under `sessions_root`, newest first; a
+/// missing root has none, directories that cannot be listed are skipped.
+///
+/// # Errors
+/// [`JsonlError::Io`] when the root exists but cannot be listed.
+pub(crate) fn day_dirs(sessions_root: &Path) -> Result<Vec<PathBuf>> {
+    if let Err(e) = fs::read_dir(sessions_root) {
+        if e.kind() == io::ErrorKind::NotFound {
+            return Ok(Vec::new());
+        }
+        return Err(JsonlError::io("list", sessions_root, e));
+    }
+    let mut skipped = Vec::new();
+    let mut out = Vec::new();
+    for (_, _, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
+        for (_, _, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
+            for (_, _, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
+                out.push(d_dir);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Lists every run file under `sessions_root` newest first without opening any of them.
 ///
 /// Walks `YYYY/MM/DD` directories in descending order. Directories whose names are all digits

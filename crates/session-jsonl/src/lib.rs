@@ -57,7 +57,7 @@ pub mod scan;
 pub mod text;
 mod writer;
 
-pub use archive::compress_run;
+pub use archive::{compress_run, decompress_run};
 pub use duplicates::{Completeness, rank_files};
 pub use error::{JsonlError, Result};
 pub use fault::{Fault, FaultPlan, FileOp};

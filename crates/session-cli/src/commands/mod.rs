@@ -9,6 +9,7 @@ mod show;
 pub(crate) mod state;
 mod stats;
 mod tail;
+mod unarchive;
 pub(crate) mod verify;
 
 pub(crate) use export::export;
@@ -20,6 +21,7 @@ pub(crate) use show::show;
 pub(crate) use state::reindex;
 pub(crate) use stats::stats;
 pub(crate) use tail::tail;
+pub(crate) use unarchive::unarchive;
 pub(crate) use verify::verify;
 
 use std::io::Write;
