@@ -150,9 +150,10 @@ pub(crate) fn rel<'a>(root: &Path, path: &'a Path) -> std::borrow::Cow<'a, str> 
     }
 }
 
-/// The runs of a session in `started_at` order (then path): from the run index, brought up
-/// to date first; on a read-only store, whose index may be stale or missing, from the
-/// headers of the run files themselves.
+/// The runs of a session in `started_at` order (then path), one file per run (the most
+/// complete; a warning names the others): from the run index, brought up to date first; on a
+/// read-only store, whose index may be stale or missing, from the headers of the run files
+/// themselves.
 ///
 /// # Errors
 /// Data (4) when the index or the tree cannot be read.
@@ -168,11 +169,13 @@ pub(crate) fn session_runs(
     let rows = store
         .runs_for_session(session_id)
         .map_err(crate::commands::state::state_err)?;
+    crate::commands::runs::warn_other_files(ctx, &rows);
     Ok(rows.into_iter().map(|r| r.path).collect())
 }
 
 /// [`session_runs`] without the index: reads the header (at most 64 KiB) of every run file.
-/// A plain file and an archive of one run count once (the plain file), as `find_run` does.
+/// Several files of one run (a plain file and its archive, another date directory, a copy)
+/// count once: the most complete ([`session_jsonl::rank_files`]), with a warning.
 fn session_runs_from_headers(
     ctx: &mut crate::Ctx<'_>,
     session_id: &str,
@@ -185,7 +188,7 @@ fn session_runs_from_headers(
         "reading run headers",
     );
     let mut found: Vec<(Option<String>, PathBuf)> = Vec::new();
-    let mut plain: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+    let mut by_id: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
     for f in &listing.files {
         bar.inc();
         let head = match session_jsonl::read_header(&f.path) {
@@ -199,21 +202,27 @@ fn session_runs_from_headers(
         if head.facts.session_id.as_deref() != Some(session_id) {
             continue;
         }
-        if !f.compressed {
-            plain.insert(f.path.clone());
-        }
+        let id = head
+            .facts
+            .run_id
+            .clone()
+            .unwrap_or_else(|| f.run_id.clone());
+        by_id.entry(id).or_default().push(f.path.clone());
         let started = head.facts.started_at.map(|t| t.as_str().to_owned());
         found.push((started, f.path.clone()));
     }
     bar.finish();
-    // `<id>.jsonl.zst` beside `<id>.jsonl`: the plain file wins.
-    found.retain(|(_, p)| {
-        let name = p.to_string_lossy();
-        match name.strip_suffix(".zst") {
-            Some(stem) => !plain.contains(Path::new(stem)),
-            None => true,
-        }
-    });
+    let mut left_out: std::collections::BTreeSet<PathBuf> = Default::default();
+    for (id, paths) in by_id.into_iter().filter(|(_, p)| p.len() > 1) {
+        let mut ranked: Vec<session_jsonl::Completeness> = paths
+            .iter()
+            .map(|p| session_jsonl::Completeness::of_file(p, &id))
+            .collect();
+        session_jsonl::rank_files(&mut ranked);
+        ctx.warn(&duplicate_warning(&root, &id, &ranked));
+        left_out.extend(ranked.into_iter().skip(1).map(|c| c.path));
+    }
+    found.retain(|(_, p)| !left_out.contains(p));
     found.sort();
     Ok(found.into_iter().map(|(_, p)| p).collect())
 }

@@ -17,6 +17,8 @@ const NOW: &str = "2026-11-30T12:00:00Z";
 /// A completed run of the sample store (10 lines).
 const RUN: &str = "7a1e0001-0000-4000-8000-000000000101";
 const RUN_FILE: &str = "2026/11/24/7a1e0001-0000-4000-8000-000000000101.jsonl";
+/// Its session.
+const SESSION: &str = "5a1e0001-0000-4000-8000-000000000001";
 /// The sample store's one run older than 30 days, and its session.
 const OLD_RUN: &str = "7a1e0007-0000-4000-8000-000000000701";
 const OLD_FILE: &str = "2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl";
@@ -100,6 +102,8 @@ fn with_two_files_for_one_run_every_command_uses_the_most_complete_and_says_so()
     let want_replay = ok(root, &["replay", RUN]).out;
     let want_runs = ok(root, &["runs", "--json", "--limit", "100"]).out;
     let want_stats = ok(root, &["stats", "--json"]).out;
+    let want_session = ok(root, &["show", SESSION]).out;
+    let want_history = ok(root, &["history", SESSION, "--json"]).out;
     // A retried start a day later holds only a header: it is newer, found first by date.
     let complete = std::fs::read(root.join(RUN_FILE)).unwrap();
     let header_end = complete.iter().position(|b| *b == b'\n').unwrap() + 1;
@@ -129,6 +133,18 @@ fn with_two_files_for_one_run_every_command_uses_the_most_complete_and_says_so()
             r.err
         );
     }
+    // A session's runs: the run once, from the complete file, on a writable store (the run
+    // index) and a read-only one (the run files' headers).
+    for ro in [false, true] {
+        let mut args = vec!["show", SESSION];
+        if ro {
+            args.insert(0, "--read-only");
+        }
+        let r = ok(root, &args);
+        assert_eq!(r.out, want_session, "read-only: {ro}");
+        assert!(r.err.contains(&twin_rel), "read-only: {ro}: {}", r.err);
+    }
+    assert_eq!(ok(root, &["history", SESSION, "--json"]).out, want_history);
     // Listings: one row, from the complete file, and a warning naming both files.
     let r = ok(root, &["runs", "--json", "--limit", "100"]);
     assert_eq!(r.out, want_runs);

@@ -539,6 +539,36 @@ mod tests {
     }
 
     #[test]
+    fn find_chooses_the_most_complete_of_several_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let h = r#"{"type":"header","schema_version":1,"run_id":"r","started_at":"2026-02-03T10:00:00.000Z"}"#;
+        let end = r#"{"type":"run.end","run_id":"r","ts":"2026-02-03T10:01:00.000Z","outcome":"completed"}"#;
+        for (dir, body) in [
+            // Newest directory: only the header (a retried start).
+            ("2026/02/05", format!("{h}\n")),
+            ("2026/02/03", format!("{h}\n{end}\n")),
+        ] {
+            fs::create_dir_all(root.join(dir)).unwrap();
+            fs::write(root.join(dir).join("r.jsonl"), body).unwrap();
+        }
+        for hint in [None, Some(Timestamp::from_raw("2026-02-04T10:00:00.000Z"))] {
+            let found = find_run(root, "r", hint.as_ref()).unwrap();
+            assert_eq!(found.path, root.join("2026/02/03/r.jsonl"), "{hint:?}");
+            assert_eq!(found.duplicates, [root.join("2026/02/05/r.jsonl")]);
+            let facts: Vec<(bool, u64)> = found
+                .ranking
+                .iter()
+                .map(|c| (c.terminal, c.records))
+                .collect();
+            assert_eq!(facts, [(true, 2), (false, 1)]);
+        }
+        // One file: nothing read, nothing ranked.
+        fs::remove_file(root.join("2026/02/05/r.jsonl")).unwrap();
+        assert!(find_run(root, "r", None).unwrap().ranking.is_empty());
+    }
+
+    #[test]
     fn find_looks_beside_the_computed_dir_then_scans() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();

@@ -3,7 +3,7 @@
 mod export;
 mod housekeeping;
 mod replay;
-mod runs;
+pub(crate) mod runs;
 mod sessions;
 mod show;
 pub(crate) mod state;
