@@ -1075,7 +1075,16 @@ fn archive_compresses_old_runs_and_every_command_still_reads_them() {
     .unwrap();
     let r = run_in(&s.root, &["archive", "--older-than", "3d", "--json"]);
     assert_eq!(r.code, 0, "{}", r.err);
-    let done: Vec<Value> = json_lines(&r.out);
+    let mut done: Vec<Value> = json_lines(&r.out);
+    // The last line says what archiving means for the reference runtime.
+    let note = done.pop().unwrap();
+    assert_eq!(note["type"], "note");
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("6 archived run(s)")
+    );
     assert_eq!(done.len(), 6, "runs before 2026-11-27T12:00Z: {done:?}");
     assert!(done.iter().all(|a| a["status"] == "done"));
     assert!(
