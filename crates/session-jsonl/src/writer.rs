@@ -485,11 +485,11 @@ fn check_plain(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Opens a new run file `path` with `create_new` and the writer's mode. An empty file of that
-/// name that no writer holds (left by a create that failed or was killed before its header
-/// was written) is taken over: it holds nothing, and refusing it would make every retry fail.
-/// Returns the file, locked, and whether it was created (false: taken over).
-fn open_new(path: &Path, opts: &WriterOptions) -> Result<(File, bool)> {
+/// Opens a new run file `path` with `create_new` and the writer's mode. An empty regular file
+/// of that name (never a symbolic link) that no writer holds, left by a create that failed or
+/// was killed before its header was written, is taken over: it holds nothing, and refusing it
+/// would make every retry fail. Returns the file, locked.
+fn open_new(path: &Path, opts: &WriterOptions) -> Result<File> {
     if let Some(Fault::Errno(e) | Fault::PartialThen { errno: e, .. }) =
         opts.faults.as_ref().and_then(|p| p.on_call(FileOp::Create))
     {
@@ -504,7 +504,7 @@ fn open_new(path: &Path, opts: &WriterOptions) -> Result<(File, bool)> {
     match open.open(path) {
         Ok(file) => {
             take_lock(&file, path, opts.lock_wait)?;
-            Ok((file, true))
+            Ok(file)
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             let exists = || JsonlError::AlreadyExists {
@@ -520,13 +520,31 @@ fn open_new(path: &Path, opts: &WriterOptions) -> Result<(File, bool)> {
             let md = file
                 .metadata()
                 .map_err(|e| JsonlError::io("stat", path, e))?;
-            if md.is_file() && md.len() == 0 {
-                Ok((file, false))
+            // The name itself must be that regular file, not a link to one elsewhere.
+            let named = fs::symlink_metadata(path)
+                .is_ok_and(|l| l.file_type().is_file() && same_file(&l, &md));
+            if named && md.len() == 0 {
+                Ok(file)
             } else {
                 Err(exists())
             }
         }
         Err(e) => Err(JsonlError::io("create", path, e)),
+    }
+}
+
+/// Whether two metadata describe the same file (device and inode; always true off Unix, where
+/// the caller's other checks must do).
+fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        true
     }
 }
 
@@ -584,7 +602,7 @@ impl RunWriter {
         let durable = opts.durability.is_durable();
         let dir = path.parent().unwrap_or(Path::new(""));
         create_dirs(dir, durable, opts.dir_mode, opts.faults.as_deref())?;
-        let (file, _created) = open_new(path, &opts)?;
+        let file = open_new(path, &opts)?;
         // From here on the file is ours (created or taken over, and locked): any failure
         // removes it, while it is still locked, so that a retry finds the name free.
         let dir_to_sync = if dir.as_os_str().is_empty() {

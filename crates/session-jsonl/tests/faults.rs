@@ -430,6 +430,21 @@ fn an_empty_leftover_file_is_taken_over_but_nothing_else_is() {
     .unwrap_err();
     assert!(matches!(err, JsonlError::AlreadyExists { .. }), "{err}");
     drop(holder);
+    // Nor a link to an empty file elsewhere (the writer would write outside the store).
+    #[cfg(unix)]
+    {
+        let outside = dir.path().join("outside.jsonl");
+        fs::write(&outside, b"").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.path().join("2026/02/03/l.jsonl")).unwrap();
+        let err = RunWriter::create(
+            dir.path(),
+            &header("l", "2026-02-03T12:00:00.000Z"),
+            WriterOptions::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, JsonlError::AlreadyExists { .. }), "{err}");
+        assert_eq!(fs::read(&outside).unwrap(), b"");
+    }
 }
 
 #[test]
