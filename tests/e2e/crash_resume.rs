@@ -329,8 +329,8 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     let d = &read_a.damage[0];
     assert_eq!(
         d.kind,
-        DamageKind::CorruptLine,
-        "a sealed fragment is a corrupt line"
+        DamageKind::SealedFragment,
+        "a fragment sealed by the reopening writer"
     );
     assert_eq!((d.offset, d.len, d.line), w.frag_a);
     // The record after the fragment starts right after the sealing newline.
@@ -648,7 +648,11 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     );
 
     let verify = sessions(&w.root, NOW, &["verify", "--json"]);
-    assert_eq!(verify.code, 1, "damage is a problem: {}", verify.stdout);
+    assert_eq!(
+        verify.code, 1,
+        "the torn tail is a problem: {}",
+        verify.stdout
+    );
     let findings = verify.json_lines();
     let summary = findings.last().expect("summary line");
     assert_eq!(summary["summary"], true);
@@ -656,11 +660,18 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     assert_eq!(summary["sessions"], 1);
     let mut damage: Vec<(String, String, u64, u64)> = findings
         .iter()
-        .filter(|f| f["kind"] == "corrupt_line" || f["kind"] == "torn_tail")
+        .filter(|f| {
+            ["corrupt_line", "torn_tail", "sealed_fragment"]
+                .contains(&f["kind"].as_str().unwrap_or(""))
+        })
         .map(|f| {
             (
                 f["file"].as_str().unwrap_or("").to_owned(),
-                f["kind"].as_str().unwrap_or("").to_owned(),
+                format!(
+                    "{} {}",
+                    f["severity"].as_str().unwrap_or(""),
+                    f["kind"].as_str().unwrap_or("")
+                ),
                 f["line"].as_u64().unwrap_or(0),
                 f["offset"].as_u64().unwrap_or(0),
             )
@@ -672,13 +683,13 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
         [
             (
                 format!("2026/03/04/{RUN_A}.jsonl"),
-                "corrupt_line".to_owned(),
+                "note sealed_fragment".to_owned(),
                 w.frag_a.2,
                 w.frag_a.0
             ),
             (
                 format!("2026/03/05/{RUN_C}.jsonl"),
-                "torn_tail".to_owned(),
+                "problem torn_tail".to_owned(),
                 w.frag_c.2,
                 w.frag_c.0
             ),

@@ -300,7 +300,7 @@ fn check_resume(
     }
     if torn {
         prop_assert_eq!(read.damage.len(), 1, "{:?}", read.damage);
-        prop_assert_eq!(read.damage[0].kind, DamageKind::CorruptLine);
+        prop_assert_eq!(read.damage[0].kind, DamageKind::SealedFragment);
         prop_assert_eq!(read.damage[0].offset, line_start as u64);
     } else {
         prop_assert!(read.damage.is_empty(), "{:?}", read.damage);

@@ -134,8 +134,9 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
     assert_eq!(line["tokens"]["total"], 712);
     let archive = sessions(&root, NOW, &["archive", "--older-than", "1d", "--json"]);
     let actions = archive.json_lines();
-    assert_eq!(actions.len(), 1, "{}", archive.stdout);
+    assert_eq!(actions.len(), 2, "{}", archive.stdout);
     assert_eq!(actions[0]["status"], "done", "{}", archive.stdout);
+    assert_eq!(actions[1]["type"], "note", "{}", archive.stdout);
     assert!(root.join(format!("{rel}.zst")).exists());
 }
 

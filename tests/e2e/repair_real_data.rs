@@ -135,7 +135,7 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
         expected["runs"][S9_RUN]["lines"].as_u64().expect("lines") as usize
     );
     assert_eq!(read.damage.len(), 1, "{:?}", read.damage);
-    assert_eq!(read.damage[0].kind, DamageKind::CorruptLine);
+    assert_eq!(read.damage[0].kind, DamageKind::SealedFragment);
     assert_eq!(read.damage[0].offset, original.len() as u64);
 
     // L3 is migrated under its own id; the legacy file stays for the reference.
@@ -182,20 +182,34 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
     assert_eq!(row.file_size, sealed.len() as u64);
     assert!(store.reindex().expect("reindex").changes.is_empty());
     drop(store);
+    // The sealed fragment is a note, not a problem: `repair && verify` succeeds.
     let verify = sessions(&root, NOW, &["verify", "--json", S9_RUN]);
-    assert_eq!(verify.code, 1, "{}", verify.stdout);
-    let kinds: Vec<(String, u64)> = verify
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+    let kinds: Vec<(String, String, u64)> = verify
         .json_lines()
         .iter()
-        .filter(|f| f["severity"] == "problem")
+        .filter(|f| f.get("kind").is_some())
         .map(|f| {
             (
+                f["severity"].as_str().unwrap_or("").to_owned(),
                 f["kind"].as_str().unwrap_or("").to_owned(),
                 f["offset"].as_u64().unwrap_or(0),
             )
         })
         .collect();
-    assert_eq!(kinds, [("corrupt_line".to_owned(), original.len() as u64)]);
+    assert_eq!(
+        kinds,
+        [
+            (
+                "note".to_owned(),
+                "sealed_fragment".to_owned(),
+                original.len() as u64
+            ),
+            ("note".to_owned(), "no_run_end".to_owned(), 0),
+        ]
+    );
+    let summary = verify.json_lines().pop().expect("summary");
+    assert_eq!(summary["bytes"], sealed.len() as u64);
     let again = sessions(&root, NOW, &["repair", "--dry-run", "--json"]);
     assert!(
         !again

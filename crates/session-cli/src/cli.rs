@@ -97,8 +97,12 @@ pub(crate) enum Command {
     Export(ExportArgs),
     /// Move old runs and sessions to the trash under the root, or empty the trash.
     Gc(GcArgs),
-    /// Compress old run files to `.jsonl.zst` (still readable by every command).
+    /// Compress old run files to `.jsonl.zst` (still readable by every command, but not by the
+    /// reference runtime: `unarchive` brings them back).
     Archive(ArchiveArgs),
+    /// Restore archived runs (`.jsonl.zst`) to plain `.jsonl`, which the reference runtime
+    /// reads again.
+    Unarchive(UnarchiveArgs),
     /// Rebuild the run index from scratch and report the difference.
     Reindex(ReindexArgs),
 }
@@ -337,6 +341,33 @@ pub(crate) struct ArchiveArgs {
     #[arg(long)]
     pub(crate) dry_run: bool,
     /// One JSON object per archived file.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `unarchive`: which archived runs to restore. Selectors combine (all must match); at least
+/// one is required so that a bare `sessions unarchive` restores nothing by accident.
+#[derive(Debug, Args)]
+pub(crate) struct UnarchiveArgs {
+    /// Run ids to restore (their archived files; a run that is not archived is skipped).
+    #[arg(value_name = "RUN", conflicts_with = "all")]
+    pub(crate) runs: Vec<String>,
+    /// Every archived run (with --since/--until/--session: every one that matches).
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// Only runs started at or after this time (RFC 3339, YYYY-MM-DD, or an age like 7d).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// Only runs started before this time (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) until: Option<String>,
+    /// Only runs of this session (so that the reference can resume it with its history).
+    #[arg(long, value_name = "SESSION_ID")]
+    pub(crate) session: Option<String>,
+    /// Show what would be restored without writing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// One JSON object per restored file.
     #[arg(long)]
     pub(crate) json: bool,
 }

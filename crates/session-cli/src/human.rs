@@ -37,6 +37,7 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Export(a) => a.format == ExportFormat::Md,
         Command::Gc(a) => !a.json,
         Command::Archive(a) => !a.json,
+        Command::Unarchive(a) => !a.json,
         Command::Reindex(a) => !a.json,
     }
 }

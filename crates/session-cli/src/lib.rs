@@ -240,6 +240,7 @@ fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
         Command::Export(a) => commands::export(ctx, &a),
         Command::Gc(a) => commands::gc(ctx, &a),
         Command::Archive(a) => commands::archive(ctx, &a),
+        Command::Unarchive(a) => commands::unarchive(ctx, &a),
         Command::Reindex(a) => commands::reindex(ctx, &a),
     }
 }

@@ -19,21 +19,53 @@ pub(crate) fn jsonl_err(e: JsonlError) -> CliError {
     }
 }
 
-/// The file of run `id` (a plain `.jsonl` preferred over an archive).
+/// The file of run `id`. When several files hold the run (another date directory, a copy,
+/// a plain file beside its archive), the most complete one ([`session_jsonl::rank_files`]),
+/// and one warning says which file is used and names every other one.
 ///
 /// # Errors
 /// Not found (3) when no file has that id; usage (2) for an id that is not a safe file name.
-pub(crate) fn locate_run(root: &Path, id: &str) -> Result<PathBuf, CliError> {
-    let found = session_jsonl::find_run(root, id, None).map_err(jsonl_err)?;
+pub(crate) fn locate_run(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, CliError> {
+    let root = ctx.root.path.clone();
+    let found = session_jsonl::find_run(&root, id, None).map_err(jsonl_err)?;
+    if !found.duplicates.is_empty() {
+        ctx.warn(&duplicate_warning(&root, id, &found.ranking));
+    }
     Ok(found.path)
 }
 
-/// Whether `id` names a run file under `root` (`false` for unsafe ids and unknown runs).
-pub(crate) fn is_run(root: &Path, id: &str) -> Result<bool, CliError> {
-    match session_jsonl::find_run(root, id, None) {
-        Ok(_) => Ok(true),
-        Err(JsonlError::NotFound { .. } | JsonlError::UnsafeRunId { .. }) => Ok(false),
-        Err(e) => Err(jsonl_err(e)),
+/// `run ID is in N files; using A (…) over B (…), C (…); `sessions verify` names the others
+/// as duplicates`, from files ranked most complete first.
+pub(crate) fn duplicate_warning(
+    root: &Path,
+    id: &str,
+    ranked: &[session_jsonl::Completeness],
+) -> String {
+    let describe =
+        |c: &session_jsonl::Completeness| format!("{} ({})", rel(root, &c.path), c.describe());
+    let others: Vec<String> = ranked.iter().skip(1).map(describe).collect();
+    format!(
+        "run {id} is in {} files; using the most complete, {}, over {}; `sessions verify` names \
+         the others as duplicates",
+        ranked.len(),
+        ranked.first().map(describe).unwrap_or_default(),
+        others.join(", ")
+    )
+}
+
+/// [`locate_run`] for an argument that may name a run: `None` for unsafe ids and unknown
+/// runs.
+///
+/// # Errors
+/// Data (4) when the store cannot be searched.
+pub(crate) fn try_locate_run(
+    ctx: &mut crate::Ctx<'_>,
+    id: &str,
+) -> Result<Option<PathBuf>, CliError> {
+    match locate_run(ctx, id) {
+        Ok(p) => Ok(Some(p)),
+        Err(CliError::NotFound(_) | CliError::Usage(_)) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -53,7 +85,7 @@ pub(crate) struct LoadedRun {
     /// Each record's line as stored (byte-exact, without its `\n`; a BOM or CR kept), when
     /// asked for.
     pub(crate) json: Vec<Vec<u8>>,
-    /// Decompressed size of the file in bytes.
+    /// Bytes of content read: the file's size, decompressed for an archive.
     pub(crate) bytes: u64,
 }
 
@@ -76,8 +108,7 @@ pub(crate) fn load_run_file(path: &Path, keep_json: bool) -> Result<LoadedRun, C
     };
     let read = session_jsonl::read_run_with(path, opts).map_err(jsonl_err)?;
     let offsets = read.records.iter().map(|r| r.offset).collect();
-    let bytes = read.records.iter().map(|r| r.len + 1).sum::<u64>()
-        + read.damage.iter().map(|d| d.len).sum::<u64>();
+    let bytes = read.bytes;
     let mut json = Vec::new();
     if keep_json {
         for r in &read.records {
@@ -119,9 +150,10 @@ pub(crate) fn rel<'a>(root: &Path, path: &'a Path) -> std::borrow::Cow<'a, str> 
     }
 }
 
-/// The runs of a session in `started_at` order (then path): from the run index, brought up
-/// to date first; on a read-only store, whose index may be stale or missing, from the
-/// headers of the run files themselves.
+/// The runs of a session in `started_at` order (then path), one file per run (the most
+/// complete; a warning names the others): from the run index, brought up to date first; on a
+/// read-only store, whose index may be stale or missing, from the headers of the run files
+/// themselves.
 ///
 /// # Errors
 /// Data (4) when the index or the tree cannot be read.
@@ -137,11 +169,13 @@ pub(crate) fn session_runs(
     let rows = store
         .runs_for_session(session_id)
         .map_err(crate::commands::state::state_err)?;
+    crate::commands::runs::warn_other_files(ctx, &rows);
     Ok(rows.into_iter().map(|r| r.path).collect())
 }
 
 /// [`session_runs`] without the index: reads the header (at most 64 KiB) of every run file.
-/// A plain file and an archive of one run count once (the plain file), as `find_run` does.
+/// Several files of one run (a plain file and its archive, another date directory, a copy)
+/// count once: the most complete ([`session_jsonl::rank_files`]), with a warning.
 fn session_runs_from_headers(
     ctx: &mut crate::Ctx<'_>,
     session_id: &str,
@@ -154,7 +188,7 @@ fn session_runs_from_headers(
         "reading run headers",
     );
     let mut found: Vec<(Option<String>, PathBuf)> = Vec::new();
-    let mut plain: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+    let mut by_id: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
     for f in &listing.files {
         bar.inc();
         let head = match session_jsonl::read_header(&f.path) {
@@ -168,21 +202,27 @@ fn session_runs_from_headers(
         if head.facts.session_id.as_deref() != Some(session_id) {
             continue;
         }
-        if !f.compressed {
-            plain.insert(f.path.clone());
-        }
+        let id = head
+            .facts
+            .run_id
+            .clone()
+            .unwrap_or_else(|| f.run_id.clone());
+        by_id.entry(id).or_default().push(f.path.clone());
         let started = head.facts.started_at.map(|t| t.as_str().to_owned());
         found.push((started, f.path.clone()));
     }
     bar.finish();
-    // `<id>.jsonl.zst` beside `<id>.jsonl`: the plain file wins.
-    found.retain(|(_, p)| {
-        let name = p.to_string_lossy();
-        match name.strip_suffix(".zst") {
-            Some(stem) => !plain.contains(Path::new(stem)),
-            None => true,
-        }
-    });
+    let mut left_out: std::collections::BTreeSet<PathBuf> = Default::default();
+    for (id, paths) in by_id.into_iter().filter(|(_, p)| p.len() > 1) {
+        let mut ranked: Vec<session_jsonl::Completeness> = paths
+            .iter()
+            .map(|p| session_jsonl::Completeness::of_file(p, &id))
+            .collect();
+        session_jsonl::rank_files(&mut ranked);
+        ctx.warn(&duplicate_warning(&root, &id, &ranked));
+        left_out.extend(ranked.into_iter().skip(1).map(|c| c.path));
+    }
+    found.retain(|(_, p)| !left_out.contains(p));
     found.sort();
     Ok(found.into_iter().map(|(_, p)| p).collect())
 }

@@ -923,17 +923,27 @@ fn repair_dry_run_changes_nothing_and_repair_fixes() {
         &before[Path::new(&file)][..],
         "no byte of history rewritten"
     );
-    // The fragment is now a sealed, damaged line; the legacy session is migrated.
-    let lines = json_lines(&run_in(&s.root, &["verify", "--json"]).out);
+    // The fragment is now a sealed line, kept and shown as a note, not a problem: `repair &&
+    // verify` succeeds. The legacy session is migrated.
+    let v = run_in(&s.root, &["verify", "--json"]);
+    assert_eq!(v.code, 0, "{}", v.out);
+    let lines = json_lines(&v.out);
     let kinds: Vec<(&str, &str)> = lines
         .iter()
         .filter(|f| f.get("kind").is_some())
         .map(|f| (f["severity"].as_str().unwrap(), f["kind"].as_str().unwrap()))
         .collect();
-    assert!(kinds.contains(&("problem", "corrupt_line")), "{kinds:?}");
+    assert!(kinds.contains(&("note", "sealed_fragment")), "{kinds:?}");
+    assert!(!kinds.iter().any(|k| k.0 == "problem"), "{kinds:?}");
     assert!(!kinds.iter().any(|k| k.1 == "legacy_not_migrated"));
-    let damage = lines.iter().find(|f| f["kind"] == "corrupt_line").unwrap();
+    let damage = lines
+        .iter()
+        .find(|f| f["kind"] == "sealed_fragment")
+        .unwrap();
     assert_eq!(damage["offset"].as_u64(), Some(offset));
+    assert_eq!(damage["file"].as_str(), Some(file.as_str()));
+    // And stays so: a later verify of the same store says the same.
+    assert_eq!(run_in(&s.root, &["verify"]).code, 0);
     // Repairing again has nothing left to seal or migrate.
     let again = json_lines(&ok(&s.root, &["repair", "--json"]));
     assert_eq!(again.len(), 1);
@@ -1065,7 +1075,16 @@ fn archive_compresses_old_runs_and_every_command_still_reads_them() {
     .unwrap();
     let r = run_in(&s.root, &["archive", "--older-than", "3d", "--json"]);
     assert_eq!(r.code, 0, "{}", r.err);
-    let done: Vec<Value> = json_lines(&r.out);
+    let mut done: Vec<Value> = json_lines(&r.out);
+    // The last line says what archiving means for the reference runtime.
+    let note = done.pop().unwrap();
+    assert_eq!(note["type"], "note");
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("6 archived run(s)")
+    );
     assert_eq!(done.len(), 6, "runs before 2026-11-27T12:00Z: {done:?}");
     assert!(done.iter().all(|a| a["status"] == "done"));
     assert!(

@@ -123,6 +123,54 @@ pub enum JsonlError {
         #[source]
         source: io::Error,
     },
+    /// An append failed part-way (a full disk, an I/O error, a short write that could not be
+    /// completed, or the `fdatasync` that was to make it durable). The writer cut its partial
+    /// write back (`ftruncate`) to the last complete line at `offset`, so the file ends on a
+    /// line boundary and holds none of the failed record; the writer can be used again (the
+    /// next append retries the cut first if it failed too). `source` is the OS error (`No
+    /// space left on device`, …).
+    #[error("{}", append_failed_message(.path, .op, *.offset, *.buffered, .cut_error.as_ref(), .source))]
+    AppendFailed {
+        /// The run file.
+        path: PathBuf,
+        /// What failed: `write` or `fdatasync`.
+        op: &'static str,
+        /// Length of the file after the cut: where the next record goes.
+        offset: u64,
+        /// Records appended earlier in [`Durability::Buffered`](crate::Durability::Buffered)
+        /// mode that are still in the writer's buffer (kept for the next flush; 0 otherwise).
+        buffered: u64,
+        /// Why cutting the partial write back failed, when it did (the file may then end in a
+        /// partial line until the next append's retry of the cut succeeds).
+        cut_error: Option<io::Error>,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// An earlier failed append left a partial write that could not be cut back yet, and
+    /// cutting it back failed again now; nothing was appended.
+    #[error(
+        "cannot cut {path} back to its last complete line at byte offset {offset}: {source}; \
+         nothing is appended until this succeeds"
+    )]
+    CutBackFailed {
+        /// The run file.
+        path: PathBuf,
+        /// The length the file is to be cut back to.
+        offset: u64,
+        /// The OS error of `ftruncate`.
+        #[source]
+        source: io::Error,
+    },
+    /// A run file with this run id exists elsewhere in the store (another date directory, or
+    /// an archive); run ids are unique in a store.
+    #[error("run id {run_id:?} is already used by {existing}; a run id names one run in the store")]
+    RunIdTaken {
+        /// The id of the run to create.
+        run_id: String,
+        /// A file that holds it already.
+        existing: PathBuf,
+    },
     /// An archive did not decompress to the bytes of its original; the original was kept.
     #[error("archive {path} does not match its original at byte offset {offset}")]
     ArchiveMismatch {
@@ -155,7 +203,10 @@ impl JsonlError {
             | JsonlError::SecondHeader { path }
             | JsonlError::Serialize { path, .. }
             | JsonlError::WriterFailed { path, .. }
-            | JsonlError::ArchiveMismatch { path, .. } => Some(path),
+            | JsonlError::ArchiveMismatch { path, .. }
+            | JsonlError::AppendFailed { path, .. }
+            | JsonlError::CutBackFailed { path, .. } => Some(path),
+            JsonlError::RunIdTaken { existing, .. } => Some(existing),
             JsonlError::NotFound { root, .. } => Some(root),
             JsonlError::UnsafeRunId { .. } => None,
         }
@@ -165,4 +216,34 @@ impl JsonlError {
     pub fn is_locked(&self) -> bool {
         matches!(self, JsonlError::Locked { .. })
     }
+}
+
+fn append_failed_message(
+    path: &std::path::Path,
+    op: &str,
+    offset: u64,
+    buffered: u64,
+    cut_error: Option<&io::Error>,
+    source: &io::Error,
+) -> String {
+    let mut m = format!(
+        "cannot append to {}: {op} failed: {source}; ",
+        path.display()
+    );
+    match cut_error {
+        None => m.push_str(&format!(
+            "the file was cut back to its last complete line at byte offset {offset} and the \
+             record was not appended (the writer can be used again)"
+        )),
+        Some(e) => m.push_str(&format!(
+            "cutting the partial write back to byte offset {offset} failed too ({e}); the next \
+             append tries again before writing"
+        )),
+    }
+    if buffered > 0 {
+        m.push_str(&format!(
+            "; {buffered} earlier record(s) stay in the writer's buffer for the next flush"
+        ));
+    }
+    m
 }

@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use session_schema::{Timestamp, check_id};
 use time::{Date, OffsetDateTime};
 
+use crate::duplicates::{Completeness, rank_files};
 use crate::error::{JsonlError, Result};
 
 /// File-name suffix of a plain run file.
@@ -105,16 +106,20 @@ pub fn parse_run_file_name(name: &str) -> Option<(&str, bool)> {
 /// The result of [`find_run`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundRun {
-    /// The file to use: a plain `.jsonl` wins over an archive, the computed directory over a
-    /// neighbour, then newest date directory first.
+    /// The file to use. When several files hold the run, the most complete one
+    /// ([`rank_files`]): a terminal record (`run.end` / `run.error`), then most records, then
+    /// size; ties go to a plain `.jsonl` over an archive, then to the newest date directory.
     pub path: PathBuf,
     /// Every other file with the same run id that was seen (another date directory, or both a
-    /// `.jsonl` and a `.jsonl.zst`). Not empty means the tree needs attention; nothing was chosen
-    /// silently beyond the order above.
+    /// `.jsonl` and a `.jsonl.zst`), most complete first. Not empty means the tree needs
+    /// attention: callers say which file they use and name these.
     pub duplicates: Vec<PathBuf>,
     /// Whether the file was found only by scanning every date directory (its directory
     /// disagrees with the header's `started_at`, or no date hint was given).
     pub by_scan: bool,
+    /// How complete each file is, in the order `path`, then `duplicates`; empty when only one
+    /// file was found (nothing was read to choose).
+    pub ranking: Vec<Completeness>,
 }
 
 fn candidates_in(dir: &Path, run_id: &str, out: &mut Vec<PathBuf>) {
@@ -123,9 +128,37 @@ fn candidates_in(dir: &Path, run_id: &str, out: &mut Vec<PathBuf>) {
         format!("{run_id}{ARCHIVED_EXT}"),
     ] {
         let p = dir.join(name);
-        if p.is_file() {
+        if fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
             out.push(p);
         }
+    }
+}
+
+/// Chooses among the files of one run: with one file nothing is read; with several, each is
+/// read whole ([`Completeness::of_file`]) and they are ranked ([`rank_files`]), the order of
+/// `found` breaking ties.
+fn choose(found: Vec<PathBuf>, run_id: &str, by_scan: bool) -> FoundRun {
+    let mut found = found;
+    if found.len() < 2 {
+        return FoundRun {
+            path: found.remove(0),
+            duplicates: Vec::new(),
+            by_scan,
+            ranking: Vec::new(),
+        };
+    }
+    let mut ranked: Vec<Completeness> = found
+        .iter()
+        .map(|p| Completeness::of_file(p, run_id))
+        .collect();
+    rank_files(&mut ranked);
+    let mut paths = ranked.iter().map(|c| c.path.clone());
+    let path = paths.next().unwrap_or_default();
+    FoundRun {
+        path,
+        duplicates: paths.collect(),
+        by_scan,
+        ranking: ranked,
     }
 }
 
@@ -133,9 +166,10 @@ fn candidates_in(dir: &Path, run_id: &str, out: &mut Vec<PathBuf>) {
 ///
 /// With a `started_at` hint it looks in the computed date directory, then the day before and
 /// after (clock or timezone trouble); files found there are returned with any same-id files in
-/// those three directories as duplicates. Without a hint, or when none is there, it scans every
-/// date directory ([`list_run_files`]) and reports every further match as a duplicate. Archived
-/// `.jsonl.zst` files count.
+/// those three directories as duplicates. Without a hint, or when none is there, it looks in
+/// every date directory by name ([`probe_run_id`]) and reports every further match as a
+/// duplicate. Archived `.jsonl.zst` files count. When several files hold the run, the most
+/// complete one is chosen (see [`FoundRun::path`]); only then are the files read.
 ///
 /// # Errors
 /// [`JsonlError::UnsafeRunId`] (before any file access), [`JsonlError::NotFound`], or
@@ -155,12 +189,7 @@ pub fn find_run(
         }
         if !found.is_empty() {
             found.sort_by_key(|p| p.to_string_lossy().ends_with(ARCHIVED_EXT));
-            let path = found.remove(0);
-            return Ok(FoundRun {
-                path,
-                duplicates: found,
-                by_scan: false,
-            });
+            return Ok(choose(found, run_id, false));
         }
     }
     let mut found = find_all_runs(sessions_root, run_id)?;
@@ -172,26 +201,86 @@ pub fn find_run(
     }
     // Plain files before archives, keeping the newest-first date order otherwise.
     found.sort_by_key(|p| p.to_string_lossy().ends_with(ARCHIVED_EXT));
-    let path = found.remove(0);
-    Ok(FoundRun {
-        path,
-        duplicates: found,
-        by_scan: true,
-    })
+    Ok(choose(found, run_id, true))
 }
 
-/// Every file of run `run_id` in any date directory, newest date first (exhaustive scan).
+/// Every file of run `run_id` in any date directory, newest date first (exhaustive, by name:
+/// see [`probe_run_id`] for the cost).
 ///
 /// # Errors
 /// As [`find_run`].
 pub fn find_all_runs(sessions_root: &Path, run_id: &str) -> Result<Vec<PathBuf>> {
-    checked(run_id)?;
-    Ok(list_run_files(sessions_root)?
+    Ok(probe_run_id(sessions_root, run_id)?
         .files
         .into_iter()
-        .filter(|f| f.run_id == run_id)
-        .map(|f| f.path)
+        .map(|(p, _)| p)
         .collect())
+}
+
+/// The result of [`probe_run_id`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunIdProbe {
+    /// Regular files named `<run_id>.jsonl` or `<run_id>.jsonl.zst`, with their sizes in
+    /// bytes, newest date directory first (a plain file before its archive).
+    pub files: Vec<(PathBuf, u64)>,
+    /// Directories listed: the root and every year and month directory (never a day
+    /// directory).
+    pub dirs_listed: u64,
+    /// Names looked up with `lstat`: two per day directory.
+    pub names_probed: u64,
+}
+
+/// Looks for run `run_id` in every date directory by name, without listing any day directory
+/// or opening any file: the root and the year and month directories are listed (the same
+/// tolerant rule as [`list_run_files`]: all-digit names, padded or not), and in each day
+/// directory `<run_id>.jsonl` and `<run_id>.jsonl.zst` are looked up (`lstat`; symbolic links
+/// and other non-regular entries do not count, as in the listing).
+///
+/// **Cost:** O(year + month directories) directory listings plus two `lstat` calls per day
+/// directory, whatever the number of runs per day: a store used daily for 10 years costs
+/// ~130 listings and ~7,300 lookups of (mostly absent) names. Compare [`list_run_files`],
+/// which reads every entry of every day directory and `stat`s every run file. Directories
+/// that cannot be listed are skipped.
+///
+/// # Errors
+/// [`JsonlError::UnsafeRunId`] (before any file access); [`JsonlError::Io`] when the root
+/// exists but cannot be listed.
+pub fn probe_run_id(sessions_root: &Path, run_id: &str) -> Result<RunIdProbe> {
+    checked(run_id)?;
+    let mut probe = RunIdProbe::default();
+    match fs::metadata(sessions_root) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(probe),
+        Err(e) => return Err(JsonlError::io("stat", sessions_root, e)),
+        Ok(_) => {}
+    }
+    if let Err(e) = fs::read_dir(sessions_root) {
+        return Err(JsonlError::io("list", sessions_root, e));
+    }
+    let names = [
+        format!("{run_id}{RUN_EXT}"),
+        format!("{run_id}{ARCHIVED_EXT}"),
+    ];
+    let mut skipped = Vec::new();
+    probe.dirs_listed += 1;
+    for (_, _, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
+        probe.dirs_listed += 1;
+        for (_, _, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
+            probe.dirs_listed += 1;
+            for (_, _, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
+                for name in &names {
+                    probe.names_probed += 1;
+                    let p = d_dir.join(name);
+                    if let Ok(md) = fs::symlink_metadata(&p)
+                        && md.is_file()
+                    {
+                        probe.files.push((p, md.len()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(probe)
 }
 
 /// One run file found by [`list_run_files`].
@@ -271,6 +360,30 @@ fn numeric_subdirs(
     // Descending value; padded before unpadded for equal values.
     out.sort_by_key(|(n, padded, _)| (Reverse(*n), Reverse(*padded)));
     out
+}
+
+/// Every day directory (`YYYY/MM/DD`, padded or not) under `sessions_root`, newest first; a
+/// missing root has none, directories that cannot be listed are skipped.
+///
+/// # Errors
+/// [`JsonlError::Io`] when the root exists but cannot be listed.
+pub(crate) fn day_dirs(sessions_root: &Path) -> Result<Vec<PathBuf>> {
+    if let Err(e) = fs::read_dir(sessions_root) {
+        if e.kind() == io::ErrorKind::NotFound {
+            return Ok(Vec::new());
+        }
+        return Err(JsonlError::io("list", sessions_root, e));
+    }
+    let mut skipped = Vec::new();
+    let mut out = Vec::new();
+    for (_, _, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
+        for (_, _, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
+            for (_, _, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
+                out.push(d_dir);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Lists every run file under `sessions_root` newest first without opening any of them.
@@ -423,6 +536,36 @@ mod tests {
                 .files
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn find_chooses_the_most_complete_of_several_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let h = r#"{"type":"header","schema_version":1,"run_id":"r","started_at":"2026-02-03T10:00:00.000Z"}"#;
+        let end = r#"{"type":"run.end","run_id":"r","ts":"2026-02-03T10:01:00.000Z","outcome":"completed"}"#;
+        for (dir, body) in [
+            // Newest directory: only the header (a retried start).
+            ("2026/02/05", format!("{h}\n")),
+            ("2026/02/03", format!("{h}\n{end}\n")),
+        ] {
+            fs::create_dir_all(root.join(dir)).unwrap();
+            fs::write(root.join(dir).join("r.jsonl"), body).unwrap();
+        }
+        for hint in [None, Some(Timestamp::from_raw("2026-02-04T10:00:00.000Z"))] {
+            let found = find_run(root, "r", hint.as_ref()).unwrap();
+            assert_eq!(found.path, root.join("2026/02/03/r.jsonl"), "{hint:?}");
+            assert_eq!(found.duplicates, [root.join("2026/02/05/r.jsonl")]);
+            let facts: Vec<(bool, u64)> = found
+                .ranking
+                .iter()
+                .map(|c| (c.terminal, c.records))
+                .collect();
+            assert_eq!(facts, [(true, 2), (false, 1)]);
+        }
+        // One file: nothing read, nothing ranked.
+        fs::remove_file(root.join("2026/02/05/r.jsonl")).unwrap();
+        assert!(find_run(root, "r", None).unwrap().ranking.is_empty());
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //!   explicit [`Durability`] including group commit; [`seal_torn_tail`], [`needs_seal`] and
 //!   [`is_locked`] for repair and housekeeping tools.
 //! * [`archive`] — [`compress_run`] into `<run_id>.jsonl.zst`, verified before the original
-//!   goes.
+//!   goes, and back ([`archive::decompress_run`]).
+//! * [`duplicates`] — which of several files of one run id is the run ([`rank_files`]).
+//! * [`fault`] — the writer's fault-injection seam for tests ([`FaultPlan`]).
 //! * [`text`] — lossy decoding of tool output bytes and code-point-safe truncation.
 //!
 //! ```
@@ -57,7 +59,9 @@
 )]
 
 pub mod archive;
+pub mod duplicates;
 mod error;
+pub mod fault;
 mod follow;
 pub mod layout;
 mod reader;
@@ -65,11 +69,14 @@ pub mod scan;
 pub mod text;
 mod writer;
 
-pub use archive::compress_run;
+pub use archive::{compress_run, decompress_run};
+pub use duplicates::{Completeness, rank_files};
 pub use error::{JsonlError, Result};
+pub use fault::{Fault, FaultPlan, FileOp};
 pub use follow::{FollowOptions, Follower};
 pub use layout::{
-    FoundRun, RunDate, RunFile, RunListing, find_all_runs, find_run, list_run_files, run_path,
+    FoundRun, RunDate, RunFile, RunIdProbe, RunListing, find_all_runs, find_run, list_run_files,
+    probe_run_id, run_path,
 };
 pub use reader::{
     DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, Item, Reader,
@@ -77,4 +84,7 @@ pub use reader::{
     read_run_with,
 };
 pub use scan::{HeadScan, HeaderFacts, RunEndState, TerminalState, read_header, terminal_state};
-pub use writer::{Durability, RunWriter, WriterOptions, is_locked, needs_seal, seal_torn_tail};
+pub use writer::{
+    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Durability, RunWriter, WriterOptions, is_locked,
+    needs_seal, seal_torn_tail,
+};

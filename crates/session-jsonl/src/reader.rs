@@ -12,7 +12,8 @@
 //! | parses as a record | [`Item::Record`] |
 //! | last line, no `\n`, parses | [`Item::Record`] (the bytes are exactly what the writer wrote; a later writer seals it with `\n`) |
 //! | last line, no `\n`, does not parse | [`DamageKind::TornTail`] |
-//! | not JSON (incl. a cut line that was later sealed with `\n`) | [`DamageKind::CorruptLine`] |
+//! | the start of a record cut short, then sealed with `\n` (an incomplete JSON object) | [`DamageKind::SealedFragment`] |
+//! | not JSON (garbage, a record glued to a fragment) | [`DamageKind::CorruptLine`] |
 //! | JSON of the wrong shape | [`DamageKind::SchemaMismatch`] (raw JSON in [`Damage::raw`]) |
 //! | NUL bytes | one [`DamageKind::NulRun`] per run of NULs; the pieces between them are read as lines of their own, so a record written after NUL padding is recovered |
 //! | invalid UTF-8, parses once decoded lossily (U+FFFD) | [`DamageKind::InvalidUtf8`], then the record |
@@ -79,8 +80,17 @@ impl Default for ReaderOptions {
 pub enum DamageKind {
     /// The last line has no `\n` and does not parse: a write cut short by a crash.
     TornTail,
-    /// A line that is not JSON (garbage, or a torn fragment that a later writer sealed).
+    /// A line that is not JSON (garbage, a record glued to a torn fragment).
     CorruptLine,
+    /// The start of a record cut short by a crash and later sealed with `\n` (by
+    /// [`seal_torn_tail`](crate::seal_torn_tail), `sessions repair`, or
+    /// [`RunWriter::open_append`](crate::RunWriter::open_append)): a `\n`-terminated line whose
+    /// text is an incomplete JSON object (the parser reaches the end of the line inside it).
+    /// Writers never produce such a line otherwise: they write whole lines and cut a failed
+    /// write back, and a writer that does not seal (the reference) glues its next record to
+    /// the fragment, which is a [`DamageKind::CorruptLine`]. The fragment is kept; the record it
+    /// began is lost. Reported as a note, not a problem, by `sessions verify`.
+    SealedFragment,
     /// Valid JSON that does not fit the record schema; [`Damage::raw`] holds it.
     SchemaMismatch,
     /// A run of NUL bytes (unwritten blocks after a crash); text around it is still read.
@@ -112,6 +122,7 @@ impl DamageKind {
         match self {
             DamageKind::TornTail => "torn_tail",
             DamageKind::CorruptLine => "corrupt_line",
+            DamageKind::SealedFragment => "sealed_fragment",
             DamageKind::SchemaMismatch => "schema_mismatch",
             DamageKind::NulRun => "nul_run",
             DamageKind::InvalidUtf8 => "invalid_utf8",
@@ -244,6 +255,19 @@ fn excerpt(bytes: &[u8]) -> String {
     }
 }
 
+/// How a lossy decoding changed `bytes`: `N byte(s) replaced by M U+FFFD` (one U+FFFD per
+/// maximal invalid sequence, as `String::from_utf8_lossy` does).
+fn replaced_bytes(bytes: &[u8]) -> String {
+    let (mut invalid, mut replacements) = (0usize, 0usize);
+    for chunk in bytes.utf8_chunks() {
+        if !chunk.invalid().is_empty() {
+            invalid += chunk.invalid().len();
+            replacements += 1;
+        }
+    }
+    format!("{invalid} byte(s) replaced by {replacements} U+FFFD")
+}
+
 /// Parses one line: one SIMD UTF-8 check, std's check only for lines that fail it (for the
 /// exact error position).
 fn parse_line(bytes: &[u8]) -> Result<Parsed<Record>, ParseError> {
@@ -276,6 +300,9 @@ pub(crate) struct Decoder {
     expect_header: bool,
     header: HeaderState,
     content_seen: bool,
+    /// Whether the piece being decoded ends at a `\n` (false for a piece cut by NUL bytes or
+    /// a last line without one): only such a piece can be a sealed fragment.
+    at_newline: bool,
 }
 
 impl Decoder {
@@ -289,6 +316,7 @@ impl Decoder {
                 HeaderState::Seen
             },
             content_seen: false,
+            at_newline: false,
         }
     }
 
@@ -308,6 +336,7 @@ impl Decoder {
         // scan is needed only for lines that fail.
         let result = parse_line(bytes);
         if result.is_ok() || memchr::memchr(0, bytes).is_none() {
+            self.at_newline = terminated;
             self.piece_result(result, bytes, offset, line, terminated, out);
             return;
         }
@@ -332,6 +361,7 @@ impl Decoder {
                 let start = i;
                 i = memchr::memchr(0, &bytes[i..]).map_or(bytes.len(), |n| i + n);
                 let last = i == bytes.len();
+                self.at_newline = last && terminated;
                 self.piece(
                     &bytes[start..i],
                     offset + start as u64,
@@ -403,7 +433,8 @@ impl Decoder {
                             line,
                             len: bytes.len() as u64,
                             message: format!(
-                                "invalid UTF-8 at byte {bad} of the line; decoded with U+FFFD replacements{}",
+                                "invalid UTF-8 at byte {bad} of the line; {}{}",
+                                replaced_bytes(bytes),
                                 lone_surrogate_note(&parsed, lossy.as_bytes())
                                     .map(|n| format!("; {n}"))
                                     .unwrap_or_default()
@@ -419,9 +450,15 @@ impl Decoder {
                         let cut_char =
                             std::str::from_utf8(bytes).is_err_and(|u| u.error_len().is_none());
                         let note = if cut_char {
-                            "the line ends inside a multi-byte character".to_owned()
+                            format!(
+                                "the line ends inside a multi-byte character ({})",
+                                replaced_bytes(bytes)
+                            )
                         } else {
-                            format!("invalid UTF-8 at byte {bad} of the line")
+                            format!(
+                                "invalid UTF-8 at byte {bad} of the line ({})",
+                                replaced_bytes(bytes)
+                            )
                         };
                         self.failed_with(
                             &e,
@@ -492,18 +529,25 @@ impl Decoder {
             )
         } else if !terminated {
             (DamageKind::TornTail, None)
+        } else if self.at_newline && err.is_eof() && text.trim_ascii_start().starts_with(b"{") {
+            (DamageKind::SealedFragment, None)
         } else {
             (DamageKind::CorruptLine, None)
         };
         let message = match kind {
             DamageKind::TornTail => format!("last line has no newline and is incomplete: {err}"),
+            DamageKind::SealedFragment => format!(
+                "a write cut short, then sealed with a newline (by `sessions repair` or a writer \
+                 reopening the run): the record being written was lost, {len} byte(s) of it are \
+                 kept: {err}"
+            ),
             DamageKind::CorruptLine if err.is_eof() => {
                 format!("line ends in the middle of a value (a torn write sealed later): {err}")
             }
             _ => err.to_string(),
         };
         let message = match utf8 {
-            Some(note) => format!("{message}; {note} (decoded with U+FFFD replacements)"),
+            Some(note) => format!("{message}; {note}"),
             None => message,
         };
         out.push_back(Item::Damage(Damage {
@@ -951,6 +995,9 @@ pub struct RunRead {
     pub records: Vec<RecordLine>,
     /// Damage reports in file order.
     pub damage: Vec<Damage>,
+    /// Bytes read: the length of the file (of its decompressed content for `.jsonl.zst`),
+    /// every byte counted once whether it belonged to a record, damage or a blank line.
+    pub bytes: u64,
 }
 
 /// Reads a whole run file (`.jsonl` or `.jsonl.zst`) into records and damage reports.
@@ -985,5 +1032,6 @@ pub fn read_run_with(path: &Path, opts: ReaderOptions) -> Result<RunRead> {
             }
         }
     }
+    out.bytes = reader.complete_offset();
     Ok(out)
 }

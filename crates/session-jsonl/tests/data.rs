@@ -123,6 +123,7 @@ fn every_damage_kind_has_a_test_data_file() {
     for kind in [
         "torn_tail",
         "corrupt_line",
+        "sealed_fragment",
         "schema_mismatch",
         "nul_run",
         "invalid_utf8",
@@ -139,4 +140,74 @@ fn every_damage_kind_has_a_test_data_file() {
             "no test data for {kind}"
         );
     }
+}
+
+/// The damage messages of `bytes` read as a run file.
+fn messages(bytes: &[u8]) -> Vec<(String, String)> {
+    session_jsonl::Reader::new(bytes, ReaderOptions::default())
+        .filter_map(|i| i.unwrap().as_damage().cloned())
+        .map(|d| (d.kind.as_str().to_owned(), d.message))
+        .collect()
+}
+
+#[test]
+fn invalid_utf8_reports_say_how_many_bytes_were_replaced() {
+    let h = r#"{"type":"header","schema_version":1,"run_id":"r","started_at":"2026-02-03T12:00:00.000Z"}"#;
+    // Two bad sequences: one byte, then two bytes (a three-byte character missing its end).
+    let mut bytes = format!("{h}\n").into_bytes();
+    bytes.extend_from_slice(br#"{"type":"run.status","run_id":"r","ts":"2026-02-03T12:00:01.000Z","status":"running","message":"a"#);
+    bytes.extend_from_slice(b"\xff b \xe2\x82 ");
+    bytes.extend_from_slice(b"\"}\n");
+    let m = messages(&bytes);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m[0].0, "invalid_utf8");
+    assert!(
+        m[0].1.ends_with("3 byte(s) replaced by 2 U+FFFD"),
+        "{}",
+        m[0].1
+    );
+    // A sealed fragment cut inside a character: one report naming the cut.
+    let mut bytes = format!("{h}\n").into_bytes();
+    bytes.extend_from_slice("{\"type\":\"run.status\",\"message\":\"é".as_bytes());
+    bytes.pop();
+    bytes.push(b'\n');
+    let m = messages(&bytes);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m[0].0, "sealed_fragment");
+    assert!(
+        m[0].1.contains(
+            "the line ends inside a multi-byte character (1 byte(s) replaced by 1 U+FFFD)"
+        ),
+        "{}",
+        m[0].1
+    );
+    assert!(
+        m[0].1.contains("the record being written was lost"),
+        "{}",
+        m[0].1
+    );
+}
+
+#[test]
+fn only_a_cut_object_ending_at_a_newline_is_a_sealed_fragment() {
+    let h = r#"{"type":"header","schema_version":1,"run_id":"r","started_at":"2026-02-03T12:00:00.000Z"}"#;
+    let kinds = |body: &[u8]| -> Vec<String> {
+        let mut bytes = format!("{h}\n").into_bytes();
+        bytes.extend_from_slice(body);
+        messages(&bytes).into_iter().map(|(k, _)| k).collect()
+    };
+    assert_eq!(kinds(b"{\"type\":\"run.sta\n"), ["sealed_fragment"]);
+    assert_eq!(kinds(b"  {\"type\":\"run.status\",\n"), ["sealed_fragment"]);
+    // Garbage, a glued record, text that is no object: corrupt lines.
+    assert_eq!(kinds(b"hello\n"), ["corrupt_line"]);
+    assert_eq!(
+        kinds(b"{\"type\":\"run.st{\"type\":\"x\"}\n"),
+        ["corrupt_line"]
+    );
+    // Not sealed: still a torn tail; cut by NUL padding: a corrupt line beside the NUL run.
+    assert_eq!(kinds(b"{\"type\":\"run.sta"), ["torn_tail"]);
+    assert_eq!(
+        kinds(b"{\"type\":\"run.sta\0\0\n"),
+        ["corrupt_line", "nul_run"]
+    );
 }

@@ -87,7 +87,7 @@ fn header_first_and_only_once() {
     let run = read_run(&torn).unwrap();
     assert_eq!(run.records.len(), 1);
     assert_eq!(run.damage.len(), 1);
-    assert_eq!(run.damage[0].kind, DamageKind::CorruptLine);
+    assert_eq!(run.damage[0].kind, DamageKind::SealedFragment);
 
     assert!(matches!(
         RunWriter::create(dir.path(), &header("r"), WriterOptions::default()),
@@ -242,7 +242,11 @@ fn reopen_after_torn_tail_seals_and_appends_cleanly() {
         assert_eq!(messages(&path), ["before", "after"], "{shown}");
         // The sealed fragment is one damage report, whatever its bytes.
         let damage: Vec<_> = run.damage.iter().map(|d| (d.kind, d.offset)).collect();
-        assert_eq!(damage, [(DamageKind::CorruptLine, fragment_at)], "{shown}");
+        assert_eq!(
+            damage,
+            [(DamageKind::SealedFragment, fragment_at)],
+            "{shown}"
+        );
         assert_eq!(run.damage[0].len as usize, fragment.len());
         if std::str::from_utf8(fragment).is_err() {
             assert!(

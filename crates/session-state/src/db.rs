@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS runs (
     damage_count INTEGER NOT NULL,
     last_ts TEXT,
     compressed INTEGER NOT NULL,
-    started_at_utc TEXT NOT NULL DEFAULT ''
+    started_at_utc TEXT NOT NULL DEFAULT '',
+    diagnostic TEXT
 );
 CREATE TABLE IF NOT EXISTS run_dirs (
     path TEXT PRIMARY KEY,
@@ -74,6 +75,8 @@ DROP INDEX IF EXISTS runs_by_session;
 DROP INDEX IF EXISTS runs_by_start;
 CREATE INDEX IF NOT EXISTS runs_by_session_utc ON runs(session_id, started_at_utc, path);
 CREATE INDEX IF NOT EXISTS runs_by_start_utc ON runs(started_at_utc DESC, path DESC);
+CREATE INDEX IF NOT EXISTS runs_by_run_id ON runs(run_id);
+CREATE INDEX IF NOT EXISTS runs_not_runs ON runs(path) WHERE diagnostic IS NOT NULL;
 ";
 
 /// SQL function giving the run index's UTC sort key of a `started_at` (`''` when unusable),
@@ -83,8 +86,11 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// `PRAGMA user_version` once our tables exist and `workspace_root` was backfilled: 1 added
 /// `session_files` and `runs`, 2 added `run_dirs` and `run_watch` (the run index's record of
 /// date directories and of run files that may still change), 3 added `runs.started_at_utc`
-/// (filled from `started_at` for existing rows) and its indexes.
-const OUR_USER_VERSION: i64 = 3;
+/// (filled from `started_at` for existing rows) and its indexes, 4 added `runs.diagnostic`
+/// (files under the run tree that are not runs: empty, NUL bytes, no header) and the run-id
+/// index that finds the other files of a run (rows that may be such files are dropped by the
+/// migration, so the next refresh reads them again).
+const OUR_USER_VERSION: i64 = 4;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -423,11 +429,21 @@ fn stand_in_tables(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(&stmt.replacen("CREATE TABLE", "CREATE TEMP TABLE", 1))?;
         }
     }
-    if table_exists(conn, "runs")? && !has_column(conn, "runs", "started_at_utc")? {
-        // Indexed by version 3 or earlier: the key is computed as the migration would.
-        conn.execute_batch(&format!(
-            "CREATE TEMP VIEW IF NOT EXISTS runs AS SELECT *, {UTC_KEY_FN}(started_at) AS started_at_utc FROM main.runs"
-        ))?;
+    if table_exists(conn, "runs")? {
+        // Indexed by an earlier version: the missing columns are computed as the migration
+        // would (every row counts as a run: the old index cannot tell).
+        let mut extra = String::new();
+        if !has_column(conn, "runs", "started_at_utc")? {
+            extra.push_str(&format!(", {UTC_KEY_FN}(started_at) AS started_at_utc"));
+        }
+        if !has_column(conn, "runs", "diagnostic")? {
+            extra.push_str(", NULL AS diagnostic");
+        }
+        if !extra.is_empty() {
+            conn.execute_batch(&format!(
+                "CREATE TEMP VIEW IF NOT EXISTS runs AS SELECT *{extra} FROM main.runs"
+            ))?;
+        }
     }
     Ok(())
 }
@@ -447,7 +463,8 @@ fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
     let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     Ok(v >= OUR_USER_VERSION
         && has_workspace_column(conn)?
-        && has_column(conn, "runs", "started_at_utc")?)
+        && has_column(conn, "runs", "started_at_utc")?
+        && has_column(conn, "runs", "diagnostic")?)
 }
 
 fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<()> {
@@ -468,6 +485,10 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
                 "ALTER TABLE runs ADD COLUMN started_at_utc TEXT NOT NULL DEFAULT '';",
             )?;
             backfill_started_at_utc(conn)?;
+        }
+        if !has_column(conn, "runs", "diagnostic")? {
+            conn.execute_batch("ALTER TABLE runs ADD COLUMN diagnostic TEXT;")?;
+            crate::runs::forget_possible_non_runs(conn)?;
         }
         conn.execute_batch(CREATE_RUN_INDEXES)?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;

@@ -77,8 +77,8 @@ mod workspace;
 
 pub use error::{Result, StateError};
 pub use runs::{
-    FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunOutcome, RunPage,
-    RunQuery, RunRow,
+    FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,
+    RunOutcome, RunPage, RunQuery, RunRow,
 };
 pub use store::StateStore;
 pub use summary::{

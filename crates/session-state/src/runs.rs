@@ -1,5 +1,15 @@
 //! The run index: our additive `runs` table, filled from the run tree
 //! (`<root>/YYYY/MM/DD/<run_id>.jsonl[.zst]`, any writer) and queried without scanning it.
+//!
+//! One row per file. Listings show runs, one per run id:
+//!
+//! * A file without a `header` record (0 bytes, only NUL bytes or whitespace, garbage, records
+//!   without a header) is not a run: its row keeps a [`RunFileDiagnostic`] message (column
+//!   `diagnostic`), so it is not read again while it is unchanged, is never listed, and is
+//!   reported by [`StateStore::run_file_diagnostics`].
+//! * Several files with one run id (a retried start, a clock jump, a copy, a plain file beside
+//!   its archive): the most complete one is listed ([`session_jsonl::rank_files`], the rule
+//!   every command uses) and names the others in [`RunRow::other_files`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -121,6 +131,26 @@ pub struct RunRow {
     pub last_ts: Option<String>,
     /// Whether the file is an archived `.jsonl.zst`.
     pub compressed: bool,
+    /// Other files that hold this run id (not listed themselves), most complete first; empty
+    /// in the common case. Filled by the listings ([`StateStore::list_runs`],
+    /// [`StateStore::runs_for_session`]), which list the most complete file of a run.
+    pub other_files: Vec<PathBuf>,
+}
+
+/// A file under the run tree that is not a run (no `header` record): indexed so that it is
+/// not read again while unchanged, never listed, reported by
+/// [`StateStore::run_file_diagnostics`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunFileDiagnostic {
+    /// Absolute path of the file.
+    pub path: PathBuf,
+    /// Its size in bytes when indexed.
+    pub file_size: u64,
+    /// Why it is not a run, lower case: `empty file (0 bytes)`, `only NUL bytes (4096)`,
+    /// `no content but whitespace (3 bytes)`, `no header record: 2 damaged line(s), first
+    /// corrupt_line`, `no header record: 5 record(s) without one`.
+    pub message: String,
 }
 
 /// What [`StateStore::index_runs`] did.
@@ -250,10 +280,10 @@ pub struct RunPage {
     pub next_cursor: Option<RunCursor>,
 }
 
-const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc";
+const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic";
 
 /// Names of the compared columns, in [`RUN_COLUMNS`] order.
-const RUN_COLUMN_NAMES: [&str; 23] = [
+const RUN_COLUMN_NAMES: [&str; 24] = [
     "path",
     "run_id",
     "session_id",
@@ -277,6 +307,7 @@ const RUN_COLUMN_NAMES: [&str; 23] = [
     "last_ts",
     "compressed",
     "started_at_utc",
+    "diagnostic",
 ];
 
 /// The run index's sort key of a header `started_at`: the instant in UTC as
@@ -312,7 +343,7 @@ fn opt_text(s: &Option<String>) -> Value {
     s.as_ref().map_or(Value::Null, |s| Value::Text(s.clone()))
 }
 
-fn to_values(rel: &str, r: &RunRow) -> Vec<Value> {
+fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
     vec![
         Value::Text(rel.to_owned()),
         Value::Text(r.run_id.clone()),
@@ -337,6 +368,7 @@ fn to_values(rel: &str, r: &RunRow) -> Vec<Value> {
         opt_text(&r.last_ts),
         Value::Integer(i64::from(r.compressed)),
         Value::Text(r.started_at_utc.clone().unwrap_or_default()),
+        diagnostic.map_or(Value::Null, |d| Value::Text(d.to_owned())),
     ]
 }
 
@@ -369,12 +401,19 @@ fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
         last_ts: r.get(20)?,
         compressed: r.get::<_, i64>(21)? != 0,
         started_at_utc: r.get::<_, String>(22).ok().filter(|s| !s.is_empty()),
+        other_files: Vec::new(),
     })
 }
 
-/// Reads one run file into a row. `size`/`mtime` are taken before reading, so a file that
-/// grows meanwhile is re-read by the next pass.
-pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool) -> Result<RunRow> {
+/// Reads one run file into a row, and says why the file is not a run when it has no `header`
+/// record. `size`/`mtime` are taken before reading, so a file that grows meanwhile is re-read
+/// by the next pass.
+pub(crate) fn read_run_row(
+    path: &Path,
+    size: u64,
+    mtime: i64,
+    compressed: bool,
+) -> Result<(RunRow, Option<String>)> {
     let run_err = |e: session_jsonl::JsonlError| StateError::Run {
         path: path.to_path_buf(),
         source: Box::new(e),
@@ -417,8 +456,10 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
         damage_count: 0,
         last_ts: None,
         compressed,
+        other_files: Vec::new(),
     };
     let mut header_seen = false;
+    let mut damage = DamageTally::default();
     let mut header_cwd: Option<String> = None;
     let mut ui_root: Option<String> = None;
     let mut request_model: (Option<String>, Option<String>) = (None, None);
@@ -429,6 +470,7 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
         })?;
         let rec = match item {
             Item::Damage(d) => {
+                damage.add(&d);
                 if !d.kind.record_recovered() || d.kind == session_jsonl::DamageKind::MissingHeader
                 {
                     row.damage_count = row.damage_count.saturating_add(1);
@@ -518,7 +560,83 @@ pub(crate) fn read_run_row(path: &Path, size: u64, mtime: i64, compressed: bool)
         (row.model_provider, row.model_name) = request_model;
     }
     row.workspace_root = ui_root.or(header_cwd);
-    Ok(row)
+    let diagnostic = (!header_seen).then(|| damage.not_a_run(size, row.record_count));
+    Ok((row, diagnostic))
+}
+
+/// What the reader found wrong in a file, for saying why a file without a header is no run.
+#[derive(Default)]
+struct DamageTally {
+    nul_bytes: u64,
+    /// Damaged lines other than NUL runs and file-level reports.
+    lines: u64,
+    first: Option<session_jsonl::DamageKind>,
+}
+
+impl DamageTally {
+    fn add(&mut self, d: &session_jsonl::Damage) {
+        use session_jsonl::DamageKind as K;
+        match d.kind {
+            K::NulRun => self.nul_bytes = self.nul_bytes.saturating_add(d.len),
+            K::EmptyFile | K::MissingHeader => {}
+            k if k.record_recovered() => {}
+            k => {
+                self.lines += 1;
+                self.first.get_or_insert(k);
+            }
+        }
+    }
+
+    /// The [`RunFileDiagnostic::message`] of a file of `size` bytes without a header.
+    fn not_a_run(&self, size: u64, records: u64) -> String {
+        if size == 0 {
+            "empty file (0 bytes)".to_owned()
+        } else if records > 0 {
+            format!("no header record: {records} record(s) without one")
+        } else if self.lines > 0 {
+            format!(
+                "no header record: {} damaged line(s), first {}",
+                self.lines,
+                self.first.map_or("damaged", |k| k.as_str())
+            )
+        } else if self.nul_bytes > 0 {
+            format!("only NUL bytes ({} of {size} bytes)", self.nul_bytes)
+        } else {
+            format!("no content but whitespace ({size} bytes)")
+        }
+    }
+}
+
+/// The ranking facts of an indexed run file.
+fn completeness(row: &RunRow) -> session_jsonl::Completeness {
+    session_jsonl::Completeness::new(
+        &row.path,
+        &row.run_id,
+        row.outcome != RunOutcome::Open,
+        row.record_count,
+        row.file_size,
+    )
+}
+
+/// Drops rows that may be files without a header from an index built by a version that
+/// listed them as runs (before `runs.diagnostic`), with their watch entries and their day
+/// directory's record, so that the next refresh reads them again.
+pub(crate) fn forget_possible_non_runs(conn: &Connection) -> rusqlite::Result<()> {
+    let paths: Vec<String> = {
+        let mut stmt =
+            conn.prepare("SELECT path FROM runs WHERE started_at = '' OR record_count = 0")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for path in &paths {
+        conn.execute("DELETE FROM runs WHERE path = ?1", [path])?;
+        conn.execute("DELETE FROM run_watch WHERE path = ?1", [path])?;
+        conn.execute(
+            "DELETE FROM run_dirs WHERE path = ?1",
+            [tree::parent_rel(path)],
+        )?;
+    }
+    Ok(())
 }
 
 /// Adds `add` to the token sum `sum`, saturating at the largest value the index can store
@@ -1086,7 +1204,7 @@ impl StateStore {
                 Some((k.open, false))
             } else {
                 match read_run_row(&f.path, f.size, f.mtime_ns, f.compressed) {
-                    Ok(row) => {
+                    Ok((row, diagnostic)) => {
                         if row.damage_count > 0 {
                             report.damaged.push((f.path.clone(), row.damage_count));
                         }
@@ -1096,7 +1214,9 @@ impl StateStore {
                             report.added += 1;
                         }
                         report.files_read += 1;
-                        changes.upserts.push(to_values(&f.rel, &row));
+                        changes
+                            .upserts
+                            .push(to_values(&f.rel, &row, diagnostic.as_deref()));
                         let open = row.outcome == RunOutcome::Open;
                         Some((open, !open && changed_since(f)))
                     }
@@ -1201,12 +1321,15 @@ impl StateStore {
         let mut watch: Vec<&str> = Vec::new();
         for (i, f) in files.iter().enumerate() {
             match read_run_row(&f.path, f.size, f.mtime_ns, f.compressed) {
-                Ok(row) => {
+                Ok((row, diagnostic)) => {
                     let open = row.outcome == RunOutcome::Open;
                     if keep_watching(open, f, !open && changed_since(f)) {
                         watch.push(&f.rel);
                     }
-                    fresh.insert(f.rel.clone(), to_values(&f.rel, &row));
+                    fresh.insert(
+                        f.rel.clone(),
+                        to_values(&f.rel, &row, diagnostic.as_deref()),
+                    );
                 }
                 Err(e) => {
                     report.failed.push((f.path.clone(), e.to_string()));
@@ -1264,20 +1387,96 @@ impl StateStore {
         Ok(report)
     }
 
-    /// Runs of one session from the index, oldest `started_at` first (then path). Does not
-    /// scan the tree: call [`StateStore::index_runs`] first to pick up new files.
+    /// Runs of one session from the index, oldest `started_at` first (then path): files that
+    /// are runs, one per run id (the most complete file; the others in
+    /// [`RunRow::other_files`]). Does not scan the tree: call [`StateStore::index_runs`] first
+    /// to pick up new files.
     ///
     /// # Errors
     /// [`StateError::Db`].
     pub fn runs_for_session(&self, session_id: &str) -> Result<Vec<RunRow>> {
         let conn = self.lock();
+        let rows = {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 AND diagnostic IS NULL \
+                     ORDER BY started_at_utc, path"
+                ))
+                .map_err(db_err(&self.db_path, "query runs"))?;
+            let rows = stmt
+                .query_map([session_id], |r| row_from_sql(&self.root, r))
+                .map_err(db_err(&self.db_path, "query runs"))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db_err(&self.db_path, "read run row"))?
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(row) = self.chosen(&conn, row)? {
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `row` when it is the most complete file of its run (with the run's other files in
+    /// [`RunRow::other_files`]), `None` when another file of the run is listed instead. One
+    /// look-up in the run-id index per row.
+    fn chosen(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY started_at_utc, path"
+                "SELECT {RUN_COLUMNS} FROM runs \
+                 WHERE run_id = ?1 AND path <> ?2 AND diagnostic IS NULL"
             ))
             .map_err(db_err(&self.db_path, "query runs"))?;
+        let rel = rel_path(&self.root, &row.path);
+        let siblings = stmt
+            .query_map([row.run_id.as_str(), rel.as_str()], |r| {
+                row_from_sql(&self.root, r)
+            })
+            .map_err(db_err(&self.db_path, "query runs"))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(&self.db_path, "read run row"))?;
+        if siblings.is_empty() {
+            return Ok(Some(row));
+        }
+        // Newest date directory first (the order `find_run` breaks ties in), then ranked.
+        let mut all: Vec<session_jsonl::Completeness> = siblings
+            .iter()
+            .chain(std::iter::once(&row))
+            .map(completeness)
+            .collect();
+        all.sort_by(|a, b| b.path.cmp(&a.path));
+        session_jsonl::rank_files(&mut all);
+        if all[0].path != row.path {
+            return Ok(None);
+        }
+        let mut row = row;
+        row.other_files = all.into_iter().skip(1).map(|c| c.path).collect();
+        Ok(Some(row))
+    }
+
+    /// Files under the run tree that are not runs (no `header` record: empty, only NUL bytes
+    /// or whitespace, damaged lines, records without a header), as the index last saw them,
+    /// in path order. The listings leave them out; callers report each once.
+    ///
+    /// # Errors
+    /// [`StateError::Db`].
+    pub fn run_file_diagnostics(&self) -> Result<Vec<RunFileDiagnostic>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT path, file_size, diagnostic FROM runs WHERE diagnostic IS NOT NULL \
+                 ORDER BY path",
+            )
+            .map_err(db_err(&self.db_path, "query runs"))?;
         let rows = stmt
-            .query_map([session_id], |r| row_from_sql(&self.root, r))
+            .query_map([], |r| {
+                Ok(RunFileDiagnostic {
+                    path: self.root.join(r.get::<_, String>(0)?),
+                    file_size: r.get::<_, i64>(1)?.max(0).unsigned_abs(),
+                    message: r.get(2)?,
+                })
+            })
             .map_err(db_err(&self.db_path, "query runs"))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(&self.db_path, "read run row"))
@@ -1286,10 +1485,64 @@ impl StateStore {
     /// Runs from the index, newest `started_at` first (then path descending), filtered and
     /// paged with a keyset cursor. Does not scan the tree.
     ///
+    /// Only runs are listed, one row per run id: files without a header are left out (see
+    /// [`StateStore::run_file_diagnostics`]), and of several files with one run id only the
+    /// most complete is listed, naming the others in [`RunRow::other_files`] (its filters
+    /// apply to that file: a less complete twin that matches them does not stand in).
+    ///
+    /// # Cost
+    /// One indexed query per page plus one look-up in the run-id index per row returned;
+    /// rows of less complete twins are skipped and the page filled from further rows.
+    ///
     /// # Errors
     /// [`StateError::Db`].
     pub fn list_runs(&self, query: &RunQuery) -> Result<RunPage> {
-        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1");
+        let mut runs: Vec<RunRow> = Vec::new();
+        let mut after = query.after.clone();
+        let conn = self.lock();
+        loop {
+            // One row more than asked for tells whether a next page exists.
+            let want = query
+                .limit
+                .map(|l| l.saturating_add(1).saturating_sub(runs.len()).max(1));
+            let batch = self.query_runs(&conn, query, after.as_ref(), want)?;
+            let fetched = batch.len();
+            for row in batch {
+                after = Some(RunCursor {
+                    started_at: row.started_at_utc.clone().unwrap_or_default(),
+                    rel_path: rel_path(&self.root, &row.path),
+                });
+                if let Some(row) = self.chosen(&conn, row)? {
+                    runs.push(row);
+                }
+            }
+            match (query.limit, want) {
+                (Some(l), Some(w)) if runs.len() <= l && fetched == w => {}
+                _ => break,
+            }
+        }
+        let mut next_cursor = None;
+        if let Some(l) = query.limit
+            && runs.len() > l
+        {
+            runs.truncate(l);
+            next_cursor = runs.last().map(|r| RunCursor {
+                started_at: r.started_at_utc.clone().unwrap_or_default(),
+                rel_path: rel_path(&self.root, &r.path),
+            });
+        }
+        Ok(RunPage { runs, next_cursor })
+    }
+
+    /// One page of rows that are runs, in listing order, after `after`, at most `limit`.
+    fn query_runs(
+        &self,
+        conn: &Connection,
+        query: &RunQuery,
+        after: Option<&RunCursor>,
+        limit: Option<usize>,
+    ) -> Result<Vec<RunRow>> {
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE diagnostic IS NULL");
         let mut args: Vec<Value> = Vec::new();
         if let Some(s) = &query.session {
             sql.push_str(" AND session_id = ?");
@@ -1312,7 +1565,7 @@ impl StateStore {
             sql.push_str(&format!(" AND {NORM_FN}(workspace_root) = ?"));
             args.push(Value::Text(normalize_workspace_root(w)));
         }
-        if let Some(c) = &query.after {
+        if let Some(c) = after {
             // A cursor made from a row's `started_at` as written works as well as one made
             // from `started_at_utc` (the key of a canonical value is itself).
             let key = utc_key(&c.started_at).unwrap_or_default();
@@ -1322,10 +1575,9 @@ impl StateStore {
             args.push(Value::Text(c.rel_path.clone()));
         }
         sql.push_str(" ORDER BY started_at_utc DESC, path DESC");
-        if let Some(l) = query.limit {
-            sql.push_str(&format!(" LIMIT {}", l.saturating_add(1)));
+        if let Some(l) = limit {
+            sql.push_str(&format!(" LIMIT {l}"));
         }
-        let conn = self.lock();
         let mut stmt = conn
             .prepare(&sql)
             .map_err(db_err(&self.db_path, "query runs"))?;
@@ -1334,19 +1586,7 @@ impl StateStore {
                 row_from_sql(&self.root, r)
             })
             .map_err(db_err(&self.db_path, "query runs"))?;
-        let mut runs = rows
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err(&self.db_path, "read run row"))?;
-        let mut next_cursor = None;
-        if let Some(l) = query.limit
-            && runs.len() > l
-        {
-            runs.truncate(l);
-            next_cursor = runs.last().map(|r| RunCursor {
-                started_at: r.started_at_utc.clone().unwrap_or_default(),
-                rel_path: rel_path(&self.root, &r.path),
-            });
-        }
-        Ok(RunPage { runs, next_cursor })
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(&self.db_path, "read run row"))
     }
 }

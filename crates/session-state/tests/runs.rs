@@ -299,8 +299,20 @@ fn listed(store: &StateStore, query: RunQuery) -> String {
 
 fn check_time_order(store: &StateStore) {
     // Newest first by the instant; no usable start time: after every dated run, path
-    // descending.
-    assert_eq!(listed(store, RunQuery::default()), "bdaec");
+    // descending. The file whose header has no `started_at` has no header record at all (it
+    // does not parse as one): it is no run, not listed, but reported.
+    assert_eq!(listed(store, RunQuery::default()), "bdac");
+    let diagnostics = store.run_file_diagnostics().unwrap();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert!(
+        diagnostics[0]
+            .path
+            .ends_with("7a000000-0000-4000-8000-00000000000e.jsonl")
+    );
+    assert_eq!(
+        diagnostics[0].message,
+        "no header record: 1 record(s) without one"
+    );
     let bound = |s: &str| Some(s.to_owned());
     for since in ["2026-03-04T18:00:00Z", "2026-03-05T03:00:00.000+09:00"] {
         assert_eq!(
@@ -363,7 +375,7 @@ fn check_time_order(store: &StateStore) {
                 break;
             }
         }
-        assert_eq!(seen, "bdaec", "raw cursor: {raw_cursor}");
+        assert_eq!(seen, "bdac", "raw cursor: {raw_cursor}");
     }
     let of_session: String = store
         .runs_for_session("5e55e55e-0000-4000-8000-000000000001")
@@ -398,7 +410,6 @@ fn runs_are_ordered_and_filtered_by_their_instant_in_utc() {
             Some("2026-03-04T17:30:00.000Z"),
             Some("2026-03-04T16:00:00.000Z"),
             None,
-            None
         ]
         .map(|s| s.map(str::to_owned))
     );
@@ -416,34 +427,43 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
         write_run(&root, day, id, started);
     }
     StateStore::open(&root).unwrap().index_runs().unwrap();
-    // The index as version 2 left it: no started_at_utc, indexes on the raw started_at.
+    // The index as version 2 left it: no started_at_utc, indexes on the raw started_at, no
+    // diagnostic column (every file was a run).
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
     conn.execute_batch(
         "DROP INDEX runs_by_session_utc; DROP INDEX runs_by_start_utc;
+         DROP INDEX runs_by_run_id; DROP INDEX runs_not_runs;
          ALTER TABLE runs DROP COLUMN started_at_utc;
+         ALTER TABLE runs DROP COLUMN diagnostic;
          CREATE INDEX runs_by_session ON runs(session_id, started_at, run_id);
          CREATE INDEX runs_by_start ON runs(started_at DESC, run_id DESC);
          PRAGMA user_version = 2;",
     )
     .unwrap();
     drop(conn);
-    // Read-only: computed on the fly, nothing migrated.
-    check_time_order(&StateStore::open_read_only(&root).unwrap());
+    // Read-only: computed on the fly, nothing migrated; the old index cannot tell files that
+    // are no runs, so it lists them as it did.
+    let read_only = StateStore::open_read_only(&root).unwrap();
+    assert_eq!(listed(&read_only, RunQuery::default()), "bdaec");
+    assert!(read_only.run_file_diagnostics().unwrap().is_empty());
+    drop(read_only);
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(v, 2);
     drop(conn);
-    // Writable: the column is added and filled, the old indexes replaced.
+    // Writable: the columns are added and filled, the old indexes replaced, and the rows that
+    // may be no runs are read again by the next refresh.
     let store = StateStore::open(&root).unwrap();
+    store.index_runs().unwrap();
     check_time_order(&store);
     assert!(store.reindex().unwrap().changes.is_empty());
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 3);
+    assert_eq!(v, 4);
     let indexes: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL ORDER BY name")
         .unwrap()
@@ -451,7 +471,15 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(indexes, ["runs_by_session_utc", "runs_by_start_utc"]);
+    assert_eq!(
+        indexes,
+        [
+            "runs_by_run_id",
+            "runs_by_session_utc",
+            "runs_by_start_utc",
+            "runs_not_runs"
+        ]
+    );
 }
 
 /// Writes a run file of `lines` (records after the header) under `2026/03/06`.

@@ -133,7 +133,7 @@ fn a_torn_tail_is_not_committed_and_is_sealed_before_an_append() {
     b.append_lines("r-torn", c + f + 1, &next).unwrap();
     let parsed = b.read_run("r-torn").unwrap();
     let kinds: Vec<DamageKind> = parsed.damage.iter().map(|d| d.kind).collect();
-    assert_eq!(kinds, [DamageKind::CorruptLine]);
+    assert_eq!(kinds, [DamageKind::SealedFragment]);
     assert_eq!(parsed.records.len(), 3);
     assert_eq!(items_of_backend(&b, "r-torn"), items_of_file(&path));
 }

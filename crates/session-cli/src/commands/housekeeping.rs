@@ -26,15 +26,15 @@ pub(crate) const TRASH_DIR: &str = "trash";
 pub(crate) const MANIFEST: &str = "manifest.jsonl";
 
 /// One line of output of a housekeeping command.
-struct Action<'a> {
-    action: &'a str,
-    file: String,
-    id: Option<String>,
-    status: &'a str,
-    detail: String,
+pub(super) struct Action<'a> {
+    pub(super) action: &'a str,
+    pub(super) file: String,
+    pub(super) id: Option<String>,
+    pub(super) status: &'a str,
+    pub(super) detail: String,
 }
 
-fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), CliError> {
+pub(super) fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), CliError> {
     if json {
         let mut o = JsonObj::new();
         o.str("action", a.action);
@@ -63,7 +63,10 @@ fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), CliError> {
 
 /// The store for a housekeeping command: read-only for a dry run (which must not change a
 /// byte of the store, not even `state.db`'s bookkeeping), writable otherwise.
-fn open_for(ctx: &Ctx<'_>, dry_run: bool) -> Result<session_state::StateStore, CliError> {
+pub(super) fn open_for(
+    ctx: &Ctx<'_>,
+    dry_run: bool,
+) -> Result<session_state::StateStore, CliError> {
     if dry_run {
         open_store_read_only(ctx)
     } else {
@@ -171,6 +174,11 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         emit(ctx, args.json, &a)?;
     }
     bar.finish();
+    // Temporary files of an archive or unarchive that was killed: removed once no process
+    // holds their run (session_jsonl::archive::remove_stale_temp takes its lock to know).
+    let (c, f) = remove_stale_temps(ctx, args)?;
+    changes += c;
+    failures += f;
     // 2. Legacy snapshots without a row: migrate them (the files stay in place). The legacy
     //    sessions are noted first: when the batch stops part way, those it migrated before
     //    stopping are still reported.
@@ -322,6 +330,66 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         )));
     }
     Ok(EXIT_OK)
+}
+
+/// `repair`'s removal of the temporary files killed archive and unarchive runs left beside
+/// run files. Returns (changes, failures).
+fn remove_stale_temps(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<(usize, usize), CliError> {
+    let root = ctx.root.path.clone();
+    let (mut changes, mut failures) = (0, 0);
+    let temps = match session_jsonl::archive::stale_temp_files(&root) {
+        Ok(t) => t,
+        Err(e) => {
+            let a = Action {
+                action: "remove-stale-temp",
+                file: ".".into(),
+                id: None,
+                status: "failed",
+                detail: format!("cannot look for temporary files: {}", one_line(&e)),
+            };
+            emit(ctx, args.json, &a)?;
+            return Ok((0, 1));
+        }
+    };
+    for t in temps {
+        let (status, detail) = if args.dry_run {
+            (
+                "planned",
+                "would remove this temporary file of an interrupted archive or unarchive, \
+                 unless a process still holds its run"
+                    .to_owned(),
+            )
+        } else {
+            match session_jsonl::archive::remove_stale_temp(&t) {
+                Ok(true) => {
+                    changes += 1;
+                    (
+                        "done",
+                        "removed a temporary file of an interrupted archive or unarchive"
+                            .to_owned(),
+                    )
+                }
+                Ok(false) => (
+                    "skipped",
+                    "in use: a process holds its run (an archive or unarchive running now)"
+                        .to_owned(),
+                ),
+                Err(e) => {
+                    failures += 1;
+                    ("failed", one_line(&e))
+                }
+            }
+        };
+        let a = Action {
+            action: "remove-stale-temp",
+            file: rel(&root, &t).into_owned(),
+            id: None,
+            status,
+            detail,
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    Ok((changes, failures))
 }
 
 /// `repair`'s legacy migration when the batch migration stopped at one entry (`batch_error`):
@@ -914,6 +982,32 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
 // ---------------------------------------------------------------------------------------------
 // archive
 
+/// What archiving means for the reference runtime (docs/format.md, deviations): it reads only
+/// `*.jsonl`, so archived runs vanish from its session history until restored.
+fn reference_note(count: usize, dry_run: bool) -> String {
+    format!(
+        "the reference runtime reads only .jsonl files: {} archived run(s) {} missing from its \
+         session history (resume, history) until `sessions unarchive` restores them; every \
+         `sessions` command reads archives",
+        count,
+        if dry_run { "would be" } else { "are" }
+    )
+}
+
+/// A note after the actions: `note: …` in text, `{"type":"note","message":…}` with `--json`.
+pub(super) fn note(ctx: &mut Ctx<'_>, json: bool, message: &str) -> Result<(), CliError> {
+    if json {
+        let mut o = JsonObj::new();
+        o.str("type", "note");
+        o.str("message", message);
+        writeln!(ctx.out, "{}", o.finish())?;
+    } else {
+        let s = ctx.style;
+        writeln!(ctx.out, "{} {message}", s.paint(Paint::Dim, "note:"))?;
+    }
+    Ok(())
+}
+
 pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliError> {
     let cutoff = before(ctx.now, parse_age(&args.older_than)?, &args.older_than)?;
     let store = open_for(ctx, args.dry_run)?;
@@ -995,6 +1089,9 @@ pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliE
                 fmt_bytes(after)
             )?;
         }
+    }
+    if count > 0 {
+        note(ctx, args.json, &reference_note(count, args.dry_run))?;
     }
     if failed > 0 {
         return Err(CliError::Data(format!(

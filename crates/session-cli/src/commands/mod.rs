@@ -3,12 +3,13 @@
 mod export;
 mod housekeeping;
 mod replay;
-mod runs;
+pub(crate) mod runs;
 mod sessions;
 mod show;
 pub(crate) mod state;
 mod stats;
 mod tail;
+mod unarchive;
 pub(crate) mod verify;
 
 pub(crate) use export::export;
@@ -20,6 +21,7 @@ pub(crate) use show::show;
 pub(crate) use state::reindex;
 pub(crate) use stats::stats;
 pub(crate) use tail::tail;
+pub(crate) use unarchive::unarchive;
 pub(crate) use verify::verify;
 
 use std::io::Write;
@@ -83,11 +85,11 @@ pub(crate) struct Target {
 /// Not found (3) when neither a run file nor a session with that id exists.
 pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliError> {
     let root = ctx.root.path.clone();
-    if crate::store::is_run(&root, id)? {
+    if let Some(path) = crate::store::try_locate_run(ctx, id)? {
         return Ok(Target {
             session: None,
             state: None,
-            paths: vec![crate::store::locate_run(&root, id)?],
+            paths: vec![path],
             damage: Vec::new(),
             notes: Vec::new(),
             state_error: None,

@@ -7,7 +7,7 @@ use crate::jsonw::JsonObj;
 use crate::store::{load_run_file, locate_run};
 
 pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError> {
-    let path = locate_run(&ctx.root.path, &args.run)?;
+    let path = locate_run(ctx, &args.run)?;
     let run = load_run_file(&path, false)?;
     let (prompt, diags) = session_replay::prompt_at(&run.log.records, args.seq);
     for d in &diags {

@@ -110,70 +110,60 @@ impl WorkspaceMatch {
     }
 }
 
-/// Counts each run once when several files hold it (a copy under another name such as
-/// `backup.jsonl`, or a plain file beside its archive): the file named `<run_id>.jsonl` is the
-/// run, then `<run_id>.jsonl.zst`, else the first file seen. The files left out are kept in
-/// `skipped` so the command can say so.
-#[derive(Default)]
-pub(crate) struct Dedup {
-    unnamed: std::collections::BTreeSet<String>,
-    /// `(file left out, run id, the file counted or None when it is another misnamed copy)`.
-    pub(crate) skipped: Vec<(std::path::PathBuf, String, Option<std::path::PathBuf>)>,
-}
-
-impl Dedup {
-    /// Whether `row` is counted. Only a file not named after its run is looked up further
-    /// (by name, near its start date first), so a store without misnamed files costs nothing.
-    pub(crate) fn keep(&mut self, root: &std::path::Path, row: &RunRow) -> bool {
-        if super::verify::preference(&row.path, &row.run_id) == 0 {
-            return true;
-        }
-        let started = row
-            .started_at
-            .as_deref()
-            .map(session_schema::Timestamp::from_raw);
-        match session_jsonl::find_run(root, &row.run_id, started.as_ref()) {
-            Ok(found) if found.path != row.path => {
-                self.skipped
-                    .push((row.path.clone(), row.run_id.clone(), Some(found.path)));
-                false
-            }
-            Ok(_) => true,
-            Err(_) => {
-                if self.unnamed.insert(row.run_id.clone()) {
-                    true
-                } else {
-                    self.skipped
-                        .push((row.path.clone(), row.run_id.clone(), None));
-                    false
-                }
-            }
-        }
-    }
-
-    /// One warning per file left out.
-    pub(crate) fn warn(&self, ctx: &mut Ctx<'_>) {
-        let root = ctx.root.path.clone();
-        for (path, id, kept) in &self.skipped {
-            let other = match kept {
-                Some(k) => rel(&root, k).into_owned(),
-                None => "another file".to_owned(),
-            };
+/// One warning per file the listing left out because another file of the same run id is
+/// more complete (the index lists one row per run: [`RunRow::other_files`]), naming both.
+pub(crate) fn warn_other_files<'a>(ctx: &mut Ctx<'_>, rows: impl IntoIterator<Item = &'a RunRow>) {
+    let root = ctx.root.path.clone();
+    for row in rows {
+        for other in &row.other_files {
             ctx.warn(&format!(
-                "{} holds run {id} again ({other} is counted; the run is counted once; \
-                 `sessions verify` reports it)",
-                rel(&root, path)
+                "{} holds run {} again ({} is counted: it is the more complete file; the run is \
+                 counted once; `sessions verify` reports the duplicate)",
+                rel(&root, other),
+                row.run_id,
+                rel(&root, &row.path)
             ));
         }
     }
+}
+
+/// Reports the files under the run tree that are no runs (0 bytes, NUL bytes, no header;
+/// [`StateStore::run_file_diagnostics`]), each once: a typed line on stdout with `--json`
+/// (`{"type":"diagnostic","kind":"not_a_run","file":…,"bytes":…,"message":…}`), a warning on
+/// stderr otherwise. Paths of an index in a temporary directory are mapped back to `root`.
+pub(crate) fn report_not_runs(
+    ctx: &mut Ctx<'_>,
+    store: &StateStore,
+    json: bool,
+) -> Result<(), CliError> {
+    let root = ctx.root.path.clone();
+    for d in store.run_file_diagnostics().map_err(state_err)? {
+        let path = super::state::real_path(store, &root, &d.path);
+        let file = rel(&root, &path).into_owned();
+        if json {
+            let mut o = JsonObj::new();
+            o.str("type", "diagnostic");
+            o.str("kind", "not_a_run");
+            o.str("file", &file);
+            o.unum("bytes", d.file_size);
+            o.str("message", &d.message);
+            writeln!(ctx.out, "{}", o.finish())?;
+        } else {
+            ctx.warn(&format!(
+                "{file}: not a run, not listed: {} (`sessions verify` reports it)",
+                d.message
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// An indexed run with its displayed outcome.
 pub(crate) type Shown = (RunRow, String);
 
 /// Fetches up to `limit` rows matching `query` plus the client-side outcome filter, paging
-/// through the index; returns the rows, the cursor after the last one returned and the files
-/// left out as second copies of a run ([`Dedup`]).
+/// through the index; returns the rows (one per run id; [`warn_other_files`] names the
+/// files left out) and the cursor after the last one returned.
 pub(crate) fn fetch(
     store: &StateStore,
     root: &std::path::Path,
@@ -182,8 +172,7 @@ pub(crate) fn fetch(
     workspace: Option<&WorkspaceMatch>,
     limit: usize,
     now: OffsetDateTime,
-) -> Result<(Vec<Shown>, Option<String>, Dedup), CliError> {
-    let mut dedup = Dedup::default();
+) -> Result<(Vec<Shown>, Option<String>), CliError> {
     let wanted: Vec<&str> = outcomes.iter().map(|o| outcome_name(*o)).collect();
     // One outcome the index knows exactly is filtered there.
     if let [only] = outcomes {
@@ -219,9 +208,11 @@ pub(crate) fn fetch(
             if workspace.is_some_and(|w| !w.matches(&row)) {
                 continue;
             }
-            if !dedup.keep(root, &row) {
-                continue;
-            }
+            row.other_files = row
+                .other_files
+                .iter()
+                .map(|p| super::state::real_path(store, root, p))
+                .collect();
             let shown = display_outcome(&row, now);
             if wanted.is_empty() || wanted.contains(&shown.as_str()) {
                 matched.push((row, shown));
@@ -247,7 +238,7 @@ pub(crate) fn fetch(
     } else {
         None
     };
-    Ok((matched, next, dedup))
+    Ok((matched, next))
 }
 
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
@@ -278,7 +269,7 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
     let root = ctx.root.path.clone();
-    let (rows, next, dedup) = fetch(
+    let (rows, next) = fetch(
         &store,
         &root,
         query,
@@ -287,10 +278,15 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         args.limit,
         ctx.now,
     )?;
-    dedup.warn(ctx);
+    warn_other_files(ctx, rows.iter().map(|(row, _)| row));
+    // Files that are no runs are reported once, with the first page.
+    let first_page = args.cursor.is_none();
     if args.json {
         for (row, outcome) in &rows {
             writeln!(ctx.out, "{}", row_json(&root, row, outcome))?;
+        }
+        if first_page {
+            report_not_runs(ctx, &store, true)?;
         }
         if let Some(n) = &next {
             let mut o = JsonObj::new();
@@ -354,6 +350,9 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     }
     if rows.is_empty() {
         writeln!(ctx.out, "(no runs match)")?;
+    }
+    if first_page {
+        report_not_runs(ctx, &store, false)?;
     }
     if let Some(n) = next {
         writeln!(

@@ -43,15 +43,15 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     let root_path = ctx.root.path.clone();
     for row in &mut page.runs {
         row.path = super::state::real_path(&store, &root_path, &row.path);
+        row.other_files = row
+            .other_files
+            .iter()
+            .map(|p| super::state::real_path(&store, &root_path, p))
+            .collect();
     }
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut all = Group::default();
-    let root = ctx.root.path.clone();
-    let mut dedup = super::runs::Dedup::default();
     for row in &page.runs {
-        if !dedup.keep(&root, row) {
-            continue;
-        }
         let key = match args.by {
             StatsBy::Day => row
                 .started_at
@@ -94,7 +94,8 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             g.total = g.total.saturating_add(row.total_tokens);
         }
     }
-    dedup.warn(ctx);
+    super::runs::warn_other_files(ctx, &page.runs);
+    super::runs::report_not_runs(ctx, &store, false)?;
     let by = match args.by {
         StatsBy::Day => "day",
         StatsBy::Model => "model",

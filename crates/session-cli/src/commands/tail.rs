@@ -14,7 +14,7 @@ use crate::style::{Paint, Style, escape_controls, one_line};
 use crate::timefmt::TimeDisplay;
 
 pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
-    let path = locate_run(&ctx.root.path, &args.run)?;
+    let path = locate_run(ctx, &args.run)?;
     let times = ctx.times(false);
     if session_jsonl::is_archived(&path) {
         // Archived runs are finished; print them once.

@@ -64,11 +64,13 @@ pub(crate) fn diagnostic_kind_name(kind: DiagnosticKind) -> String {
     name.to_owned()
 }
 
-/// Damage kinds that only report a repair or a best-effort mode; the record was still read.
+/// Damage kinds that are notes: a repair or a best-effort mode (the record was still read),
+/// or a torn write that was sealed (by `repair` or a reopening writer): the fragment is kept
+/// and shown, the loss it stands for was acknowledged, so `repair && verify` succeeds.
 fn damage_is_problem(kind: DamageKind) -> bool {
     !matches!(
         kind,
-        DamageKind::LoneSurrogate | DamageKind::NewerSchemaVersion
+        DamageKind::LoneSurrogate | DamageKind::NewerSchemaVersion | DamageKind::SealedFragment
     )
 }
 
@@ -96,16 +98,27 @@ fn grade(
     (severity == Severity::Warning, message)
 }
 
-/// Checks one run file; appends findings and returns the bytes checked and the run id its
-/// records name (the header's `run_id`; `None` when no record names one). A file whose name
-/// is not `<run_id>.jsonl[.zst]` of that id is a `run_id_mismatch` problem: readers that find
-/// runs by name (the reference's, `find_run`) do not find it, and a copy under another name
-/// counts the run twice.
-pub(crate) fn check_run(
-    path: &Path,
-    findings: &mut Vec<Finding>,
-) -> Result<(u64, Option<String>), CliError> {
+/// What [`check_run`] learnt about one file besides its findings.
+pub(crate) struct Checked {
+    /// Bytes of content read (decompressed for an archive).
+    pub(crate) content_bytes: u64,
+    /// The file's size on disk.
+    pub(crate) file_size: u64,
+    /// The run id its records name (the header's `run_id`; `None` when no record names one).
+    pub(crate) id: Option<String>,
+    /// How complete it is, for choosing among several files of one run.
+    pub(crate) terminal: bool,
+    /// Records read.
+    pub(crate) records: u64,
+}
+
+/// Checks one run file; appends findings and returns what [`Checked`] holds. A file whose
+/// name is not `<run_id>.jsonl[.zst]` of that id is a `run_id_mismatch` problem: readers that
+/// find runs by name (the reference's, `find_run`) do not find it, and a copy under another
+/// name counts the run twice.
+pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<Checked, CliError> {
     let run = load_run_file(path, false)?;
+    let file_size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let id = Some(run.log.meta.run_id.clone()).filter(|s| !s.is_empty());
     if let Some(header_id) = &id {
         let name_id = crate::store::run_id_of_path(path);
@@ -167,47 +180,57 @@ pub(crate) fn check_run(
             message,
         });
     }
-    Ok((run.bytes, id))
+    let terminal = run.log.records.iter().any(|r| {
+        matches!(
+            r,
+            session_schema::Record::RunEnd(_) | session_schema::Record::RunError(_)
+        )
+    });
+    Ok(Checked {
+        content_bytes: run.bytes,
+        file_size,
+        id,
+        terminal,
+        records: run.log.records.len() as u64,
+    })
 }
 
-/// `duplicate_run_id` problems: files whose records name the same run (`(file, run id)`
-/// pairs, in listing order). The file that keeps the run is the one named after it, a plain
-/// file before an archive, else the first listed; every other file is reported, naming it.
-pub(crate) fn duplicate_findings(root: &Path, ids: &[(PathBuf, String)]) -> Vec<Finding> {
-    let mut by_id: BTreeMap<&str, Vec<&Path>> = BTreeMap::new();
-    for (path, id) in ids {
-        by_id.entry(id.as_str()).or_default().push(path);
+/// `duplicate_run_id` problems: files whose records name the same run (`(run id, how
+/// complete the file is)`, in listing order). The file that is the run is the most complete
+/// one, by the rule every command uses ([`session_jsonl::rank_files`]: a terminal record,
+/// then most records, then size; then a plain file over an archive, a file named after the
+/// run over a copy, listing order); every other file is reported as the duplicate, naming the
+/// file that is counted. Deleting what is reported never deletes the conversation.
+pub(crate) fn duplicate_findings(
+    root: &Path,
+    files: &[(String, session_jsonl::Completeness)],
+) -> Vec<Finding> {
+    let mut by_id: BTreeMap<&str, Vec<session_jsonl::Completeness>> = BTreeMap::new();
+    for (id, c) in files {
+        by_id.entry(id.as_str()).or_default().push(c.clone());
     }
     let mut out = Vec::new();
-    for (id, mut paths) in by_id.into_iter().filter(|(_, p)| p.len() > 1) {
-        paths.sort_by_key(|p| preference(p, id));
-        for p in &paths[1..] {
+    for (id, mut ranked) in by_id.into_iter().filter(|(_, p)| p.len() > 1) {
+        session_jsonl::rank_files(&mut ranked);
+        let best = &ranked[0];
+        for c in &ranked[1..] {
             out.push(Finding {
-                file: p.to_path_buf(),
+                file: c.path.clone(),
                 id: Some(id.to_owned()),
                 kind: "duplicate_run_id".into(),
                 problem: true,
                 line: None,
                 offset: None,
                 message: format!(
-                    "holds run {id} again; {} holds it too and is the one counted",
-                    rel(root, paths[0])
+                    "holds run {id} again ({}); {} holds it too and is the one counted ({})",
+                    c.describe(),
+                    rel(root, &best.path),
+                    best.describe()
                 ),
             });
         }
     }
     out
-}
-
-/// Sort key choosing which of several files of one run is the run: the file named
-/// `<id>.jsonl`, then `<id>.jsonl.zst`, then any other name (stable sort keeps listing order).
-pub(crate) fn preference(path: &Path, id: &str) -> u8 {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    match session_jsonl::layout::parse_run_file_name(name) {
-        Some((n, false)) if n == id => 0,
-        Some((n, true)) if n == id => 1,
-        _ => 2,
-    }
 }
 
 pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliError> {
@@ -249,19 +272,27 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
             if p.is_file() {
                 files.push(p.to_owned());
             } else {
-                files.push(locate_run(&root, r)?);
+                files.push(locate_run(ctx, r)?);
             }
         }
     }
     let progress = Progress::new(ctx.progress, files.len() as u64, "verifying runs");
-    let mut total_bytes = 0u64;
-    let mut ids: Vec<(PathBuf, String)> = Vec::new();
+    let (mut total_bytes, mut content_bytes) = (0u64, 0u64);
+    let mut ids: Vec<(String, session_jsonl::Completeness)> = Vec::new();
     for f in &files {
         match check_run(f, &mut findings) {
-            Ok((b, id)) => {
-                total_bytes += b;
-                if let Some(id) = id.or_else(|| crate::store::run_id_of_path(f)) {
-                    ids.push((f.clone(), id));
+            Ok(c) => {
+                total_bytes += c.file_size;
+                content_bytes += c.content_bytes;
+                if let Some(id) = c.id.or_else(|| crate::store::run_id_of_path(f)) {
+                    let rank = session_jsonl::Completeness::new(
+                        f,
+                        &id,
+                        c.terminal,
+                        c.records,
+                        c.file_size,
+                    );
+                    ids.push((id, rank));
                 }
             }
             Err(e) => findings.push(Finding {
@@ -289,7 +320,7 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
         args.json,
         &findings,
         files.len(),
-        total_bytes,
+        (total_bytes, content_bytes),
         sessions_checked,
     )?;
     Ok(if findings.iter().any(|f| f.problem) {
@@ -299,12 +330,14 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
     })
 }
 
+/// Prints the findings and the summary; `(bytes, content_bytes)`: the files' sizes on disk and
+/// the bytes of content read (larger for archives, which are read decompressed).
 fn report(
     ctx: &mut Ctx<'_>,
     json: bool,
     findings: &[Finding],
     files: usize,
-    bytes: u64,
+    (bytes, content_bytes): (u64, u64),
     sessions: usize,
 ) -> Result<(), CliError> {
     let root = ctx.root.path.clone();
@@ -337,6 +370,7 @@ fn report(
         o.bool("summary", true);
         o.unum("run_files", files as u64);
         o.unum("bytes", bytes);
+        o.unum("content_bytes", content_bytes);
         o.unum("sessions", sessions as u64);
         o.unum("problems", problems as u64);
         o.unum("notes", notes as u64);
@@ -372,10 +406,18 @@ fn report(
             &format!("{problems} problem(s) in {} file(s)", problem_files.len()),
         )
     };
+    let size = if content_bytes == bytes {
+        fmt_bytes(bytes)
+    } else {
+        format!(
+            "{}, {} decompressed",
+            fmt_bytes(bytes),
+            fmt_bytes(content_bytes)
+        )
+    };
     writeln!(
         ctx.out,
-        "checked {files} run file(s) ({}){}: {verdict}, {notes} note(s)",
-        fmt_bytes(bytes),
+        "checked {files} run file(s) ({size}){}: {verdict}, {notes} note(s)",
         if sessions > 0 {
             format!(" and {sessions} session(s)")
         } else {

@@ -198,7 +198,9 @@ pub fn crash_round(
     stats.torn_current = 0;
     for d in &run.damage {
         match d.kind {
-            DamageKind::TornTail | DamageKind::CorruptLine => stats.torn_current += 1,
+            DamageKind::TornTail | DamageKind::CorruptLine | DamageKind::SealedFragment => {
+                stats.torn_current += 1
+            }
             other => return Err(format!("round {round}: unexpected damage {other}: {d}")),
         }
     }

@@ -211,7 +211,12 @@ pub(crate) fn damage_is_kept_and_flagged<H: Harness>(h: &H) -> Check {
         .iter()
         .filter(|d| !d.kind.record_recovered())
         .count() as u64;
-    let mut files = vec![("damaged".to_owned(), lost, parsed.records.len() as u64)];
+    let mut files = vec![(
+        "damaged".to_owned(),
+        lost,
+        parsed.records.len() as u64,
+        true,
+    )];
     for (what, suffix, bytes) in file_level_runs() {
         let id = format!("file-{suffix}");
         b.append_lines(&id, 0, &bytes)?;
@@ -228,11 +233,24 @@ pub(crate) fn damage_is_kept_and_flagged<H: Harness>(h: &H) -> Check {
             .iter()
             .filter(|d| !d.kind.record_recovered())
             .count() as u64;
-        files.push((id, lost, parsed.records.len() as u64));
+        // A file whose first record is no header is no run (format: "Files that are no runs").
+        let is_run = parsed
+            .records
+            .first()
+            .is_some_and(|r| matches!(r.parsed.value, session_schema::Record::Header(_)));
+        files.push((id, lost, parsed.records.len() as u64, is_run));
     }
-    // Damaged runs are listed, never left out, with their damage counted.
+    // Damaged runs are listed, never left out, with their damage counted; files without a
+    // header are kept byte for byte but never listed as runs.
     let page = b.list_runs(&RunListQuery::default())?;
-    for (id, lost, records) in files {
+    for (id, lost, records, is_run) in files {
+        if !is_run {
+            ensure!(
+                page.runs.iter().all(|r| r.run_id != id),
+                "{id} has no header and is listed as a run"
+            );
+            continue;
+        }
         let row = page
             .runs
             .iter()
