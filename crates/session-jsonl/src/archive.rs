@@ -65,6 +65,7 @@ pub fn compress_run_with_level(path: &Path, level: i32) -> Result<PathBuf> {
         Err(TryLockError::WouldBlock) => {
             return Err(JsonlError::Locked {
                 path: path.to_owned(),
+                holder_pid: crate::holder::exclusive_holder_pid(&original),
             });
         }
         Err(TryLockError::Error(e)) => return Err(JsonlError::io("lock", path, e)),

@@ -13,7 +13,8 @@
 //! * [`Follower`] — follow a run that is still being written (`tail -f`).
 //! * [`RunWriter`] — one writer per file (advisory lock), header first, one `write` per line,
 //!   explicit [`Durability`] including group commit; [`seal_torn_tail`], [`needs_seal`] and
-//!   [`is_locked`] for repair and housekeeping tools.
+//!   [`is_locked`] for repair and housekeeping tools; [`lock_holders`] names the process
+//!   holding a lock (Linux).
 //! * [`archive`] — [`compress_run`] into `<run_id>.jsonl.zst`, verified before the original
 //!   goes.
 //! * [`text`] — lossy decoding of tool output bytes and code-point-safe truncation.
@@ -47,6 +48,7 @@
 pub mod archive;
 mod error;
 mod follow;
+mod holder;
 pub mod layout;
 mod reader;
 pub mod scan;
@@ -56,6 +58,7 @@ mod writer;
 pub use archive::compress_run;
 pub use error::{JsonlError, Result};
 pub use follow::{FollowOptions, Follower};
+pub use holder::{LockHolder, exclusive_holder_pid, lock_holders};
 pub use layout::{
     FoundRun, RunDate, RunFile, RunListing, find_all_runs, find_run, list_run_files, run_path,
 };
