@@ -49,25 +49,34 @@
 //! assert_eq!(page.entries[0].summary.last_user_message.as_deref(), Some("list files"));
 //! ```
 
+mod adopt;
 mod compact;
 mod db;
 mod error;
 mod fsutil;
+mod lease;
 mod legacy;
 mod list;
 mod messages;
 mod runs;
+mod snapshot;
 mod store;
 mod summary;
 mod tree;
 mod types;
 mod workspace;
 
+pub use adopt::{ReconstructedRow, Reconstruction, ReconstructionOutcome, ReconstructionReport};
 pub use error::{Result, StateError};
+pub use fsutil::MAX_SESSION_FILE_BYTES;
+pub use lease::{
+    LEASE_DIR, LeaseHolder, LeasePurpose, OpenSession, SessionLease, UNKNOWN_HOLDER_GRACE,
+};
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunOutcome, RunPage,
     RunQuery, RunRow,
 };
+pub use snapshot::SessionSnapshot;
 pub use store::StateStore;
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,
