@@ -39,6 +39,7 @@ mod cli;
 mod commands;
 mod env;
 pub mod error;
+mod hooks;
 mod jsonw;
 mod progress;
 mod root;
@@ -83,6 +84,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: OffsetDateTime,
     /// `--read-only`: open the store read-only whatever the command.
     pub(crate) read_only: bool,
+    /// Fault-injection hooks of the tests (none in normal use).
+    pub(crate) hooks: hooks::Hooks,
 }
 
 impl Ctx<'_> {
@@ -178,6 +181,7 @@ pub fn run_with(
         local,
         now,
         read_only: cli.read_only,
+        hooks: hooks::Hooks::from_env(env),
     };
     let result = dispatch(&mut ctx, cli.command);
     let _ = ctx.out.flush();

@@ -310,9 +310,10 @@ pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
-/// [`read_if_exists`] for `load`: a file that must not be read (not a regular file, or larger
-/// than [`MAX_SESSION_FILE_BYTES`]) is reported in `damage` (`kept: false`) and reads as
-/// empty; the flag says so. Other failures are errors.
+/// [`read_if_exists`] for `load`: a file that must not be read (a link, FIFO, socket or
+/// device, or a file larger than [`MAX_SESSION_FILE_BYTES`]) is reported in `damage`
+/// (`kept: false`) and reads as empty; the flag says so. Other failures are errors, a
+/// directory in the file's place included (as an unreadable file is).
 pub(crate) fn read_for_load(
     path: &Path,
     damage: &mut Vec<crate::types::MessageDamage>,
@@ -320,7 +321,9 @@ pub(crate) fn read_for_load(
     use crate::types::{DamageKind, MessageDamage};
     let kind = match read_if_exists(path) {
         Ok(bytes) => return Ok((bytes.unwrap_or_default(), false)),
-        Err(StateError::NotRegularFile { kind, .. }) => DamageKind::NotRegularFile { kind },
+        Err(StateError::NotRegularFile { kind, .. }) if kind != "directory" => {
+            DamageKind::NotRegularFile { kind }
+        }
         Err(StateError::FileTooLarge { size, limit, .. }) => DamageKind::TooLarge { size, limit },
         Err(e) => return Err(e),
     };

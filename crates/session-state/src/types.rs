@@ -223,8 +223,8 @@ pub enum DamageKind {
     /// cut it); the whole file was read instead of the committed prefix.
     FileChanged,
     /// The messages file is not a regular file (a symbolic link, which is never followed, a
-    /// FIFO, a socket, a device, a directory): it was not read, and a save refuses to write
-    /// it ([`crate::StateError::NotRegularFile`]).
+    /// FIFO, a socket or a device; a directory is an error): it was not read, and a save
+    /// refuses to write it ([`crate::StateError::NotRegularFile`]).
     NotRegularFile {
         /// What it is (`"symbolic link"`, `"FIFO"`, …).
         kind: &'static str,
