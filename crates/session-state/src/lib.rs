@@ -20,6 +20,14 @@
 //!   (full deterministic rebuild).
 //! * [`StateStore::open_read_only`] — list, load and query a store the user cannot write;
 //!   writes return [`StateError::ReadOnly`].
+//! * One writer per session — [`StateStore::lease`] ([`SessionLease`], an OS lock that dies
+//!   with its process; a second holder gets [`StateError::SessionBusy`] naming the first),
+//!   [`StateStore::open_sessions`]; [`StateStore::snapshot`] +
+//!   [`StateStore::delete_snapshotted`] for housekeeping (compare-and-swap delete).
+//! * A lost `state.db` — [`StateStore::reconstruct_orphans`] rebuilds a row per messages file
+//!   without one from the file and the session's run logs; a first save never cuts such a
+//!   file ([`StateError::OrphanMessages`]). Store files are never opened through a symbolic
+//!   link, never read unless regular, never read past [`MAX_SESSION_FILE_BYTES`].
 //!
 //! Deviations from the reference (all deliberate, see the crate README): files 0600 and
 //! directories 0700; fsync of files and directories; `synchronous=FULL`; `workspace_root`
