@@ -275,7 +275,7 @@ impl StateStore {
                 let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
                 self.stored_generation(&conn, &id)?
             };
-            if current.is_some_and(|g| g.row == fingerprint as u64) {
+            if current.is_some_and(|g| g.row == fingerprint.cast_unsigned()) {
                 out.push(ReconstructedRow {
                     session_id: id,
                     reconstructed_at: Timestamp::from_raw(at),
@@ -520,7 +520,7 @@ impl StateStore {
                 .map_err(err())?;
             let fingerprint = self
                 .stored_generation(&conn, id)?
-                .map_or(0, |g| g.row as i64);
+                .map_or(0, |g| g.row.cast_signed());
             conn.execute_batch(CREATE_RECONSTRUCTED).map_err(err())?;
             conn.execute(
                 "INSERT OR REPLACE INTO session_reconstructed (session_id, reconstructed_at, row_fingerprint, messages, run_files, legacy_snapshot) \

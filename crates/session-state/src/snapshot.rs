@@ -131,7 +131,7 @@ impl StateStore {
         if identity.is_some() && identity_of(&messages)? == identity {
             report.messages_file = fsutil::remove_if_exists(&messages)?;
         }
-        let counter = counter.map_or(0, |c| c as u64);
+        let counter = counter.map_or(0, i64::cast_unsigned);
         for g in [counter, counter.wrapping_add(1)] {
             fsutil::remove_if_exists(&self.temp_path(id, g))?;
         }

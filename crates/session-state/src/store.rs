@@ -360,7 +360,12 @@ impl StateStore {
     /// # Errors
     /// [`StateError::UnsafeId`] before anything is touched; [`StateError::Conflict`];
     /// [`StateError::Serialize`] for a message holding invalid raw JSON; [`StateError::Io`];
-    /// [`StateError::Db`]; [`StateError::Busy`] after [`StoreOptions::max_busy_wait`].
+    /// [`StateError::Db`]; [`StateError::Busy`] after [`StoreOptions::max_busy_wait`];
+    /// [`StateError::SessionBusy`] when another holder has the session open (a save without a
+    /// lease takes the session's lease for its duration, see [`StateStore::lease`]);
+    /// [`StateError::OrphanMessages`] for a first save (no row) over a messages file that
+    /// does not start the list; [`StateError::NotRegularFile`] / [`StateError::FileTooLarge`]
+    /// when the messages file is a link, a FIFO, … or too large to read. Nothing is written.
     pub fn save_expecting(
         &self,
         state: &SessionState,
@@ -1186,7 +1191,8 @@ impl StateStore {
     ///
     /// # Errors
     /// [`StateError::UnsafeId`]; [`StateError::Io`]; [`StateError::Db`];
-    /// [`StateError::Busy`].
+    /// [`StateError::Busy`]; [`StateError::SessionBusy`] when another holder has the session
+    /// open.
     pub fn delete(&self, session_id: &str) -> Result<crate::types::DeleteReport> {
         checked(session_id)?;
         self.check_writable("delete")?;
