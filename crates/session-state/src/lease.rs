@@ -213,12 +213,12 @@ impl SessionLease<'_> {
         self.store.load(&self.session_id)
     }
 
-    /// [`StateStore::save`] of the session, as its lease holder.
+    /// [`StateStore::save`] of the session, as its lease holder (no further lock is taken).
     ///
     /// # Errors
-    /// As [`StateStore::save`]; [`StateError::Conflict`]-free. A state of another session is
-    /// refused with [`StateError::SessionBusy`] unless this store holds that one's lease too
-    /// (or can take it).
+    /// As [`StateStore::save`]. A state of another session is saved as by
+    /// [`StateStore::save`]: it takes that session's lease for the save, or is refused with
+    /// [`StateError::SessionBusy`].
     pub fn save(&self, state: &SessionState) -> Result<SaveReport> {
         self.store.save(state)
     }
@@ -336,11 +336,15 @@ impl StateStore {
         ids.sort();
         let mut open = Vec::new();
         for id in ids {
-            if let Some(holder) = probe(&lease_path(&self.root, &id))? {
-                open.push(OpenSession {
+            // A lease path that is no regular file (a FIFO, a link) holds no lease: taking one
+            // there is refused too.
+            match probe(&lease_path(&self.root, &id)) {
+                Ok(Some(holder)) => open.push(OpenSession {
                     session_id: id,
                     holder,
-                });
+                }),
+                Ok(None) | Err(StateError::NotRegularFile { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(open)

@@ -234,6 +234,8 @@ fn leases_refuse_links_and_read_only_stores() {
             "{err}"
         );
         assert_eq!(fs::read(&elsewhere).unwrap(), b"keep");
+        // A listing skips it rather than failing.
+        assert!(store.open_sessions().unwrap().is_empty());
     }
 }
 
