@@ -2213,6 +2213,57 @@ fn message_logs_without_a_row_and_an_emptied_state_db_are_reported() {
 }
 
 #[test]
+fn repair_after_state_db_is_deleted_lists_the_recorded_sessions_again() {
+    let s = fixture_store();
+    let exp = expected();
+    std::fs::remove_file(s.root.join("state.db")).unwrap();
+    let messages_before = snapshot(&s.root.join("messages"));
+    let r = run_in(&s.root, &["repair", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    // No message log was written; the never-loaded legacy snapshot got its own by migration.
+    let mut messages_after = snapshot(&s.root.join("messages"));
+    let legacy_only = PathBuf::from(format!(
+        "{}.jsonl",
+        exp["legacy_sessions"]["L3"].as_str().unwrap()
+    ));
+    assert!(messages_after.remove(&legacy_only).is_some());
+    assert!(
+        messages_after == messages_before,
+        "repair wrote a message log"
+    );
+    let got = json_lines(&ok(&s.root, &["sessions", "--all", "--json"]));
+    let want = exp["codelia_storage_api"]["list"].as_array().unwrap();
+    let s7 = exp["scenario_sessions"]["S7"].as_str().unwrap();
+    let s2 = exp["scenario_sessions"]["S2"].as_str().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        let id = w["session_id"].as_str().unwrap();
+        for key in ["session_id", "run_id", "message_count", "last_user_message"] {
+            assert_eq!(
+                g[key],
+                w.get(key).cloned().unwrap_or(Value::Null),
+                "{key} of {id}"
+            );
+        }
+        // Not in any file of the store: S7's workspace root came from a project marker on
+        // the recording machine (its runs name the sandbox root); S2 was saved a millisecond
+        // after its last run record.
+        if id != s7 {
+            assert_eq!(
+                g["workspace_root"],
+                w.get("workspace_root").cloned().unwrap_or(Value::Null),
+                "{id}"
+            );
+        }
+        if id == s2 {
+            assert_eq!(g["updated_at"], "2026-11-30T11:38:34.054Z");
+        } else {
+            assert_eq!(g["updated_at"], w["updated_at"], "{id}");
+        }
+    }
+}
+
+#[test]
 fn repair_goes_on_past_a_failed_item_and_a_damaged_state_db_gets_one_hint() {
     let s = sample_store();
     settle(&s.root);
