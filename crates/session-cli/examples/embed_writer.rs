@@ -24,6 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let run_id = "8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a";
     check_id(run_id)?; // ids become file names: refuse anything that could leave the directory
 
+    // One writer per session: held from resume to the last save. A second runtime resuming
+    // the session gets `StateError::SessionBusy` naming this process; the lock dies with it.
+    let lease = store.lease(session_id)?;
+
     // One writer per run file (it holds an advisory lock). Group commit: `append` returns once
     // the record is on disk, and concurrent appends share one fdatasync.
     let header = Header {
@@ -74,7 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     writer.close()?;
 
     // Resumable state: state.db row + messages/<session_id>.jsonl, crash-consistent.
-    store.save(&SessionState {
+    lease.save(&SessionState {
         session_id: session_id.into(),
         updated_at: Timestamp::now(),
         run_id: Some(run_id.into()),
@@ -84,6 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
 
     // Reading back: complete records plus damage reports (none here).
+    drop(lease);
     let run = read_run(&path)?;
     let loaded = store.load(session_id)?.ok_or("session not saved")?;
     println!(

@@ -89,7 +89,8 @@ pub(crate) enum Command {
     Tail(TailArgs),
     /// Check run files and message logs; exit 1 when problems are found.
     Verify(VerifyArgs),
-    /// Seal torn tails, migrate legacy snapshots and rebuild the run index.
+    /// Seal torn tails, rebuild state.db rows of message logs without one, migrate legacy
+    /// snapshots and rebuild the run index.
     Repair(RepairArgs),
     /// Token usage and run counts with a small bar chart.
     Stats(StatsArgs),

@@ -39,6 +39,7 @@ mod cli;
 mod commands;
 mod env;
 pub mod error;
+mod hooks;
 mod human;
 mod jsonw;
 mod progress;
@@ -87,6 +88,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: OffsetDateTime,
     /// `--read-only`: open the store read-only whatever the command.
     pub(crate) read_only: bool,
+    /// Fault-injection hooks of the tests (none in normal use).
+    pub(crate) hooks: hooks::Hooks,
 }
 
 impl Ctx<'_> {
@@ -191,6 +194,7 @@ pub fn run_with(
         local,
         now,
         read_only: cli.read_only,
+        hooks: hooks::Hooks::from_env(env),
     };
     let result = dispatch(&mut ctx, cli.command);
     let _ = ctx.out.flush();

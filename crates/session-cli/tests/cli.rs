@@ -2173,15 +2173,44 @@ fn message_logs_without_a_row_and_an_emptied_state_db_are_reported() {
         "{}",
         r.err
     );
-    // repair's plan lists them and changes nothing.
+    // repair's plan rebuilds a row for every log (those with a legacy snapshot too: their
+    // rows come from the logs, which are newer) and changes nothing.
     let plan = json_lines(&ok(&z.root, &["repair", "--dry-run", "--json"]));
-    let orphans: BTreeSet<String> = plan
+    let planned = |action: &str| -> BTreeSet<String> {
+        plan.iter()
+            .filter(|a| a["action"] == action && a["status"] == "planned")
+            .map(|a| a["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(planned("rebuild-row"), logs);
+    assert_eq!(
+        planned("migrate-legacy"),
+        legacy.difference(&logs).cloned().collect()
+    );
+    assert_eq!(tree_state(&z.root), before);
+    // repair does it; the sessions are listed and loadable again, and verify notes the
+    // rebuilt rows (not a problem).
+    let done = json_lines(&ok(&z.root, &["repair", "--json"]));
+    let rebuilt: BTreeSet<String> = done
         .iter()
-        .filter(|a| a["action"] == "orphan-messages")
+        .filter(|a| a["action"] == "rebuild-row" && a["status"] == "done")
         .map(|a| a["id"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(orphans, want);
-    assert_eq!(tree_state(&z.root), before);
+    assert_eq!(rebuilt, logs);
+    let r = run_in(&z.root, &["verify", "--json"]);
+    let lines = json_lines(&r.out);
+    let kinds = |kind: &str, severity: &str| -> BTreeSet<String> {
+        lines
+            .iter()
+            .filter(|f| f["kind"] == kind && f["severity"] == severity)
+            .map(|f| f["id"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    assert_eq!(kinds("reconstructed_row", "note"), logs);
+    assert!(kinds("orphan_messages", "problem").is_empty());
+    assert!(kinds("state_empty_with_messages", "problem").is_empty());
+    let listed = json_lines(&ok(&z.root, &["sessions", "--all", "--json"]));
+    assert_eq!(listed.len(), logs.union(&legacy).count());
     // A state.db that is not a database at all: one finding that says what to do.
     let g = fixture_store();
     std::fs::write(g.root.join("state.db"), b"garbage, not SQLite").unwrap();
@@ -2200,6 +2229,57 @@ fn message_logs_without_a_row_and_an_emptied_state_db_are_reported() {
         msg.contains(&format!("the {} session(s) of messages/", logs.len())),
         "{msg}"
     );
+}
+
+#[test]
+fn repair_after_state_db_is_deleted_lists_the_recorded_sessions_again() {
+    let s = fixture_store();
+    let exp = expected();
+    std::fs::remove_file(s.root.join("state.db")).unwrap();
+    let messages_before = snapshot(&s.root.join("messages"));
+    let r = run_in(&s.root, &["repair", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    // No message log was written; the never-loaded legacy snapshot got its own by migration.
+    let mut messages_after = snapshot(&s.root.join("messages"));
+    let legacy_only = PathBuf::from(format!(
+        "{}.jsonl",
+        exp["legacy_sessions"]["L3"].as_str().unwrap()
+    ));
+    assert!(messages_after.remove(&legacy_only).is_some());
+    assert!(
+        messages_after == messages_before,
+        "repair wrote a message log"
+    );
+    let got = json_lines(&ok(&s.root, &["sessions", "--all", "--json"]));
+    let want = exp["codelia_storage_api"]["list"].as_array().unwrap();
+    let s7 = exp["scenario_sessions"]["S7"].as_str().unwrap();
+    let s2 = exp["scenario_sessions"]["S2"].as_str().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        let id = w["session_id"].as_str().unwrap();
+        for key in ["session_id", "run_id", "message_count", "last_user_message"] {
+            assert_eq!(
+                g[key],
+                w.get(key).cloned().unwrap_or(Value::Null),
+                "{key} of {id}"
+            );
+        }
+        // Not in any file of the store: S7's workspace root came from a project marker on
+        // the recording machine (its runs name the sandbox root); S2 was saved a millisecond
+        // after its last run record.
+        if id != s7 {
+            assert_eq!(
+                g["workspace_root"],
+                w.get("workspace_root").cloned().unwrap_or(Value::Null),
+                "{id}"
+            );
+        }
+        if id == s2 {
+            assert_eq!(g["updated_at"], "2026-11-30T11:38:34.054Z");
+        } else {
+            assert_eq!(g["updated_at"], w["updated_at"], "{id}");
+        }
+    }
 }
 
 #[test]

@@ -85,6 +85,7 @@ pub fn compress_run_with_level(path: &Path, level: i32) -> Result<PathBuf> {
         Err(TryLockError::WouldBlock) => {
             return Err(JsonlError::Locked {
                 path: path.to_owned(),
+                holder_pid: crate::holder::exclusive_holder_pid(&original),
             });
         }
         Err(TryLockError::Error(e)) => return Err(JsonlError::io("lock", path, e)),
@@ -241,6 +242,7 @@ pub fn decompress_run(archive: &Path) -> Result<PathBuf> {
         Err(TryLockError::WouldBlock) => {
             return Err(JsonlError::Locked {
                 path: archive.to_owned(),
+                holder_pid: crate::holder::exclusive_holder_pid(&held),
             });
         }
         Err(TryLockError::Error(e)) => return Err(JsonlError::io("lock", archive, e)),

@@ -50,10 +50,16 @@ pub enum JsonlError {
         source: IdError,
     },
     /// Another writer holds the exclusive lock of the run file.
-    #[error("run file {path} is already open for writing by another writer")]
+    #[error(
+        "run file {path} is already open for writing by another writer{}",
+        holder_pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
     Locked {
         /// The run file.
         path: PathBuf,
+        /// The process holding the lock, when the kernel says (`/proc/locks`, Linux; see
+        /// [`lock_holders`](crate::lock_holders)).
+        holder_pid: Option<u32>,
     },
     /// The run file to create exists already (use [`RunWriter::open_append`](crate::RunWriter::open_append)).
     #[error("run file {path} already exists")]
@@ -195,7 +201,7 @@ impl JsonlError {
         match self {
             JsonlError::Io { path, .. }
             | JsonlError::Read { path, .. }
-            | JsonlError::Locked { path }
+            | JsonlError::Locked { path, .. }
             | JsonlError::AlreadyExists { path }
             | JsonlError::Compressed { path }
             | JsonlError::NotARunFile { path }

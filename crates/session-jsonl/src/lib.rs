@@ -13,7 +13,8 @@
 //! * [`Follower`] — follow a run that is still being written (`tail -f`).
 //! * [`RunWriter`] — one writer per file (advisory lock), header first, one `write` per line,
 //!   explicit [`Durability`] including group commit; [`seal_torn_tail`], [`needs_seal`] and
-//!   [`is_locked`] for repair and housekeeping tools.
+//!   [`is_locked`] for repair and housekeeping tools; [`lock_holders`] names the process
+//!   holding a lock (Linux).
 //! * [`archive`] — [`compress_run`] into `<run_id>.jsonl.zst`, verified before the original
 //!   goes, and back ([`archive::decompress_run`]).
 //! * [`duplicates`] — which of several files of one run id is the run ([`rank_files`]).
@@ -63,6 +64,7 @@ pub mod duplicates;
 mod error;
 pub mod fault;
 mod follow;
+mod holder;
 pub mod layout;
 mod reader;
 pub mod scan;
@@ -74,6 +76,7 @@ pub use duplicates::{Completeness, rank_files};
 pub use error::{JsonlError, Result};
 pub use fault::{Fault, FaultPlan, FileOp};
 pub use follow::{FollowOptions, Follower};
+pub use holder::{LockHolder, exclusive_holder_pid, lock_holders};
 pub use layout::{
     FoundRun, RunDate, RunFile, RunIdProbe, RunListing, find_all_runs, find_run, list_run_files,
     probe_run_id, run_path,

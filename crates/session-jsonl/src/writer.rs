@@ -443,15 +443,19 @@ fn create_dirs(
     Ok(())
 }
 
+/// Takes the exclusive lock, retrying for `wait`. A lock obtained on a file that is no longer
+/// at `path` (moved to the trash or replaced while this writer waited) is refused: writing
+/// there would put acknowledged records where no reader looks.
 fn take_lock(file: &File, path: &Path, wait: Duration) -> Result<()> {
     let deadline = Instant::now() + wait;
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(()),
+            Ok(()) => return still_at(file, path),
             Err(TryLockError::WouldBlock) => {
                 if Instant::now() >= deadline {
                     return Err(JsonlError::Locked {
                         path: path.to_owned(),
+                        holder_pid: crate::holder::exclusive_holder_pid(file),
                     });
                 }
                 std::thread::sleep(Duration::from_millis(5));
@@ -459,6 +463,36 @@ fn take_lock(file: &File, path: &Path, wait: Duration) -> Result<()> {
             Err(TryLockError::Error(e)) => return Err(JsonlError::io("lock", path, e)),
         }
     }
+}
+
+/// Whether the open `file` is still the file at `path` (same device and inode).
+fn still_at(file: &File, path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let open = file
+            .metadata()
+            .map_err(|e| JsonlError::io("stat", path, e))?;
+        let moved = match fs::symlink_metadata(path) {
+            Ok(now) => (now.dev(), now.ino()) != (open.dev(), open.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+            Err(e) => return Err(JsonlError::io("stat", path, e)),
+        };
+        if moved {
+            let _ = file.unlock();
+            return Err(JsonlError::io(
+                "lock",
+                path,
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "the file was moved or replaced while waiting for its lock",
+                ),
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (file, path);
+    Ok(())
 }
 
 fn last_byte(file: &mut File, len: u64) -> io::Result<Option<u8>> {

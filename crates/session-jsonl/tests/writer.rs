@@ -323,6 +323,95 @@ fn one_writer_per_file() {
 }
 
 #[test]
+fn a_lock_error_names_the_holder_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = RunWriter::create(dir.path(), &header("r"), WriterOptions::default()).unwrap();
+    let quick = WriterOptions {
+        lock_wait: Duration::ZERO,
+        ..WriterOptions::default()
+    };
+    let err = RunWriter::open_append(w.path(), quick).unwrap_err();
+    let JsonlError::Locked { holder_pid, .. } = &err else {
+        panic!("{err}");
+    };
+    let sealed = seal_torn_tail(w.path()).unwrap_err();
+    let archived = compress_run(w.path()).unwrap_err();
+    if Path::new("/proc/locks").exists() {
+        let me = std::process::id();
+        assert_eq!(*holder_pid, Some(me));
+        assert!(err.to_string().ends_with(&format!("(pid {me})")), "{err}");
+        for e in [sealed, archived] {
+            assert!(
+                matches!(e, JsonlError::Locked { holder_pid: Some(p), .. } if p == me),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// Waits until this process has `path` open through a descriptor other than those listed in
+/// `before` (Linux: `/proc/self/fd`).
+fn wait_until_opened(path: &Path, before: &[std::path::PathBuf]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let open: Vec<_> = fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| fs::read_link(e.path()).is_ok_and(|t| t == path))
+            .map(|e| e.path())
+            .collect();
+        if open.iter().any(|fd| !before.contains(fd)) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "never opened");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_writer_waiting_for_the_lock_of_a_file_moved_away_refuses_it() {
+    // gc moves a run into the trash while holding its lock; a writer that opened the run just
+    // before and waits for the lock must not append to the moved file.
+    let dir = tempfile::tempdir().unwrap();
+    let holder = RunWriter::create(dir.path(), &header("r"), WriterOptions::default()).unwrap();
+    let path = holder.path().to_owned();
+    let fds: Vec<_> = fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| fs::read_link(e.path()).is_ok_and(|t| t == path))
+        .map(|e| e.path())
+        .collect();
+    let waiting = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let patient = WriterOptions {
+                lock_wait: Duration::from_secs(30),
+                ..WriterOptions::default()
+            };
+            RunWriter::open_append(&path, patient).map(|w| w.append(&status("lost?")))
+        })
+    };
+    wait_until_opened(&path, &fds);
+    let moved = dir.path().join("trash.jsonl");
+    fs::rename(&path, &moved).unwrap();
+    let before = fs::read(&moved).unwrap();
+    drop(holder);
+    let err = waiting.join().unwrap().unwrap_err();
+    assert!(
+        matches!(&err, JsonlError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+        "{err}"
+    );
+    assert!(err.to_string().contains("moved or replaced"), "{err}");
+    assert_eq!(
+        fs::read(&moved).unwrap(),
+        before,
+        "nothing written to the moved file"
+    );
+    assert!(!is_locked(&moved).unwrap());
+}
+
+#[test]
 fn archived_files_are_not_appended_to() {
     let dir = tempfile::tempdir().unwrap();
     let w = RunWriter::create(dir.path(), &header("r"), WriterOptions::default()).unwrap();

@@ -122,6 +122,57 @@ pub enum StateError {
         /// The token as given.
         token: String,
     },
+    /// A store file (`messages/<id>.jsonl`, `state/<id>.json`, a temp file) is not a regular
+    /// file: a symbolic link (never followed: a save must not write outside the store), a FIFO
+    /// (reading it would wait forever), a socket, a device or a directory. Nothing was read
+    /// from it or written to it.
+    #[error("{} is a {kind}, not a regular file: not followed, read or written", path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is (`"symbolic link"`, `"FIFO"`, `"socket"`, `"character device"`,
+        /// `"block device"`, `"directory"`).
+        kind: &'static str,
+    },
+    /// A messages file or legacy snapshot is larger than a session file may be
+    /// ([`crate::MAX_SESSION_FILE_BYTES`]); it was not read.
+    #[error("{} holds {size} bytes, more than the {limit} bytes a session file may have", path.display())]
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes (at least; it may still be growing).
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// Another holder has the session open ([`crate::StateStore::lease`]): a runtime that
+    /// resumed it, or a housekeeping step that outlasted the wait. Nothing was written.
+    #[error("session {session_id} is open elsewhere ({holder})")]
+    SessionBusy {
+        /// The session.
+        session_id: String,
+        /// Who holds its lease: pid, host, since when and why, as far as known.
+        holder: crate::lease::LeaseHolder,
+    },
+    /// The first save of a session found `messages/<id>.jsonl` without a `session_state` row
+    /// (a lost or replaced `state.db`, the reference's file, a save that crashed before its
+    /// commit) and the file is not the start of the list being saved: the store never
+    /// overwrites a file it did not commit. `sessions repair` rebuilds the row from the file
+    /// ([`crate::StateStore::reconstruct_orphans`]); loading then gives its messages.
+    #[error(
+        "session {session_id} has no state.db row but {} exists ({bytes} bytes, {lines} line(s)) and does not start the list being saved; refusing to overwrite it (rebuild its row with `sessions repair`, or move the file aside)",
+        path.display()
+    )]
+    OrphanMessages {
+        /// The session.
+        session_id: String,
+        /// The messages file.
+        path: PathBuf,
+        /// Its size in bytes.
+        bytes: u64,
+        /// Its lines (a final fragment without `\n` counts).
+        lines: u64,
+    },
     /// A save was stopped on purpose by a fault-injection hook (tests only; see
     /// [`crate::FaultPoint`]). The store is left exactly as a crash at that point would leave it.
     #[doc(hidden)]
@@ -177,6 +228,11 @@ impl StateError {
     /// Whether this is a compare-and-swap conflict ([`StateError::Conflict`]).
     pub fn is_conflict(&self) -> bool {
         matches!(self, StateError::Conflict { .. })
+    }
+
+    /// Whether another holder has the session open ([`StateError::SessionBusy`]).
+    pub fn is_session_busy(&self) -> bool {
+        matches!(self, StateError::SessionBusy { .. })
     }
 }
 

@@ -1,10 +1,125 @@
-//! File-system primitives: private modes, fsync of files and directories, digests.
+//! File-system primitives: private modes, fsync of files and directories, digests, and the
+//! one way store files are opened (no symbolic link followed, regular files only, bounded
+//! reads).
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 
 use crate::error::{Result, StateError};
+
+/// The largest messages file or legacy snapshot this crate reads into memory: 512 MiB, the
+/// size of the longest string the reference's JavaScript engine can hold (V8: 2^29 − 24
+/// UTF-16 units), so the reference cannot load a larger session either. A larger file is
+/// [`StateError::FileTooLarge`] (a `DamageKind::TooLarge` report for `load`), never read.
+pub const MAX_SESSION_FILE_BYTES: u64 = 512 << 20;
+
+/// Open options for every file of the store under `messages/` and `state/`: symbolic links
+/// are not followed (`O_NOFOLLOW`: a link named `messages/<id>.jsonl` must not make a save
+/// write outside the store) and opening does not wait (`O_NONBLOCK`: opening a FIFO for
+/// reading would wait for a writer forever; the flag means nothing for regular files).
+fn store_options() -> OpenOptions {
+    let mut opts = OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    opts
+}
+
+/// What a path holds when it is not a regular file, in words (`None` for a regular file).
+pub(crate) fn irregular_kind(file_type: fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return Some("FIFO");
+        }
+        if file_type.is_socket() {
+            return Some("socket");
+        }
+        if file_type.is_char_device() {
+            return Some("character device");
+        }
+        if file_type.is_block_device() {
+            return Some("block device");
+        }
+    }
+    Some(if file_type.is_symlink() {
+        "symbolic link"
+    } else if file_type.is_dir() {
+        "directory"
+    } else {
+        "special file"
+    })
+}
+
+/// Opens a store file with `opts` (plus [`store_options`]' flags) and checks, on the open
+/// descriptor, that it is a regular file: a symbolic link, FIFO, socket, device or directory
+/// is [`StateError::NotRegularFile`] and nothing is read from or written to it.
+///
+/// The outer error is the OS error of `open` itself (the caller names the operation); the
+/// inner one the refusal.
+fn open_store_file(
+    path: &Path,
+    configure: impl FnOnce(&mut OpenOptions),
+) -> io::Result<std::result::Result<(File, fs::Metadata), StateError>> {
+    let mut opts = store_options();
+    configure(&mut opts);
+    let refused = |kind| {
+        Ok(Err(StateError::NotRegularFile {
+            path: path.to_path_buf(),
+            kind,
+        }))
+    };
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) if refused_link(&e) => {
+            let kind = fs::symlink_metadata(path)
+                .ok()
+                .and_then(|m| irregular_kind(m.file_type()))
+                .unwrap_or("symbolic link");
+            return refused(kind);
+        }
+        Err(e)
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::AlreadyExists
+            ) =>
+        {
+            // Opening a FIFO without a reader for writing (ENXIO), a directory for writing
+            // (EISDIR): name what is there rather than the errno.
+            match fs::symlink_metadata(path).map(|m| irregular_kind(m.file_type())) {
+                Ok(Some(kind)) => return refused(kind),
+                _ => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if let Some(kind) = irregular_kind(meta.file_type()) {
+        return refused(kind);
+    }
+    Ok(Ok((file, meta)))
+}
+
+/// Whether `open` failed because the last component is a symbolic link and `O_NOFOLLOW` was
+/// given (`ELOOP`; FreeBSD says `EMLINK`).
+fn refused_link(e: &io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EMLINK))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
+    }
+}
 
 /// Mode of every data file this crate creates (`state.db`, message logs, temp files).
 pub(crate) const FILE_MODE: u32 = 0o600;
@@ -26,36 +141,47 @@ pub(crate) fn create_dir_private(path: &Path) -> Result<()> {
 }
 
 /// Opens `path` for reading and writing, creating it with mode 0600 when missing.
-/// Returns the file and whether it was created.
+/// Returns the file and whether it was created. A symbolic link or any other file that is
+/// not a regular file is [`StateError::NotRegularFile`], untouched.
 pub(crate) fn open_private_rw(path: &Path) -> Result<(File, bool)> {
-    let mut opts = OpenOptions::new();
-    opts.read(true).write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(FILE_MODE);
-    }
-    match opts.clone().create_new(true).open(path) {
-        Ok(f) => Ok((f, true)),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => opts
-            .open(path)
-            .map(|f| (f, false))
-            .map_err(|e| StateError::io("open", path, e)),
+    let private = |o: &mut OpenOptions| {
+        o.read(true).write(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            o.mode(FILE_MODE);
+        }
+    };
+    match open_store_file(path, |o| {
+        private(o);
+        o.create_new(true);
+    }) {
+        Ok(opened) => opened.map(|(f, _)| (f, true)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open_store_file(path, private)
+            .map_err(|e| StateError::io("open", path, e))?
+            .map(|(f, _)| (f, false)),
         Err(e) => Err(StateError::io("create", path, e)),
     }
 }
 
-/// Creates or truncates `path` (mode 0600 when created) for writing.
+/// Creates or truncates `path` (mode 0600 when created) for writing. A symbolic link or any
+/// other file that is not a regular file is [`StateError::NotRegularFile`], untouched.
 pub(crate) fn create_private_truncate(path: &Path) -> Result<File> {
-    let mut opts = OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(FILE_MODE);
-    }
-    opts.open(path)
-        .map_err(|e| StateError::io("create", path, e))
+    let opened = open_store_file(path, |o| {
+        o.write(true).create(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            o.mode(FILE_MODE);
+        }
+    })
+    .map_err(|e| StateError::io("create", path, e))?;
+    let (file, _) = opened?;
+    // Truncated only once it is known to be a regular file (`O_TRUNC` would act on a FIFO
+    // or device before the check).
+    file.set_len(0)
+        .map_err(|e| StateError::io("truncate", path, e))?;
+    Ok(file)
 }
 
 /// fsync of a directory, so that entries created, renamed or removed in it are durable.
@@ -73,10 +199,14 @@ pub(crate) fn sync_dir(path: &Path) -> Result<()> {
     }
 }
 
-/// Opens an existing file for reading and writing; `None` when it does not exist.
+/// Opens an existing regular file for reading and writing; `None` when it does not exist.
+/// A symbolic link or any other file that is not a regular file is
+/// [`StateError::NotRegularFile`].
 pub(crate) fn open_rw_if_exists(path: &Path) -> Result<Option<File>> {
-    match OpenOptions::new().read(true).write(true).open(path) {
-        Ok(f) => Ok(Some(f)),
+    match open_store_file(path, |o| {
+        o.read(true).write(true);
+    }) {
+        Ok(opened) => opened.map(|(f, _)| Some(f)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StateError::io("open", path, e)),
     }
@@ -141,13 +271,81 @@ pub(crate) fn remove_if_exists(path: &Path) -> Result<bool> {
     }
 }
 
-/// Reads a whole file; `None` when it does not exist.
+/// Reads a whole store file (a messages file, a legacy snapshot); `None` when it does not
+/// exist. Never follows a symbolic link, never waits on a FIFO and never reads more than
+/// [`MAX_SESSION_FILE_BYTES`].
+///
+/// # Errors
+/// [`StateError::NotRegularFile`] (a link, FIFO, socket, device or directory: nothing is
+/// read), [`StateError::FileTooLarge`], [`StateError::Io`].
 pub(crate) fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StateError::io("read", path, e)),
+    read_bounded(path, MAX_SESSION_FILE_BYTES)
+}
+
+/// [`read_if_exists`] with an explicit size limit.
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    let (file, meta) = match open_store_file(path, |o| {
+        o.read(true);
+    }) {
+        Ok(opened) => opened?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StateError::io("open", path, e)),
+    };
+    let too_large = |size| StateError::FileTooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit,
+    };
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
     }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| StateError::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
+        // It grew while being read.
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
+/// [`read_if_exists`] for `load`: a file that must not be read (a link, FIFO, socket or
+/// device, or a file larger than [`MAX_SESSION_FILE_BYTES`]) is reported in `damage`
+/// (`kept: false`) and reads as empty; the flag says so. Other failures are errors, a
+/// directory in the file's place included (as an unreadable file is).
+pub(crate) fn read_for_load(
+    path: &Path,
+    damage: &mut Vec<crate::types::MessageDamage>,
+) -> Result<(Vec<u8>, bool)> {
+    use crate::types::{DamageKind, MessageDamage};
+    let kind = match read_if_exists(path) {
+        Ok(bytes) => return Ok((bytes.unwrap_or_default(), false)),
+        Err(StateError::NotRegularFile { kind, .. }) if kind != "directory" => {
+            DamageKind::NotRegularFile { kind }
+        }
+        Err(StateError::FileTooLarge { size, limit, .. }) => DamageKind::TooLarge { size, limit },
+        Err(e) => return Err(e),
+    };
+    let detail = match &kind {
+        DamageKind::NotRegularFile { kind } => {
+            format!("the messages file is a {kind}, not a regular file: it was not read")
+        }
+        DamageKind::TooLarge { size, limit } => format!(
+            "the messages file holds {size} bytes, more than the {limit} a session may have: \
+             it was not read"
+        ),
+        _ => String::new(),
+    };
+    damage.push(MessageDamage {
+        path: path.to_path_buf(),
+        line: None,
+        byte_offset: 0,
+        kind,
+        kept: false,
+        detail,
+    });
+    Ok((Vec::new(), true))
 }
 
 /// A 64-bit digest of one line (its bytes including the `\n`).

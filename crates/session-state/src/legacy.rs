@@ -298,7 +298,7 @@ pub(crate) fn adopt_messages_file(
     legacy_path: &Path,
 ) -> Result<Option<Adoption>> {
     let path = store.messages_path(id)?;
-    let meta = match std::fs::metadata(&path) {
+    let meta = match std::fs::symlink_metadata(&path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StateError::io("stat messages file", &path, e)),

@@ -20,6 +20,14 @@
 //!   (full deterministic rebuild).
 //! * [`StateStore::open_read_only`] — list, load and query a store the user cannot write;
 //!   writes return [`StateError::ReadOnly`].
+//! * One writer per session — [`StateStore::lease`] ([`SessionLease`], an OS lock that dies
+//!   with its process; a second holder gets [`StateError::SessionBusy`] naming the first),
+//!   [`StateStore::open_sessions`]; [`StateStore::snapshot`] +
+//!   [`StateStore::delete_snapshotted`] for housekeeping (compare-and-swap delete).
+//! * A lost `state.db` — [`StateStore::reconstruct_orphans`] rebuilds a row per messages file
+//!   without one from the file and the session's run logs; a first save never cuts such a
+//!   file ([`StateError::OrphanMessages`]). Store files are never opened through a symbolic
+//!   link, never read unless regular, never read past [`MAX_SESSION_FILE_BYTES`].
 //!
 //! Deviations from the reference (all deliberate, see the crate README): files 0600 and
 //! directories 0700; fsync of files and directories; `synchronous=FULL`; `workspace_root`
@@ -61,25 +69,34 @@
     )
 )]
 
+mod adopt;
 mod compact;
 mod db;
 mod error;
 mod fsutil;
+mod lease;
 mod legacy;
 mod list;
 mod messages;
 mod runs;
+mod snapshot;
 mod store;
 mod summary;
 mod tree;
 mod types;
 mod workspace;
 
+pub use adopt::{ReconstructedRow, Reconstruction, ReconstructionOutcome, ReconstructionReport};
 pub use error::{Result, StateError};
+pub use fsutil::MAX_SESSION_FILE_BYTES;
+pub use lease::{
+    LEASE_DIR, LeaseHolder, LeasePurpose, OpenSession, SessionLease, UNKNOWN_HOLDER_GRACE,
+};
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,
     RunOutcome, RunPage, RunQuery, RunRow,
 };
+pub use snapshot::SessionSnapshot;
 pub use store::StateStore;
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,

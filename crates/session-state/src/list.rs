@@ -114,13 +114,22 @@ impl StateStore {
                 });
                 continue;
             }
-            let bytes = match fs::read(&path) {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // Never follows a link, never waits on a FIFO, never reads more than a session
+            // file may hold.
+            let bytes = match crate::fsutil::read_if_exists(&path) {
+                Ok(Some(b)) => b,
+                Ok(None) => continue,
+                Err(StateError::Io { source, .. }) => {
+                    diagnostics.push(ListDiagnostic {
+                        path,
+                        detail: format!("cannot read: {source}"),
+                    });
+                    continue;
+                }
                 Err(e) => {
                     diagnostics.push(ListDiagnostic {
                         path,
-                        detail: format!("cannot read: {e}"),
+                        detail: e.to_string(),
                     });
                     continue;
                 }

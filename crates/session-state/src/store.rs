@@ -43,6 +43,8 @@ pub struct StateStore {
     /// Message lists of the last few sessions saved through this store, so that the next
     /// save of the same session serializes only the new messages.
     cache: Mutex<Vec<CachedSession>>,
+    /// Sessions whose lease this store holds ([`StateStore::lease`]).
+    pub(crate) leases: crate::lease::Registry,
 }
 
 /// Sessions kept in [`StateStore`]'s save cache.
@@ -124,6 +126,7 @@ impl StateStore {
             options,
             read_only: false,
             cache: Mutex::new(Vec::new()),
+            leases: Default::default(),
         };
         store.roll_forward_all()?;
         Ok(store)
@@ -197,6 +200,7 @@ impl StateStore {
             options,
             read_only: true,
             cache: Mutex::new(Vec::new()),
+            leases: Default::default(),
         })
     }
 
@@ -237,7 +241,7 @@ impl StateStore {
         self.root.join("messages")
     }
 
-    fn temp_path(&self, session_id: &str, generation: u64) -> PathBuf {
+    pub(crate) fn temp_path(&self, session_id: &str, generation: u64) -> PathBuf {
         self.messages_dir()
             .join(format!("{session_id}.jsonl.g{generation}.tmp"))
     }
@@ -248,7 +252,7 @@ impl StateStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn sync(&self) -> bool {
+    pub(crate) fn sync(&self) -> bool {
         self.options.durability == Durability::Sync
     }
 
@@ -319,6 +323,15 @@ impl StateStore {
         }))
     }
 
+    /// The generation of the row of `id` (`None`: no row), inside the caller's transaction.
+    pub(crate) fn stored_generation(
+        &self,
+        conn: &Connection,
+        id: &str,
+    ) -> Result<Option<Generation>> {
+        Ok(self.read_stored(conn, id)?.map(|s| s.generation))
+    }
+
     /// Saves `state` (no compare-and-swap: last writer wins, like the reference).
     ///
     /// See [`StateStore::save_expecting`] for what is written and the guarantees.
@@ -326,6 +339,7 @@ impl StateStore {
     /// # Errors
     /// As [`StateStore::save_expecting`], without [`StateError::Conflict`].
     pub fn save(&self, state: &SessionState) -> Result<SaveReport> {
+        let _lease = self.write_guard(&state.session_id)?;
         self.save_inner(state, None, &[])
     }
 
@@ -346,12 +360,18 @@ impl StateStore {
     /// # Errors
     /// [`StateError::UnsafeId`] before anything is touched; [`StateError::Conflict`];
     /// [`StateError::Serialize`] for a message holding invalid raw JSON; [`StateError::Io`];
-    /// [`StateError::Db`]; [`StateError::Busy`] after [`StoreOptions::max_busy_wait`].
+    /// [`StateError::Db`]; [`StateError::Busy`] after [`StoreOptions::max_busy_wait`];
+    /// [`StateError::SessionBusy`] when another holder has the session open (a save without a
+    /// lease takes the session's lease for its duration, see [`StateStore::lease`]);
+    /// [`StateError::OrphanMessages`] for a first save (no row) over a messages file that
+    /// does not start the list; [`StateError::NotRegularFile`] / [`StateError::FileTooLarge`]
+    /// when the messages file is a link, a FIFO, … or too large to read. Nothing is written.
     pub fn save_expecting(
         &self,
         state: &SessionState,
         expected: Option<Generation>,
     ) -> Result<SaveReport> {
+        let _lease = self.write_guard(&state.session_id)?;
         self.save_inner(state, Some(expected), &[])
     }
 
@@ -453,7 +473,8 @@ impl StateStore {
         // of unchanged lines.
         let mut earlier: Option<crate::messages::ReadMessages> = None;
         let append_from: Option<(usize, u64, u64)> = match (&stored, &files) {
-            (None, _) => Some((0, 0, EMPTY_DIGEST)),
+            // No row: a messages file already there is never cut or overwritten.
+            (None, _) => Some(crate::adopt::first_save_base(id, &main, &state.messages)?),
             (Some(_), Some(f)) => {
                 let n = usize::try_from(f.file_lines).unwrap_or(usize::MAX);
                 let serialized_match = cache_valid
@@ -697,7 +718,7 @@ impl StateStore {
         }
     }
 
-    fn forget(&self, id: &str) {
+    pub(crate) fn forget(&self, id: &str) {
         let mut cache = self
             .cache
             .lock()
@@ -886,12 +907,17 @@ impl StateStore {
                     .map(|p| self.messages_dir().join(p))
                     .filter(|p| p.exists());
                 let path = pending.unwrap_or_else(|| main.clone());
-                let bytes = fsutil::read_if_exists(&path)?.unwrap_or_default();
-                let committed = usize::try_from(files.file_len).unwrap_or(usize::MAX);
-                let prefix_ok = bytes.len() >= committed && {
-                    let (digest, count) = fsutil::digest_lines(&bytes[..committed]);
-                    digest == files.file_digest && count == files.file_lines
+                let (bytes, unreadable) = fsutil::read_for_load(&path, &mut damage)?;
+                let committed = if unreadable {
+                    0
+                } else {
+                    usize::try_from(files.file_len).unwrap_or(usize::MAX)
                 };
+                let prefix_ok = unreadable
+                    || bytes.len() >= committed && {
+                        let (digest, count) = fsutil::digest_lines(&bytes[..committed]);
+                        digest == files.file_digest && count == files.file_lines
+                    };
                 if prefix_ok {
                     if bytes.len() > committed {
                         notes.push(LoadNote::UncommittedTail {
@@ -925,7 +951,7 @@ impl StateStore {
             }
             None => {
                 // Written by the reference (or by an older tool): the whole file is the truth.
-                let bytes = fsutil::read_if_exists(&main)?.unwrap_or_default();
+                let (bytes, _) = fsutil::read_for_load(&main, &mut damage)?;
                 let read = parse_messages(&main, &bytes);
                 damage.extend(read.damage);
                 notes.extend(read.notes);
@@ -1170,10 +1196,12 @@ impl StateStore {
     ///
     /// # Errors
     /// [`StateError::UnsafeId`]; [`StateError::Io`]; [`StateError::Db`];
-    /// [`StateError::Busy`].
+    /// [`StateError::Busy`]; [`StateError::SessionBusy`] when another holder has the session
+    /// open.
     pub fn delete(&self, session_id: &str) -> Result<crate::types::DeleteReport> {
         checked(session_id)?;
         self.check_writable("delete")?;
+        let _lease = self.write_guard(session_id)?;
         self.forget(session_id);
         let mut report = crate::types::DeleteReport::default();
         let legacy = self.legacy_path(session_id)?;

@@ -222,6 +222,20 @@ pub enum DamageKind {
     /// The messages file does not hold what this crate committed (another writer rewrote or
     /// cut it); the whole file was read instead of the committed prefix.
     FileChanged,
+    /// The messages file is not a regular file (a symbolic link, which is never followed, a
+    /// FIFO, a socket or a device; a directory is an error): it was not read, and a save
+    /// refuses to write it ([`crate::StateError::NotRegularFile`]).
+    NotRegularFile {
+        /// What it is (`"symbolic link"`, `"FIFO"`, …).
+        kind: &'static str,
+    },
+    /// The messages file is larger than [`crate::MAX_SESSION_FILE_BYTES`]: it was not read.
+    TooLarge {
+        /// Its size in bytes.
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
 }
 
 /// Non-damage observations made while loading.

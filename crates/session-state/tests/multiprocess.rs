@@ -1,6 +1,7 @@
 //! Several processes on one sessions root: 8 processes × 50 saves of distinct sessions never
 //! see "database is locked"; 2 processes saving one session with compare-and-swap give exactly
-//! one conflict and no lost update.
+//! one conflict and no lost update; a session lease held by another process refuses this one
+//! (naming it) until that process is killed with SIGKILL, which releases it at once.
 //!
 //! `harness = false`: the binary is both the test (no arguments) and the worker processes it
 //! spawns (`--worker …`).
@@ -82,6 +83,24 @@ fn worker_cas(root: &Path, name: &str, barrier: &Path) -> Result<String, String>
         Err(e) if e.is_conflict() => Ok("conflict".into()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Takes the lease of `id`, saves through it, says `held <pid>` and keeps the lease until its
+/// stdin closes (or it is killed).
+fn worker_hold(root: &Path, id: &str) -> Result<String, String> {
+    use std::io::{BufRead, Write};
+    let store = StateStore::open(root).map_err(|e| format!("open: {e}"))?;
+    let lease = store.lease(id).map_err(|e| format!("lease: {e}"))?;
+    lease
+        .save(&session(id, &["held".into()]))
+        .map_err(|e| format!("save: {e}"))?;
+    let mut out = std::io::stdout();
+    writeln!(out, "held {}", std::process::id()).map_err(|e| e.to_string())?;
+    out.flush().map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    drop(lease);
+    Ok(String::new())
 }
 
 fn spawn(args: &[String]) -> std::process::Child {
@@ -194,6 +213,65 @@ fn same_session_gives_exactly_one_conflict() {
     println!("same_session_gives_exactly_one_conflict ... ok");
 }
 
+fn a_lease_held_by_another_process_refuses_this_one_until_it_is_killed() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let id = "1ea5e000-0000-4000-8000-000000000001";
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--worker", "hold", &root.display().to_string(), id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), format!("held {}", child.id()), "{first:?}");
+    let store = StateStore::open(&root).unwrap();
+    let started = Instant::now();
+    let err = store.lease(id).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let session_state::StateError::SessionBusy { holder, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(holder.pid, Some(child.id()));
+    assert_eq!(holder.purpose, session_state::LeasePurpose::Open);
+    assert!(holder.host.is_some());
+    let since = holder.since.as_ref().unwrap().parse().unwrap();
+    assert!(since <= time::OffsetDateTime::now_utc());
+    assert!(
+        err.to_string().contains(&format!("pid {}", child.id())),
+        "{err}"
+    );
+    // Its saves are refused too; reading is not blocked.
+    assert!(
+        store
+            .save(&session(id, &["intruder".into()]))
+            .unwrap_err()
+            .is_session_busy()
+    );
+    let loaded = store.load(id).unwrap().unwrap();
+    assert_eq!(loaded.state.messages.len(), 1);
+    let open = store.open_sessions().unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].holder.pid, Some(child.id()));
+    // SIGKILL: the lock dies with the process; nothing is left stuck.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(store.open_sessions().unwrap().is_empty());
+    let started = Instant::now();
+    let lease = store.lease(id).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    lease
+        .save(&session(id, &["held".into(), "after the kill".into()]))
+        .unwrap();
+    assert_eq!(lease.holder().pid, Some(std::process::id()));
+    println!("a_lease_held_by_another_process_refuses_this_one_until_it_is_killed ... ok");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--worker") {
@@ -201,6 +279,7 @@ fn main() {
         let result = match args[2].as_str() {
             "distinct" => worker_distinct(&root, args[4].parse().unwrap()).map(|()| String::new()),
             "cas" => worker_cas(&root, &args[4], Path::new(&args[5])),
+            "hold" => worker_hold(&root, &args[4]),
             other => Err(format!("unknown worker {other}")),
         };
         match result {
@@ -212,12 +291,14 @@ fn main() {
         }
         return;
     }
-    // `cargo test -- --list` and filters: this file has exactly these two tests.
+    // `cargo test -- --list` and filters: this file has exactly these tests.
     if args.iter().any(|a| a == "--list") {
         println!("distinct_sessions_never_see_lock_errors: test");
         println!("same_session_gives_exactly_one_conflict: test");
+        println!("a_lease_held_by_another_process_refuses_this_one_until_it_is_killed: test");
         return;
     }
     distinct_sessions_never_see_lock_errors();
     same_session_gives_exactly_one_conflict();
+    a_lease_held_by_another_process_refuses_this_one_until_it_is_killed();
 }

@@ -2,12 +2,12 @@
 //! `archive` (zstd compression of old run files).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use session_jsonl::{JsonlError, RunEndState};
-use session_state::{EntrySource, ListQuery, MigrationOutcome};
+use session_state::{EntrySource, ListQuery, MigrationOutcome, ReconstructionOutcome};
 use time::OffsetDateTime;
 
 use super::state::{open_store, open_store_read_only, refresh_index, state_err};
@@ -179,7 +179,10 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
     let (c, f) = remove_stale_temps(ctx, args)?;
     changes += c;
     failures += f;
-    // 2. Legacy snapshots without a row: migrate them (the files stay in place). The legacy
+    // 2. Message logs without a state.db row (a lost, replaced or restored state.db): rebuild
+    //    the row from the log and the session's run logs; no file is written.
+    let rebuilt = rebuild_rows(ctx, &store, args, &mut changes, &mut failures)?;
+    // 3. Legacy snapshots without a row: migrate them (the files stay in place). The legacy
     //    sessions are noted first: when the batch stops part way, those it migrated before
     //    stopping are still reported.
     let legacy_before: BTreeSet<String> = store
@@ -195,6 +198,10 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
     match store.migrate_legacy(args.dry_run) {
         Ok(report) => {
             for e in &report.entries {
+                if rebuilt.contains(&e.session_id) {
+                    // Its row was rebuilt (or, in a dry run, would be) from its messages file.
+                    continue;
+                }
                 let (status, detail) = match &e.outcome {
                     MigrationOutcome::WouldMigrate(s) => (
                         "planned",
@@ -248,28 +255,7 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             failures += f;
         }
     }
-    // Message logs without a state.db row: repair does not make rows up; loading such a
-    // session is what rebuilds its row (session-state), so each is listed with what to do.
-    if let Ok(page) = store.list(&ListQuery::all()) {
-        let db_ids: BTreeSet<String> = page
-            .entries
-            .into_iter()
-            .map(|e| e.summary.session_id)
-            .collect();
-        for (id, path) in super::state::orphan_messages(&root, &db_ids) {
-            let a = Action {
-                action: "orphan-messages",
-                file: rel(&root, &path).into_owned(),
-                id: Some(id),
-                status: "skipped",
-                detail: "message log without a state.db row; repair does not invent the row \
-                         (the file is kept as it is)"
-                    .into(),
-            };
-            emit(ctx, args.json, &a)?;
-        }
-    }
-    // 3. The run index, rebuilt from the files.
+    // 4. The run index, rebuilt from the files.
     if args.dry_run {
         let n = listing.files.len();
         let a = Action {
@@ -390,6 +376,93 @@ fn remove_stale_temps(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<(usize, us
         emit(ctx, args.json, &a)?;
     }
     Ok((changes, failures))
+}
+
+/// `repair`'s second step: a `state.db` row for every message log without one
+/// (`StateStore::reconstruct_orphans`), one action line each. Returns the sessions whose row
+/// was (or, in a dry run, would be) rebuilt, so that the legacy step does not list them again.
+fn rebuild_rows(
+    ctx: &mut Ctx<'_>,
+    store: &session_state::StateStore,
+    args: &RepairArgs,
+    changes: &mut usize,
+    failures: &mut usize,
+) -> Result<BTreeSet<String>, CliError> {
+    let root = ctx.root.path.clone();
+    let report = match store.reconstruct_orphans(args.dry_run) {
+        Ok(r) => r,
+        Err(e) => {
+            *failures += 1;
+            let a = Action {
+                action: "rebuild-row",
+                file: "messages".into(),
+                id: None,
+                status: "failed",
+                detail: one_line(&e),
+            };
+            emit(ctx, args.json, &a)?;
+            return Ok(BTreeSet::new());
+        }
+    };
+    let mut rebuilt = BTreeSet::new();
+    for e in &report.entries {
+        let (status, verb) = match &e.outcome {
+            ReconstructionOutcome::WouldRebuild => ("planned", "would rebuild"),
+            ReconstructionOutcome::Rebuilt => {
+                *changes += 1;
+                ("done", "rebuilt")
+            }
+            ReconstructionOutcome::AlreadyIndexed => continue,
+            ReconstructionOutcome::Skipped { reason } => {
+                let a = Action {
+                    action: "rebuild-row",
+                    file: rel(&root, &e.path).into_owned(),
+                    id: Some(e.session_id.clone()),
+                    status: "skipped",
+                    detail: format!("message log without a state.db row: {reason}"),
+                };
+                emit(ctx, args.json, &a)?;
+                continue;
+            }
+            _ => continue,
+        };
+        rebuilt.insert(e.session_id.clone());
+        let s = &e.summary;
+        let mut detail = format!(
+            "{verb} its state.db row from the message log ({} message(s)) and {} run log(s){}: \
+             updated_at {}, run_id {}, invoke_seq {}; marked reconstructed",
+            s.message_count.unwrap_or(0),
+            e.run_files.len(),
+            if e.legacy_snapshot {
+                " with the legacy snapshot's meta"
+            } else {
+                ""
+            },
+            s.updated_at.as_str(),
+            s.run_id.as_deref().unwrap_or("none"),
+            e.invoke_seq
+                .map_or_else(|| "none".to_owned(), |n| n.to_string()),
+        );
+        for d in &e.damage {
+            detail.push_str("; ");
+            detail.push_str(&super::export::describe_damage(&root, d));
+        }
+        for (path, err) in &e.unreadable_runs {
+            detail.push_str(&format!("; run log {} not read: {err}", rel(&root, path)));
+        }
+        if let Some(err) = &e.legacy_error {
+            detail.push_str(&format!("; legacy snapshot not used: {err}"));
+        }
+        let a = Action {
+            action: "rebuild-row",
+            file: rel(&root, &e.path).into_owned(),
+            id: Some(e.session_id.clone()),
+            status,
+            detail,
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    Ok(rebuilt)
 }
 
 /// `repair`'s legacy migration when the batch migration stopped at one entry (`batch_error`):
@@ -597,11 +670,7 @@ fn trash_stamp(now: OffsetDateTime) -> String {
 
 /// Appends one manifest line and fsyncs it (the record of a move exists before the move).
 fn manifest_line(path: &Path, line: &str) -> Result<(), CliError> {
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| CliError::io(path, e))?;
+    let mut f = super::trash::open_private_append(path).map_err(|e| CliError::io(path, e))?;
     f.write_all(line.as_bytes())
         .and_then(|()| f.write_all(b"\n"))
         .and_then(|()| f.sync_data())
@@ -618,7 +687,7 @@ fn fsync_dir(dir: &Path) {
 
 fn move_file(from: &Path, to: &Path) -> Result<(), CliError> {
     if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent).map_err(|e| CliError::io(parent, e))?;
+        super::trash::create_private_dir(parent)?;
     }
     if to.exists() {
         return Err(CliError::Data(format!(
@@ -634,46 +703,6 @@ fn move_file(from: &Path, to: &Path) -> Result<(), CliError> {
         fsync_dir(p);
     }
     Ok(())
-}
-
-/// Files (anything that is not a directory: regular files, symbolic links, sockets) and bytes
-/// under `path`, without following symbolic links: a link counts as one file of its own size,
-/// never as what it points to.
-fn tree_size(path: &Path) -> (u64, u64) {
-    let (mut files, mut bytes) = (0, 0);
-    let mut stack = vec![path.to_owned()];
-    while let Some(p) = stack.pop() {
-        let Ok(meta) = fs::symlink_metadata(&p) else {
-            continue;
-        };
-        if meta.is_dir() {
-            if let Ok(rd) = fs::read_dir(&p) {
-                stack.extend(rd.flatten().map(|e| e.path()));
-            }
-        } else {
-            files += 1;
-            bytes += meta.len();
-        }
-    }
-    (files, bytes)
-}
-
-/// Deletes `path` and everything under it without following symbolic links: a link is
-/// removed itself, whatever it points to.
-fn remove_tree(path: &Path) -> Result<(), CliError> {
-    let meta = fs::symlink_metadata(path).map_err(|e| CliError::io(path, e))?;
-    if !meta.is_dir() {
-        return fs::remove_file(path).map_err(|e| CliError::io(path, e));
-    }
-    let entries: Vec<PathBuf> = fs::read_dir(path)
-        .map_err(|e| CliError::io(path, e))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| CliError::io(path, e))?;
-    for e in &entries {
-        remove_tree(e)?;
-    }
-    fs::remove_dir(path).map_err(|e| CliError::io(path, e))
 }
 
 /// What is at the trash folder's path: `None` when nothing is. Anything there but a real
@@ -737,20 +766,35 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     batches.sort();
     let mut total_files = 0;
     let mut total_bytes = 0;
+    let mut kept = 0;
+    let root = ctx.root.path.clone();
     for b in &batches {
-        let (files, bytes) = tree_size(b);
-        total_files += files;
-        total_bytes += bytes;
-        let status = if args.dry_run { "planned" } else { "done" };
-        if !args.dry_run {
-            remove_tree(b)?;
+        // A file a writer still holds (a run reopened just before gc moved it) is never
+        // deleted: it and its directories stay.
+        let emptied = super::trash::empty_tree(b, args.dry_run)?;
+        total_files += emptied.files;
+        total_bytes += emptied.bytes;
+        kept += emptied.kept.len();
+        for (path, pid) in &emptied.kept {
+            let a = Action {
+                action: "keep-locked",
+                file: rel(&root, path).into_owned(),
+                id: None,
+                status: "skipped",
+                detail: format!(
+                    "a writer has the file open{}; not deleted",
+                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                ),
+            };
+            emit(ctx, args.json, &a)?;
         }
+        let status = if args.dry_run { "planned" } else { "done" };
         let a = Action {
             action: "delete",
-            file: rel(&ctx.root.path, b).into_owned(),
+            file: rel(&root, b).into_owned(),
             id: None,
             status,
-            detail: format!("{files} file(s), {}", fmt_bytes(bytes)),
+            detail: format!("{} file(s), {}", emptied.files, fmt_bytes(emptied.bytes)),
         };
         emit(ctx, args.json, &a)?;
     }
@@ -764,9 +808,14 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         } else {
             "deleted"
         };
+        let kept = if kept > 0 {
+            format!("; kept {kept} file(s) a writer has open")
+        } else {
+            String::new()
+        };
         writeln!(
             ctx.out,
-            "{verb} {total_files} file(s), {} from the trash",
+            "{verb} {total_files} file(s), {} from the trash{kept}",
             fmt_bytes(total_bytes)
         )?;
     }
@@ -832,7 +881,8 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     let manifest = batch.join(MANIFEST);
     let status = if args.dry_run { "planned" } else { "done" };
     if !args.dry_run && (!moving.is_empty() || !moving_sessions.is_empty()) {
-        fs::create_dir_all(&batch).map_err(|e| CliError::io(&batch, e))?;
+        // The trash holds session history: 0700 directories, 0600 files, like the store.
+        super::trash::create_private_dir(&batch)?;
         let mut o = JsonObj::new();
         o.str("op", "gc");
         o.str(
@@ -848,10 +898,41 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         manifest_line(&manifest, &o.finish())?;
     }
     let mut moved_bytes = 0;
+    let mut runs_moved = 0usize;
+    let mut failures = 0usize;
+    let (mut kept_open, mut kept_changed) = (0usize, 0usize);
     for r in &moving {
         let from_rel = rel(&root, &r.path).into_owned();
         let to = batch.join(&from_rel);
+        let action = |status, detail| Action {
+            action: "move-run",
+            file: from_rel.clone(),
+            id: Some(r.run_id.clone()),
+            status,
+            detail,
+        };
         if !args.dry_run {
+            // The run's lock is held from the check to the move: a writer reopening the run
+            // meanwhile waits, then finds it gone (session-jsonl refuses a lock on a moved
+            // file), instead of appending to the copy in the trash.
+            let held = match super::trash::lock_run_for_move(&r.path, r.size)? {
+                super::trash::RunLock::Held(f) => f,
+                super::trash::RunLock::Locked(pid) => {
+                    kept_locked += 1;
+                    let detail = format!(
+                        "a writer has the file open{}; kept",
+                        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                    );
+                    emit(ctx, args.json, &action("skipped", detail))?;
+                    continue;
+                }
+                super::trash::RunLock::Changed(why) => {
+                    kept_changed += 1;
+                    emit(ctx, args.json, &action("skipped", format!("{why}; kept")))?;
+                    continue;
+                }
+            };
+            ctx.hooks.pause("gc-run-locked");
             let mut o = JsonObj::new();
             o.str("op", "move_run");
             o.str("run_id", &r.run_id);
@@ -864,21 +945,20 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             o.str("to", &rel(&root, &to));
             manifest_line(&manifest, &o.finish())?;
             move_file(&r.path, &to)?;
+            drop(held);
         }
         moved_bytes += r.size;
+        runs_moved += 1;
         let last = r
             .last_ts
             .as_deref()
             .or(r.started_at.as_deref())
             .unwrap_or("?");
-        let a = Action {
-            action: "move-run",
-            file: from_rel,
-            id: Some(r.run_id.clone()),
-            status,
-            detail: format!("last activity {last}"),
-        };
-        emit(ctx, args.json, &a)?;
+        emit(
+            ctx,
+            args.json,
+            &action(status, format!("last activity {last}")),
+        )?;
     }
     let mut sessions_moved = 0usize;
     for e in &moving_sessions {
@@ -895,88 +975,184 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             },
         )
         .into_owned();
-        if !args.dry_run {
-            // Keep a complete snapshot in the legacy format: moving `state/<id>.json` back
-            // under the root restores the session (it is migrated on the next load).
-            let snapshot = batch.join("state").join(format!("{id}.json"));
-            let state = match store.load(&id) {
-                Ok(Some(l)) => serde_json::to_string(&l.state).map_err(|e| CliError::data(&e))?,
-                Ok(None) => continue,
-                Err(err) => {
-                    // A session that cannot be loaded cannot be snapshotted: keep it.
-                    let a = Action {
-                        action: "move-session",
-                        file: session_file.clone(),
-                        id: Some(id.clone()),
-                        status: "skipped",
-                        detail: format!("cannot load: {}", one_line(&err)),
-                    };
-                    emit(ctx, args.json, &a)?;
-                    continue;
-                }
-            };
-            let mut o = JsonObj::new();
-            o.str("op", "move_session");
-            o.str("session_id", &id);
-            o.str("updated_at", e.summary.updated_at.as_str());
-            o.str("snapshot", &rel(&root, &snapshot));
-            o.str(
-                "source",
-                if e.source == EntrySource::Legacy {
-                    "legacy"
-                } else {
-                    "db"
-                },
-            );
-            manifest_line(&manifest, &o.finish())?;
-            if let Some(p) = snapshot.parent() {
-                fs::create_dir_all(p).map_err(|e| CliError::io(p, e))?;
-            }
-            let mut f = File::create(&snapshot).map_err(|e| CliError::io(&snapshot, e))?;
-            f.write_all(state.as_bytes())
-                .and_then(|()| f.write_all(b"\n"))
-                .and_then(|()| f.sync_all())
-                .map_err(|e| CliError::io(&snapshot, e))?;
-            for (src, sub) in [(&messages, "messages"), (&legacy, "state-legacy")] {
-                if src.is_file() {
-                    let to = batch.join(sub).join(src.file_name().unwrap_or_default());
-                    fs::create_dir_all(batch.join(sub))
-                        .map_err(|e| CliError::io(batch.join(sub), e))?;
-                    fs::copy(src, &to).map_err(|e| CliError::io(src, e))?;
-                }
-            }
-            store.delete(&id).map_err(state_err)?;
-        }
-        sessions_moved += 1;
-        let a = Action {
+        let action = |status, detail| Action {
             action: "move-session",
-            file: session_file,
-            id: Some(id),
+            file: session_file.clone(),
+            id: Some(id.clone()),
             status,
-            detail: format!("updated {}", e.summary.updated_at),
+            detail,
         };
-        emit(ctx, args.json, &a)?;
+        let moved = if args.dry_run {
+            match store.lease_holder(&id) {
+                Ok(Some(holder)) => SessionMove::Open(holder.to_string()),
+                _ => SessionMove::Moved,
+            }
+        } else {
+            move_session(&ctx.hooks, &store, &batch, &manifest, e)?
+        };
+        let (status, detail) = match moved {
+            SessionMove::Moved => {
+                sessions_moved += 1;
+                (status, format!("updated {}", e.summary.updated_at))
+            }
+            SessionMove::Gone => continue,
+            SessionMove::Open(holder) => {
+                kept_open += 1;
+                ("skipped", format!("the session is open ({holder}); kept"))
+            }
+            SessionMove::Unloadable(why) => ("skipped", format!("cannot load: {why}")),
+            SessionMove::Changed => {
+                kept_changed += 1;
+                (
+                    "skipped",
+                    "saved since it was snapshotted; kept (its copy in the trash was removed)"
+                        .to_owned(),
+                )
+            }
+            SessionMove::Failed(why) => {
+                failures += 1;
+                ("failed", why)
+            }
+        };
+        emit(ctx, args.json, &action(status, detail))?;
     }
-    if !args.dry_run && !moving.is_empty() {
+    if !args.dry_run
+        && runs_moved == 0
+        && sessions_moved == 0
+        && (!moving.is_empty() || !moving_sessions.is_empty())
+    {
+        // Nothing went: no batch holding only its manifest.
+        let _ = fs::remove_file(&manifest);
+        let _ = fs::remove_dir(&batch);
+        let _ = fs::remove_dir(root.join(TRASH_DIR));
+    }
+    if !args.dry_run && runs_moved > 0 {
         refresh_index(ctx, &store)?;
     }
     if !args.json {
         let verb = if args.dry_run { "would move" } else { "moved" };
-        let whereto = if moving.is_empty() && moving_sessions.is_empty() {
+        let whereto = if runs_moved == 0 && sessions_moved == 0 {
             String::new()
         } else {
             format!(" to {}", rel(&root, &batch))
         };
+        let mut kept_more = String::new();
+        if kept_open > 0 {
+            kept_more.push_str(&format!(", {kept_open} open session(s)"));
+        }
+        if kept_changed > 0 {
+            kept_more.push_str(&format!(", {kept_changed} changed since they were read"));
+        }
         writeln!(
             ctx.out,
-            "{verb} {} run(s) ({}) and {} session(s){whereto}; kept {kept_locked} locked, {kept_active} of sessions saved within {}, {kept_undated} undated",
-            moving.len(),
+            "{verb} {runs_moved} run(s) ({}) and {sessions_moved} session(s){whereto}; kept {kept_locked} locked, {kept_active} of sessions saved within {}, {kept_undated} undated{kept_more}",
             fmt_bytes(moved_bytes),
-            sessions_moved,
             args.older_than.as_deref().unwrap_or_default()
         )?;
     }
+    if failures > 0 {
+        return Err(CliError::Data(format!(
+            "{failures} session(s) could not be moved to the trash (listed above); they were kept"
+        )));
+    }
     Ok(EXIT_OK)
+}
+
+/// What became of one session `gc` meant to move.
+enum SessionMove {
+    /// Copied into the trash and deleted from the store.
+    Moved,
+    /// It no longer exists.
+    Gone,
+    /// Another holder has it open (who); kept.
+    Open(String),
+    /// It cannot be loaded, so it cannot be snapshotted; kept.
+    Unloadable(String),
+    /// It was saved between the snapshot and the delete; kept, its trash copies removed.
+    Changed,
+    /// Writing its copies (or deleting it) failed; kept.
+    Failed(String),
+}
+
+/// Moves one session to the trash: under a housekeeping lease (a runtime that has it open
+/// keeps it), snapshot it, write the snapshot and its files into the batch (0600; removed
+/// again when a write fails: no half copy stays), record it in the manifest, then delete it
+/// only if it is still exactly what was snapshotted (compare-and-swap on the row and the
+/// files): a save acknowledged in between keeps the session and removes the copies.
+fn move_session(
+    hooks: &crate::hooks::Hooks,
+    store: &session_state::StateStore,
+    batch: &Path,
+    manifest: &Path,
+    e: &session_state::ListEntry,
+) -> Result<SessionMove, CliError> {
+    let id = e.summary.session_id.as_str();
+    let lease = match store.lease_for_housekeeping(id) {
+        Ok(l) => l,
+        Err(session_state::StateError::SessionBusy { holder, .. }) => {
+            return Ok(SessionMove::Open(holder.to_string()));
+        }
+        Err(err) => return Ok(SessionMove::Failed(one_line(&err))),
+    };
+    let snap = match lease.snapshot() {
+        Ok(Some(s)) => s,
+        Ok(None) => return Ok(SessionMove::Gone),
+        Err(err) => return Ok(SessionMove::Unloadable(one_line(&err))),
+    };
+    // A complete snapshot in the legacy format: moving `state/<id>.json` back under the root
+    // restores the session (it is migrated on the next load).
+    let mut state = serde_json::to_vec(&snap.loaded.state).map_err(|e| CliError::data(&e))?;
+    state.push(b'\n');
+    let mut copies: Vec<(PathBuf, &[u8])> =
+        vec![(batch.join("state").join(format!("{id}.json")), &state[..])];
+    if let Some(bytes) = &snap.messages_file {
+        copies.push((batch.join("messages").join(format!("{id}.jsonl")), bytes));
+    }
+    if let Some(bytes) = &snap.legacy_file {
+        copies.push((batch.join("state-legacy").join(format!("{id}.json")), bytes));
+    }
+    let mut written: Vec<PathBuf> = Vec::new();
+    for (path, bytes) in &copies {
+        if let Err(err) = super::trash::write_private_new(path, bytes, hooks, "gc-session-copy") {
+            super::trash::remove_copies(&written);
+            return Ok(SessionMove::Failed(one_line(&err)));
+        }
+        written.push(path.clone());
+    }
+    let root = store.root();
+    let mut o = JsonObj::new();
+    o.str("op", "move_session");
+    o.str("session_id", id);
+    o.str("updated_at", e.summary.updated_at.as_str());
+    o.str("snapshot", &rel(root, &copies[0].0));
+    o.str(
+        "source",
+        if e.source == EntrySource::Legacy {
+            "legacy"
+        } else {
+            "db"
+        },
+    );
+    if let Err(err) = manifest_line(manifest, &o.finish()) {
+        super::trash::remove_copies(&written);
+        return Ok(SessionMove::Failed(one_line(&err)));
+    }
+    hooks.pause("gc-session-copied");
+    match lease.delete_snapshotted(&snap) {
+        Ok(_) => Ok(SessionMove::Moved),
+        Err(err) if err.is_conflict() => {
+            super::trash::remove_copies(&written);
+            let mut o = JsonObj::new();
+            o.str("op", "keep_session");
+            o.str("session_id", id);
+            o.str("reason", "saved since it was snapshotted");
+            let _ = manifest_line(manifest, &o.finish());
+            Ok(SessionMove::Changed)
+        }
+        // The delete may have removed part of the session (the legacy file goes first): the
+        // copies stay in the trash.
+        Err(err) => Ok(SessionMove::Failed(one_line(&err))),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ mod show;
 pub(crate) mod state;
 mod stats;
 mod tail;
+mod trash;
 mod unarchive;
 pub(crate) mod verify;
 

@@ -1,10 +1,11 @@
 //! `sessions sessions`: saved sessions like the reference's session list, and
 //! `sessions history`: the reference's `session.history` replay.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use session_replay::HistoryOptions;
-use session_state::{EntrySource, ListQuery};
+use session_state::{EntrySource, LeaseHolder, ListQuery};
 
 use super::state::{IndexUse, open_store_for_reading, open_store_read_only, state_err};
 use crate::Ctx;
@@ -47,7 +48,7 @@ fn warn_orphans(ctx: &mut Ctx<'_>, store: &session_state::StateStore) -> Result<
             .join(", ");
         ctx.warn(&format!(
             "{} message log(s) in messages/ have no state.db row and are not listed ({first}{}); \
-             `sessions verify` reports them",
+             `sessions repair` rebuilds their rows",
             orphans.len(),
             if orphans.len() > 3 { ", …" } else { "" }
         ));
@@ -78,6 +79,17 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         ctx.warn(&msg);
     }
     warn_orphans(ctx, &store)?;
+    // Sessions a runtime has open (their lease is held): probed, never waited for.
+    let open: BTreeMap<String, LeaseHolder> = match store.open_sessions() {
+        Ok(list) => list.into_iter().map(|o| (o.session_id, o.holder)).collect(),
+        Err(e) => {
+            ctx.warn(&format!(
+                "cannot tell which sessions are open: {}",
+                crate::error::one_line(&e)
+            ));
+            BTreeMap::new()
+        }
+    };
     if args.json {
         for e in &page.entries {
             let s = &e.summary;
@@ -99,6 +111,23 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
                     "db"
                 },
             );
+            match open.get(&s.session_id) {
+                Some(h) => {
+                    let mut holder = JsonObj::new();
+                    match h.pid {
+                        Some(pid) => holder.unum("pid", u64::from(pid)),
+                        None => holder.raw("pid", "null"),
+                    };
+                    holder.opt_str("host", h.host.as_deref());
+                    holder.opt_str("since", h.since.as_ref().map(|t| t.as_str()));
+                    holder.str("purpose", h.purpose.as_str());
+                    holder.opt_str("program", h.program.as_deref());
+                    o.raw("open", &holder.finish());
+                }
+                None => {
+                    o.raw("open", "null");
+                }
+            }
             writeln!(ctx.out, "{}", o.finish())?;
         }
         return Ok(EXIT_OK);
@@ -122,10 +151,11 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         st.paint(
             Paint::Bold,
             &format!(
-                "{} {} {:>5}  {}  {}",
+                "{} {} {:>5}  {}  {}  {}",
                 pad("UPDATED", 20),
                 pad("SESSION", 36),
                 "MSGS",
+                pad("OPEN", 11),
                 pad("LAST USER MESSAGE", 60),
                 "WORKSPACE"
             )
@@ -139,12 +169,20 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
             last = format!("(legacy) {last}");
             last = one_line(&last, 60);
         }
+        // Who has it open: `pid N` (its lease holder), `yes` when the pid is not known.
+        let held = match open.get(&s.session_id) {
+            Some(h) => h
+                .pid
+                .map_or_else(|| "yes".to_owned(), |p| format!("pid {p}")),
+            None => "-".to_owned(),
+        };
         writeln!(
             ctx.out,
-            "{} {} {:>5}  {}  {}",
+            "{} {} {:>5}  {}  {}  {}",
             pad(&times.show(s.updated_at.as_str()), 20),
             pad(&s.session_id, 36),
             msgs,
+            pad(&held, 11),
             pad(&last, 60),
             s.workspace_root.as_deref().unwrap_or("-")
         )?;

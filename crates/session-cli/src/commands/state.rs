@@ -347,10 +347,75 @@ fn orphan_findings(
             line: None,
             offset: None,
             message: "message log without a state.db row: the session is not listed or \
-                      loadable"
+                      loadable; `sessions repair` rebuilds its row"
                 .into(),
         });
     }
+    // What is not a regular file is never read (a FIFO would make every reader wait, a link
+    // could point anywhere); those of listed sessions are reported by their load.
+    // (Legacy snapshots that are not regular files are the listing's `unlistable_snapshot`.)
+    for (id, path, kind) in irregular_messages(root) {
+        if listed.contains(&id) {
+            continue;
+        }
+        findings.push(Finding {
+            file: path,
+            id: Some(id),
+            kind: "not_regular_file".into(),
+            problem: true,
+            line: None,
+            offset: None,
+            message: format!(
+                "a {kind} where a message log belongs: never followed or read; move it away"
+            ),
+        });
+    }
+}
+
+/// `messages/<id>.jsonl` entries (safe ids) that are not regular files, with what they are;
+/// symbolic links are not followed.
+fn irregular_messages(root: &std::path::Path) -> Vec<(String, std::path::PathBuf, &'static str)> {
+    let Ok(rd) = std::fs::read_dir(root.join("messages")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".jsonl")?;
+            let kind = irregular_kind(e.file_type().ok()?)?;
+            session_schema::is_safe_id(id).then(|| (id.to_owned(), e.path(), kind))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What a directory entry is when it is not a regular file.
+fn irregular_kind(t: std::fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("FIFO");
+        }
+        if t.is_socket() {
+            return Some("socket");
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return Some("device");
+        }
+    }
+    Some(if t.is_symlink() {
+        "symbolic link"
+    } else if t.is_dir() {
+        "directory"
+    } else {
+        "special file"
+    })
 }
 
 /// Checks every listed session: damage in its messages file, a row whose `message_count`
@@ -404,6 +469,38 @@ pub(crate) fn verify_state(
         .collect();
     let has_rows = page.entries.iter().any(|e| e.source == EntrySource::Db);
     orphan_findings(&ctx.root.path, &listed, has_rows, findings);
+    // Rows `repair` rebuilt after state.db was lost, not saved since: a note, not a problem.
+    for r in store.reconstructed_sessions().unwrap_or_default() {
+        let file = store
+            .messages_path(&r.session_id)
+            .unwrap_or_else(|_| ctx.root.path.join("messages"));
+        findings.push(Finding {
+            file,
+            id: Some(r.session_id.clone()),
+            kind: "reconstructed_row".into(),
+            problem: false,
+            line: None,
+            offset: None,
+            message: format!(
+                "state.db row rebuilt by `sessions repair` at {} from the message log ({} \
+                 message(s)) and {} run log(s){}; the row's meta ({}) could not be recovered \
+                 and is written again by the runtime's next save",
+                r.reconstructed_at.as_str(),
+                r.messages,
+                r.run_files,
+                if r.legacy_snapshot {
+                    " and the legacy snapshot"
+                } else {
+                    ""
+                },
+                if r.legacy_snapshot {
+                    "beyond the snapshot's"
+                } else {
+                    "resume context, to-dos, model override"
+                },
+            ),
+        });
+    }
     for d in &page.diagnostics {
         findings.push(Finding {
             file: d.path.clone(),
@@ -470,6 +567,8 @@ pub(crate) fn verify_state(
                 MsgDamage::Shape => ("schema_mismatch", true),
                 MsgDamage::CountMismatch { .. } => ("message_count_mismatch", true),
                 MsgDamage::FileChanged => ("messages_file_changed", true),
+                MsgDamage::NotRegularFile { .. } => ("not_regular_file", true),
+                MsgDamage::TooLarge { .. } => ("too_large", true),
                 _ => ("message_damage", true),
             };
             findings.push(Finding {

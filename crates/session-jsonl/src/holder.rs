@@ -1,0 +1,177 @@
+//! Who holds an advisory lock: the processes holding a `flock(2)` lock on a file, read from the
+//! kernel's lock table (`/proc/locks`, Linux), so that a lock error can name the holder.
+//!
+//! A `flock` lock cannot be asked for its owner (unlike POSIX record locks), but Linux lists
+//! every lock in `/proc/locks` as `<n>: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF`
+//! (major and minor in hex, the inode in decimal; `->` marks a waiter, not a holder). The pid
+//! is the process that took the lock, as seen from the reader's pid namespace. On other systems
+//! (and when `/proc` is not mounted) nothing is known and the answers are empty.
+
+use std::fs::File;
+use std::io::Read;
+
+/// The most of `/proc/locks` that is read (a machine with tens of thousands of locks lists
+/// about 50 bytes per lock).
+const MAX_LOCK_TABLE: u64 = 8 << 20;
+
+/// One `flock` lock on a file, as the kernel lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockHolder {
+    /// The process that took the lock (in this process's pid namespace).
+    pub pid: u32,
+    /// An exclusive (`WRITE`) lock; `false` for a shared one (a probe such as
+    /// [`is_locked`](crate::is_locked)).
+    pub exclusive: bool,
+}
+
+/// Every `flock` lock currently held on the file behind `file` (waiters are not holders).
+/// Empty when nothing holds one, and always on systems without `/proc/locks`.
+pub fn lock_holders(file: &File) -> Vec<LockHolder> {
+    let Some((major, minor, ino)) = file_key(file) else {
+        return Vec::new();
+    };
+    let Ok(table) = File::open("/proc/locks") else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    if table
+        .take(MAX_LOCK_TABLE)
+        .read_to_string(&mut text)
+        .is_err()
+    {
+        return Vec::new();
+    }
+    holders_in(&text, major, minor, ino)
+}
+
+/// The pid of the process holding an exclusive `flock` lock on `file`, when the kernel says
+/// (see [`lock_holders`]).
+pub fn exclusive_holder_pid(file: &File) -> Option<u32> {
+    lock_holders(file)
+        .into_iter()
+        .find(|h| h.exclusive)
+        .map(|h| h.pid)
+}
+
+#[cfg(unix)]
+fn file_key(file: &File) -> Option<(u64, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let dev = meta.dev();
+    // glibc's `major()`/`minor()` of a `dev_t`.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    Some((major, minor, meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_key(_file: &File) -> Option<(u64, u64, u64)> {
+    None
+}
+
+/// The `FLOCK` holders of `(major, minor, ino)` in a `/proc/locks` text. When no line names the
+/// device exactly (a file system that reports another device number through `stat`, such as
+/// overlayfs or a btrfs subvolume) the inode alone is used, provided that one device holds it.
+fn holders_in(text: &str, major: u64, minor: u64, ino: u64) -> Vec<LockHolder> {
+    let mut exact = Vec::new();
+    let mut by_inode: Vec<((u64, u64), LockHolder)> = Vec::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace().skip(1).peekable();
+        if fields.peek() == Some(&"->") {
+            continue;
+        }
+        let (Some("FLOCK"), Some(_advisory), Some(mode), Some(pid), Some(key)) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        let mut parts = key.split(':');
+        let (Some(maj), Some(min), Some(i)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let (Ok(maj), Ok(min), Ok(i)) = (
+            u64::from_str_radix(maj, 16),
+            u64::from_str_radix(min, 16),
+            i.parse::<u64>(),
+        ) else {
+            continue;
+        };
+        if i != ino {
+            continue;
+        }
+        let holder = LockHolder {
+            pid,
+            exclusive: mode == "WRITE",
+        };
+        if (maj, min) == (major, minor) {
+            exact.push(holder);
+        } else {
+            by_inode.push(((maj, min), holder));
+        }
+    }
+    if !exact.is_empty() {
+        return exact;
+    }
+    let one_device = by_inode.windows(2).all(|w| w[0].0 == w[1].0);
+    if one_device {
+        by_inode.into_iter().map(|(_, h)| h).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = "1: FLOCK  ADVISORY  WRITE 8028 fe:00:5374954 0 EOF\n\
+        2: FLOCK  ADVISORY  READ 8134 fe:00:10133507 0 EOF\n\
+        2: -> FLOCK  ADVISORY  WRITE 9999 fe:00:10133507 0 EOF\n\
+        3: POSIX  ADVISORY  WRITE 7000 fe:00:10133507 0 EOF\n\
+        4: FLOCK  ADVISORY  WRITE 4242 103:02:77 0 EOF\n";
+
+    #[test]
+    fn holders_are_found_by_device_and_inode_and_waiters_are_not_holders() {
+        assert_eq!(
+            holders_in(TABLE, 0xfe, 0, 5374954),
+            [LockHolder {
+                pid: 8028,
+                exclusive: true
+            }]
+        );
+        assert_eq!(
+            holders_in(TABLE, 0xfe, 0, 10133507),
+            [LockHolder {
+                pid: 8134,
+                exclusive: false
+            }]
+        );
+        assert_eq!(holders_in(TABLE, 0xfe, 0, 1), []);
+        // Another device number through `stat` (overlayfs): the inode alone decides.
+        assert_eq!(holders_in(TABLE, 0x2d, 0, 77)[0].pid, 4242);
+        assert_eq!(holders_in("garbage\n\n1: FLOCK\n", 0xfe, 0, 1), []);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_pid_of_this_process_is_named_for_its_own_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let held = File::create(&path).unwrap();
+        held.lock().unwrap();
+        let other = File::open(&path).unwrap();
+        if std::path::Path::new("/proc/locks").exists() {
+            assert_eq!(exclusive_holder_pid(&other), Some(std::process::id()));
+        }
+        held.unlock().unwrap();
+        assert_eq!(exclusive_holder_pid(&other), None);
+    }
+}
