@@ -49,19 +49,27 @@
 //! assert_eq!(page.entries[0].summary.last_user_message.as_deref(), Some("list files"));
 //! ```
 
+mod column;
 mod compact;
 mod db;
 mod error;
+mod fallback;
+mod faults;
 mod fsutil;
 mod legacy;
 mod list;
 mod messages;
+mod recovery;
 mod runs;
 mod store;
+mod stored;
 mod summary;
 mod tree;
 mod types;
 mod workspace;
+
+pub use column::{ColumnDamage, ColumnDamageKind};
+pub use fallback::{ReadOnlyFallback, WriteUnavailable};
 
 pub use error::{Result, StateError};
 pub use runs::{
@@ -72,12 +80,12 @@ pub use store::StateStore;
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,
 };
-#[doc(hidden)]
-pub use types::FaultHook;
 pub use types::{
-    DamageKind, DeleteReport, Durability, EntrySource, FaultPoint, Generation, ListCursor,
-    ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession,
-    MessageDamage, MigrationEntry, MigrationOutcome, MigrationReport, SaveMode, SaveReport,
-    StoreOptions, WorkspaceFilter,
+    DamageKind, DeferredRename, DeleteReport, Durability, EntrySource, FaultPoint, Generation,
+    ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource,
+    LoadedSession, MessageDamage, MigrationEntry, MigrationOutcome, MigrationReport, Recovery,
+    SaveMode, SaveReport, StaleReason, StoreOptions, WorkspaceFilter,
 };
+#[doc(hidden)]
+pub use types::{FaultHook, IoFault, IoFaultHook, IoStep};
 pub use workspace::normalize_workspace_root;

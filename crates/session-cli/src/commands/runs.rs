@@ -288,6 +288,13 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         ctx.now,
     )?;
     dedup.warn(ctx);
+    for (row, _) in &rows {
+        for d in &row.column_damage {
+            ctx.warn(&format!(
+                "run index: {d}; `sessions reindex` rebuilds it from the run file"
+            ));
+        }
+    }
     if args.json {
         for (row, outcome) in &rows {
             writeln!(ctx.out, "{}", row_json(&root, row, outcome))?;
