@@ -16,9 +16,13 @@ use crate::types::StoreOptions;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WriteUnavailable {
-    /// No permission to write (`EACCES`, `EPERM`; SQLite's `SQLITE_READONLY`,
-    /// `SQLITE_CANTOPEN`, `SQLITE_PERM`, `SQLITE_AUTH`).
+    /// No permission to write (`EACCES`, `EPERM`; SQLite's `SQLITE_READONLY`, `SQLITE_PERM`,
+    /// `SQLITE_AUTH`).
     PermissionDenied,
+    /// SQLite cannot open a file it needs to write (`SQLITE_CANTOPEN`: `state.db`, its `-wal`
+    /// or `-shm` file), usually for lack of permission, or because the name is taken by
+    /// something that is not a file.
+    CannotOpen,
     /// The file system is mounted read-only (`EROFS`).
     ReadOnlyFileSystem,
     /// No space left (`ENOSPC`, `EDQUOT`; SQLite's `SQLITE_FULL`).
@@ -32,6 +36,7 @@ impl fmt::Display for WriteUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             WriteUnavailable::PermissionDenied => "permission denied",
+            WriteUnavailable::CannotOpen => "cannot open the database files for writing",
             WriteUnavailable::ReadOnlyFileSystem => "read-only file system",
             WriteUnavailable::StorageFull => "no space left on device",
             WriteUnavailable::IoError => "I/O error",
@@ -64,9 +69,9 @@ fn sqlite_reason(e: &rusqlite::Error) -> Option<WriteUnavailable> {
     use rusqlite::ErrorCode;
     match e.sqlite_error_code()? {
         ErrorCode::ReadOnly
-        | ErrorCode::CannotOpen
         | ErrorCode::PermissionDenied
         | ErrorCode::AuthorizationForStatementDenied => Some(WriteUnavailable::PermissionDenied),
+        ErrorCode::CannotOpen => Some(WriteUnavailable::CannotOpen),
         ErrorCode::DiskFull => Some(WriteUnavailable::StorageFull),
         ErrorCode::SystemIoFailure => Some(WriteUnavailable::IoError),
         _ => None,
@@ -209,6 +214,10 @@ mod tests {
             (
                 db_err(rusqlite::ffi::SQLITE_READONLY),
                 Some(WriteUnavailable::PermissionDenied),
+            ),
+            (
+                db_err(rusqlite::ffi::SQLITE_CANTOPEN),
+                Some(WriteUnavailable::CannotOpen),
             ),
             (db_err(rusqlite::ffi::SQLITE_CORRUPT), None),
             (db_err(rusqlite::ffi::SQLITE_NOTADB), None),

@@ -103,6 +103,27 @@ impl Io<'_> {
     }
 }
 
+/// The SQLite error an injected failure of a database step stands for: `SQLITE_FULL` for
+/// `ENOSPC`, `SQLITE_IOERR` otherwise, as SQLite reports a full or failing disk.
+pub(crate) fn sqlite_failure(
+    db_path: &Path,
+    context: &'static str,
+    injected: &StateError,
+) -> StateError {
+    let full =
+        matches!(injected, StateError::Io { source, .. } if source.raw_os_error() == Some(28));
+    let code = if full {
+        rusqlite::ffi::SQLITE_FULL
+    } else {
+        rusqlite::ffi::SQLITE_IOERR
+    };
+    StateError::Db {
+        path: db_path.to_path_buf(),
+        context,
+        source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

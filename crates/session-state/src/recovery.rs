@@ -126,6 +126,9 @@ impl StateStore {
             let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
             for id in &pending {
                 let stored = read_stored(&conn, &self.db_path, id)?;
+                if let Some(s) = &stored {
+                    out.extend(s.damage.iter().cloned().map(Recovery::Damage));
+                }
                 let recorded = match stored.as_ref().and_then(|s| s.recorded.clone()) {
                     Some(r) => Some(r),
                     None => read_bookkeeping(&conn, &self.db_path, id)?,

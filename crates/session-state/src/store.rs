@@ -102,6 +102,15 @@ impl StateStore {
         fsutil::create_dir_private(&root.join("messages"))?;
         fsutil::create_dir_private(&root.join("state"))?;
         let db_path = db::db_path(&root);
+        if let Err(e) =
+            crate::faults::Io(options.io_fault.as_ref()).check(IoStep::DbSetup, "open", &db_path)
+        {
+            return Err(crate::faults::sqlite_failure(
+                &db_path,
+                "set journal_mode=WAL",
+                &e,
+            ));
+        }
         let conn = db::open_db(&db_path, &options)?;
         let mut store = StateStore {
             root,
@@ -458,12 +467,6 @@ impl StateStore {
                         .metadata()
                         .map_err(|e| StateError::io("stat", &main, e))?
                         .len();
-                    let new_bytes = lines.concat(n);
-                    if !new_bytes.is_empty() || actual != committed_len {
-                        // Bytes past the committed length are taken back if the save fails,
-                        // and cut by the next open if it crashes.
-                        self.record_append_intent(&conn, id, &mut recovery)?;
-                    }
                     let handle = file
                         .try_clone()
                         .map_err(|e| StateError::io("open", &main, e))?;
@@ -473,6 +476,12 @@ impl StateStore {
                         committed_len,
                         created,
                     };
+                    let new_bytes = lines.concat(n);
+                    if !new_bytes.is_empty() || actual != committed_len {
+                        // Bytes past the committed length are taken back if the save fails,
+                        // and cut by the next open if it crashes.
+                        self.record_append_intent(&conn, id, &mut recovery)?;
+                    }
                     if actual != committed_len {
                         // An uncommitted tail of a crashed save (checked above: the committed
                         // bytes before it are ours), or an orphan file of a session that has
@@ -653,18 +662,7 @@ impl StateStore {
     fn commit_save(&self, tx: WriteTx<'_>) -> Result<()> {
         if let Err(e) = self.io().check(IoStep::Commit, "commit", &self.db_path) {
             drop(tx);
-            let full =
-                matches!(&e, StateError::Io { source, .. } if source.raw_os_error() == Some(28));
-            let code = if full {
-                rusqlite::ffi::SQLITE_FULL
-            } else {
-                rusqlite::ffi::SQLITE_IOERR
-            };
-            return Err(StateError::Db {
-                path: self.db_path.clone(),
-                context: "commit",
-                source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
-            });
+            return Err(crate::faults::sqlite_failure(&self.db_path, "commit", &e));
         }
         tx.commit()
     }

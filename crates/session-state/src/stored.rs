@@ -172,7 +172,9 @@ fn files_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FilesRead> {
     let file_lines = c.count_required(4)?;
     let file_digest = c.bits(5)?;
     let pending_file = c.text(6)?;
+    // A name that is text but not a plain file name inside messages/ (never written by us).
     if let Some(name) = &pending_file
+        && matches!(c.raw(6)?, rusqlite::types::ValueRef::Text(t) if std::str::from_utf8(t).is_ok())
         && session_schema::check_id(name).is_err()
     {
         c.report(

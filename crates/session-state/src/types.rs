@@ -126,12 +126,15 @@ impl FaultPoint {
     ];
 }
 
-/// The I/O steps of `save` that can fail, in the order they happen; used by the I/O-error
-/// injection hook ([`StoreOptions::io_fault`]).
+/// The I/O steps of `open` and `save` that can fail, in the order they happen; used by the
+/// I/O-error injection hook ([`StoreOptions::io_fault`]).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum IoStep {
+    /// `open`: switching `state.db` to WAL, which creates or grows its `-wal` and `-shm`
+    /// files (fails as SQLite does on a full disk: `set journal_mode=WAL: disk I/O error`).
+    DbSetup,
     /// Append path: recording the session in `messages/.append-intent` (see the crate
     /// README, "Crash consistency").
     IntentWrite,
@@ -162,7 +165,8 @@ pub enum IoStep {
 
 impl IoStep {
     /// Every step, in order.
-    pub const ALL: [IoStep; 12] = [
+    pub const ALL: [IoStep; 13] = [
+        IoStep::DbSetup,
         IoStep::IntentWrite,
         IoStep::TailTruncate,
         IoStep::AppendWrite,
