@@ -459,7 +459,7 @@ impl StateStore {
         // What this save writes before its commit; taken back when the save fails before the
         // commit lands (an injected crash leaves everything as a crash would).
         let mut uncommitted = Uncommitted::Nothing;
-        let staged = (|| -> Result<((SaveMode, u64, u64, u64, FileIdentity), u64)> {
+        let staged = (|| -> Result<(Written, u64)> {
             let written = match append_from {
                 Some((n, committed_len, committed_digest)) => {
                     let (mut file, created) = fsutil::open_private_rw(&main)?;
@@ -751,7 +751,7 @@ impl StateStore {
         new_counter: u64,
         pending: &mut Option<String>,
         uncommitted: &mut Uncommitted,
-    ) -> Result<(SaveMode, u64, u64, u64, FileIdentity)> {
+    ) -> Result<Written> {
         let tmp = self.temp_path(id, new_counter);
         self.io().check(IoStep::TempCreate, "create", &tmp)?;
         let mut f = fsutil::create_private_truncate(&tmp)?;
@@ -1187,6 +1187,10 @@ enum LoadAttempt {
     Retry,
     NoRow,
 }
+
+/// What the file side of a save wrote: how, the bytes written, the committed length and
+/// digest chain of the messages file, and the file's `stat` identity.
+type Written = (SaveMode, u64, u64, u64, FileIdentity);
 
 /// A save failed before its commit landed: its file writes are taken back (unless the
 /// failure is an injected crash, which must leave everything in place) and `e` is returned.

@@ -515,7 +515,7 @@ fn fail_once(case: Case, step: IoStep, fault: IoFault) {
                     "{what}"
                 );
             }
-            assert_eq!(after.is_some(), true);
+            assert!(after.is_some());
             assert_eq!(
                 fs::read(main_file(root, ID)).unwrap(),
                 lines_of(&new.messages),
