@@ -19,7 +19,16 @@
 //!   [`StateStore::runs_for_session`], [`StateStore::list_runs`], [`StateStore::reindex`]
 //!   (full deterministic rebuild).
 //! * [`StateStore::open_read_only`] — list, load and query a store the user cannot write;
-//!   writes return [`StateError::ReadOnly`].
+//!   writes return [`StateError::ReadOnly`]. [`StateStore::open_for_reading`] opens for
+//!   writing when it can and falls back to that on a full disk, an I/O error, a read-only
+//!   mount or missing permission, saying why ([`ReadOnlyFallback`]).
+//! * Crash recovery — [`StateStore::recovery`]: what `open` settled (an interrupted rename
+//!   completed only when nothing changed since its commit, else its temp file kept aside in
+//!   `messages/stale/`; uncommitted bytes a crashed append left cut off). A save that fails
+//!   takes back what it wrote.
+//! * Values in `state.db` that do not fit their column (the reference's lone surrogates as
+//!   invalid UTF-8, BLOBs, NULLs, numbers of the wrong kind) are read lossily and reported as
+//!   [`ColumnDamage`], never a failure.
 //!
 //! Deviations from the reference (all deliberate, see the crate README): files 0600 and
 //! directories 0700; fsync of files and directories; `synchronous=FULL`; `workspace_root`
