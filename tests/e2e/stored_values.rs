@@ -352,6 +352,9 @@ struct Damaged {
     /// Whether `session_state.session_id` of the first session was changed (to anything):
     /// its other columns are then read only by a listing.
     key_changed: bool,
+    /// Whether `session_files.session_id` of the first session was changed: that row then
+    /// belongs to no session and nothing reads it.
+    files_key_changed: bool,
 }
 
 /// A copy of the template with `writes` applied.
@@ -363,12 +366,14 @@ fn damaged_copy(writes: &[(usize, Val)]) -> Damaged {
     let columns = all_columns();
     let mut misfits = Vec::new();
     let mut key_changed = false;
+    let mut files_key_changed = false;
     for (i, value) in writes {
         let (table, column) = columns[i % columns.len()];
         if !write_value(&conn, table, column, value) {
             continue;
         }
         key_changed |= (table, column) == ("session_state", "session_id");
+        files_key_changed |= (table, column) == ("session_files", "session_id");
         let (class, bytes) = stored(&conn, table, column);
         // Only the last write to a column counts.
         misfits.retain(|m: &Misfit| (m.table, m.column) != (table, column));
@@ -382,6 +387,7 @@ fn damaged_copy(writes: &[(usize, Val)]) -> Damaged {
         root,
         misfits,
         key_changed,
+        files_key_changed,
     }
 }
 
@@ -456,7 +462,7 @@ fn library_checks(d: &Damaged) {
     store.reindex().unwrap();
     for m in misfits {
         // A session_files row whose key no longer names a session is read by nothing.
-        if m.table == "session_files" && m.column == "session_id" {
+        if m.table == "session_files" && d.files_key_changed {
             continue;
         }
         // Bookkeeping of a session whose row key was changed is not looked up either, nor
@@ -658,4 +664,37 @@ fn reading_commands_work_when_the_store_cannot_be_opened_for_writing() {
     }
     let runs = sessions(&root, NOW, &["runs", "--json"]);
     assert_eq!(runs.json_lines().len(), 2, "{}", runs.stdout);
+}
+
+#[test]
+fn the_cli_says_what_opening_the_store_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(template(), &root);
+    // S3's rewrite stopped after its commit; then another writer saved S3 (its row changed).
+    rusqlite::Connection::open(root.join("state.db"))
+        .unwrap()
+        .execute(
+            "UPDATE session_state SET updated_at = '2026-03-04T11:00:00.000Z' WHERE session_id = ?1",
+            [S3],
+        )
+        .unwrap();
+    let out = sessions(&root, NOW, &["runs"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let kept = root
+        .join("messages/stale")
+        .join(format!("{S3}.jsonl.g2.tmp"));
+    assert!(
+        out.stderr.contains(&format!(
+            "sessions: warning: state store recovery: session {S3}: {} not renamed (the session's row changed since the commit); kept as {}",
+            root.join("messages").join(format!("{S3}.jsonl.g2.tmp")).display(),
+            kept.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(kept.is_file());
+    // Said once: the next command has nothing to recover.
+    let again = sessions(&root, NOW, &["runs"]);
+    assert!(!again.stderr.contains("recovery"), "{}", again.stderr);
 }

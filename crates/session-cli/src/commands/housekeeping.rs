@@ -63,7 +63,7 @@ fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), CliError> {
 
 /// The store for a housekeeping command: read-only for a dry run (which must not change a
 /// byte of the store, not even `state.db`'s bookkeeping), writable otherwise.
-fn open_for(ctx: &Ctx<'_>, dry_run: bool) -> Result<session_state::StateStore, CliError> {
+fn open_for(ctx: &mut Ctx<'_>, dry_run: bool) -> Result<session_state::StateStore, CliError> {
     if dry_run {
         open_store_read_only(ctx)
     } else {

@@ -80,14 +80,25 @@ pub(crate) fn check_root(ctx: &Ctx<'_>) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Not found (3); usage (2) under `--read-only`; data (4) when `state.db` cannot be opened.
-pub(crate) fn open_store(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
+pub(crate) fn open_store(ctx: &mut Ctx<'_>) -> Result<StateStore, CliError> {
     check_root(ctx)?;
     if ctx.read_only {
         return Err(CliError::Usage(
             "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
         ));
     }
-    StateStore::open(&ctx.root.path).map_err(|e| open_err(&ctx.root.path, e))
+    let store = StateStore::open(&ctx.root.path).map_err(|e| open_err(&ctx.root.path, e))?;
+    warn_recovery(ctx, &store);
+    Ok(store)
+}
+
+/// One warning per thing `open` found left behind by an interrupted save and settled (an
+/// interrupted rename completed, a stale temp file kept aside, uncommitted bytes cut).
+fn warn_recovery(ctx: &mut Ctx<'_>, store: &StateStore) {
+    for r in store.recovery() {
+        let msg = format!("state store recovery: {r}");
+        ctx.warn(&msg);
+    }
 }
 
 /// Opens the store read-only, for commands and dry runs that change nothing: no file under
@@ -129,7 +140,10 @@ pub(crate) fn open_reading(ctx: &mut Ctx<'_>) -> Result<(StateStore, Option<Stri
     }
     check_db_is_file(ctx)?;
     match StateStore::open_for_reading(&ctx.root.path) {
-        Ok((store, fallback)) => Ok((store, fallback.map(|f| f.to_string()))),
+        Ok((store, fallback)) => {
+            warn_recovery(ctx, &store);
+            Ok((store, fallback.map(|f| f.to_string())))
+        }
         Err(e) => Err(open_err(&ctx.root.path, e)),
     }
 }
