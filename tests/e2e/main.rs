@@ -10,4 +10,5 @@ mod repair_real_data;
 mod resume_real_data;
 mod shared_root;
 mod state_turns;
+mod stored_values;
 mod support;

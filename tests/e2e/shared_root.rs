@@ -362,6 +362,8 @@ fn a_session_continued_by_us_stays_intact_for_the_reference() {
         PathBuf::from(format!("2026/12/01/{NEW_RUN}.jsonl")),
         PathBuf::from("state.db-wal"),
         PathBuf::from("state.db-shm"),
+        // Our crash bookkeeping: the session an append may be in progress for.
+        PathBuf::from("messages/.append-intent"),
     ]
     .into_iter()
     .collect();

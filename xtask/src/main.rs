@@ -8,6 +8,10 @@
 //! * `soak [--seconds N]` — long crash/durability soak of the run-log writer.
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
+//! * `fullfs [--size SIZE]` — the full-disk check: mounts a small tmpfs (default 8m), fills
+//!   it and checks that saves fail cleanly (messages files byte-identical, no temp files, the
+//!   OS error in the cause) and reading commands keep working
+//!   (`crates/session-cli/examples/fullfs.rs`). Needs root to mount; skipped otherwise.
 //!
 //! The `#[test]`s in `tidy.rs`, `deps.rs` and `schema.rs` are part of `cargo test --workspace`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -33,7 +37,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all] | soak [--seconds N] | sample [--check]>";
+const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all] | soak [--seconds N] | sample [--check] | fullfs [--size SIZE]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -43,6 +47,7 @@ fn run(args: &[String]) -> Result<()> {
         Some("bench") => bench(rest.first().map(String::as_str).unwrap_or("all")),
         Some("soak") => soak(rest),
         Some("sample") => sample(rest.iter().any(|a| a == "--check")),
+        Some("fullfs") => fullfs(rest),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -147,6 +152,64 @@ fn sample(check: bool) -> Result<()> {
         println!("wrote {}", target.display());
     }
     Ok(())
+}
+
+/// `cargo xtask fullfs`: the full-disk check on a real size-limited tmpfs. Mounting needs
+/// root (or `CAP_SYS_ADMIN`); without it the check is skipped with a message, not failed.
+fn fullfs(rest: &[String]) -> Result<()> {
+    let size = match rest {
+        [] => "8m".to_owned(),
+        [flag, size] if flag == "--size" => size.clone(),
+        _ => return Err("usage: cargo xtask fullfs [--size SIZE]".into()),
+    };
+    let uid = Command::new("id").arg("-u").output()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        println!("fullfs: skipped: mounting a tmpfs needs root (run `cargo xtask fullfs` as root)");
+        return Ok(());
+    }
+    // Build first, so that the build does not run on (or fill) the small file system.
+    let mut build = cargo();
+    build.args(["build", "-q", "-p", "session-cli", "--example", "fullfs"]);
+    status(build)?;
+    let dir = std::env::temp_dir().join(format!("session-fullfs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mount = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=0700"),
+            "tmpfs",
+        ])
+        .arg(&dir)
+        .output()?;
+    if !mount.status.success() {
+        let _ = std::fs::remove_dir(&dir);
+        println!(
+            "fullfs: skipped: cannot mount a tmpfs here ({})",
+            String::from_utf8_lossy(&mount.stderr).trim()
+        );
+        return Ok(());
+    }
+    let mut check = cargo();
+    check.args([
+        "run",
+        "-q",
+        "-p",
+        "session-cli",
+        "--example",
+        "fullfs",
+        "--",
+    ]);
+    check.arg(&dir);
+    let result = status(check);
+    let unmount = Command::new("umount").arg(&dir).status();
+    let _ = std::fs::remove_dir(&dir);
+    match unmount {
+        Ok(s) if s.success() => {}
+        _ => eprintln!("fullfs: warning: could not unmount {}", dir.display()),
+    }
+    result
 }
 
 /// Relative paths whose contents differ between two trees (missing on either side included).

@@ -469,3 +469,76 @@ fn cli_output_goes_through_the_terminal_safe_writer() {
         "process streams used outside lib.rs: {bad:#?}"
     );
 }
+
+/// Lines of `code` that read a SQLite column with a typed conversion (`row.get::<_, String>`,
+/// `r.get(0)`, `get_unwrap`, `get_ref`, a `FromSql` impl): such a read fails (or panics) on a
+/// value of another storage class or on text that is not UTF-8, which the reference writes.
+#[cfg(test)]
+fn typed_column_reads(code: &str) -> Vec<usize> {
+    // Receivers that name a row or a function context in this crate's code.
+    const ROWS: [&str; 3] = ["r", "row", "ctx"];
+    let mut bad = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let anywhere = [
+            "get_unwrap(",
+            "get_ref(",
+            "get_ref_unwrap(",
+            "FromSql",
+            ".get::<",
+        ]
+        .iter()
+        .any(|n| code.contains(n));
+        let on_row = code.match_indices(".get(").any(|(at, _)| {
+            let before = &code[..at];
+            let ident_start = before
+                .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(0, |p| p + 1);
+            ROWS.contains(&&before[ident_start..])
+        });
+        if anywhere || on_row {
+            bad.push(i + 1);
+        }
+    }
+    bad
+}
+
+/// Every column of `state.db` is read through `crates/session-state/src/column.rs`, which looks
+/// at the raw value and reports what does not fit as damage; typed reads elsewhere in
+/// session-state's code are refused.
+#[test]
+fn state_db_columns_are_read_only_through_the_column_module() {
+    let mut bad = Vec::new();
+    for p in rust_files() {
+        let r = rel(&p);
+        if !r.starts_with("crates/session-state/src/") || r.ends_with("/column.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        // Unit-test modules at the end of a file may read what they wrote.
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        bad.extend(
+            typed_column_reads(body)
+                .into_iter()
+                .map(|l| format!("{r}:{l}")),
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "typed state.db column reads outside column.rs (use column::Cols): {bad:#?}"
+    );
+}
+
+#[test]
+fn typed_column_reads_are_recognised() {
+    let code = "let a = r.get::<_, String>(0)?;\n\
+                let b: i64 = row.get(1)?;\n\
+                query_row(sql, [], |r| r.get(0))\n\
+                let c = header.get(\"x\");\n\
+                let d = map.get(&k);\n\
+                let e = ctx.get_raw(0);\n\
+                let f = row.get_ref(2)?;\n\
+                impl FromSql for X {}\n\
+                let g = r.get_unwrap(3); // typed";
+    assert_eq!(typed_column_reads(code), [1, 2, 3, 7, 8, 9]);
+}

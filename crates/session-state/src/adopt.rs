@@ -34,6 +34,16 @@ const CREATE_RECONSTRUCTED: &str = "CREATE TABLE IF NOT EXISTS session_reconstru
     legacy_snapshot INTEGER NOT NULL
 )";
 
+/// The columns of `session_reconstructed`, in [`CREATE_RECONSTRUCTED`] order.
+const MARK_COLUMNS: [&str; 6] = [
+    "session_id",
+    "reconstructed_at",
+    "row_fingerprint",
+    "messages",
+    "run_files",
+    "legacy_snapshot",
+];
+
 /// Where the first save of a session (no row) appends: after the messages file's bytes when
 /// they are exactly complete, clean lines whose messages start `messages` (a file the
 /// reference wrote before its `state.db` row was lost, or what an earlier first save of the
@@ -234,13 +244,12 @@ impl StateStore {
             let conn = self.lock();
             let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
             let err = || db_err(&self.db_path, "read reconstructed rows");
-            let exists: bool = conn
-                .query_row(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'session_reconstructed'",
-                    [],
-                    |r| r.get::<_, i64>(0),
-                )
-                .map_err(err())?
+            let exists = crate::column::query_int(
+                &conn,
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'session_reconstructed'",
+                [],
+            )
+            .map_err(err())?
                 > 0;
             if !exists {
                 return Ok(Vec::new());
@@ -253,13 +262,15 @@ impl StateStore {
                 .map_err(err())?;
             let rows = stmt
                 .query_map([], |r| {
+                    let mut c =
+                        crate::column::Cols::new(r, "session_reconstructed", &MARK_COLUMNS)?;
                     Ok((
-                        text_of(r.get_ref(0)?),
-                        text_of(r.get_ref(1)?),
-                        r.get::<_, Option<i64>>(2)?.unwrap_or(0),
-                        r.get::<_, Option<i64>>(3)?.unwrap_or(0),
-                        r.get::<_, Option<i64>>(4)?.unwrap_or(0),
-                        r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                        c.text_or_empty(0)?,
+                        c.text_or_empty(1)?,
+                        c.int(2)?.unwrap_or(0),
+                        c.int(3)?.unwrap_or(0),
+                        c.int(4)?.unwrap_or(0),
+                        c.int(5)?.unwrap_or(0),
                     ))
                 })
                 .map_err(err())?;
@@ -546,13 +557,12 @@ impl StateStore {
 /// Removes the reconstruction mark of `id` (inside the caller's write transaction), when the
 /// table exists.
 pub(crate) fn forget_reconstruction(conn: &Connection, db_path: &Path, id: &str) -> Result<()> {
-    let exists: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'session_reconstructed'",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(db_err(db_path, "read reconstructed rows"))?;
+    let exists = crate::column::query_int(
+        conn,
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'session_reconstructed'",
+        [],
+    )
+    .map_err(db_err(db_path, "read reconstructed rows"))?;
     if exists > 0 {
         conn.execute(
             "DELETE FROM session_reconstructed WHERE session_id = ?1",
@@ -561,17 +571,6 @@ pub(crate) fn forget_reconstruction(conn: &Connection, db_path: &Path, id: &str)
         .map_err(db_err(db_path, "delete reconstruction mark"))?;
     }
     Ok(())
-}
-
-fn text_of(v: rusqlite::types::ValueRef<'_>) -> String {
-    match v {
-        rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
-            String::from_utf8_lossy(t).into_owned()
-        }
-        rusqlite::types::ValueRef::Integer(i) => i.to_string(),
-        rusqlite::types::ValueRef::Real(f) => f.to_string(),
-        rusqlite::types::ValueRef::Null => String::new(),
-    }
 }
 
 fn skipped(id: &str, path: PathBuf, reason: String) -> Reconstruction {

@@ -7,6 +7,7 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
+use crate::column::{OwnedValue, int_of, owned_row, query_int, query_texts};
 use crate::error::{Result, StateError};
 use crate::summary::workspace_root_from_meta;
 use crate::workspace::normalize_workspace_root;
@@ -27,7 +28,8 @@ CREATE TABLE IF NOT EXISTS session_files (
     file_len INTEGER NOT NULL,
     file_lines INTEGER NOT NULL,
     file_digest INTEGER NOT NULL,
-    pending_file TEXT
+    pending_file TEXT,
+    pending_base TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     path TEXT PRIMARY KEY,
@@ -89,8 +91,10 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// (filled from `started_at` for existing rows) and its indexes, 4 added `runs.diagnostic`
 /// (files under the run tree that are not runs: empty, NUL bytes, no header) and the run-id
 /// index that finds the other files of a run (rows that may be such files are dropped by the
-/// migration, so the next refresh reads them again).
-const OUR_USER_VERSION: i64 = 4;
+/// migration, so the next refresh reads them again), 5 added `session_files.pending_base`
+/// (what the messages file held when a pending rewrite was committed, checked before the
+/// rewrite's interrupted rename is completed).
+const OUR_USER_VERSION: i64 = 5;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -274,10 +278,10 @@ fn uri_path(path: &Path) -> String {
 }
 
 fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
+    query_int(
+        conn,
         "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = ?1",
         [name],
-        |r| r.get::<_, i64>(0),
     )
     .map(|n| n > 0)
 }
@@ -429,6 +433,12 @@ fn stand_in_tables(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(&stmt.replacen("CREATE TABLE", "CREATE TEMP TABLE", 1))?;
         }
     }
+    if table_exists(conn, "session_files")? && !has_column(conn, "session_files", "pending_base")? {
+        // Written by version 4 or earlier: no base was recorded.
+        conn.execute_batch(
+            "CREATE TEMP VIEW IF NOT EXISTS session_files AS SELECT *, NULL AS pending_base FROM main.session_files",
+        )?;
+    }
     if table_exists(conn, "runs")? {
         // Indexed by an earlier version: the missing columns are computed as the migration
         // would (every row counts as a run: the old index cannot tell).
@@ -449,22 +459,16 @@ fn stand_in_tables(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 fn has_workspace_column(conn: &Connection) -> rusqlite::Result<bool> {
-    let mut stmt = conn.prepare("PRAGMA table_info(session_state)")?;
-    let names = stmt.query_map([], |r| r.get::<_, String>(1))?;
-    for n in names {
-        if n? == "workspace_root" {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    has_column(conn, "session_state", "workspace_root")
 }
 
 fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
-    let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let v = query_int(conn, "PRAGMA user_version", [])?;
     Ok(v >= OUR_USER_VERSION
         && has_workspace_column(conn)?
         && has_column(conn, "runs", "started_at_utc")?
-        && has_column(conn, "runs", "diagnostic")?)
+        && has_column(conn, "runs", "diagnostic")?
+        && has_column(conn, "session_files", "pending_base")?)
 }
 
 fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<()> {
@@ -480,6 +484,9 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         };
         conn.execute_batch(CREATE_UPDATED_AT_INDEX)?;
         conn.execute_batch(CREATE_OURS)?;
+        if !has_column(conn, "session_files", "pending_base")? {
+            conn.execute_batch("ALTER TABLE session_files ADD COLUMN pending_base TEXT;")?;
+        }
         if !has_column(conn, "runs", "started_at_utc")? {
             conn.execute_batch(
                 "ALTER TABLE runs ADD COLUMN started_at_utc TEXT NOT NULL DEFAULT '';",
@@ -491,7 +498,7 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
             crate::runs::forget_possible_non_runs(conn)?;
         }
         conn.execute_batch(CREATE_RUN_INDEXES)?;
-        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let v = query_int(conn, "PRAGMA user_version", [])?;
         if added || v < FIRST_USER_VERSION {
             backfill_workspace_root(conn)?;
         }
@@ -502,53 +509,71 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
     tx.commit()
 }
 
-/// Fills `runs.started_at_utc` of rows indexed by a version without it.
+/// Fills `runs.started_at_utc` of rows indexed by a version without it. A `started_at` that
+/// is not valid UTF-8 text gets `''` (no place in time), like an unparseable one.
 fn backfill_started_at_utc(conn: &Connection) -> rusqlite::Result<()> {
-    let rows: Vec<(String, Option<String>)> = {
-        let mut stmt = conn.prepare("SELECT path, started_at FROM runs")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        rows.collect::<rusqlite::Result<_>>()?
+    let rows: Vec<(i64, Option<String>)> = {
+        let mut stmt = conn.prepare("SELECT rowid, started_at FROM runs")?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let raw = owned_row(r, 2)?;
+            let started = match raw.get(1).map(OwnedValue::as_ref) {
+                Some(ValueRef::Text(t)) => std::str::from_utf8(t).ok().map(str::to_owned),
+                _ => None,
+            };
+            if let Some(rowid) = raw.first().map(OwnedValue::as_ref).and_then(int_of) {
+                out.push((rowid, started));
+            }
+        }
+        out
     };
-    let mut update = conn.prepare("UPDATE runs SET started_at_utc = ?1 WHERE path = ?2")?;
-    for (path, started) in rows {
+    let mut update = conn.prepare("UPDATE runs SET started_at_utc = ?1 WHERE rowid = ?2")?;
+    for (rowid, started) in rows {
         let key = started
             .as_deref()
             .and_then(crate::runs::utc_key)
             .unwrap_or_default();
-        update.execute(rusqlite::params![key, path])?;
+        update.execute(rusqlite::params![key, rowid])?;
     }
     Ok(())
 }
 
 fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
-    let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
-    let names = stmt.query_map([], |r| r.get::<_, String>(1))?;
-    for n in names {
-        if n? == column {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    let names = query_texts(conn, &format!("PRAGMA table_info({table})"), [], 1)?;
+    Ok(names.iter().any(|n| n == column))
 }
 
 /// Sets `workspace_root` from `meta_json` for rows where it is NULL (the reference adds the
 /// column without backfilling, compat §5 item 12). Rows whose meta has no usable value stay
 /// NULL.
+///
+/// Rows are addressed by `rowid`, so a `session_id` that is not valid UTF-8 is updated too; a
+/// `meta_json` that is not valid UTF-8 text is left alone (its root cannot be trusted).
 fn backfill_workspace_root(conn: &Connection) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare(
-        "SELECT session_id, meta_json FROM session_state \
+        "SELECT rowid, meta_json FROM session_state \
          WHERE workspace_root IS NULL AND meta_json LIKE '%codelia_workspace_root%'",
     )?;
-    let rows: Vec<(String, String)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .filter_map(|r| r.ok())
-        .collect();
-    let mut update =
-        conn.prepare("UPDATE session_state SET workspace_root = ?2 WHERE session_id = ?1")?;
-    for (id, meta) in rows {
-        if let Some(root) = workspace_root_from_meta(Some(&meta)) {
-            update.execute(rusqlite::params![id, root])?;
+    let mut rows = stmt.query([])?;
+    let mut found: Vec<(i64, String)> = Vec::new();
+    while let Some(r) = rows.next()? {
+        let raw = owned_row(r, 2)?;
+        let rowid = raw.first().map(OwnedValue::as_ref).and_then(int_of);
+        let meta = match raw.get(1).map(OwnedValue::as_ref) {
+            Some(ValueRef::Text(t)) => std::str::from_utf8(t).ok(),
+            _ => None,
+        };
+        if let (Some(rowid), Some(root)) =
+            (rowid, meta.and_then(|m| workspace_root_from_meta(Some(m))))
+        {
+            found.push((rowid, root));
         }
+    }
+    let mut update =
+        conn.prepare("UPDATE session_state SET workspace_root = ?2 WHERE rowid = ?1")?;
+    for (rowid, root) in found {
+        update.execute(rusqlite::params![rowid, root])?;
     }
     Ok(())
 }

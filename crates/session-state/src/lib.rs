@@ -19,7 +19,16 @@
 //!   [`StateStore::runs_for_session`], [`StateStore::list_runs`], [`StateStore::reindex`]
 //!   (full deterministic rebuild).
 //! * [`StateStore::open_read_only`] — list, load and query a store the user cannot write;
-//!   writes return [`StateError::ReadOnly`].
+//!   writes return [`StateError::ReadOnly`]. [`StateStore::open_for_reading`] opens for
+//!   writing when it can and falls back to that on a full disk, an I/O error, a read-only
+//!   mount or missing permission, saying why ([`ReadOnlyFallback`]).
+//! * Crash recovery — [`StateStore::recovery`]: what `open` settled (an interrupted rename
+//!   completed only when nothing changed since its commit, else its temp file kept aside in
+//!   `messages/stale/`; uncommitted bytes a crashed append left cut off). A save that fails
+//!   takes back what it wrote.
+//! * Values in `state.db` that do not fit their column (the reference's lone surrogates as
+//!   invalid UTF-8, BLOBs, NULLs, numbers of the wrong kind) are read lossily and reported as
+//!   [`ColumnDamage`], never a failure.
 //! * One writer per session — [`StateStore::lease`] ([`SessionLease`], an OS lock that dies
 //!   with its process; a second holder gets [`StateError::SessionBusy`] naming the first),
 //!   [`StateStore::open_sessions`]; [`StateStore::snapshot`] +
@@ -70,23 +79,31 @@
 )]
 
 mod adopt;
+mod column;
 mod compact;
 mod db;
 mod error;
+mod fallback;
+mod faults;
 mod fsutil;
 mod lease;
 mod legacy;
 mod list;
 mod messages;
+mod recovery;
 mod runs;
 mod snapshot;
 mod store;
+mod stored;
 mod summary;
 mod tree;
 mod types;
 mod workspace;
 
 pub use adopt::{ReconstructedRow, Reconstruction, ReconstructionOutcome, ReconstructionReport};
+pub use column::{ColumnDamage, ColumnDamageKind};
+pub use fallback::{ReadOnlyFallback, WriteUnavailable};
+
 pub use error::{Result, StateError};
 pub use fsutil::MAX_SESSION_FILE_BYTES;
 pub use lease::{
@@ -101,12 +118,12 @@ pub use store::StateStore;
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,
 };
-#[doc(hidden)]
-pub use types::FaultHook;
 pub use types::{
-    DamageKind, DeleteReport, Durability, EntrySource, FaultPoint, Generation, ListCursor,
-    ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession,
-    MessageDamage, MigrationEntry, MigrationOutcome, MigrationReport, SaveMode, SaveReport,
-    StoreOptions, WorkspaceFilter,
+    DamageKind, DeferredRename, DeleteReport, Durability, EntrySource, FaultPoint, Generation,
+    ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource,
+    LoadedSession, MessageDamage, MigrationEntry, MigrationOutcome, MigrationReport, Recovery,
+    SaveMode, SaveReport, StaleReason, StoreOptions, WorkspaceFilter,
 };
+#[doc(hidden)]
+pub use types::{FaultHook, IoFault, IoFaultHook, IoStep};
 pub use workspace::normalize_workspace_root;

@@ -5,9 +5,10 @@ use std::cmp::Ordering;
 use std::fs;
 use std::path::Path;
 
-use rusqlite::types::{Value, ValueRef};
+use rusqlite::types::Value;
 use session_schema::{SessionState, SessionStateSummary, Timestamp, is_safe_id};
 
+use crate::column::{Cols, ColumnDamage};
 use crate::db::{NORM_FN, ReadTx, db_err};
 use crate::error::{Result, StateError};
 use crate::legacy::{Adoption, parse_legacy, summary_of};
@@ -51,6 +52,7 @@ impl StateStore {
             WorkspaceFilter::Root(r) => Some(normalize_workspace_root(r)),
         };
         let mut db_entries: Vec<ListEntry> = Vec::new();
+        let mut column_damage: Vec<ColumnDamage> = Vec::new();
         let mut legacy_ids: Vec<(String, bool)> = Vec::new();
         let legacy_names = self.legacy_names()?;
         {
@@ -78,7 +80,7 @@ impl StateStore {
             if let Some(n) = want {
                 sql.push_str(&format!(" LIMIT {n}"));
             }
-            self.query_summaries(&conn, &sql, &args, &mut db_entries)?;
+            self.query_summaries(&conn, &sql, &args, &mut db_entries, &mut column_damage)?;
             if let Some(n) = want
                 && db_entries.len() == n
                 && let Some(last) = db_entries.last()
@@ -88,7 +90,13 @@ impl StateStore {
                 let mut tie_args = args.clone();
                 tie_args.push(Value::Text(boundary));
                 let tie_sql = format!("{select}{filters} AND updated_at = ?");
-                self.query_summaries(&conn, &tie_sql, &tie_args, &mut db_entries)?;
+                self.query_summaries(
+                    &conn,
+                    &tie_sql,
+                    &tie_args,
+                    &mut db_entries,
+                    &mut column_damage,
+                )?;
             }
             let mut exists = conn
                 .prepare("SELECT 1 FROM session_state WHERE session_id = ?1")
@@ -101,6 +109,18 @@ impl StateStore {
             }
         }
         let mut diagnostics = Vec::new();
+        // Rows read twice (the tie-break query) report their damage once.
+        let mut seen: Vec<&ColumnDamage> = Vec::new();
+        for d in &column_damage {
+            if !seen.contains(&d) {
+                seen.push(d);
+                diagnostics.push(ListDiagnostic {
+                    path: self.db_path.clone(),
+                    detail: d.to_string(),
+                    column: Some(d.clone()),
+                });
+            }
+        }
         let mut legacy_entries: Vec<ListEntry> = Vec::new();
         for (id, has_row) in legacy_ids {
             if has_row {
@@ -111,6 +131,7 @@ impl StateStore {
                 diagnostics.push(ListDiagnostic {
                     path,
                     detail: "file name is not a safe session id".to_owned(),
+                    column: None,
                 });
                 continue;
             }
@@ -123,13 +144,15 @@ impl StateStore {
                     diagnostics.push(ListDiagnostic {
                         path,
                         detail: format!("cannot read: {source}"),
+                        column: None,
                     });
                     continue;
                 }
                 Err(e) => {
                     diagnostics.push(ListDiagnostic {
                         path,
-                        detail: e.to_string(),
+                        detail: format!("cannot read: {e}"),
+                        column: None,
                     });
                     continue;
                 }
@@ -157,6 +180,7 @@ impl StateStore {
                 Err(e) => diagnostics.push(ListDiagnostic {
                     path,
                     detail: e.to_string(),
+                    column: None,
                 }),
             }
         }
@@ -185,13 +209,25 @@ impl StateStore {
         })
     }
 
+    /// Runs a listing query over `session_state` and appends its rows. Values that are not
+    /// what their column should hold (text that is not UTF-8, a BLOB, a NULL id) are listed
+    /// as decoded and reported in `damage`; nothing stops the listing.
     fn query_summaries(
         &self,
         conn: &rusqlite::Connection,
         sql: &str,
         args: &[Value],
         out: &mut Vec<ListEntry>,
+        damage: &mut Vec<ColumnDamage>,
     ) -> Result<()> {
+        const NAMES: [&str; 6] = [
+            "session_id",
+            "updated_at",
+            "run_id",
+            "message_count",
+            "last_user_message",
+            "workspace_root",
+        ];
         let mut stmt = conn
             .prepare_cached(sql)
             .map_err(db_err(&self.db_path, "list sessions"))?;
@@ -200,30 +236,19 @@ impl StateStore {
             .map_err(db_err(&self.db_path, "list sessions"))?;
         let err = || db_err(&self.db_path, "read session row");
         while let Some(r) = rows.next().map_err(err())? {
-            let text_at = |i: usize| -> rusqlite::Result<Option<String>> {
-                Ok(match r.get_ref(i)? {
-                    ValueRef::Null => None,
-                    ValueRef::Text(t) | ValueRef::Blob(t) => {
-                        Some(String::from_utf8_lossy(t).into_owned())
-                    }
-                    ValueRef::Integer(i) => Some(i.to_string()),
-                    ValueRef::Real(f) => Some(f.to_string()),
-                })
+            let mut c = Cols::new(r, "session_state", &NAMES).map_err(err())?;
+            let summary = SessionStateSummary {
+                session_id: c.text_or_empty(0).map_err(err())?,
+                updated_at: Timestamp::from_raw(c.text_or_empty(1).map_err(err())?),
+                run_id: c.text(2).map_err(err())?,
+                message_count: c.count(3).map_err(err())?,
+                last_user_message: c.text(4).map_err(err())?,
+                workspace_root: c.text(5).map_err(err())?,
+                ..Default::default()
             };
-            let message_count = match r.get_ref(3).map_err(err())? {
-                ValueRef::Integer(i) => u64::try_from(i).ok(),
-                _ => None,
-            };
+            damage.extend(c.finish());
             out.push(ListEntry {
-                summary: SessionStateSummary {
-                    session_id: text_at(0).map_err(err())?.unwrap_or_default(),
-                    updated_at: Timestamp::from_raw(text_at(1).map_err(err())?.unwrap_or_default()),
-                    run_id: text_at(2).map_err(err())?,
-                    message_count,
-                    last_user_message: text_at(4).map_err(err())?,
-                    workspace_root: text_at(5).map_err(err())?,
-                    ..Default::default()
-                },
+                summary,
                 source: EntrySource::Db,
             });
         }

@@ -15,11 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rusqlite::types::Value;
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, Row};
 use session_jsonl::{Item, Reader, ReaderOptions};
 use session_schema::Record;
 
+use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
 use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::store::StateStore;
@@ -135,6 +136,12 @@ pub struct RunRow {
     /// in the common case. Filled by the listings ([`StateStore::list_runs`],
     /// [`StateStore::runs_for_session`]), which list the most complete file of a run.
     pub other_files: Vec<PathBuf>,
+    /// Values of this row in the index that are not what their column should hold (text that
+    /// is not UTF-8, a BLOB, a number of the wrong kind): read as decoded, or as 0 / `None`.
+    /// Always empty for a row read from a run file; `sessions reindex`
+    /// ([`StateStore::reindex`]) rebuilds damaged rows from their files. A listed row also
+    /// carries the damage of the index rows of its [`RunRow::other_files`].
+    pub column_damage: Vec<ColumnDamage>,
 }
 
 /// A file under the run tree that is not a run (no `header` record): indexed so that it is
@@ -182,6 +189,11 @@ pub struct IndexReport {
     pub files_checked: u64,
     /// Run files opened and read in this pass (new or changed).
     pub files_read: u64,
+    /// Rows of the index (`runs`, `run_dirs`, `run_watch`) read in this pass that held values
+    /// their columns should not (text that is not UTF-8, a BLOB, a number of the wrong
+    /// kind). Each such row was dropped; its file is read again in this pass or, when its
+    /// directory was not listed, by the next refresh.
+    pub column_damage: Vec<ColumnDamage>,
 }
 
 /// One difference found by [`StateStore::reindex`].
@@ -326,10 +338,10 @@ pub(crate) fn utc_key(started_at: &str) -> Option<String> {
     })
 }
 
-/// A row as stored (relative path, `started_at` `''` when unknown).
+/// A row as stored (relative path, `started_at` `''` when unknown), every value as it is.
 #[derive(Debug, Clone, PartialEq)]
 struct StoredRun {
-    values: Vec<Value>,
+    values: Vec<OwnedValue>,
 }
 
 fn rel_path(root: &Path, path: &Path) -> String {
@@ -372,37 +384,45 @@ fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
     ]
 }
 
+/// A row of the index as a [`RunRow`]; values that are not what their column should hold
+/// are read as decoded (text), or as 0 / `None`, and reported in [`RunRow::column_damage`].
 fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
-    let int = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0).unsigned_abs()) };
-    let rel: String = r.get(0)?;
-    let started: String = r.get(3)?;
-    let outcome: String = r.get(6)?;
-    Ok(RunRow {
+    let mut c = Cols::new(r, "runs", &RUN_COLUMN_NAMES)?;
+    let n = |c: &mut Cols<'_, '_>, i: usize| -> rusqlite::Result<u64> {
+        Ok(c.count_required(i)?.unwrap_or(0))
+    };
+    let rel = c.text_or_empty(0)?;
+    let started = c.text_or_empty(3)?;
+    let outcome = c.text_or_empty(6)?;
+    let mut row = RunRow {
         path: root.join(&rel),
-        run_id: r.get(1)?,
-        session_id: r.get(2)?,
+        run_id: c.text_or_empty(1)?,
+        session_id: c.text(2)?,
         started_at: (!started.is_empty()).then_some(started),
-        model_provider: r.get(4)?,
-        model_name: r.get(5)?,
+        model_provider: c.text(4)?,
+        model_name: c.text(5)?,
         outcome: RunOutcome::from_stored(&outcome),
-        last_status: r.get(7)?,
-        record_count: int(8)?,
-        invocation_count: int(9)?,
-        input_tokens: int(10)?,
-        cached_input_tokens: int(11)?,
-        cache_creation_tokens: int(12)?,
-        output_tokens: int(13)?,
-        total_tokens: int(14)?,
-        file_size: int(15)?,
-        modified_unix_ns: r.get(16)?,
-        first_input: r.get(17)?,
-        workspace_root: r.get(18)?,
-        damage_count: int(19)?,
-        last_ts: r.get(20)?,
-        compressed: r.get::<_, i64>(21)? != 0,
-        started_at_utc: r.get::<_, String>(22).ok().filter(|s| !s.is_empty()),
+        last_status: c.text(7)?,
+        record_count: n(&mut c, 8)?,
+        invocation_count: n(&mut c, 9)?,
+        input_tokens: n(&mut c, 10)?,
+        cached_input_tokens: n(&mut c, 11)?,
+        cache_creation_tokens: n(&mut c, 12)?,
+        output_tokens: n(&mut c, 13)?,
+        total_tokens: n(&mut c, 14)?,
+        file_size: n(&mut c, 15)?,
+        modified_unix_ns: c.int_required(16)?.unwrap_or(0),
+        first_input: c.text(17)?,
+        workspace_root: c.text(18)?,
+        damage_count: n(&mut c, 19)?,
+        last_ts: c.text(20)?,
+        compressed: c.int_required(21)?.is_some_and(|v| v != 0),
+        started_at_utc: c.text(22)?.filter(|s| !s.is_empty()),
+        column_damage: Vec::new(),
         other_files: Vec::new(),
-    })
+    };
+    row.column_damage = c.finish();
+    Ok(row)
 }
 
 /// Reads one run file into a row, and says why the file is not a run when it has no `header`
@@ -457,6 +477,7 @@ pub(crate) fn read_run_row(
         last_ts: None,
         compressed,
         other_files: Vec::new(),
+        column_damage: Vec::new(),
     };
     let mut header_seen = false;
     let mut damage = DamageTally::default();
@@ -622,19 +643,27 @@ fn completeness(row: &RunRow) -> session_jsonl::Completeness {
 /// listed them as runs (before `runs.diagnostic`), with their watch entries and their day
 /// directory's record, so that the next refresh reads them again.
 pub(crate) fn forget_possible_non_runs(conn: &Connection) -> rusqlite::Result<()> {
-    let paths: Vec<String> = {
+    // The paths as stored (whatever their storage class), so the deletes match them exactly.
+    let paths: Vec<crate::column::OwnedValue> = {
         let mut stmt =
             conn.prepare("SELECT path FROM runs WHERE started_at = '' OR record_count = 0")?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        rows.collect::<rusqlite::Result<_>>()?
+        let rows = stmt.query_map([], |r| crate::column::owned_row(r, 1))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect()
     };
     for path in &paths {
         conn.execute("DELETE FROM runs WHERE path = ?1", [path])?;
         conn.execute("DELETE FROM run_watch WHERE path = ?1", [path])?;
-        conn.execute(
-            "DELETE FROM run_dirs WHERE path = ?1",
-            [tree::parent_rel(path)],
-        )?;
+        // A path that is not text names no day directory we could have recorded.
+        if let crate::column::OwnedValue::Text(bytes) = path {
+            let text = String::from_utf8_lossy(bytes);
+            conn.execute(
+                "DELETE FROM run_dirs WHERE path = ?1",
+                [tree::parent_rel(&text)],
+            )?;
+        }
     }
     Ok(())
 }
@@ -702,6 +731,19 @@ struct Snapshot {
     watch: BTreeMap<String, Option<Known>>,
     /// Stored rows under the day directories that are listed again.
     relisted: BTreeMap<String, Known>,
+    /// Rows read that held unusable values: dropped by the refresh.
+    damaged: Vec<DamagedRow>,
+}
+
+/// A row of the index that holds values its columns should not (see
+/// [`IndexReport::column_damage`]): the refresh drops it (by `rowid`, which finds it whatever
+/// its key holds) and lists its day directory again on the next pass.
+struct DamagedRow {
+    table: &'static str,
+    rowid: i64,
+    /// Day directory to list again (the row's path, when it is readable).
+    dir: Option<String>,
+    damage: Vec<ColumnDamage>,
 }
 
 /// A file to compare with its row, and to read when it changed.
@@ -711,68 +753,193 @@ struct Candidate {
     watched: bool,
 }
 
-fn read_dirs(conn: &Connection) -> rusqlite::Result<BTreeMap<String, DirRow>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT path, depth, mtime_ns, scanned_ns, run_count FROM run_dirs")?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            DirRow {
-                depth: r.get(1)?,
-                mtime_ns: r.get(2)?,
-                scanned_ns: r.get(3)?,
-                run_count: r.get(4)?,
-            },
-        ))
-    })?;
-    rows.collect()
+/// The `rowid` selected as column `i` (always an integer).
+fn rowid_at(c: &Cols<'_, '_>, i: usize) -> rusqlite::Result<i64> {
+    Ok(crate::column::int_of(c.raw(i)?).unwrap_or(0))
 }
 
-/// The distinct directory parts of `runs.path`, found by jumping over each directory's keys in
-/// the primary-key index: one lookup per directory, not one per row.
-fn read_prefixes(conn: &Connection) -> rusqlite::Result<BTreeSet<String>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT path FROM runs WHERE path >= ?1 ORDER BY path LIMIT 1")?;
-    let mut out = BTreeSet::new();
-    let mut from = String::new();
-    loop {
-        let next: Option<String> =
-            stmt.query_row([&from], |r| r.get(0))
-                .map(Some)
-                .or_else(|e| match e {
-                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                    e => Err(e),
-                })?;
-        let Some(path) = next else { break };
-        let prefix = tree::parent_rel(&path).to_owned();
-        from = tree::prefix_end(&prefix);
-        out.insert(prefix);
+fn read_dirs(
+    conn: &Connection,
+    damaged: &mut Vec<DamagedRow>,
+) -> rusqlite::Result<BTreeMap<String, DirRow>> {
+    const NAMES: [&str; 6] = [
+        "path",
+        "depth",
+        "mtime_ns",
+        "scanned_ns",
+        "run_count",
+        "rowid",
+    ];
+    let mut stmt = conn.prepare_cached(
+        "SELECT path, depth, mtime_ns, scanned_ns, run_count, rowid FROM run_dirs",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut out = BTreeMap::new();
+    while let Some(r) = rows.next()? {
+        let mut c = Cols::new(r, "run_dirs", &NAMES)?;
+        let path = c.text_or_empty(0)?;
+        let row = DirRow {
+            depth: c.int_required(1)?.unwrap_or(0),
+            mtime_ns: c.int_required(2)?.unwrap_or(0),
+            scanned_ns: c.int_required(3)?.unwrap_or(0),
+            run_count: c.int_required(4)?.unwrap_or(0),
+        };
+        let rowid = rowid_at(&c, 5)?;
+        if c.is_damaged() {
+            damaged.push(DamagedRow {
+                table: "run_dirs",
+                rowid,
+                dir: None,
+                damage: c.finish(),
+            });
+        } else {
+            out.insert(path, row);
+        }
     }
     Ok(out)
 }
 
-fn read_watch(conn: &Connection) -> rusqlite::Result<BTreeMap<String, Option<Known>>> {
+/// The directory part of a stored path as bytes, and the smallest key after every key that
+/// starts with it (so that a scan of the primary key makes progress whatever the bytes are).
+fn prefix_and_next(path: &[u8]) -> (&[u8], Vec<u8>) {
+    let prefix = match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[..=i],
+        None => path,
+    };
+    let mut next = prefix.to_vec();
+    while let Some(last) = next.pop() {
+        if last < 0xFF {
+            next.push(last + 1);
+            return (prefix, next);
+        }
+    }
+    let mut next = path.to_vec();
+    next.push(0);
+    (prefix, next)
+}
+
+/// The distinct directory parts of `runs.path`, found by jumping over each directory's keys in
+/// the primary-key index: one lookup per directory, not one per row. Paths that are not UTF-8
+/// text (or not text at all) are reported as damaged rows.
+fn read_prefixes(
+    conn: &Connection,
+    damaged: &mut Vec<DamagedRow>,
+) -> rusqlite::Result<BTreeSet<String>> {
+    const NAMES: [&str; 2] = ["path", "rowid"];
+    let mut stmt =
+        conn.prepare_cached("SELECT path, rowid FROM runs WHERE path >= ?1 ORDER BY path LIMIT 1")?;
+    let mut out = BTreeSet::new();
+    let mut from: Vec<u8> = Vec::new();
+    loop {
+        let mut rows = stmt.query([TextBytes(&from)])?;
+        let Some(r) = rows.next()? else { break };
+        let raw = owned_row(r, 2)?;
+        let Some(OwnedValue::Text(path)) = raw.first() else {
+            // Only TEXT keys are found from a TEXT bound (BLOBs sort after all of them).
+            break;
+        };
+        let (prefix, next) = prefix_and_next(path);
+        match (std::str::from_utf8(prefix), std::str::from_utf8(path)) {
+            (Ok(p), Ok(_)) => {
+                out.insert(p.to_owned());
+            }
+            _ => {
+                let mut c = Cols::new(r, "runs", &NAMES)?;
+                c.text(0)?;
+                let rowid = rowid_at(&c, 1)?;
+                damaged.push(DamagedRow {
+                    table: "runs",
+                    rowid,
+                    dir: std::str::from_utf8(prefix).ok().map(str::to_owned),
+                    damage: c.finish(),
+                });
+            }
+        }
+        from = next;
+    }
+    // NULL and BLOB keys, below and above every TEXT key of the index.
+    let mut stmt =
+        conn.prepare_cached("SELECT path, rowid FROM runs WHERE path IS NULL OR path >= x''")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let mut c = Cols::new(r, "runs", &NAMES)?;
+        c.text_or_empty(0)?;
+        let rowid = rowid_at(&c, 1)?;
+        damaged.push(DamagedRow {
+            table: "runs",
+            rowid,
+            dir: None,
+            damage: c.finish(),
+        });
+    }
+    Ok(out)
+}
+
+/// Size, mtime and outcome of a stored run row (columns 1–3 of `c`), or `None` when one of
+/// them is unusable (reported in `c`).
+fn known_of(c: &mut Cols<'_, '_>) -> rusqlite::Result<Option<Known>> {
+    let size = c.int_required(1)?;
+    let mtime = c.int_required(2)?;
+    let outcome = c.text_or_empty(3)?;
+    Ok(match (size, mtime) {
+        (Some(size), Some(mtime)) if !c.is_damaged() => Some(Known {
+            size,
+            mtime,
+            open: outcome == RunOutcome::Open.as_str(),
+        }),
+        _ => None,
+    })
+}
+
+fn read_watch(
+    conn: &Connection,
+    damaged: &mut Vec<DamagedRow>,
+) -> rusqlite::Result<BTreeMap<String, Option<Known>>> {
+    const WATCH: [&str; 1] = ["path"];
+    const RUNS: [&str; 4] = ["path", "file_size", "mtime_ns", "outcome"];
     let mut stmt = conn.prepare_cached(
-        "SELECT w.path, r.file_size, r.mtime_ns, r.outcome \
+        "SELECT w.path, r.file_size, r.mtime_ns, r.outcome, w.rowid, r.rowid \
          FROM run_watch w LEFT JOIN runs r ON r.path = w.path",
     )?;
-    let rows = stmt.query_map([], |r| {
-        let outcome: Option<String> = r.get(3)?;
-        Ok((
-            r.get::<_, String>(0)?,
-            outcome.map(|o| -> rusqlite::Result<Known> {
-                Ok(Known {
-                    size: r.get(1)?,
-                    mtime: r.get(2)?,
-                    open: o == RunOutcome::Open.as_str(),
-                })
-            }),
-        ))
-    })?;
+    let mut rows = stmt.query([])?;
     let mut out = BTreeMap::new();
-    for row in rows {
-        let (path, known) = row?;
-        out.insert(path, known.transpose()?);
+    while let Some(r) = rows.next()? {
+        let mut w = Cols::new(r, "run_watch", &WATCH)?;
+        let path = w.text_or_empty(0)?;
+        let watch_rowid = rowid_at(&w, 4)?;
+        if w.is_damaged() {
+            damaged.push(DamagedRow {
+                table: "run_watch",
+                rowid: watch_rowid,
+                dir: None,
+                damage: w.finish(),
+            });
+            continue;
+        }
+        let mut c = Cols::new(r, "runs", &RUNS)?;
+        let known = match c.raw(5)? {
+            ValueRef::Null => None,
+            _ => {
+                let known = known_of(&mut c)?;
+                if known.is_none() {
+                    damaged.push(DamagedRow {
+                        table: "runs",
+                        rowid: rowid_at(&c, 5)?,
+                        dir: Some(tree::parent_rel(&path).to_owned()),
+                        damage: c.finish(),
+                    });
+                    damaged.push(DamagedRow {
+                        table: "run_watch",
+                        rowid: watch_rowid,
+                        dir: None,
+                        damage: Vec::new(),
+                    });
+                    continue;
+                }
+                known
+            }
+        };
+        out.insert(path, known);
     }
     Ok(out)
 }
@@ -781,24 +948,27 @@ fn read_prefix_rows(
     conn: &Connection,
     prefix: &str,
     out: &mut BTreeMap<String, Known>,
+    damaged: &mut Vec<DamagedRow>,
 ) -> rusqlite::Result<()> {
+    const NAMES: [&str; 5] = ["path", "file_size", "mtime_ns", "outcome", "rowid"];
     let mut stmt = conn.prepare_cached(
-        "SELECT path, file_size, mtime_ns, outcome FROM runs WHERE path >= ?1 AND path < ?2",
+        "SELECT path, file_size, mtime_ns, outcome, rowid FROM runs WHERE path >= ?1 AND path < ?2",
     )?;
-    let rows = stmt.query_map([prefix, tree::prefix_end(prefix).as_str()], |r| {
-        let outcome: String = r.get(3)?;
-        Ok((
-            r.get::<_, String>(0)?,
-            Known {
-                size: r.get(1)?,
-                mtime: r.get(2)?,
-                open: outcome == RunOutcome::Open.as_str(),
-            },
-        ))
-    })?;
-    for row in rows {
-        let (path, known) = row?;
-        out.insert(path, known);
+    let mut rows = stmt.query([prefix, tree::prefix_end(prefix).as_str()])?;
+    while let Some(r) = rows.next()? {
+        let mut c = Cols::new(r, "runs", &NAMES)?;
+        let path = c.text_or_empty(0)?;
+        match known_of(&mut c)? {
+            Some(known) => {
+                out.insert(path, known);
+            }
+            None => damaged.push(DamagedRow {
+                table: "runs",
+                rowid: rowid_at(&c, 4)?,
+                dir: None,
+                damage: c.finish(),
+            }),
+        }
     }
     Ok(())
 }
@@ -857,6 +1027,8 @@ fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()> {
 /// Every change a refresh applies, in one transaction.
 #[derive(Default)]
 struct Changes {
+    /// Damaged rows, by table and `rowid` (dropped first).
+    drop_rows: Vec<(&'static str, i64)>,
     upserts: Vec<Vec<Value>>,
     removed: Vec<String>,
     /// Directories (relative, trailing `/`) whose rows all go.
@@ -871,7 +1043,8 @@ struct Changes {
 
 impl Changes {
     fn is_empty(&self) -> bool {
-        self.upserts.is_empty()
+        self.drop_rows.is_empty()
+            && self.upserts.is_empty()
             && self.removed.is_empty()
             && self.vanished.is_empty()
             && self.dir_upserts.is_empty()
@@ -884,6 +1057,10 @@ impl Changes {
     /// Applies the changes; returns the number of run rows deleted.
     fn apply(&self, conn: &Connection) -> rusqlite::Result<u64> {
         let mut deleted = 0u64;
+        for (table, rowid) in &self.drop_rows {
+            conn.prepare_cached(&format!("DELETE FROM {table} WHERE rowid = ?1"))?
+                .execute([rowid])?;
+        }
         for values in &self.upserts {
             upsert(conn, values)?;
         }
@@ -936,19 +1113,16 @@ impl StateStore {
             .prepare(&format!("SELECT {RUN_COLUMNS} FROM runs"))
             .map_err(err)?;
         let rows = stmt
-            .query_map([], |r| {
-                let values: Vec<Value> = (0..RUN_COLUMN_NAMES.len())
-                    .map(|i| r.get::<_, Value>(i))
-                    .collect::<rusqlite::Result<_>>()?;
-                Ok(values)
-            })
+            .query_map([], |r| owned_row(r, RUN_COLUMN_NAMES.len()))
             .map_err(db_err(&self.db_path, "read run index"))?;
         let mut out = BTreeMap::new();
         for values in rows {
             let values = values.map_err(db_err(&self.db_path, "read run index"))?;
-            if let Value::Text(rel) = &values[0] {
-                out.insert(rel.clone(), StoredRun { values });
-            }
+            // Keys that are not text (or not UTF-8) are listed as decoded: they match no
+            // file and are reported as removed.
+            let (rel, _) =
+                crate::column::text_of(values.first().map_or(ValueRef::Null, OwnedValue::as_ref));
+            out.insert(rel.unwrap_or_default(), StoredRun { values });
         }
         Ok(out)
     }
@@ -1023,7 +1197,8 @@ impl StateStore {
             let conn = self.lock();
             let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
             let err = || db_err(&self.db_path, "read run index");
-            let dirs = read_dirs(&conn).map_err(err())?;
+            let mut damaged = Vec::new();
+            let dirs = read_dirs(&conn, &mut damaged).map_err(err())?;
             let relist: Vec<&DateDir> = days
                 .values()
                 .copied()
@@ -1037,13 +1212,14 @@ impl StateStore {
                 .collect();
             let mut relisted = BTreeMap::new();
             for d in &relist {
-                read_prefix_rows(&conn, &d.rel, &mut relisted).map_err(err())?;
+                read_prefix_rows(&conn, &d.rel, &mut relisted, &mut damaged).map_err(err())?;
             }
             let snap = Snapshot {
-                prefixes: read_prefixes(&conn).map_err(err())?,
-                watch: read_watch(&conn).map_err(err())?,
+                prefixes: read_prefixes(&conn, &mut damaged).map_err(err())?,
+                watch: read_watch(&conn, &mut damaged).map_err(err())?,
                 dirs,
                 relisted,
+                damaged,
             };
             (snap, relist)
         };
@@ -1063,6 +1239,17 @@ impl StateStore {
 
         let mut report = IndexReport::default();
         let mut changes = Changes::default();
+        // Rows holding unusable values: dropped; a row under a directory that is not listed
+        // in this pass gets that directory listed (and its file read) by the next one.
+        for d in &snap.damaged {
+            changes.drop_rows.push((d.table, d.rowid));
+            if let Some(dir) = &d.dir
+                && !relisted_dirs.contains(dir.as_str())
+            {
+                changes.dir_deletes.push(dir.clone());
+            }
+            report.column_damage.extend(d.damage.iter().cloned());
+        }
         for (path, _, e) in &walk.unlisted {
             report
                 .failed
@@ -1353,7 +1540,7 @@ impl StateStore {
                     let diff: Vec<&'static str> = RUN_COLUMN_NAMES
                         .iter()
                         .zip(o.values.iter().zip(n))
-                        .filter(|(_, (a, b))| a != b)
+                        .filter(|(_, (a, b))| **a != OwnedValue::of(ValueRef::from(*b)))
                         .map(|(name, _)| *name)
                         .collect();
                     if diff.is_empty() {
@@ -1452,6 +1639,9 @@ impl StateStore {
         }
         let mut row = row;
         row.other_files = all.into_iter().skip(1).map(|c| c.path).collect();
+        // The index rows of the other files are not listed: their damage is reported here.
+        row.column_damage
+            .extend(siblings.into_iter().flat_map(|s| s.column_damage));
         Ok(Some(row))
     }
 
@@ -1471,10 +1661,12 @@ impl StateStore {
             .map_err(db_err(&self.db_path, "query runs"))?;
         let rows = stmt
             .query_map([], |r| {
+                // Read lossily: a damaged row still names its file and why.
+                let mut c = Cols::new(r, "runs", &["path", "file_size", "diagnostic"])?;
                 Ok(RunFileDiagnostic {
-                    path: self.root.join(r.get::<_, String>(0)?),
-                    file_size: r.get::<_, i64>(1)?.max(0).unsigned_abs(),
-                    message: r.get(2)?,
+                    path: self.root.join(c.text_or_empty(0)?),
+                    file_size: c.count_required(1)?.unwrap_or(0),
+                    message: c.text_or_empty(2)?,
                 })
             })
             .map_err(db_err(&self.db_path, "query runs"))?;

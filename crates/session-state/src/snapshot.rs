@@ -5,8 +5,6 @@
 use std::fs;
 use std::path::Path;
 
-use rusqlite::OptionalExtension;
-
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::fsutil::{self, FileIdentity};
@@ -108,14 +106,14 @@ impl StateStore {
         if report.legacy_file && self.sync() {
             fsutil::sync_dir(&self.root.join("state"))?;
         }
-        let counter: Option<i64> = conn
-            .query_row(
-                "SELECT generation FROM session_files WHERE session_id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
+        // 0 without a row (or with a generation that is not an integer): the temp files of
+        // generations 0 and 1 are looked for then.
+        let counter = crate::column::query_int(
+            &conn,
+            "SELECT generation FROM session_files WHERE session_id = ?1",
+            [id],
+        )
+        .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
         let removed = conn
             .execute("DELETE FROM session_state WHERE session_id = ?1", [id])
             .map_err(db_err(&self.db_path, "delete session"))?;
@@ -131,7 +129,7 @@ impl StateStore {
         if identity.is_some() && identity_of(&messages)? == identity {
             report.messages_file = fsutil::remove_if_exists(&messages)?;
         }
-        let counter = counter.map_or(0, i64::cast_unsigned);
+        let counter = counter.cast_unsigned();
         for g in [counter, counter.wrapping_add(1)] {
             fsutil::remove_if_exists(&self.temp_path(id, g))?;
         }

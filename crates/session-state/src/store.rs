@@ -1,23 +1,23 @@
 //! [`StateStore`]: load, save (incremental, crash-consistent, compare-and-swap), list,
 //! delete and legacy migration over `state.db` + `messages/` + `state/`.
 
-use std::fs;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::types::{Value, ValueRef};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use session_schema::{BaseMessage, Num, RawJson, SessionState, Timestamp, check_id};
 
 use crate::db::{self, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::fsutil::{self, EMPTY_DIGEST, FileIdentity};
 use crate::messages::{Lines, parse_messages};
+use crate::recovery::Uncommitted;
+use crate::stored::{Base, FilesRow, Stored};
 use crate::summary::summarize;
 use crate::types::{
-    DamageKind, Durability, FaultPoint, Generation, LoadNote, LoadSource, LoadedSession,
-    MessageDamage, SaveMode, SaveReport, StoreOptions,
+    DamageKind, DeferredRename, Durability, FaultPoint, Generation, IoStep, LoadNote, LoadSource,
+    LoadedSession, MessageDamage, Recovery, SaveMode, SaveReport, StoreOptions,
 };
 
 /// Resumable session state under one sessions root (spec §2, §3.1; compat notes §2.5–2.11).
@@ -45,6 +45,8 @@ pub struct StateStore {
     cache: Mutex<Vec<CachedSession>>,
     /// Sessions whose lease this store holds ([`StateStore::lease`]).
     pub(crate) leases: crate::lease::Registry,
+    /// What `open` settled ([`StateStore::recovery`]).
+    pub(crate) recovered: Vec<Recovery>,
 }
 
 /// Sessions kept in [`StateStore`]'s save cache.
@@ -68,25 +70,6 @@ impl std::fmt::Debug for StateStore {
     }
 }
 
-/// The committed state of one session as found in the database.
-struct Stored {
-    /// The nine reference columns.
-    values: Vec<Value>,
-    generation: Generation,
-    /// Our bookkeeping, when it matches the row (the row was last written by this crate).
-    files: Option<FilesRow>,
-}
-
-#[derive(Debug, Clone)]
-struct FilesRow {
-    file_len: u64,
-    file_lines: u64,
-    file_digest: u64,
-    pending_file: Option<String>,
-}
-
-const ROW_COLUMNS: &str = "session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root";
-
 impl StateStore {
     /// Opens (creating when missing) the store under `sessions_root` with default options.
     ///
@@ -97,7 +80,10 @@ impl StateStore {
     /// `workspace_root` from `meta_json`; our bookkeeping lives in the additional tables
     /// `session_files` and `runs` and in `PRAGMA user_version`.
     ///
-    /// Committed saves whose final rename was interrupted by a crash are completed here.
+    /// Committed saves whose final rename was interrupted by a crash are completed here,
+    /// once it is proven that the session did not change since (else the temp file is kept
+    /// aside in `messages/stale/`), and bytes a crashed save appended past the committed end
+    /// of a messages file are cut off; [`StateStore::recovery`] says what was done.
     ///
     /// # Errors
     /// [`StateError::Io`] when a directory cannot be created; [`StateError::Db`] when
@@ -118,8 +104,17 @@ impl StateStore {
         fsutil::create_dir_private(&root.join("messages"))?;
         fsutil::create_dir_private(&root.join("state"))?;
         let db_path = db::db_path(&root);
+        if let Err(e) =
+            crate::faults::Io(options.io_fault.as_ref()).check(IoStep::DbSetup, "open", &db_path)
+        {
+            return Err(crate::faults::sqlite_failure(
+                &db_path,
+                "set journal_mode=WAL",
+                &e,
+            ));
+        }
         let conn = db::open_db(&db_path, &options)?;
-        let store = StateStore {
+        let mut store = StateStore {
             root,
             db_path,
             conn: Mutex::new(conn),
@@ -127,8 +122,9 @@ impl StateStore {
             read_only: false,
             cache: Mutex::new(Vec::new()),
             leases: Default::default(),
+            recovered: Vec::new(),
         };
-        store.roll_forward_all()?;
+        store.recovered = store.recover_at_open()?;
         Ok(store)
     }
 
@@ -201,6 +197,7 @@ impl StateStore {
             read_only: true,
             cache: Mutex::new(Vec::new()),
             leases: Default::default(),
+            recovered: Vec::new(),
         })
     }
 
@@ -273,54 +270,7 @@ impl StateStore {
 
     /// Reads the row and our bookkeeping for `session_id` (inside the caller's transaction).
     fn read_stored(&self, conn: &Connection, session_id: &str) -> Result<Option<Stored>> {
-        let values: Option<Vec<Value>> = conn
-            .prepare_cached(&format!(
-                "SELECT {ROW_COLUMNS} FROM session_state WHERE session_id = ?1"
-            ))
-            .and_then(|mut stmt| {
-                stmt.query_row([session_id], |r| {
-                    (0..9).map(|i| r.get::<_, Value>(i)).collect()
-                })
-                .optional()
-            })
-            .map_err(db_err(&self.db_path, "read session row"))?;
-        let Some(values) = values else {
-            return Ok(None);
-        };
-        let refs: Vec<ValueRef<'_>> = values.iter().map(ValueRef::from).collect();
-        let fp = db::row_fingerprint(&refs);
-        let files: Option<(i64, i64, i64, i64, i64, Option<String>)> = conn
-            .prepare_cached(
-                "SELECT generation, row_fingerprint, file_len, file_lines, file_digest, pending_file \
-                 FROM session_files WHERE session_id = ?1",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row([session_id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-                })
-                .optional()
-            })
-            .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
-        let (counter, files) = match files {
-            Some((g, rfp, len, lines, digest, pending)) => {
-                let ours = rfp.cast_unsigned() == fp;
-                (
-                    g.cast_unsigned(),
-                    ours.then_some(FilesRow {
-                        file_len: len.cast_unsigned(),
-                        file_lines: lines.cast_unsigned(),
-                        file_digest: digest.cast_unsigned(),
-                        pending_file: pending,
-                    }),
-                )
-            }
-            None => (0, None),
-        };
-        Ok(Some(Stored {
-            values,
-            generation: Generation { counter, row: fp },
-            files,
-        }))
+        crate::stored::read_stored(conn, &self.db_path, session_id)
     }
 
     /// The generation of the row of `id` (`None`: no row), inside the caller's transaction.
@@ -451,9 +401,13 @@ impl StateStore {
         }
         let files = stored.as_ref().and_then(|s| s.files.clone());
         // Complete a committed rewrite whose rename a crash interrupted, before touching the
-        // file (its content is the committed one).
-        if let Some(pending) = files.as_ref().and_then(|f| f.pending_file.as_deref()) {
-            self.finish_rename(&dir.join(pending), &main)?;
+        // file (its content is the committed one), once it is proven nobody saved since;
+        // otherwise its temp file is kept aside.
+        let mut recovery = Vec::new();
+        if let Some(recorded) = stored.as_ref().and_then(|s| s.recorded.as_ref())
+            && let Some(done) = self.roll_forward(id, stored.as_ref(), recorded)?
+        {
+            recovery.push(done);
         }
         let old_counter = current.map_or(0, |g| g.counter);
         // The counter comes from the database, which another tool may have written: wrap
@@ -527,119 +481,166 @@ impl StateStore {
             }
         };
         let mut pending_file: Option<String> = None;
-        let (mode, bytes_written, file_len, file_digest, identity) = match append_from {
-            Some((n, committed_len, committed_digest)) => {
-                let (mut file, created) = fsutil::open_private_rw(&main)?;
-                let actual = file
-                    .metadata()
-                    .map_err(|e| StateError::io("stat", &main, e))?
-                    .len();
-                if actual != committed_len {
-                    // An uncommitted tail of a crashed save (checked above: the committed
-                    // bytes before it are ours), or an orphan file of a session that has no
-                    // row yet.
-                    file.set_len(committed_len)
-                        .map_err(|e| StateError::io("truncate", &main, e))?;
-                    self.fault(FaultPoint::TailTruncated)?;
-                }
-                let new_bytes = lines.concat(n);
-                if !new_bytes.is_empty() {
-                    file.seek(SeekFrom::Start(committed_len))
-                        .map_err(|e| StateError::io("seek", &main, e))?;
-                    file.write_all(&new_bytes)
-                        .map_err(|e| StateError::io("write", &main, e))?;
-                    self.fault(FaultPoint::AppendWritten)?;
-                }
-                if !new_bytes.is_empty() || actual != committed_len || created {
-                    if self.sync() {
-                        file.sync_data()
-                            .map_err(|e| StateError::io("fsync", &main, e))?;
-                    }
-                    self.fault(FaultPoint::AppendSynced)?;
-                }
-                if created {
-                    self.sync_dir(&dir)?;
-                    self.fault(FaultPoint::AppendDirSynced)?;
-                }
-                let identity = FileIdentity::of(
-                    &file
+        // What this save writes before its commit; taken back when the save fails before the
+        // commit lands (an injected crash leaves everything as a crash would).
+        let mut uncommitted = Uncommitted::Nothing;
+        let staged = (|| -> Result<(Written, u64)> {
+            let written = match append_from {
+                Some((n, committed_len, committed_digest)) => {
+                    let (mut file, created) = fsutil::open_private_rw(&main)?;
+                    let actual = file
                         .metadata()
-                        .map_err(|e| StateError::io("stat", &main, e))?,
-                );
-                let digest = lines.extend_digest(committed_digest, n);
-                let len = committed_len + new_bytes.len() as u64;
-                (
-                    SaveMode::Appended {
-                        messages: (lines.count() - n) as u64,
-                    },
-                    new_bytes.len() as u64,
-                    len,
-                    digest,
-                    identity,
-                )
-            }
-            None => {
-                if lines.base != 0 {
-                    lines = Lines::serialize(id, &state.messages)?;
-                }
-                if let Some(read) = &earlier {
-                    for (i, line) in read.unchanged_lines(&state.messages) {
-                        lines.replace(i, line);
+                        .map_err(|e| StateError::io("stat", &main, e))?
+                        .len();
+                    let handle = file
+                        .try_clone()
+                        .map_err(|e| StateError::io("open", &main, e))?;
+                    uncommitted = Uncommitted::Appended {
+                        file: handle,
+                        path: main.clone(),
+                        committed_len,
+                        created,
+                    };
+                    let new_bytes = lines.concat(n);
+                    if !new_bytes.is_empty() || actual != committed_len {
+                        // Bytes past the committed length are taken back if the save fails,
+                        // and cut by the next open if it crashes.
+                        self.record_append_intent(&conn, id, &mut recovery)?;
                     }
+                    if actual != committed_len {
+                        // An uncommitted tail of a crashed save (checked above: the committed
+                        // bytes before it are ours), or an orphan file of a session that has
+                        // no row yet.
+                        self.io()
+                            .set_len(IoStep::TailTruncate, &file, committed_len, &main)?;
+                        self.fault(FaultPoint::TailTruncated)?;
+                    }
+                    if !new_bytes.is_empty() {
+                        file.seek(SeekFrom::Start(committed_len))
+                            .map_err(|e| StateError::io("seek", &main, e))?;
+                        self.io()
+                            .write_all(IoStep::AppendWrite, &mut file, &new_bytes, &main)?;
+                        self.fault(FaultPoint::AppendWritten)?;
+                    }
+                    if !new_bytes.is_empty() || actual != committed_len || created {
+                        if self.sync() {
+                            self.io().sync_data(IoStep::AppendFsync, &file, &main)?;
+                        }
+                        self.fault(FaultPoint::AppendSynced)?;
+                    }
+                    if created {
+                        if self.sync() {
+                            self.io().sync_dir(IoStep::AppendDirFsync, &dir)?;
+                        }
+                        self.fault(FaultPoint::AppendDirSynced)?;
+                    }
+                    let identity = FileIdentity::of(
+                        &file
+                            .metadata()
+                            .map_err(|e| StateError::io("stat", &main, e))?,
+                    );
+                    let digest = lines.extend_digest(committed_digest, n);
+                    let len = committed_len + new_bytes.len() as u64;
+                    (
+                        SaveMode::Appended {
+                            messages: (lines.count() - n) as u64,
+                        },
+                        new_bytes.len() as u64,
+                        len,
+                        digest,
+                        identity,
+                    )
                 }
-                self.rewrite(id, &lines, new_counter, &mut pending_file)?
+                None => {
+                    if lines.base != 0 {
+                        lines = Lines::serialize(id, &state.messages)?;
+                    }
+                    if let Some(read) = &earlier {
+                        for (i, line) in read.unchanged_lines(&state.messages) {
+                            lines.replace(i, line);
+                        }
+                    }
+                    self.rewrite(id, &lines, new_counter, &mut pending_file, &mut uncommitted)?
+                }
+            };
+            // What the messages file holds while the rewrite is pending: the roll-forward of
+            // an interrupted rename checks that nobody replaced it since.
+            let pending_base = match &pending_file {
+                Some(_) => Some(Base::of_file(&main)?.encode(new_counter)),
+                None => None,
+            };
+
+            // The commit point: the reference's row and our bookkeeping in one transaction.
+            let err = db_err(&self.db_path, "write session row");
+            conn.prepare_cached(
+                "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
+                 invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
+                 message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
+                 workspace_root = excluded.workspace_root",
+            )
+            .and_then(|mut stmt| stmt.execute(params![
+                    id,
+                    state.updated_at.as_str(),
+                    state.run_id,
+                    state.invoke_seq,
+                    schema_version,
+                    meta_json,
+                    i64::try_from(summary.message_count).unwrap_or(i64::MAX),
+                    summary.last_user_message,
+                    summary.workspace_root,
+                ]))
+            .map_err(err)?;
+            let fresh = self.read_stored(&conn, id)?.ok_or_else(|| StateError::Db {
+                path: self.db_path.clone(),
+                context: "re-read session row",
+                source: rusqlite::Error::QueryReturnedNoRows,
+            })?;
+            let (_, _, file_len, file_digest, _) = written;
+            conn.prepare_cached(
+                "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file, pending_base) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, row_fingerprint = excluded.row_fingerprint, \
+                 file_len = excluded.file_len, file_lines = excluded.file_lines, file_digest = excluded.file_digest, \
+                 pending_file = excluded.pending_file, pending_base = excluded.pending_base",
+            )
+            .and_then(|mut stmt| stmt.execute(params![
+                    id,
+                    new_counter.cast_signed(),
+                    fresh.generation.row.cast_signed(),
+                    file_len.cast_signed(),
+                    i64::try_from(lines.count()).unwrap_or(i64::MAX),
+                    file_digest.cast_signed(),
+                    pending_file,
+                    pending_base,
+                ]))
+            .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
+            Ok((written, fresh.generation.row))
+        })();
+        let ((mode, bytes_written, file_len, file_digest, identity), row) = match staged {
+            Ok(v) => v,
+            Err(e) => {
+                drop(tx);
+                return Err(abandon(e, uncommitted));
             }
         };
-
-        // The commit point: the reference's row and our bookkeeping in one transaction.
-        let err = db_err(&self.db_path, "write session row");
-        conn.prepare_cached(
-            "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-             ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
-             invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
-             message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
-             workspace_root = excluded.workspace_root",
-        )
-        .and_then(|mut stmt| stmt.execute(params![
-                id,
-                state.updated_at.as_str(),
-                state.run_id,
-                state.invoke_seq,
-                schema_version,
-                meta_json,
-                i64::try_from(summary.message_count).unwrap_or(i64::MAX),
-                summary.last_user_message,
-                summary.workspace_root,
-            ]))
-        .map_err(err)?;
-        let fresh = self.read_stored(&conn, id)?.ok_or_else(|| StateError::Db {
-            path: self.db_path.clone(),
-            context: "re-read session row",
-            source: rusqlite::Error::QueryReturnedNoRows,
-        })?;
-        conn.prepare_cached(
-            "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-             ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, row_fingerprint = excluded.row_fingerprint, \
-             file_len = excluded.file_len, file_lines = excluded.file_lines, file_digest = excluded.file_digest, \
-             pending_file = excluded.pending_file",
-        )
-        .and_then(|mut stmt| stmt.execute(params![
-                id,
-                new_counter.cast_signed(),
-                fresh.generation.row.cast_signed(),
-                file_len.cast_signed(),
-                i64::try_from(lines.count()).unwrap_or(i64::MAX),
-                file_digest.cast_signed(),
-                pending_file,
-            ]))
-        .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
-        tx.commit()?;
         let generation = Generation {
             counter: new_counter,
-            row: fresh.generation.row,
+            row,
         };
+        if let Err(e) = self.commit_save(tx) {
+            // A failed COMMIT rolls back; make sure it did before taking the writes back.
+            let landed = self.read_stored(&conn, id).ok().flatten().is_some_and(|s| {
+                s.generation == generation
+                    && s.files
+                        .is_some_and(|f| f.file_len == file_len && f.file_digest == file_digest)
+            });
+            if !landed {
+                return Err(abandon(e, uncommitted));
+            }
+        }
+        drop(uncommitted);
         self.remember(
             id,
             generation,
@@ -648,24 +649,64 @@ impl StateStore {
             identity,
         );
         self.fault(FaultPoint::Committed)?;
+        let mut rename_deferred = None;
         match &pending_file {
             Some(name) => {
                 let tmp = dir.join(name);
-                fs::rename(&tmp, &main).map_err(|e| StateError::io("rename", &tmp, e))?;
-                self.fault(FaultPoint::Renamed)?;
-                self.sync_dir(&dir)?;
-                self.fault(FaultPoint::RenameDirSynced)?;
+                match self.finish_own_rename(&tmp, &main, &dir) {
+                    Ok(()) => {}
+                    Err(e @ StateError::InjectedFault { .. }) => return Err(e),
+                    // The save is committed: `load` reads the temp file and the next open or
+                    // save completes the rename.
+                    Err(e) => {
+                        rename_deferred = Some(DeferredRename {
+                            temp: tmp,
+                            error: std::sync::Arc::new(e),
+                        });
+                    }
+                }
             }
             None => {
-                // A crashed rewrite at this generation may have left its temp file behind.
-                fsutil::remove_if_exists(&self.temp_path(id, new_counter))?;
+                // A crashed rewrite at this generation may have left its temp file behind
+                // (best effort: the save is committed).
+                let _ = fsutil::remove_if_exists(&self.temp_path(id, new_counter));
             }
         }
         Ok(SaveReport {
             generation,
             mode,
             bytes_written,
+            rename_deferred,
+            recovery,
         })
+    }
+
+    /// Commits a save's transaction (the commit point). An injected `Commit` fault rolls
+    /// back and fails as SQLite does when the disk is full (`SQLITE_FULL` for `ENOSPC`,
+    /// `SQLITE_IOERR` otherwise).
+    fn commit_save(&self, tx: WriteTx<'_>) -> Result<()> {
+        if let Err(e) = self.io().check(IoStep::Commit, "commit", &self.db_path) {
+            drop(tx);
+            return Err(crate::faults::sqlite_failure(&self.db_path, "commit", &e));
+        }
+        tx.commit()
+    }
+
+    /// Renames this save's committed temp file over the messages file and fsyncs the
+    /// directory. A temp file that is gone was renamed by another process's roll-forward.
+    fn finish_own_rename(&self, tmp: &Path, main: &Path, dir: &Path) -> Result<()> {
+        match self.io().rename(IoStep::Rename, tmp, main) {
+            Ok(()) => {}
+            Err(StateError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        self.fault(FaultPoint::Renamed)?;
+        if self.sync() {
+            self.io().sync_dir(IoStep::RenameDirFsync, dir)?;
+        }
+        self.fault(FaultPoint::RenameDirSynced)
     }
 
     /// `(generation, k)` when the cache says this store committed `messages[..k]` as
@@ -734,18 +775,23 @@ impl StateStore {
         lines: &Lines,
         new_counter: u64,
         pending: &mut Option<String>,
-    ) -> Result<(SaveMode, u64, u64, u64, FileIdentity)> {
+        uncommitted: &mut Uncommitted,
+    ) -> Result<Written> {
         let tmp = self.temp_path(id, new_counter);
+        self.io().check(IoStep::TempCreate, "create", &tmp)?;
         let mut f = fsutil::create_private_truncate(&tmp)?;
+        *uncommitted = Uncommitted::Temp(tmp.clone());
         let all = lines.concat(0);
-        f.write_all(&all)
-            .map_err(|e| StateError::io("write", &tmp, e))?;
+        self.io().write_all(IoStep::TempWrite, &mut f, &all, &tmp)?;
         self.fault(FaultPoint::TempWritten)?;
         if self.sync() {
-            f.sync_all().map_err(|e| StateError::io("fsync", &tmp, e))?;
+            self.io().sync_all(IoStep::TempFsync, &f, &tmp)?;
         }
         self.fault(FaultPoint::TempSynced)?;
-        self.sync_dir(&self.messages_dir())?;
+        if self.sync() {
+            self.io()
+                .sync_dir(IoStep::TempDirFsync, &self.messages_dir())?;
+        }
         self.fault(FaultPoint::TempDirSynced)?;
         // The rename keeps the inode; it may change the ctime, which only costs the next save
         // one read of the committed bytes.
@@ -817,40 +863,6 @@ impl StateStore {
         Ok((committed.len() as u64 == f.file_len
             && fsutil::digest_lines(&committed) == (f.file_digest, f.file_lines))
             .then_some(committed))
-    }
-
-    /// Renames a committed temp file over the main file; a missing temp means it was already
-    /// renamed.
-    fn finish_rename(&self, tmp: &Path, main: &Path) -> Result<()> {
-        match fs::rename(tmp, main) {
-            Ok(()) => self.sync_dir(&self.messages_dir()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StateError::io("rename", tmp, e)),
-        }
-    }
-
-    /// Completes every committed rewrite whose rename was interrupted (called by `open`), so
-    /// that the reference, which only reads `messages/<id>.jsonl`, sees committed content.
-    fn roll_forward_all(&self) -> Result<()> {
-        let conn = self.lock();
-        let pending: Vec<(String, String)> = {
-            let mut stmt = conn
-                .prepare("SELECT session_id, pending_file FROM session_files WHERE pending_file IS NOT NULL")
-                .map_err(db_err(&self.db_path, "read pending renames"))?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(db_err(&self.db_path, "read pending renames"))?;
-            rows.filter_map(std::result::Result::ok).collect()
-        };
-        drop(conn);
-        for (id, name) in pending {
-            if check_id(&id).is_err() || check_id(&name).is_err() {
-                continue;
-            }
-            let main = self.messages_dir().join(format!("{id}.jsonl"));
-            self.finish_rename(&self.messages_dir().join(&name), &main)?;
-        }
-        Ok(())
     }
 
     /// Loads a session: the `session_state` row and its messages file, or else a legacy
@@ -958,10 +970,10 @@ impl StateStore {
                 read.messages
             }
         };
-        let v = &stored.values;
+        let (row, column_damage) = crate::stored::decode_row(&stored.values, id, &mut notes);
         // A negative `message_count` (written by another tool) is a mismatch too; it is
         // reported as 0 with the value as written in the detail.
-        if let Value::Integer(expected) = v[6]
+        if let Some(expected) = row.message_count
             && u64::try_from(expected).ok() != Some(messages.len() as u64)
         {
             damage.push(MessageDamage {
@@ -978,59 +990,19 @@ impl StateStore {
                 ),
             });
         }
-        let updated_at = match &v[1] {
-            Value::Text(t) => t.clone(),
-            other => value_text(other),
-        };
-        let run_id = match &v[2] {
-            Value::Null => None,
-            Value::Text(t) => Some(t.clone()),
-            other => {
-                notes.push(LoadNote::ColumnType {
-                    column: "run_id",
-                    found: value_text(other),
-                });
-                None
-            }
-        };
-        let invoke_seq = match &v[3] {
-            Value::Null => None,
-            Value::Integer(i) => Some(*i),
-            #[allow(clippy::cast_possible_truncation, reason = "a whole number below 2^53")]
-            Value::Real(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(*f as i64),
-            other => {
-                notes.push(LoadNote::ColumnType {
-                    column: "invoke_seq",
-                    found: value_text(other),
-                });
-                None
-            }
-        };
-        let meta = match &v[5] {
-            Value::Null => None,
-            Value::Text(t) => match RawJson::from_json(t.clone()) {
-                Ok(raw) if raw.get().starts_with('{') || raw.get().starts_with('[') => Some(raw),
-                Ok(_) => {
-                    notes.push(LoadNote::MetaUnreadable {
-                        detail: "meta_json is not an object or array".to_owned(),
-                    });
-                    None
-                }
-                Err(e) => {
-                    notes.push(LoadNote::MetaUnreadable {
-                        detail: e.to_string(),
-                    });
-                    None
-                }
-            },
-            other => {
-                notes.push(LoadNote::ColumnType {
-                    column: "meta_json",
-                    found: value_text(other),
-                });
-                None
-            }
-        };
+        damage.extend(
+            column_damage
+                .into_iter()
+                .chain(stored.damage)
+                .map(|d| crate::stored::as_message_damage(&self.db_path, d)),
+        );
+        let crate::stored::RowFields {
+            updated_at,
+            run_id,
+            invoke_seq,
+            meta,
+            ..
+        } = row;
         let state = SessionState {
             schema_version: Some(Num::from(1i64)),
             session_id: id.to_owned(),
@@ -1213,14 +1185,12 @@ impl StateStore {
             let conn = self.lock();
             let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
             let stored = self.read_stored(&conn, session_id)?;
-            let counter: Option<i64> = conn
-                .query_row(
-                    "SELECT generation FROM session_files WHERE session_id = ?1",
-                    [session_id],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
+            let counter = crate::column::query_int(
+                &conn,
+                "SELECT generation FROM session_files WHERE session_id = ?1",
+                [session_id],
+            )
+            .map_err(db_err(&self.db_path, "read session bookkeeping"))?;
             let err = db_err(&self.db_path, "delete session");
             conn.execute(
                 "DELETE FROM session_state WHERE session_id = ?1",
@@ -1234,7 +1204,7 @@ impl StateStore {
             .map_err(db_err(&self.db_path, "delete session bookkeeping"))?;
             tx.commit()?;
             report.row = stored.is_some();
-            counter.unwrap_or(0).cast_unsigned()
+            counter.cast_unsigned()
         };
         report.messages_file = fsutil::remove_if_exists(&self.messages_path(session_id)?)?;
         fsutil::remove_if_exists(&self.temp_path(session_id, counter))?;
@@ -1250,19 +1220,22 @@ enum LoadAttempt {
     NoRow,
 }
 
+/// What the file side of a save wrote: how, the bytes written, the committed length and
+/// digest chain of the messages file, and the file's `stat` identity.
+type Written = (SaveMode, u64, u64, u64, FileIdentity);
+
+/// A save failed before its commit landed: its file writes are taken back (unless the
+/// failure is an injected crash, which must leave everything in place) and `e` is returned.
+fn abandon(e: StateError, uncommitted: Uncommitted) -> StateError {
+    if !matches!(e, StateError::InjectedFault { .. }) {
+        uncommitted.take_back();
+    }
+    e
+}
+
 pub(crate) fn checked(id: &str) -> Result<()> {
     check_id(id).map_err(|source| StateError::UnsafeId {
         id: id.to_owned(),
         source,
     })
-}
-
-pub(crate) fn value_text(v: &Value) -> String {
-    match v {
-        Value::Null => "NULL".to_owned(),
-        Value::Integer(i) => format!("INTEGER {i}"),
-        Value::Real(f) => format!("REAL {f}"),
-        Value::Text(t) => format!("TEXT {t:?}"),
-        Value::Blob(b) => format!("BLOB of {} bytes", b.len()),
-    }
 }

@@ -26,6 +26,12 @@ pub struct StoreOptions {
     /// and `save` returns [`crate::StateError::InjectedFault`].
     #[doc(hidden)]
     pub fault_hook: Option<FaultHook>,
+    /// I/O-error injection for failure tests: called at each [`IoStep`] of `save`; a returned
+    /// [`IoFault`] makes that step fail with the OS error (a write may store part of its bytes
+    /// first), as a full or failing disk would. Unlike [`StoreOptions::fault_hook`] the save
+    /// then cleans up like for a real error.
+    #[doc(hidden)]
+    pub io_fault: Option<IoFaultHook>,
 }
 
 /// What a completed save survives. Both levels keep the crash-consistency guarantee for a
@@ -49,6 +55,10 @@ pub enum Durability {
 #[doc(hidden)]
 pub type FaultHook = Arc<dyn Fn(FaultPoint) -> bool + Send + Sync>;
 
+/// See [`StoreOptions::io_fault`].
+#[doc(hidden)]
+pub type IoFaultHook = Arc<dyn Fn(IoStep) -> Option<IoFault> + Send + Sync>;
+
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
@@ -56,6 +66,7 @@ impl Default for StoreOptions {
             max_busy_wait: Duration::from_secs(120),
             durability: Durability::Sync,
             fault_hook: None,
+            io_fault: None,
         }
     }
 }
@@ -67,6 +78,7 @@ impl fmt::Debug for StoreOptions {
             .field("max_busy_wait", &self.max_busy_wait)
             .field("durability", &self.durability)
             .field("fault_hook", &self.fault_hook.is_some())
+            .field("io_fault", &self.io_fault.is_some())
             .finish()
     }
 }
@@ -112,6 +124,80 @@ impl FaultPoint {
         FaultPoint::Renamed,
         FaultPoint::RenameDirSynced,
     ];
+}
+
+/// The I/O steps of `open` and `save` that can fail, in the order they happen; used by the
+/// I/O-error injection hook ([`StoreOptions::io_fault`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum IoStep {
+    /// `open`: switching `state.db` to WAL, which creates or grows its `-wal` and `-shm`
+    /// files (fails as SQLite does on a full disk: `set journal_mode=WAL: disk I/O error`).
+    DbSetup,
+    /// Append path: recording the session in `messages/.append-intent` (see the crate
+    /// README, "Crash consistency").
+    IntentWrite,
+    /// Append path: cutting an uncommitted tail off the messages file (`ftruncate`).
+    TailTruncate,
+    /// Append path: writing the new lines.
+    AppendWrite,
+    /// Append path: `fdatasync` of the messages file.
+    AppendFsync,
+    /// Append path: `fsync` of `messages/` after creating the file.
+    AppendDirFsync,
+    /// Rewrite path: creating the temp file.
+    TempCreate,
+    /// Rewrite path: writing the complete list to the temp file.
+    TempWrite,
+    /// Rewrite path: `fsync` of the temp file.
+    TempFsync,
+    /// Rewrite path: `fsync` of `messages/` (the temp file's name).
+    TempDirFsync,
+    /// The `COMMIT` of the row transaction (fails as SQLite's `SQLITE_FULL` / `SQLITE_IOERR`
+    /// would: rolled back).
+    Commit,
+    /// Rewrite path, after the commit: renaming the temp file over the messages file.
+    Rename,
+    /// Rewrite path, after the commit: `fsync` of `messages/` after the rename.
+    RenameDirFsync,
+}
+
+impl IoStep {
+    /// Every step, in order.
+    pub const ALL: [IoStep; 13] = [
+        IoStep::DbSetup,
+        IoStep::IntentWrite,
+        IoStep::TailTruncate,
+        IoStep::AppendWrite,
+        IoStep::AppendFsync,
+        IoStep::AppendDirFsync,
+        IoStep::TempCreate,
+        IoStep::TempWrite,
+        IoStep::TempFsync,
+        IoStep::TempDirFsync,
+        IoStep::Commit,
+        IoStep::Rename,
+        IoStep::RenameDirFsync,
+    ];
+}
+
+/// An injected I/O failure ([`StoreOptions::io_fault`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IoFault {
+    /// The step fails with this OS error number (`ENOSPC` is 28 and `EIO` 5 on Linux) and
+    /// does nothing.
+    Fail(i32),
+    /// A write stores only its first `written` bytes, then fails with OS error `errno`
+    /// (other steps just fail with `errno`).
+    Short {
+        /// Bytes stored before the failure.
+        written: usize,
+        /// The OS error number.
+        errno: i32,
+    },
 }
 
 /// Version token of a stored session, for compare-and-swap saves
@@ -236,6 +322,13 @@ pub enum DamageKind {
         /// The limit in bytes.
         limit: u64,
     },
+    /// A value of the session's `state.db` row (or of our bookkeeping for it) is not what its
+    /// column should hold: text that is not UTF-8 (the reference writes a lone surrogate as
+    /// `ED A0 BC`), a BLOB, a NULL or a number of the wrong kind. The
+    /// [`MessageDamage::path`] is `state.db`; no message is affected (`kept` is true). Text
+    /// is used as decoded (U+FFFD), other values are left out; a save writes the decoded
+    /// values back.
+    Column(crate::ColumnDamage),
 }
 
 /// Non-damage observations made while loading.
@@ -248,8 +341,9 @@ pub enum LoadNote {
         /// The parser's message.
         detail: String,
     },
-    /// A column had a type the format does not allow (`invoke_seq` stored as TEXT by the
-    /// reference's legacy migration, for example); the value was omitted.
+    /// A legacy snapshot field had a type the format does not allow (`invoke_seq` as a
+    /// string, for example); the value was omitted. (Values of `state.db` columns are
+    /// reported as [`DamageKind::Column`].)
     ColumnType {
         /// Column (or legacy field) name.
         column: &'static str,
@@ -321,6 +415,144 @@ pub struct SaveReport {
     pub mode: SaveMode,
     /// Bytes written to message files by this save (appended lines or the whole rewrite).
     pub bytes_written: u64,
+    /// A rewrite whose commit succeeded but whose rename over `messages/<id>.jsonl` (or the
+    /// directory fsync after it) failed. The save is durable: `load` reads the committed
+    /// temp file, and the next `open` or `save` completes the rename.
+    pub rename_deferred: Option<DeferredRename>,
+    /// What the save found and settled before writing: an interrupted rename of an earlier
+    /// save completed or its stale temp file kept aside, another session's uncommitted tail
+    /// cut (see [`Recovery`]).
+    pub recovery: Vec<Recovery>,
+}
+
+/// See [`SaveReport::rename_deferred`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeferredRename {
+    /// The committed temp file (`messages/<id>.jsonl.g<generation>.tmp`).
+    pub temp: PathBuf,
+    /// Why the rename (or the directory fsync after it) failed; its `source()` is the OS
+    /// error.
+    pub error: Arc<crate::StateError>,
+}
+
+impl PartialEq for DeferredRename {
+    fn eq(&self, other: &Self) -> bool {
+        self.temp == other.temp && self.error.to_string() == other.error.to_string()
+    }
+}
+
+impl Eq for DeferredRename {}
+
+/// Something `open` (or a save) found left behind by an interrupted save and settled
+/// ([`crate::StateStore::recovery`], [`SaveReport::recovery`]; crate README, "Crash
+/// consistency").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recovery {
+    /// A committed rewrite whose rename a crash interrupted was completed: the temp file was
+    /// renamed over `messages/<id>.jsonl`, after checking that the row, the temp file and the
+    /// messages file are exactly what the commit recorded.
+    RolledForward {
+        /// The session.
+        session_id: String,
+        /// The temp file that became the messages file.
+        temp: PathBuf,
+    },
+    /// The temp file of a committed rewrite whose rename was interrupted was *not* renamed:
+    /// the session changed since that commit (`reason`), so renaming it would overwrite a
+    /// newer save (the reference resumed and saved the session, for example). It was moved
+    /// to `kept` (under `messages/stale/`) for forensics; nothing else was changed.
+    StaleTempKept {
+        /// The session.
+        session_id: String,
+        /// Where the temp file was.
+        temp: PathBuf,
+        /// Where it is now.
+        kept: PathBuf,
+        /// What changed since the commit.
+        reason: StaleReason,
+    },
+    /// Bytes past the committed end of a messages file, written by a save that crashed or
+    /// failed before its commit, were cut off, so that a reader of the whole file (the
+    /// reference) does not take them for history.
+    TailCut {
+        /// The session.
+        session_id: String,
+        /// The messages file.
+        path: PathBuf,
+        /// Bytes removed.
+        bytes: u64,
+    },
+    /// A recovery step failed (it is tried again by the next `open`); the store stays usable
+    /// and `load` still returns the committed state.
+    Failed {
+        /// The session.
+        session_id: String,
+        /// The error, with its causes.
+        detail: String,
+    },
+    /// A value of our bookkeeping that could not be read; that bookkeeping was not used.
+    Damage(crate::ColumnDamage),
+}
+
+/// Why a pending temp file was kept aside instead of renamed ([`Recovery::StaleTempKept`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StaleReason {
+    /// The session's `state.db` row changed (another writer saved the session) or is gone.
+    RowChanged,
+    /// The temp file no longer holds the committed bytes.
+    TempChanged,
+    /// `messages/<id>.jsonl` is no longer the file the rewrite replaces (another writer
+    /// replaced it).
+    MessagesFileChanged,
+}
+
+impl std::fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StaleReason::RowChanged => "the session's row changed since the commit",
+            StaleReason::TempChanged => "the temp file no longer holds the committed bytes",
+            StaleReason::MessagesFileChanged => "the messages file was replaced since the commit",
+        })
+    }
+}
+
+impl std::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Recovery::RolledForward { session_id, temp } => write!(
+                f,
+                "session {session_id}: completed the interrupted rename of {}",
+                temp.display()
+            ),
+            Recovery::StaleTempKept {
+                session_id,
+                temp,
+                kept,
+                reason,
+            } => write!(
+                f,
+                "session {session_id}: {} not renamed ({reason}); kept as {}",
+                temp.display(),
+                kept.display()
+            ),
+            Recovery::TailCut {
+                session_id,
+                path,
+                bytes,
+            } => write!(
+                f,
+                "session {session_id}: cut {bytes} uncommitted byte(s) off {}",
+                path.display()
+            ),
+            Recovery::Failed { session_id, detail } => {
+                write!(f, "session {session_id}: recovery failed: {detail}")
+            }
+            Recovery::Damage(d) => write!(f, "{d}"),
+        }
+    }
 }
 
 /// How a save updated `messages/<id>.jsonl`.
@@ -470,10 +702,13 @@ pub struct ListPage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ListDiagnostic {
-    /// The file concerned.
+    /// The file concerned (`state.db` for a value of a row).
     pub path: PathBuf,
     /// What is wrong.
     pub detail: String,
+    /// For a value of a `session_state` row that is not what its column should hold (text
+    /// that is not UTF-8, listed as decoded with U+FFFD): which session and column.
+    pub column: Option<crate::ColumnDamage>,
 }
 
 /// What [`crate::StateStore::delete`] removed.

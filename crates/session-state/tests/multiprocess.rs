@@ -143,7 +143,17 @@ fn distinct_sessions_never_see_lock_errors() {
             );
         }
     }
-    let files = std::fs::read_dir(root.join("messages")).unwrap().count();
+    // One log per session (beside them only the append intent, `.append-intent`).
+    let files = std::fs::read_dir(root.join("messages"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".jsonl")
+        })
+        .count();
     assert_eq!(files, PROCESSES * SAVES);
     println!("distinct_sessions_never_see_lock_errors ... ok");
 }

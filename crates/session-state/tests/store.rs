@@ -815,13 +815,15 @@ fn a_crash_while_cutting_an_uncommitted_tail_still_loads_the_old_state() {
     let store = StateStore::open_with(dir.path(), options.clone()).unwrap();
     let old = state(ID, 3, "a");
     store.save(&old).unwrap();
+    // Another process, running since before the crash (so its `open` found no tail to cut).
+    let other = StateStore::open_with(dir.path(), options).unwrap();
     let mut first = old.clone();
     first.messages.push(msg("assistant", "never committed"));
     *stop_at.lock().unwrap() = Some(FaultPoint::AppendWritten);
     assert!(store.save(&first).is_err());
     drop(store);
-    // A new process: its save cuts the tail first, and crashes right after.
-    let store = StateStore::open_with(dir.path(), options).unwrap();
+    // Its save cuts the tail first, and crashes right after.
+    let store = other;
     let mut second = old.clone();
     second.messages.push(msg("assistant", "second try"));
     *stop_at.lock().unwrap() = Some(FaultPoint::TailTruncated);

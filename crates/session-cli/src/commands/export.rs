@@ -111,6 +111,7 @@ fn damage_kind(kind: &MsgDamage) -> &'static str {
         MsgDamage::Shape => "schema_mismatch",
         MsgDamage::CountMismatch { .. } => "message_count_mismatch",
         MsgDamage::FileChanged => "messages_file_changed",
+        MsgDamage::Column(_) => "column_damage",
         _ => "message_damage",
     }
 }

@@ -64,7 +64,7 @@ pub(super) fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), 
 /// The store for a housekeeping command: read-only for a dry run (which must not change a
 /// byte of the store, not even `state.db`'s bookkeeping), writable otherwise.
 pub(super) fn open_for(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     dry_run: bool,
 ) -> Result<session_state::StateStore, CliError> {
     if dry_run {
@@ -963,6 +963,19 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     let mut sessions_moved = 0usize;
     for e in &moving_sessions {
         let id = e.summary.session_id.clone();
+        if !session_schema::is_safe_id(&id) {
+            // A row whose id is not a safe file name (text that is not UTF-8, listed with
+            // U+FFFD): it names no files to move or snapshot; `verify` reports it.
+            let a = Action {
+                action: "move-session",
+                file: "state.db".into(),
+                id: Some(id.clone()),
+                status: "skipped",
+                detail: "its session id in state.db is not a safe file name".into(),
+            };
+            emit(ctx, args.json, &a)?;
+            continue;
+        }
         let messages = store.messages_path(&id).map_err(state_err)?;
         let legacy = store.legacy_path(&id).map_err(state_err)?;
         // The file that names the session in the report: its legacy snapshot or messages log.

@@ -279,6 +279,13 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         ctx.now,
     )?;
     warn_other_files(ctx, rows.iter().map(|(row, _)| row));
+    for (row, _) in &rows {
+        for d in &row.column_damage {
+            ctx.warn(&format!(
+                "run index: {d}; `sessions reindex` rebuilds it from the run file"
+            ));
+        }
+    }
     // Files that are no runs are reported once, with the first page.
     let first_page = args.cursor.is_none();
     if args.json {

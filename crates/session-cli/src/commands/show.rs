@@ -16,6 +16,13 @@ const TOOL_OUTPUT_LINES: usize = 40;
 
 pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> {
     let target = super::resolve_target(ctx, &args.id)?;
+    // Values of the session's state.db row that are not what their column should hold (text
+    // that is not UTF-8 is shown decoded, with U+FFFD).
+    for d in &target.damage {
+        if let session_state::DamageKind::Column(c) = &d.kind {
+            ctx.warn(&format!("saved state: {c}"));
+        }
+    }
     let times = ctx.times(args.utc);
     if let (Some(id), Some(state)) = (&target.session, &target.state)
         && !args.raw

@@ -80,14 +80,25 @@ pub(crate) fn check_root(ctx: &Ctx<'_>) -> Result<(), CliError> {
 ///
 /// # Errors
 /// Not found (3); usage (2) under `--read-only`; data (4) when `state.db` cannot be opened.
-pub(crate) fn open_store(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
+pub(crate) fn open_store(ctx: &mut Ctx<'_>) -> Result<StateStore, CliError> {
     check_root(ctx)?;
     if ctx.read_only {
         return Err(CliError::Usage(
             "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
         ));
     }
-    StateStore::open(&ctx.root.path).map_err(|e| open_err(&ctx.root.path, e))
+    let store = StateStore::open(&ctx.root.path).map_err(|e| open_err(&ctx.root.path, e))?;
+    warn_recovery(ctx, &store);
+    Ok(store)
+}
+
+/// One warning per thing `open` found left behind by an interrupted save and settled (an
+/// interrupted rename completed, a stale temp file kept aside, uncommitted bytes cut).
+fn warn_recovery(ctx: &mut Ctx<'_>, store: &StateStore) {
+    for r in store.recovery() {
+        let msg = format!("state store recovery: {r}");
+        ctx.warn(&msg);
+    }
 }
 
 /// Opens the store read-only, for commands and dry runs that change nothing: no file under
@@ -97,17 +108,7 @@ pub(crate) fn open_store(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
 /// Not found (3), or data (4) when `state.db` exists but cannot be read.
 pub(crate) fn open_store_read_only(ctx: &Ctx<'_>) -> Result<StateStore, CliError> {
     check_root(ctx)?;
-    // A `state.db` that is there but is no file (a directory, a socket) cannot be the
-    // database; the read-only open would take it for a store without one.
-    let db = ctx.root.path.join("state.db");
-    if let Ok(m) = std::fs::metadata(&db)
-        && !m.is_file()
-    {
-        return Err(CliError::Data(format!(
-            "{}: not a regular file, cannot be read as the state database",
-            db.display()
-        )));
-    }
+    check_db_is_file(ctx)?;
     StateStore::open_read_only(&ctx.root.path).map_err(|e| open_err(&ctx.root.path, e))
 }
 
@@ -125,9 +126,10 @@ const STALE: &str =
 
 /// Opens the store for a reading command that keeps the run index up to date: writable when
 /// possible (the refresh writes the index in `state.db`); read-only under `--read-only`, or
-/// when the store cannot be written (another user's store, a read-only mount). Returns the
-/// store and, when it was opened read-only, why (`--read-only`, or the write failure), for
-/// the caller's one warning line.
+/// when the store cannot be written (another user's store, a read-only mount, a full disk,
+/// an I/O error: [`StateStore::open_for_reading`]). Returns the store and, when it was opened
+/// read-only, why (`--read-only`, or the write failure with its typed reason), for the
+/// caller's one warning line.
 ///
 /// # Errors
 /// As [`open_store_read_only`]; data (4) when a writable open fails for another reason.
@@ -136,17 +138,29 @@ pub(crate) fn open_reading(ctx: &mut Ctx<'_>) -> Result<(StateStore, Option<Stri
     if ctx.read_only {
         return Ok((open_store_read_only(ctx)?, Some("--read-only".into())));
     }
-    match StateStore::open(&ctx.root.path) {
-        Ok(store) => Ok((store, None)),
-        Err(e) if e.is_permission_denied() => Ok((
-            open_store_read_only(ctx)?,
-            Some(format!(
-                "cannot write the store ({}); reading it read-only",
-                one_line(&e)
-            )),
-        )),
+    check_db_is_file(ctx)?;
+    match StateStore::open_for_reading(&ctx.root.path) {
+        Ok((store, fallback)) => {
+            warn_recovery(ctx, &store);
+            Ok((store, fallback.map(|f| f.to_string())))
+        }
         Err(e) => Err(open_err(&ctx.root.path, e)),
     }
+}
+
+/// Data (4) when `state.db` is there but is no file (a directory, a socket): it cannot be the
+/// database, and a read-only open would take it for a store without one.
+fn check_db_is_file(ctx: &Ctx<'_>) -> Result<(), CliError> {
+    let db = ctx.root.path.join("state.db");
+    if let Ok(m) = std::fs::metadata(&db)
+        && !m.is_file()
+    {
+        return Err(CliError::Data(format!(
+            "{}: not a regular file, cannot be read as the state database",
+            db.display()
+        )));
+    }
+    Ok(())
 }
 
 /// [`open_reading`] for a command whose index use is `index`, warning (one line) when the
@@ -259,23 +273,42 @@ pub(crate) fn real_path(
 }
 
 /// Brings the run index up to date (new, changed and removed files), with a progress bar
-/// when stderr is a terminal; files that cannot be read are warned about. Nothing happens
-/// on a read-only store (its index is what the last writer left).
+/// when stderr is a terminal; files that cannot be read and damaged index rows are warned
+/// about. Nothing happens on a read-only store (its index is what the last writer left).
+/// When the index cannot be written because of the storage (a full disk, an I/O error, a
+/// read-only file system), one warning says so and the command answers from the index as it
+/// is.
 ///
 /// # Errors
-/// Data (4) when the tree cannot be listed or the database fails.
+/// Data (4) when the tree cannot be listed or the database fails otherwise.
 pub(crate) fn refresh_index(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(), CliError> {
     if store.is_read_only() {
         return Ok(());
     }
     let bar = Progress::lazy(ctx.progress, "indexing runs");
-    let report = store
-        .index_runs_with_progress(&mut |done, total| bar.update(done, total))
-        .map_err(state_err)?;
+    let result = store.index_runs_with_progress(&mut |done, total| bar.update(done, total));
     bar.finish();
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => match e.write_unavailable() {
+            Some(reason) => {
+                ctx.warn(&format!(
+                    "run index not brought up to date ({reason}: {}): {STALE}",
+                    one_line(&e)
+                ));
+                return Ok(());
+            }
+            None => return Err(state_err(e)),
+        },
+    };
     for (path, err) in &report.failed {
         let msg = format!("{}: not indexed: {err}", rel(&ctx.root.path, path));
         ctx.warn(&msg);
+    }
+    for d in &report.column_damage {
+        ctx.warn(&format!(
+            "run index: {d}; the row was dropped and its file is indexed again"
+        ));
     }
     Ok(())
 }
@@ -501,16 +534,26 @@ pub(crate) fn verify_state(
             ),
         });
     }
+    // Values of state.db rows: one finding per session and column, whether the listing or
+    // a load found it.
+    let mut column_seen: std::collections::BTreeSet<(String, &'static str, &'static str)> =
+        std::collections::BTreeSet::new();
     for d in &page.diagnostics {
-        findings.push(Finding {
-            file: d.path.clone(),
-            id: None,
-            kind: "unlistable_snapshot".into(),
-            problem: true,
-            line: None,
-            offset: None,
-            message: d.detail.clone(),
-        });
+        match &d.column {
+            Some(c) => {
+                column_seen.insert((c.row.clone(), c.table, c.column));
+                findings.push(column_finding(&d.path, c));
+            }
+            None => findings.push(Finding {
+                file: d.path.clone(),
+                id: None,
+                kind: "unlistable_snapshot".into(),
+                problem: true,
+                line: None,
+                offset: None,
+                message: d.detail.clone(),
+            }),
+        }
     }
     let bar = Progress::new(
         ctx.progress,
@@ -536,6 +579,11 @@ pub(crate) fn verify_state(
             });
             continue;
         }
+        // A row whose id is not a safe file name (not UTF-8, decoded with U+FFFD) has no
+        // messages file to load; its column finding says so.
+        if !session_schema::is_safe_id(&id) {
+            continue;
+        }
         let messages = store
             .messages_path(&id)
             .unwrap_or_else(|_| ctx.root.path.join("messages"));
@@ -559,6 +607,12 @@ pub(crate) fn verify_state(
             continue;
         }
         for d in &loaded.damage {
+            if let MsgDamage::Column(c) = &d.kind {
+                if column_seen.insert((c.row.clone(), c.table, c.column)) {
+                    findings.push(column_finding(&d.path, c));
+                }
+                continue;
+            }
             let (kind, problem) = match &d.kind {
                 MsgDamage::TornTail => ("torn_tail", true),
                 MsgDamage::Corrupt => ("corrupt_line", true),
@@ -584,6 +638,20 @@ pub(crate) fn verify_state(
     }
     bar.finish();
     Ok(page.entries.len())
+}
+
+/// The `verify` finding for a value of a `state.db` row that is not what its column should
+/// hold.
+fn column_finding(db: &std::path::Path, c: &session_state::ColumnDamage) -> Finding {
+    Finding {
+        file: db.to_path_buf(),
+        id: (c.table == "session_state" || c.table == "session_files").then(|| c.row.clone()),
+        kind: "column_damage".into(),
+        problem: true,
+        line: None,
+        offset: None,
+        message: c.to_string(),
+    }
 }
 
 /// `sessions reindex`: rebuild the run index from scratch and report the difference.

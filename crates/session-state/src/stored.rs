@@ -1,0 +1,467 @@
+//! A session's committed state as `state.db` holds it: the reference's `session_state` row and
+//! our `session_files` bookkeeping, read without a failing conversion (see `column`), and the
+//! row's columns decoded for `load`.
+
+use std::io::Read;
+use std::path::Path;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension};
+use session_schema::RawJson;
+
+use crate::column::{Cols, ColumnDamage, ColumnDamageKind, OwnedValue, describe, text_of};
+use crate::db::{self, db_err};
+use crate::error::{Result, StateError};
+use crate::types::{DamageKind, Generation, LoadNote, MessageDamage};
+
+/// The nine reference columns, in the order [`Stored::values`] holds them.
+pub(crate) const ROW_COLUMNS: &str = "session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root";
+
+/// Names of [`ROW_COLUMNS`].
+pub(crate) const ROW_NAMES: [&str; 9] = [
+    "session_id",
+    "updated_at",
+    "run_id",
+    "invoke_seq",
+    "schema_version",
+    "meta_json",
+    "message_count",
+    "last_user_message",
+    "workspace_root",
+];
+
+/// Names of the `session_files` columns [`read_stored`] selects.
+const FILES_NAMES: [&str; 8] = [
+    "session_id",
+    "generation",
+    "row_fingerprint",
+    "file_len",
+    "file_lines",
+    "file_digest",
+    "pending_file",
+    "pending_base",
+];
+
+/// The committed state of one session as found in the database.
+pub(crate) struct Stored {
+    /// The nine reference columns as stored.
+    pub(crate) values: Vec<OwnedValue>,
+    pub(crate) generation: Generation,
+    /// Our bookkeeping, when it matches the row (the row was last written by this crate) and
+    /// every value of it could be read.
+    pub(crate) files: Option<FilesRow>,
+    /// Our bookkeeping as recorded, whether or not the row still matches it (a pending temp
+    /// file of a commit the reference has saved over since).
+    pub(crate) recorded: Option<FilesRow>,
+    /// Values of our bookkeeping row that could not be read (the row is then not used).
+    pub(crate) damage: Vec<ColumnDamage>,
+}
+
+/// Our `session_files` row of a session: which bytes of the messages file are committed.
+#[derive(Debug, Clone)]
+pub(crate) struct FilesRow {
+    pub(crate) file_len: u64,
+    pub(crate) file_lines: u64,
+    pub(crate) file_digest: u64,
+    /// Temp file of a committed rewrite not renamed yet (a name inside `messages/`).
+    pub(crate) pending_file: Option<String>,
+    /// What the messages file held when that rewrite was committed; `None` when unknown (no
+    /// pending rewrite, or one committed by a version that did not record it).
+    pub(crate) pending_base: Option<Base>,
+}
+
+/// The messages file a committed rewrite replaces, as it was at the commit: recorded in
+/// `session_files.pending_base` so that the roll-forward of an interrupted rename can prove
+/// nobody replaced the file since (compat: the reference may save the session in between).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Base {
+    /// There was no messages file.
+    Missing,
+    /// The file's size, line count and digest chain (see `fsutil::digest_lines`).
+    File { len: u64, lines: u64, digest: u64 },
+}
+
+impl Base {
+    /// The column's text: `g<generation> missing` or `g<generation> <len> <lines> <digest>`
+    /// (digest in 16 hex digits), so that a value left by an older writer of the row that did
+    /// not know the column is recognised as stale by its generation.
+    pub(crate) fn encode(self, generation: u64) -> String {
+        match self {
+            Base::Missing => format!("g{generation} missing"),
+            Base::File { len, lines, digest } => {
+                format!("g{generation} {len} {lines} {digest:016x}")
+            }
+        }
+    }
+
+    /// Parses [`Base::encode`] output recorded at `generation`; `None` for anything else.
+    pub(crate) fn decode(text: &str, generation: u64) -> Option<Base> {
+        let mut parts = text.split(' ');
+        let g: u64 = parts.next()?.strip_prefix('g')?.parse().ok()?;
+        if g != generation {
+            return None;
+        }
+        let first = parts.next()?;
+        let base = if first == "missing" {
+            Base::Missing
+        } else {
+            Base::File {
+                len: first.parse().ok()?,
+                lines: parts.next()?.parse().ok()?,
+                digest: u64::from_str_radix(parts.next()?, 16).ok()?,
+            }
+        };
+        parts.next().is_none().then_some(base)
+    }
+
+    /// What `path` holds now (read whole; a rewrite is about to write as much).
+    pub(crate) fn of_file(path: &Path) -> Result<Base> {
+        let Some(bytes) = crate::fsutil::read_if_exists(path)? else {
+            return Ok(Base::Missing);
+        };
+        let (digest, lines) = crate::fsutil::digest_lines(&bytes);
+        Ok(Base::File {
+            len: bytes.len() as u64,
+            lines,
+            digest,
+        })
+    }
+
+    /// Whether `path` still holds exactly this content (a longer or shorter file, other bytes
+    /// or a file that appeared or vanished do not).
+    pub(crate) fn matches(self, path: &Path) -> Result<bool> {
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(self == Base::Missing);
+            }
+            Err(e) => return Err(StateError::io("open", path, e)),
+        };
+        let Base::File { len, lines, digest } = self else {
+            return Ok(false);
+        };
+        let size = file
+            .metadata()
+            .map_err(|e| StateError::io("stat", path, e))?
+            .len();
+        if size != len {
+            return Ok(false);
+        }
+        let mut bytes = Vec::new();
+        file.take(len.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| StateError::io("read", path, e))?;
+        Ok(bytes.len() as u64 == len && crate::fsutil::digest_lines(&bytes) == (digest, lines))
+    }
+}
+
+/// The bookkeeping of one `session_files` row as read: the generation counter (when
+/// readable) and the row when every value is usable.
+struct FilesRead {
+    counter: Option<u64>,
+    fingerprint: Option<u64>,
+    row: Option<FilesRow>,
+    damage: Vec<ColumnDamage>,
+}
+
+fn files_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FilesRead> {
+    let mut c = Cols::new(r, "session_files", &FILES_NAMES)?;
+    let counter = c.bits(1)?;
+    let fingerprint = c.bits(2)?;
+    let file_len = c.count_required(3)?;
+    let file_lines = c.count_required(4)?;
+    let file_digest = c.bits(5)?;
+    let pending_file = c.text(6)?;
+    // A name that is text but not a plain file name inside messages/ (never written by us).
+    if let Some(name) = &pending_file
+        && matches!(c.raw(6)?, rusqlite::types::ValueRef::Text(t) if std::str::from_utf8(t).is_ok())
+        && session_schema::check_id(name).is_err()
+    {
+        c.report(
+            6,
+            ColumnDamageKind::WrongType {
+                found: format!("{} (not a file name inside messages/)", describe(c.raw(6)?)),
+            },
+        );
+    }
+    let pending_base = c
+        .text(7)?
+        .zip(counter)
+        .and_then(|(text, g)| Base::decode(&text, g));
+    let damaged = c.is_damaged();
+    let row = match (file_len, file_lines, file_digest) {
+        (Some(file_len), Some(file_lines), Some(file_digest)) if !damaged => Some(FilesRow {
+            file_len,
+            file_lines,
+            file_digest,
+            pending_file,
+            pending_base,
+        }),
+        _ => None,
+    };
+    Ok(FilesRead {
+        counter,
+        fingerprint,
+        row,
+        damage: c.finish(),
+    })
+}
+
+/// Reads the row and our bookkeeping for `session_id` (inside the caller's transaction).
+/// Never fails on stored values: the row is kept as stored, bookkeeping that cannot be read is
+/// reported in [`Stored::damage`] and not used (the session is then handled like one the
+/// reference wrote: the whole messages file is its content).
+pub(crate) fn read_stored(
+    conn: &Connection,
+    db_path: &Path,
+    session_id: &str,
+) -> Result<Option<Stored>> {
+    let values: Option<Vec<OwnedValue>> = conn
+        .prepare_cached(&format!(
+            "SELECT {ROW_COLUMNS} FROM session_state WHERE session_id = ?1"
+        ))
+        .and_then(|mut stmt| {
+            stmt.query_row([session_id], |r| {
+                crate::column::owned_row(r, ROW_NAMES.len())
+            })
+            .optional()
+        })
+        .map_err(db_err(db_path, "read session row"))?;
+    let Some(values) = values else {
+        return Ok(None);
+    };
+    let refs: Vec<ValueRef<'_>> = values.iter().map(OwnedValue::as_ref).collect();
+    let fp = db::row_fingerprint(&refs);
+    let files = read_files(conn, db_path, session_id)?;
+    let (counter, recorded, files, damage) = match files {
+        Some(f) => {
+            let ours = f.fingerprint == Some(fp);
+            (
+                f.counter.unwrap_or(0),
+                f.row.clone(),
+                f.row.filter(|_| ours),
+                f.damage,
+            )
+        }
+        None => (0, None, None, Vec::new()),
+    };
+    Ok(Some(Stored {
+        values,
+        generation: Generation { counter, row: fp },
+        files,
+        recorded,
+        damage,
+    }))
+}
+
+fn read_files(conn: &Connection, db_path: &Path, session_id: &str) -> Result<Option<FilesRead>> {
+    conn.prepare_cached(
+        "SELECT session_id, generation, row_fingerprint, file_len, file_lines, file_digest, \
+         pending_file, pending_base FROM session_files WHERE session_id = ?1",
+    )
+    .and_then(|mut stmt| stmt.query_row([session_id], files_row).optional())
+    .map_err(db_err(db_path, "read session bookkeeping"))
+}
+
+/// Our bookkeeping for `session_id` as recorded, whatever the `session_state` row says (or
+/// whether there is one); `None` when there is none or it cannot be read.
+pub(crate) fn read_bookkeeping(
+    conn: &Connection,
+    db_path: &Path,
+    session_id: &str,
+) -> Result<Option<FilesRow>> {
+    Ok(read_files(conn, db_path, session_id)?.and_then(|f| f.row))
+}
+
+/// The columns `load` returns, decoded from a stored row.
+pub(crate) struct RowFields {
+    pub(crate) updated_at: String,
+    pub(crate) run_id: Option<String>,
+    pub(crate) invoke_seq: Option<i64>,
+    pub(crate) meta: Option<RawJson>,
+    /// `message_count` when it is an integer.
+    pub(crate) message_count: Option<i64>,
+}
+
+/// Decodes the nine columns of session `id`'s row. Text that is not UTF-8 is used as
+/// decoded (U+FFFD) and reported; a value of a storage class its column does not hold, or a
+/// NULL where one is required, is reported and left out (`updated_at`: decoded lossily, or
+/// empty). Every problem is one [`ColumnDamage`] naming the session and the column.
+pub(crate) fn decode_row(
+    values: &[OwnedValue],
+    id: &str,
+    notes: &mut Vec<LoadNote>,
+) -> (RowFields, Vec<ColumnDamage>) {
+    let mut damage = Vec::new();
+    let get = |i: usize| values.get(i).map_or(ValueRef::Null, OwnedValue::as_ref);
+    let mut report = |i: usize, kind: ColumnDamageKind| {
+        damage.push(ColumnDamage {
+            table: "session_state",
+            column: ROW_NAMES.get(i).copied().unwrap_or("?"),
+            row: id.to_owned(),
+            kind,
+        });
+    };
+    // Text columns: a number is written out; only TEXT is what the reference writes.
+    let mut text = |i: usize, required: bool| -> Option<String> {
+        let v = get(i);
+        let (t, bad) = text_of(v);
+        match (&t, bad) {
+            (None, _) if required => report(i, ColumnDamageKind::Null),
+            (_, Some(kind)) => {
+                let omitted = !matches!(kind, ColumnDamageKind::InvalidUtf8 { .. });
+                report(i, kind);
+                if omitted && !required {
+                    return None;
+                }
+            }
+            _ => {}
+        }
+        t
+    };
+    let updated_at = text(1, true).unwrap_or_default();
+    let run_id = text(2, false);
+    let meta_text = text(5, false);
+    text(0, true);
+    text(7, false);
+    text(8, false);
+    let mut int = |i: usize, required: bool, real_ok: bool| -> Option<i64> {
+        match get(i) {
+            ValueRef::Integer(n) => Some(n),
+            ValueRef::Null if !required => None,
+            ValueRef::Null => {
+                report(i, ColumnDamageKind::Null);
+                None
+            }
+            // An integral REAL (a writer that does not keep integers apart): its value.
+            #[allow(clippy::cast_possible_truncation, reason = "a whole number below 2^53")]
+            ValueRef::Real(f) if real_ok && f.fract() == 0.0 && f.abs() < 9.0e15 => Some(f as i64),
+            other => {
+                report(
+                    i,
+                    ColumnDamageKind::WrongType {
+                        found: describe(other),
+                    },
+                );
+                None
+            }
+        }
+    };
+    let invoke_seq = int(3, false, true);
+    int(4, true, false);
+    let message_count = int(6, false, false);
+    damage.sort_by_key(|d| ROW_NAMES.iter().position(|n| *n == d.column));
+    let meta = meta_text.and_then(|t| match RawJson::from_json(t) {
+        Ok(raw) if raw.get().starts_with('{') || raw.get().starts_with('[') => Some(raw),
+        Ok(_) => {
+            notes.push(LoadNote::MetaUnreadable {
+                detail: "meta_json is not an object or array".to_owned(),
+            });
+            None
+        }
+        Err(e) => {
+            notes.push(LoadNote::MetaUnreadable {
+                detail: e.to_string(),
+            });
+            None
+        }
+    });
+    (
+        RowFields {
+            updated_at,
+            run_id,
+            invoke_seq,
+            meta,
+            message_count,
+        },
+        damage,
+    )
+}
+
+/// A [`ColumnDamage`] as load damage: file-level, on `state.db`, nothing lost from the
+/// messages.
+pub(crate) fn as_message_damage(db_path: &Path, d: ColumnDamage) -> MessageDamage {
+    MessageDamage {
+        path: db_path.to_path_buf(),
+        line: None,
+        byte_offset: 0,
+        detail: d.to_string(),
+        kept: true,
+        kind: DamageKind::Column(d),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_round_trips_and_refuses_other_generations() {
+        let b = Base::File {
+            len: 120,
+            lines: 3,
+            digest: 0xdead_beef_0000_0001,
+        };
+        assert_eq!(b.encode(7), "g7 120 3 deadbeef00000001");
+        assert_eq!(Base::decode(&b.encode(7), 7), Some(b));
+        assert_eq!(Base::decode(&b.encode(7), 8), None);
+        assert_eq!(Base::decode("g2 missing", 2), Some(Base::Missing));
+        assert_eq!(Base::decode("g2 missing x", 2), None);
+        assert_eq!(Base::decode("", 2), None);
+    }
+
+    #[test]
+    fn a_row_with_invalid_utf8_and_odd_classes_decodes_with_damage() {
+        let values = vec![
+            OwnedValue::Text(b"s1".to_vec()),
+            OwnedValue::Blob(b"2026".to_vec()),
+            OwnedValue::Text(b"run-\xED\xA0\xBC".to_vec()),
+            OwnedValue::Real(2.5),
+            OwnedValue::Integer(1),
+            OwnedValue::Null,
+            OwnedValue::Text(b"x".to_vec()),
+            OwnedValue::Text(b"hi \xED\xA0\xBC".to_vec()),
+            OwnedValue::Null,
+        ];
+        let mut notes = Vec::new();
+        let (fields, damage) = decode_row(&values, "s1", &mut notes);
+        assert_eq!(fields.updated_at, "2026");
+        assert_eq!(
+            fields.run_id.as_deref(),
+            Some("run-\u{FFFD}\u{FFFD}\u{FFFD}")
+        );
+        assert_eq!(fields.invoke_seq, None);
+        assert_eq!(fields.message_count, None);
+        let cols: Vec<(&str, &ColumnDamageKind)> =
+            damage.iter().map(|d| (d.column, &d.kind)).collect();
+        assert_eq!(
+            cols,
+            vec![
+                (
+                    "updated_at",
+                    &ColumnDamageKind::WrongType {
+                        found: "BLOB of 4 bytes".into()
+                    }
+                ),
+                ("run_id", &ColumnDamageKind::InvalidUtf8 { bytes: 3 }),
+                (
+                    "invoke_seq",
+                    &ColumnDamageKind::WrongType {
+                        found: "REAL 2.5".into()
+                    }
+                ),
+                (
+                    "message_count",
+                    &ColumnDamageKind::WrongType {
+                        found: "TEXT \"x\"".into()
+                    }
+                ),
+                (
+                    "last_user_message",
+                    &ColumnDamageKind::InvalidUtf8 { bytes: 3 }
+                ),
+            ]
+        );
+        assert!(notes.is_empty());
+    }
+}
