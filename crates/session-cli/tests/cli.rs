@@ -24,7 +24,7 @@ fn fixtures() -> PathBuf {
 }
 
 fn sample() -> PathBuf {
-    manifest_dir().join("../../sample/sessions")
+    session_test_support::sample_sessions_dir()
 }
 
 fn expected() -> Value {

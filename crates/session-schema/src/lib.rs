@@ -25,6 +25,7 @@
 //! assert_eq!(end.outcome.as_str(), "completed");
 //! assert_eq!(parsed.to_json().unwrap(), line.to_vec());
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[macro_use]
 mod object;

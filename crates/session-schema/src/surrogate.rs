@@ -3,7 +3,7 @@
 //! JavaScript's `JSON.stringify` writes a lone surrogate as a `\udXXX` escape; serde_json
 //! rejects it when decoding into a `String`. We repair such a line by replacing each lone escape
 //! with `\ufffd` — the same six bytes long, so every byte offset stays valid — and remember the
-//! originals so that re-serialization can put them back (see [`restore`]).
+//! originals so that re-serialization can put them back (see `RestorePlan`).
 
 /// One lone surrogate escape that was replaced by `\ufffd`.
 #[derive(Debug, Clone, PartialEq, Eq)]
