@@ -9,11 +9,14 @@
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
 //!
-//! The `#[test]`s in `tidy.rs`, `deps.rs` and `schema.rs` are part of `cargo test --workspace`.
+//! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs` and `schema.rs` are part of
+//! `cargo test --workspace`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[cfg(test)]
 mod deps;
+#[cfg(test)]
+mod publish;
 mod schema;
 mod tidy;
 
