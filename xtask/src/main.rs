@@ -9,7 +9,7 @@
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
 //!
-//! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs` and `schema.rs` are part of
+//! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs`, `refs.rs` and `schema.rs` are part of
 //! `cargo test --workspace`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -17,6 +17,8 @@
 mod deps;
 #[cfg(test)]
 mod publish;
+#[cfg(test)]
+mod refs;
 mod schema;
 mod tidy;
 
