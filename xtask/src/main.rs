@@ -9,8 +9,8 @@
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
 //!
-//! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs`, `refs.rs` and `schema.rs` are part of
-//! `cargo test --workspace`.
+//! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs`, `readme.rs`, `refs.rs`,
+//! `spec_example.rs` and `schema.rs` are part of `cargo test --workspace`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[cfg(test)]
@@ -18,8 +18,12 @@ mod deps;
 #[cfg(test)]
 mod publish;
 #[cfg(test)]
+mod readme;
+#[cfg(test)]
 mod refs;
 mod schema;
+#[cfg(test)]
+mod spec_example;
 mod tidy;
 
 use std::path::{Path, PathBuf};

@@ -77,12 +77,11 @@ fn package_problems(name: &str, files: &[(String, u64, Option<String>)]) -> Vec<
         }
         if path.ends_with(".rs")
             && let Some(text) = text
+            && let Some(needle) = WORKSPACE_ONLY.iter().find(|n| text.contains(**n))
         {
-            if let Some(needle) = WORKSPACE_ONLY.iter().find(|n| text.contains(**n)) {
-                bad.push(format!(
-                    "{name}: {path} uses `{needle}`, which a package built from the registry does not have; add it to `exclude`"
-                ));
-            }
+            bad.push(format!(
+                "{name}: {path} uses `{needle}`, which a package built from the registry does not have; add it to `exclude`"
+            ));
         }
     }
     if total > MAX_PACKAGE {
@@ -125,7 +124,9 @@ fn metadata_problems(pkg: &Value) -> Vec<String> {
         }
     }
     if text("documentation") != format!("https://docs.rs/{name}") {
-        bad.push(format!("{name}: documentation is not https://docs.rs/{name}"));
+        bad.push(format!(
+            "{name}: documentation is not https://docs.rs/{name}"
+        ));
     }
     let keywords = pkg["keywords"].as_array().map_or(0, Vec::len);
     if !(1..=5).contains(&keywords) {
@@ -213,7 +214,10 @@ fn dependencies_need_no_newer_toolchain() {
         if let Some(rv) = pkg["rust_version"].as_str()
             && major_minor(rv).is_some_and(|v| v > msrv)
         {
-            bad.push(format!("{} {} needs Rust {rv}", pkg["name"], pkg["version"]));
+            bad.push(format!(
+                "{} {} needs Rust {rv}",
+                pkg["name"], pkg["version"]
+            ));
         }
     }
     assert!(
@@ -240,27 +244,44 @@ fn publishable_crates_carry_registry_metadata() {
     assert!(bad.is_empty(), "registry metadata:\n{}", bad.join("\n"));
 }
 
+/// The files of crate `name`'s package, relative to the crate directory
+/// (`cargo package --list`).
+pub(crate) fn package_files(name: &str) -> Vec<String> {
+    let out = crate::cargo()
+        .args([
+            "package",
+            "--list",
+            "--allow-dirty",
+            "--offline",
+            "-p",
+            name,
+        ])
+        .output()
+        .expect("cargo package --list runs");
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn packages_hold_only_what_builds_outside_the_workspace() {
     let mut bad = Vec::new();
     for name in PUBLISHABLE {
-        let out = crate::cargo()
-            .args(["package", "--list", "--allow-dirty", "--offline", "-p", name])
-            .output()
-            .expect("cargo package --list runs");
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let dir: PathBuf = crate::project_root().join("crates").join(name);
-        let files: Vec<(String, u64, Option<String>)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
+        let files: Vec<(String, u64, Option<String>)> = package_files(name)
+            .into_iter()
             .filter(|p| !is_generated(p))
             .map(|p| {
-                let path = dir.join(p);
+                let path = dir.join(&p);
                 let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                (p.to_owned(), size, std::fs::read_to_string(&path).ok())
+                let text = std::fs::read_to_string(&path).ok();
+                (p, size, text)
             })
             .collect();
         assert!(files.len() > 3, "{name}: {files:?}");
@@ -281,7 +302,11 @@ fn the_package_rules_catch_bad_packages() {
     assert_eq!(package_problems("c", &good), Vec::<String>::new());
     let mut bad = good.to_vec();
     bad.retain(|(p, ..)| p != "LICENSE-MIT");
-    bad.push(file("tests/a.rs", 10, "use session_test_support::copy_tree;"));
+    bad.push(file(
+        "tests/a.rs",
+        10,
+        "use session_test_support::copy_tree;",
+    ));
     bad.push(file(
         "tests/b.rs",
         10,

@@ -178,7 +178,9 @@ fn reference_problems(text: &str, spec: &Sections, compat: &Sections) -> Vec<Str
         let sections = if doc == "spec" { spec } else { compat };
         for id in &reference.sections {
             if !sections.has(id) {
-                bad.push(format!("{line}: {doc} §{id} does not exist in docs/{doc}.md"));
+                bad.push(format!(
+                    "{line}: {doc} §{id} does not exist in docs/{doc}.md"
+                ));
             }
         }
         let top = reference.sections[0].split('.').next().unwrap_or_default();
@@ -298,7 +300,8 @@ fn nothing_points_outside_the_repository_or_at_the_tracker() {
 #[test]
 fn the_reference_rules_catch_bad_references() {
     let spec = Sections::parse("# t\n## 1. A\n## 3. B\n### 3.1 C\n```\n## 7. fenced\n```\n");
-    let compat = Sections::parse("## 2. X\n### 2.10 Y\n## 5. Gaps\n1. a\n2. b\n9. c\n## Summary\n1. no\n");
+    let compat =
+        Sections::parse("## 2. X\n### 2.10 Y\n## 5. Gaps\n1. a\n2. b\n9. c\n## Summary\n1. no\n");
     assert!(!spec.has("7"), "headings in code fences do not count");
     assert!(compat.has("5.9") && !compat.has("5.3"));
     assert_eq!(
@@ -307,10 +310,7 @@ fn the_reference_rules_catch_bad_references() {
         "items after an unnumbered heading belong to no section"
     );
     let ok = "spec §3.1, §1; compat notes §2.10 and §5 items 1–2, 9; compat §5.9; spec §1–3; §N";
-    assert_eq!(
-        reference_problems(ok, &spec, &compat),
-        Vec::<String>::new()
-    );
+    assert_eq!(reference_problems(ok, &spec, &compat), Vec::<String>::new());
     let bad = "spec §2\ncompat §5 item 3\nsee §1\ncompat §x\ninspect §1\ncompat §3.1";
     let problems = reference_problems(bad, &spec, &compat);
     assert_eq!(
@@ -347,6 +347,7 @@ fn the_reference_rules_catch_bad_references() {
 
 #[test]
 fn the_issue_rule_catches_tracker_numbers() {
-    let text = "a\n// see issue 3\n// (issue\n// #12)\nissue \"Layout\"\nno issues here; tissue 3\n";
+    let text =
+        "a\n// see issue 3\n// (issue\n// #12)\nissue \"Layout\"\nno issues here; tissue 3\n";
     assert_eq!(issue_mentions(text), [2, 3, 5]);
 }

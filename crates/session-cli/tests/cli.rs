@@ -1222,17 +1222,6 @@ fn garbage_never_panics() {
 }
 
 #[test]
-fn readme_embedding_example_is_the_compiled_one() {
-    let readme = std::fs::read_to_string(manifest_dir().join("../../README.md")).unwrap();
-    let example = std::fs::read_to_string(manifest_dir().join("examples/embed_writer.rs")).unwrap();
-    let body = &example[example.find("use session_jsonl").unwrap()..];
-    assert!(
-        readme.contains(body),
-        "README's embedding example differs from examples/embed_writer.rs"
-    );
-}
-
-#[test]
 fn sessions_default_to_the_current_directory_workspace() {
     let s = sample_store();
     let ws = tempfile::tempdir().unwrap();
