@@ -26,10 +26,8 @@ const MAX_PACKAGED_FILE: u64 = 256 * 1024;
 /// Nor the whole package (bytes, uncompressed).
 const MAX_PACKAGE: u64 = 1024 * 1024;
 
-/// Source text that only works inside the workspace: a packaged file containing it would fail
-/// (or reach outside the package) when built from the registry.
-const WORKSPACE_ONLY: &[&str] = &[
-    "session_test_support",
+/// Paths out of a crate into the rest of the repository.
+const WORKSPACE_PATHS: &[&str] = &[
     "join(\"../..",
     "\"../../testdata",
     "\"../../sample",
@@ -77,7 +75,9 @@ fn package_problems(name: &str, files: &[(String, u64, Option<String>)]) -> Vec<
         }
         if path.ends_with(".rs")
             && let Some(text) = text
-            && let Some(needle) = WORKSPACE_ONLY.iter().find(|n| text.contains(**n))
+            && let Some(needle) = std::iter::once(&"session_test_support")
+                .chain(WORKSPACE_PATHS)
+                .find(|n| text.contains(**n))
         {
             bad.push(format!(
                 "{name}: {path} uses `{needle}`, which a package built from the registry does not have; add it to `exclude`"
@@ -288,6 +288,32 @@ fn packages_hold_only_what_builds_outside_the_workspace() {
         bad.extend(package_problems(name, &files));
     }
     assert!(bad.is_empty(), "package contents:\n{}", bad.join("\n"));
+}
+
+/// Tests of every crate reach the repository's data only through session-test-support, so that
+/// the one place that knows the layout is the crate that is never published.
+#[test]
+fn only_session_test_support_reaches_outside_its_crate() {
+    let root = crate::project_root();
+    let mut files = Vec::new();
+    crate::tidy::walk(&root.join("crates"), &mut files).unwrap();
+    crate::tidy::walk(&root.join("tests"), &mut files).unwrap();
+    let mut bad = Vec::new();
+    for p in files {
+        let rel = p.strip_prefix(&root).unwrap_or(&p).display().to_string();
+        if !rel.ends_with(".rs") || rel.starts_with("crates/session-test-support/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        if let Some(needle) = WORKSPACE_PATHS.iter().find(|n| text.contains(**n)) {
+            bad.push(format!("{rel}: `{needle}`"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "paths out of the crate (use session_test_support):\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
