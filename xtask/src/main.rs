@@ -13,12 +13,21 @@
 //!   OS error in the cause) and reading commands keep working
 //!   (`crates/session-cli/examples/fullfs.rs`). Needs root to mount; skipped otherwise.
 //!
-//! The `#[test]`s in `tidy.rs`, `deps.rs` and `schema.rs` are part of `cargo test --workspace`.
+//! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs`, `readme.rs`, `refs.rs`,
+//! `spec_example.rs` and `schema.rs` are part of `cargo test --workspace`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[cfg(test)]
 mod deps;
+#[cfg(test)]
+mod publish;
+#[cfg(test)]
+mod readme;
+#[cfg(test)]
+mod refs;
 mod schema;
+#[cfg(test)]
+mod spec_example;
 mod tidy;
 
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use session_cli::{Env, Terminal};
@@ -33,7 +33,7 @@ fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../sample/sessions");
+    let sample = session_test_support::sample_sessions_dir();
     let tmp = match tempfile::tempdir() {
         Ok(t) => t,
         Err(e) => {

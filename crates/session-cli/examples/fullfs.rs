@@ -73,7 +73,7 @@ impl Check {
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample/sessions")
+    session_test_support::sample_sessions_dir()
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {

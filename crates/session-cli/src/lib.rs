@@ -1,5 +1,5 @@
 //! The `sessions` command: inspect, verify, repair, export and clean up the session store of an
-//! agent runtime (the reference layout of `session-store.md` §2, compat notes §2.1).
+//! agent runtime (the reference layout of spec §2, compat notes §2.1).
 //!
 //! This crate is the only one in the workspace that prints or turns errors into exit codes. The
 //! library layers do the work: session-jsonl reads and writes run files, session-state owns

@@ -24,7 +24,7 @@ fn fixtures() -> PathBuf {
 }
 
 fn sample() -> PathBuf {
-    manifest_dir().join("../../sample/sessions")
+    session_test_support::sample_sessions_dir()
 }
 
 fn expected() -> Value {
@@ -1238,17 +1238,6 @@ fn garbage_never_panics() {
     for k in ["nul_run", "empty_file", "unreadable", "torn_tail"] {
         assert!(kinds.contains(k), "{k} not reported: {kinds:?}");
     }
-}
-
-#[test]
-fn readme_embedding_example_is_the_compiled_one() {
-    let readme = std::fs::read_to_string(manifest_dir().join("../../README.md")).unwrap();
-    let example = std::fs::read_to_string(manifest_dir().join("examples/embed_writer.rs")).unwrap();
-    let body = &example[example.find("use session_jsonl").unwrap()..];
-    assert!(
-        readme.contains(body),
-        "README's embedding example differs from examples/embed_writer.rs"
-    );
 }
 
 #[test]

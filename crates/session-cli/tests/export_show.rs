@@ -19,7 +19,7 @@ const SESSION: &str = "5a1e0001-0000-4000-8000-000000000001";
 const RUN: &str = "0e0e0e0e-0000-4000-8000-00000000e0e0";
 
 fn sample() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../sample/sessions")
+    session_test_support::sample_sessions_dir()
 }
 
 /// A private copy of the sample store (`root`), removed at the end of the test.

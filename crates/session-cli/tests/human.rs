@@ -56,7 +56,7 @@ fn check(case: &Path, root: &Path) -> Option<String> {
 fn human_output_snapshots() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sessions");
-    copy_tree(&manifest_dir().join("../../sample/sessions"), &root);
+    copy_tree(&session_test_support::sample_sessions_dir(), &root);
     // Stored data is not being written: make the copies' run files as old as they are meant
     // to be (`repair` leaves a torn tail modified in the last two minutes alone).
     let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);

@@ -37,10 +37,7 @@ struct Store {
 fn sample_store() -> Store {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sessions");
-    copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample/sessions"),
-        &root,
-    );
+    copy_tree(&session_test_support::sample_sessions_dir(), &root);
     let hooks = dir.path().join("hooks");
     std::fs::create_dir(&hooks).unwrap();
     Store {

@@ -1,4 +1,4 @@
-//! Benchmarks of issue 3, printed as ratios against baselines measured in the same run.
+//! Run-log reader and writer benchmarks, printed as ratios against baselines of the same run.
 //!
 //! A realistic run log is generated in a temporary directory: 50-turn cycles whose
 //! `llm.request` repeats the growing history, tool outputs of 1–50 KB with non-ASCII text.

@@ -1,5 +1,5 @@
 //! Run files on disk: the layout, a durable append writer and a crash-tolerant streaming reader
-//! (spec §2–4, §8–9 of `session-store.md`; compat notes §2.1–2.4, §2.12, §5).
+//! (spec §2–4, §8–9; compat notes §2.1–2.4, §2.12, §5).
 //!
 //! Layer: depends only on session-schema (records, ids, timestamps). Never prints, never panics
 //! on bad input; every failure is a [`JsonlError`]; damage inside files is data ([`Damage`]).

@@ -1004,6 +1004,36 @@ pub struct RunRead {
 ///
 /// # Errors
 /// [`JsonlError::Io`] (open) or [`JsonlError::Read`] (a read failed, with its line and offset).
+///
+/// # Examples
+///
+/// A file with a line of garbage in the middle and a torn last line: the complete records come
+/// back, and each damaged line is reported with its line number and byte offset.
+///
+/// ```
+/// use session_jsonl::{DamageKind, read_run};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a.jsonl");
+/// let header = r#"{"type":"header","schema_version":1,"run_id":"8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a","started_at":"2026-02-03T12:00:00.000Z"}"#;
+/// let end = r#"{"type":"run.end","run_id":"8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a","ts":"2026-02-03T12:00:01.000Z","outcome":"completed"}"#;
+/// std::fs::write(&path, format!("{header}\nnot json\n{end}\n{{\"type\":\"run.st"))?;
+///
+/// let run = read_run(&path)?;
+/// let kinds: Vec<&str> = run.records.iter().map(|r| r.record().kind()).collect();
+/// assert_eq!(kinds, ["header", "run.end"]);
+/// let damage: Vec<(DamageKind, u64, u64)> =
+///     run.damage.iter().map(|d| (d.kind, d.line, d.offset)).collect();
+/// let torn_at = (header.len() + "\nnot json\n".len() + end.len() + 1) as u64;
+/// assert_eq!(
+///     damage,
+///     [
+///         (DamageKind::CorruptLine, 2, header.len() as u64 + 1),
+///         (DamageKind::TornTail, 4, torn_at),
+///     ]
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_run(path: &Path) -> Result<RunRead> {
     read_run_with(path, ReaderOptions::default())
 }

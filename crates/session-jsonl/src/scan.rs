@@ -1,5 +1,5 @@
 //! Cheap look-ups that do not read whole files: the header from the head of a run file, the
-//! terminal state from its tail (issue "Layout": enumerate runs without reading whole files).
+//! terminal state from its tail, so that listing runs costs a few reads per file.
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -375,6 +375,47 @@ impl Drop for InFlight<'_> {
 
 /// The single writer of one run file. `Send + Sync`: share it (`Arc`) to append from several
 /// threads; appends are serialized in call order.
+///
+/// # Examples
+///
+/// One writer shared by four threads with group commit: each `append` returns once its record is
+/// on stable storage, and concurrent appends share one `fdatasync`. A second writer for the same
+/// file is refused while the first holds the lock.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use session_jsonl::{Durability, JsonlError, RunWriter, WriterOptions, read_run};
+/// use session_schema::{Header, Record, RunStatus, RunStatusKind, Timestamp};
+///
+/// let root = tempfile::tempdir()?;
+/// let header = Header {
+///     schema_version: 1,
+///     run_id: "8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a".into(),
+///     started_at: Timestamp::now(),
+///     ..Default::default()
+/// };
+/// let opts = WriterOptions::with_durability(Durability::group_commit());
+/// let writer = Arc::new(RunWriter::create(root.path(), &header, opts)?);
+/// let running = Record::RunStatus(RunStatus {
+///     run_id: header.run_id.clone(),
+///     ts: Timestamp::now(),
+///     status: RunStatusKind::Running,
+///     ..Default::default()
+/// });
+/// std::thread::scope(|s| {
+///     let appends: Vec<_> = (0..4).map(|_| s.spawn(|| writer.append(&running))).collect();
+///     appends.into_iter().try_for_each(|a| a.join().unwrap())
+/// })?;
+///
+/// let second = RunWriter::open_append(writer.path(), WriterOptions::default());
+/// assert!(matches!(second, Err(JsonlError::Locked { .. })));
+///
+/// let path = writer.path().to_owned();
+/// Arc::into_inner(writer).ok_or("writer still shared")?.close()?;
+/// assert_eq!(read_run(&path)?.records.len(), 5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct RunWriter {
     path: PathBuf,
@@ -708,6 +749,47 @@ impl RunWriter {
     /// # Errors
     /// [`JsonlError::Compressed`] for `.jsonl.zst`, [`JsonlError::NotARunFile`],
     /// [`JsonlError::Locked`], [`JsonlError::Io`] (including a missing file).
+    ///
+    /// # Examples
+    ///
+    /// The process died in the middle of a line; the restarted writer seals it and goes on.
+    ///
+    /// ```
+    /// use std::io::Write;
+    ///
+    /// use session_jsonl::{DamageKind, RunWriter, WriterOptions, read_run};
+    /// use session_schema::{Header, Record, RunEnd, RunOutcome, Timestamp};
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// let header = Header {
+    ///     schema_version: 1,
+    ///     run_id: "8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a".into(),
+    ///     started_at: Timestamp::now(),
+    ///     ..Default::default()
+    /// };
+    /// let path = RunWriter::create(root.path(), &header, WriterOptions::default())?
+    ///     .path()
+    ///     .to_owned();
+    /// std::fs::OpenOptions::new()
+    ///     .append(true)
+    ///     .open(&path)?
+    ///     .write_all(br#"{"type":"run.status","run_"#)?;
+    ///
+    /// let writer = RunWriter::open_append(&path, WriterOptions::default())?;
+    /// writer.append(&Record::RunEnd(RunEnd {
+    ///     run_id: header.run_id.clone(),
+    ///     ts: Timestamp::now(),
+    ///     outcome: RunOutcome::Completed,
+    ///     ..Default::default()
+    /// }))?;
+    /// writer.close()?;
+    ///
+    /// let run = read_run(&path)?;
+    /// assert_eq!(run.records.len(), 2); // the header and the run.end
+    /// assert_eq!(run.damage[0].kind, DamageKind::SealedFragment); // a note, not a problem
+    /// assert_eq!(run.damage[0].line, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open_append(path: &Path, opts: WriterOptions) -> Result<Self> {
         check_plain(path)?;
         let mut file = OpenOptions::new()

@@ -359,6 +359,39 @@ impl Prompt {
 /// [`DiagnosticKind::NoSuchInvocation`] diagnostic) when there is no such request; an
 /// over-inclusive snapshot is reported as [`DiagnosticKind::OverInclusiveSnapshot`] and its
 /// corrected prompt is [`Prompt::corrected_messages`].
+///
+/// # Examples
+///
+/// The reference serialized some requests only after the answer had been added to the history
+/// (compat §5 item 9); such a snapshot ends with its own response, and the prompt really sent is
+/// the corrected one.
+///
+/// ```
+/// use session_replay::{DiagnosticKind, prompt_at};
+/// use session_schema::parse_record;
+///
+/// let lines = [
+///     r#"{"type":"header","schema_version":1,"run_id":"r1","session_id":"s1","started_at":"2026-02-03T12:00:00.000Z"}"#,
+///     r#"{"type":"llm.request","run_id":"r1","ts":"2026-02-03T12:00:01.000Z","seq":7,"input":{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}],"tools":null,"tool_choice":null}}"#,
+///     r#"{"type":"llm.response","run_id":"r1","ts":"2026-02-03T12:00:02.000Z","seq":7,"output":{"messages":[{"role":"assistant","content":"hello"}],"usage":null,"stop_reason":"end_turn","provider_meta":null}}"#,
+/// ];
+/// let records = lines
+///     .iter()
+///     .map(|l| parse_record(l.as_bytes()).map(|p| p.value))
+///     .collect::<Result<Vec<_>, _>>()?;
+///
+/// let (prompt, diagnostics) = prompt_at(&records, Some(7));
+/// let prompt = prompt.ok_or("no such invocation")?;
+/// assert_eq!(prompt.raw_messages, r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#);
+/// assert_eq!(prompt.corrected_messages().len(), 1);
+/// assert_eq!(diagnostics[0].kind, DiagnosticKind::OverInclusiveSnapshot);
+///
+/// // An invocation that does not exist is a diagnostic, not an error.
+/// let (missing, diagnostics) = prompt_at(&records, Some(8));
+/// assert!(missing.is_none());
+/// assert_eq!(diagnostics[0].kind, DiagnosticKind::NoSuchInvocation);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn prompt_at(records: &[Record], seq: Option<i64>) -> (Option<Prompt>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
     let found = records.iter().enumerate().rev().find_map(|(i, r)| match r {

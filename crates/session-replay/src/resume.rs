@@ -167,6 +167,37 @@ pub fn is_resume_diff_reminder(message: &BaseMessage) -> bool {
 }
 
 /// Prepares a saved session's messages for resuming (see the module docs).
+///
+/// # Examples
+///
+/// ```
+/// use session_replay::{ResumeChange, ResumeOptions, UnansweredCalls, prepare_resume};
+/// use session_schema::{BaseMessage, MessageContent, parse_message};
+///
+/// let saved = [
+///     r#"{"role":"system","content":"You are a coding assistant (old prompt)."}"#,
+///     r#"{"role":"system","content":"<system-reminder type=\"session.resume.diff\">…</system-reminder>"}"#,
+///     r#"{"role":"user","content":"list files"}"#,
+///     r#"{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"shell","arguments":"{}"}}]}"#,
+/// ]
+/// .iter()
+/// .map(|m| parse_message(m.as_bytes()).map(|p| p.value))
+/// .collect::<Result<Vec<_>, _>>()?;
+///
+/// // The reference's behaviour: the unanswered call is dropped.
+/// let (messages, changes) = prepare_resume(&saved, "You are a coding assistant.", ResumeOptions::default());
+/// assert_eq!(messages.len(), 3); // new prompt, user, assistant without its call
+/// assert!(matches!(&messages[0], BaseMessage::System(s)
+///     if s.content == MessageContent::Text("You are a coding assistant.".into())));
+/// assert!(messages[2].tool_calls().is_empty());
+/// assert!(changes.contains(&ResumeChange::RemovedResumeReminder { index: 1 }));
+///
+/// // Or keep the call and answer it with an error result.
+/// let options = ResumeOptions { unanswered_calls: UnansweredCalls::SynthesizeError };
+/// let (messages, _) = prepare_resume(&saved, "You are a coding assistant.", options);
+/// assert!(matches!(&messages[3], BaseMessage::Tool(t) if t.tool_call_id == "call_1" && t.is_error == Some(true)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn prepare_resume(
     messages: &[BaseMessage],
     current_system_prompt: &str,

@@ -27,7 +27,6 @@
 //! assert_eq!(end.outcome.as_str(), "completed");
 //! assert_eq!(parsed.to_json().unwrap(), line.to_vec());
 //! ```
-
 // Stored numbers are never truncated or reinterpreted by an `as` cast: conversions are
 // checked (`try_from`) or say what they do (`cast_signed`, `cast_unsigned`); xtask tidy
 // checks that these lints stay on in every library crate (test code may cast freely).
@@ -39,6 +38,7 @@
         clippy::cast_possible_wrap
     )
 )]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[macro_use]
 mod object;

@@ -90,6 +90,24 @@ pub fn trim_line(line: &[u8]) -> (&[u8], bool) {
 /// # Errors
 /// [`ParseError`]: empty, not UTF-8, not JSON (with `eof` for a cut line), not an object, no
 /// `type`, or a known type whose fields do not fit.
+///
+/// # Examples
+///
+/// ```
+/// use session_schema::{Record, SchemaMode, parse_record};
+///
+/// // A header of a newer schema version is read as far as it is understood.
+/// let line = br#"{"type":"header","schema_version":2,"run_id":"r1","started_at":"2026-02-03T12:00:00.000Z","x_new":true}"#;
+/// let parsed = parse_record(line)?;
+/// let Record::Header(header) = &parsed.value else { unreachable!() };
+/// assert_eq!(header.schema_mode(), SchemaMode::BestEffort { version: 2 });
+/// assert_eq!(parsed.to_json()?, line);
+///
+/// // A line cut short by a crash is an error that says so.
+/// let err = parse_record(br#"{"type":"run.end","run_id":"r1","ts":"2026-02"#).unwrap_err();
+/// assert!(err.is_eof());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn parse_record(line: &[u8]) -> Result<Parsed<Record>, ParseError> {
     parse_tagged(line, "type")
 }

@@ -36,8 +36,8 @@ pub const FIRST_INPUT_CHARS: usize = 200;
 pub enum RunOutcome {
     /// `run.end{outcome:"completed"}`.
     Completed,
-    /// `run.end{outcome:"error"}`, or a `run.error` record with no `run.end` after it (issue
-    /// 3: `run.error` is terminal; a later `run.end` has the last word).
+    /// `run.end{outcome:"error"}`, or a `run.error` record with no `run.end` after it
+    /// (`run.error` is terminal; a later `run.end` has the last word).
     Error,
     /// `run.end{outcome:"cancelled"}`.
     Cancelled,
@@ -570,7 +570,7 @@ pub(crate) fn read_run_row(
                 }
             }
             Record::RunStatus(s) => row.last_status = Some(s.status.as_str().to_owned()),
-            // `run.error` is terminal (issue 3): a run that stops after it failed, whether or
+            // `run.error` is terminal: a run that stops after it failed, whether or
             // not its `run.end` follows. A later `run.end` has the last word.
             Record::RunError(_) => row.outcome = RunOutcome::Error,
             Record::RunEnd(e) => row.outcome = outcome_of_end(e.outcome.as_str()),

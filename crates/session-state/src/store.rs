@@ -90,6 +90,21 @@ impl StateStore {
     /// `state.db` cannot be opened or initialised (for example when it is a directory);
     /// [`StateError::Busy`] when another process holds the write lock for longer than
     /// [`StoreOptions::max_busy_wait`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use session_state::StateStore;
+    ///
+    /// let root = tempfile::tempdir()?; // normally ~/.codelia/sessions
+    /// let store = StateStore::open(root.path())?;
+    /// assert!(root.path().join("state.db").is_file());
+    /// assert!(root.path().join("messages").is_dir());
+    /// assert!(store.load("f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1")?.is_none());
+    /// // Ids that could leave the directory are refused before any path is built.
+    /// assert!(store.load("../elsewhere").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open(sessions_root: impl AsRef<Path>) -> Result<StateStore> {
         StateStore::open_with(sessions_root, StoreOptions::default())
     }
@@ -316,6 +331,42 @@ impl StateStore {
     /// [`StateError::OrphanMessages`] for a first save (no row) over a messages file that
     /// does not start the list; [`StateError::NotRegularFile`] / [`StateError::FileTooLarge`]
     /// when the messages file is a link, a FIFO, … or too large to read. Nothing is written.
+    ///
+    /// # Examples
+    ///
+    /// Two windows resumed the same session; the one that saves second is refused instead of
+    /// silently overwriting the other's turn.
+    ///
+    /// ```
+    /// use session_schema::{SessionState, Timestamp, parse_message};
+    /// use session_state::{StateStore, StateError};
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// let store = StateStore::open(root.path())?;
+    /// let mut state = SessionState {
+    ///     session_id: "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1".into(),
+    ///     updated_at: Timestamp::from_raw("2026-02-03T12:00:00.000Z"),
+    ///     messages: vec![parse_message(br#"{"role":"user","content":"hi"}"#)?.value],
+    ///     ..Default::default()
+    /// };
+    /// // `None`: the session must not exist yet.
+    /// let saved = store.save_expecting(&state, None)?;
+    ///
+    /// let window_a = store.load(&state.session_id)?.ok_or("missing")?;
+    /// let window_b = store.load(&state.session_id)?.ok_or("missing")?;
+    /// assert_eq!(window_a.generation, Some(saved.generation));
+    ///
+    /// state.messages.push(parse_message(br#"{"role":"user","content":"from A"}"#)?.value);
+    /// store.save_expecting(&state, window_a.generation)?;
+    ///
+    /// let mut from_b = window_b.state.clone();
+    /// from_b.messages.push(parse_message(br#"{"role":"user","content":"from B"}"#)?.value);
+    /// let refused = store.save_expecting(&from_b, window_b.generation);
+    /// assert!(matches!(refused, Err(StateError::Conflict { .. })));
+    /// let stored = store.load(&state.session_id)?.ok_or("missing")?;
+    /// assert_eq!(stored.state.messages, state.messages); // A's turn is kept
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn save_expecting(
         &self,
         state: &SessionState,
@@ -881,6 +932,34 @@ impl StateStore {
     /// [`StateError::UnsafeId`] before any path is built; [`StateError::LegacyInvalid`] when
     /// only a legacy snapshot exists and it is not a valid state (the file is left untouched);
     /// [`StateError::Io`]; [`StateError::Db`].
+    ///
+    /// # Examples
+    ///
+    /// A session that only exists as a legacy snapshot is migrated when loaded; the snapshot
+    /// stays where it was (the reference still reads it).
+    ///
+    /// ```
+    /// use session_state::{LoadSource, StateStore};
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// let store = StateStore::open(root.path())?;
+    /// let id = "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1";
+    /// std::fs::write(
+    ///     root.path().join(format!("state/{id}.json")),
+    ///     format!(r#"{{"schema_version":1,"session_id":"{id}","updated_at":"2026-02-03T12:00:00.000Z","invoke_seq":7,"messages":[{{"role":"user","content":"hi"}}]}}"#),
+    /// )?;
+    ///
+    /// let loaded = store.load(id)?.ok_or("not found")?;
+    /// assert_eq!(loaded.source, LoadSource::Legacy { migrated: true });
+    /// assert_eq!(loaded.state.invoke_seq, Some(7));
+    /// assert_eq!(loaded.state.messages.len(), 1);
+    /// assert!(loaded.damage.is_empty());
+    /// assert!(root.path().join(format!("messages/{id}.jsonl")).is_file());
+    /// assert!(root.path().join(format!("state/{id}.json")).is_file());
+    /// // From now on it loads from state.db.
+    /// assert_eq!(store.load(id)?.ok_or("not found")?.source, LoadSource::Db);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn load(&self, session_id: &str) -> Result<Option<LoadedSession>> {
         checked(session_id)?;
         // A rewrite by a concurrent writer between our snapshot of the row and our read of the

@@ -16,6 +16,7 @@
 //! panics on stored data; every failure is a [`StorageError`] carrying the run or session id,
 //! the byte offset where there is one, and the backend's error as `source()`.
 #![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod catalogue;
 mod error;

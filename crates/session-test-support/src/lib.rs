@@ -1,6 +1,9 @@
 //! Paths to the test data checked into the repository and small helpers shared by every crate's
 //! tests, so that no test reads anything outside the checkout.
 //!
+//! The tests of the published crates that use these paths are left out of their packages (see
+//! each crate's `exclude`): a crate downloaded from the registry has no workspace around it.
+//!
 //! The recorded reference data lives in `testdata/codelia-runtime/` at the workspace root (see
 //! `testdata/README.md`). It is never modified: copy it with [`copy_tree`] before SQLite opens a
 //! database in it (a WAL database needs its `-shm` file beside it).
@@ -33,6 +36,13 @@ pub fn codelia_sessions_dir() -> PathBuf {
 /// `testdata/codelia-runtime/sessions/2026/11/30/`: the day directory holding all 20 run logs.
 pub fn codelia_runs_dir() -> PathBuf {
     codelia_sessions_dir().join("2026/11/30")
+}
+
+/// `sample/sessions/` at the workspace root: the bundled sample store written by our own writers
+/// (`cargo xtask sample`). Never modified: copy it with [`copy_tree`] before running commands that
+/// write (refreshing the run index writes to its `state.db`).
+pub fn sample_sessions_dir() -> PathBuf {
+    workspace_root().join("sample").join("sessions")
 }
 
 /// Copies the tree under `src` to `dst` (created), files byte for byte, symbolic links skipped.
@@ -79,6 +89,15 @@ mod tests {
             fs::read_dir(codelia_runs_dir()).map(Iterator::count).ok(),
             Some(20)
         );
+        let root = workspace_root().canonicalize().ok();
+        let data = dir.canonicalize().ok();
+        assert!(root.is_some_and(|r| data.is_some_and(|d| d.starts_with(r))));
+    }
+
+    #[test]
+    fn the_sample_store_is_inside_the_checkout() {
+        let dir = sample_sessions_dir();
+        assert!(dir.join("state.db").is_file(), "{}", dir.display());
         let root = workspace_root().canonicalize().ok();
         let data = dir.canonicalize().ok();
         assert!(root.is_some_and(|r| data.is_some_and(|d| d.starts_with(r))));
