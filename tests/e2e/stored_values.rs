@@ -22,6 +22,10 @@ const S1: &str = "5e55e55e-0000-4000-8000-000000000001";
 const S2: &str = "5e55e55e-0000-4000-8000-000000000002";
 /// A session whose last save is a rewrite stopped between its commit and its rename.
 const S3: &str = "5e55e55e-0000-4000-8000-000000000003";
+/// A session whose row was rebuilt by `reconstruct_orphans` from an orphan messages file.
+const S4: &str = "5e55e55e-0000-4000-8000-000000000004";
+/// An empty file in a day directory: not a run, indexed with its `diagnostic`.
+const NOT_A_RUN: &str = "2026/03/05/7a000000-0000-4000-8000-0000000000ff.jsonl";
 const RUN_A: &str = "7a000000-0000-4000-8000-00000000000a";
 const RUN_B: &str = "7a000000-0000-4000-8000-00000000000b";
 
@@ -81,7 +85,7 @@ fn val() -> impl Strategy<Value = Val> {
 }
 
 /// Every column of every table, as `(table, column)`.
-const COLUMNS: [(&str, &str); 45] = [
+const COLUMNS: [(&str, &str); 52] = [
     ("session_state", "session_id"),
     ("session_state", "updated_at"),
     ("session_state", "run_id"),
@@ -122,11 +126,18 @@ const COLUMNS: [(&str, &str); 45] = [
     ("runs", "last_ts"),
     ("runs", "compressed"),
     ("runs", "started_at_utc"),
+    ("runs", "diagnostic"),
     ("run_dirs", "path"),
     ("run_dirs", "depth"),
     ("run_dirs", "mtime_ns"),
     ("run_dirs", "scanned_ns"),
     ("run_dirs", "run_count"),
+    ("session_reconstructed", "session_id"),
+    ("session_reconstructed", "reconstructed_at"),
+    ("session_reconstructed", "row_fingerprint"),
+    ("session_reconstructed", "messages"),
+    ("session_reconstructed", "run_files"),
+    ("session_reconstructed", "legacy_snapshot"),
 ];
 
 #[test]
@@ -143,6 +154,7 @@ fn every_column_of_every_table_is_listed() {
         "runs",
         "run_dirs",
         "run_watch",
+        "session_reconstructed",
     ] {
         let mut stmt = conn
             .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
@@ -171,8 +183,9 @@ fn all_columns() -> Vec<(&'static str, &'static str)> {
     v
 }
 
-/// A store with two sessions, one pending rewrite, two indexed runs and a watched file,
-/// built once (tests copy it).
+/// A store with two sessions, one pending rewrite, a session whose row was rebuilt from its
+/// orphan messages file, two indexed runs (watched: no `run.end`) and an indexed file that is
+/// not a run, so that every table and column has a row; built once (tests copy it).
 fn template() -> &'static Path {
     static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (_, root) = DIR.get_or_init(|| {
@@ -229,8 +242,24 @@ fn build_template(root: &Path) {
     rewritten.messages[0] = msg(&user_msg("[summary]"));
     armed.store(true, Ordering::SeqCst);
     assert!(store.save(&rewritten).is_err());
+    // A messages file without a row: its row is rebuilt and marked in
+    // `session_reconstructed`.
+    fs::write(
+        root.join("messages").join(format!("{S4}.jsonl")),
+        "{\"role\":\"user\",\"content\":\"orphan question\"}\n",
+    )
+    .unwrap();
+    let rebuilt = store.reconstruct_orphans(false).unwrap();
+    assert_eq!(rebuilt.entries.len(), 1, "{rebuilt:?}");
+    assert_eq!(rebuilt.entries[0].session_id, S4);
+    assert_eq!(store.reconstructed_sessions().unwrap().len(), 1);
+    // A file that is not a run: indexed with its `diagnostic`, never listed.
+    fs::write(root.join(NOT_A_RUN), b"").unwrap();
     // Both runs have no `run.end`: they are watched.
     store.index_runs().unwrap();
+    let not_runs = store.run_file_diagnostics().unwrap();
+    assert_eq!(not_runs.len(), 1, "{not_runs:?}");
+    assert_eq!(not_runs[0].path, root.join(NOT_A_RUN));
 }
 
 /// How a stored value fits its column: `None` when it is what the column holds, else why not.
@@ -247,6 +276,7 @@ fn misfit(table: &str, column: &str, class: &str, bytes: &[u8]) -> Option<&'stat
             )
             | ("run_dirs", _)
             | ("run_watch", _)
+            | ("session_reconstructed", _)
     ) && !matches!(
         (table, column),
         ("session_files", "pending_file" | "pending_base")
@@ -262,6 +292,9 @@ fn misfit(table: &str, column: &str, class: &str, bytes: &[u8]) -> Option<&'stat
         ) | (
             "run_dirs",
             "depth" | "mtime_ns" | "scanned_ns" | "run_count"
+        ) | (
+            "session_reconstructed",
+            "row_fingerprint" | "messages" | "run_files" | "legacy_snapshot"
         )
     ) || (table == "runs"
         && !matches!(
@@ -278,6 +311,7 @@ fn misfit(table: &str, column: &str, class: &str, bytes: &[u8]) -> Option<&'stat
                 | "workspace_root"
                 | "last_ts"
                 | "started_at_utc"
+                | "diagnostic"
         ));
     match class {
         "null" => required.then_some("null"),
@@ -295,12 +329,13 @@ fn misfit(table: &str, column: &str, class: &str, bytes: &[u8]) -> Option<&'stat
         "integer" if !integer => Some("integer in a text column"),
         _ => {
             // Negative counts and lengths are out of range.
-            let unsigned = matches!(
-                (table, column),
-                ("session_files", "file_len" | "file_lines") | ("session_state", "message_count")
-            ) || (table == "runs"
-                && integer
-                && !matches!(column, "mtime_ns" | "compressed"));
+            let unsigned =
+                matches!(
+                    (table, column),
+                    ("session_files", "file_len" | "file_lines")
+                        | ("session_state", "message_count")
+                        | ("session_reconstructed", "messages" | "run_files")
+                ) || (table == "runs" && integer && !matches!(column, "mtime_ns" | "compressed"));
             let negative = class == "integer"
                 && std::str::from_utf8(bytes)
                     .ok()
@@ -433,6 +468,18 @@ fn library_checks(d: &Damaged) {
             reports.add(c);
         }
     }
+    // Our marks of rebuilt rows and the index rows of files that are not runs are read by
+    // nothing else.
+    for r in store.reconstructed_sessions().unwrap() {
+        for c in &r.column_damage {
+            reports.add(c);
+        }
+    }
+    for d in store.run_file_diagnostics().unwrap() {
+        for c in &d.column_damage {
+            reports.add(c);
+        }
+    }
     for id in [S1, S2, S3] {
         if let Some(loaded) = store.load(id).unwrap() {
             for d in &loaded.damage {
@@ -524,7 +571,11 @@ fn cli_checks(d: &Damaged) {
         verify.code,
         verify.stderr
     );
-    if !d.key_changed && misfits.iter().any(|m| m.table == "session_state") {
+    if !d.key_changed
+        && misfits
+            .iter()
+            .any(|m| m.table == "session_state" || m.table == "session_reconstructed")
+    {
         assert_eq!(verify.code, 1, "{}\n{}", verify.stdout, verify.stderr);
         assert!(verify.stdout.contains("column_damage"), "{}", verify.stdout);
     }
@@ -557,7 +608,12 @@ fn every_misfit_class_in_every_column_is_reported() {
     ];
     let columns = all_columns();
     let is_key = |(t, c): (&str, &str)| {
-        c == "path" || (c == "session_id" && (t == "session_state" || t == "session_files"))
+        c == "path"
+            || (c == "session_id"
+                && matches!(
+                    t,
+                    "session_state" | "session_files" | "session_reconstructed"
+                ))
     };
     for value in &classes {
         for keys in [false, true] {
@@ -568,12 +624,12 @@ fn every_misfit_class_in_every_column_is_reported() {
                 .map(|(i, _)| (i, value.clone()))
                 .collect();
             let damaged = damaged_copy(&writes);
-            // BLOBs and bad text misfit every column they were written into (the five keys,
-            // or the forty-one others); a REAL each of the twenty-three integer columns.
+            // BLOBs and bad text misfit every column they were written into (the six keys,
+            // or the forty-seven others); a REAL each of the twenty-seven integer columns.
             let want = match (value, keys) {
-                (Val::BadText(_) | Val::Blob(_), true) => Some(5),
-                (Val::BadText(_) | Val::Blob(_), false) => Some(41),
-                (Val::Real(_), false) => Some(23),
+                (Val::BadText(_) | Val::Blob(_), true) => Some(6),
+                (Val::BadText(_) | Val::Blob(_), false) => Some(47),
+                (Val::Real(_), false) => Some(27),
                 _ => None,
             };
             if let Some(n) = want {
@@ -589,7 +645,7 @@ proptest! {
 
     #[test]
     fn arbitrary_values_in_any_column_never_stop_the_library_or_the_cli(
-        writes in proptest::collection::vec((0usize..46, val()), 1..5)
+        writes in proptest::collection::vec((0usize..53, val()), 1..5)
     ) {
         cli_checks(&damaged_copy(&writes));
         library_checks(&damaged_copy(&writes));
@@ -634,8 +690,17 @@ fn a_lone_surrogate_in_a_row_is_listed_shown_exported_and_verified() {
     assert_eq!(column[0]["file"], "state.db");
     assert_eq!(column[0]["message"], want.as_str());
     let summary = findings.last().unwrap();
-    assert_eq!(summary["sessions"], 3);
-    assert_eq!(summary["problems"], 1);
+    // S1–S3 and the rebuilt S4.
+    assert_eq!(summary["sessions"], 4);
+    // The damaged value, and the template's empty file under the run tree (two findings).
+    let mut problems: Vec<&str> = findings
+        .iter()
+        .filter(|f| f["severity"] == "problem")
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    problems.sort_unstable();
+    assert_eq!(problems, ["column_damage", "empty_file", "empty_run"]);
+    assert_eq!(summary["problems"], 3);
     // show and export work, with a warning.
     let show = sessions(root, NOW, &["show", S1]);
     assert_eq!(show.code, 0, "{}", show.stderr);
@@ -667,7 +732,150 @@ fn reading_commands_work_when_the_store_cannot_be_opened_for_writing() {
         );
     }
     let runs = sessions(&root, NOW, &["runs", "--json"]);
-    assert_eq!(runs.json_lines().len(), 2, "{}", runs.stdout);
+    let lines = runs.json_lines();
+    let listed: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"].is_null()).collect();
+    assert_eq!(listed.len(), 2, "{}", runs.stdout);
+    // The file that is not a run is reported, not listed.
+    let not_runs: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["kind"] == "not_a_run").collect();
+    assert_eq!(not_runs.len(), 1, "{}", runs.stdout);
+    assert_eq!(not_runs[0]["file"], NOT_A_RUN);
+    assert_eq!(lines.len(), 3, "{}", runs.stdout);
+}
+
+/// Values that do not fit their column in the rows nothing lists — a mark of a rebuilt row in
+/// `session_reconstructed`, the index row of a file that is not a run — are reported by the
+/// library calls that read them and by `sessions verify`, with the rest of the row used.
+#[test]
+fn misfits_in_rebuilt_row_marks_and_in_rows_of_files_that_are_no_runs_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(template(), &root);
+    let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+    conn.execute(
+        "UPDATE session_reconstructed SET messages = ?1 WHERE session_id = ?2",
+        rusqlite::params![Val::Blob(vec![0, 0xFF]), S4],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE runs SET model_name = ?1, file_size = -3 WHERE diagnostic IS NOT NULL",
+        [Val::BadText(b"m \xED\xA0\xBC".to_vec())],
+    )
+    .unwrap();
+    drop(conn);
+    let mark_damage = format!(
+        "session_reconstructed.messages of session \"{S4}\": unexpected value BLOB of 2 bytes"
+    );
+    let row_damage = [
+        format!(
+            "runs.model_name of run file \"{NOT_A_RUN}\": text is not UTF-8 (3 invalid byte(s) replaced with U+FFFD)"
+        ),
+        format!("runs.file_size of run file \"{NOT_A_RUN}\": -3 is out of range"),
+    ];
+
+    let store = StateStore::open(&root).unwrap();
+    let marks = store.reconstructed_sessions().unwrap();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert_eq!(marks[0].session_id, S4);
+    // The rest of the mark is read, and the session's row is still the rebuilt one.
+    assert!(marks[0].row_unchanged);
+    assert_eq!(marks[0].run_files, 0);
+    assert_eq!(marks[0].messages, 0);
+    let found: Vec<String> = marks[0]
+        .column_damage
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found, [mark_damage.clone()]);
+    let not_runs = store.run_file_diagnostics().unwrap();
+    assert_eq!(not_runs.len(), 1, "{not_runs:?}");
+    assert_eq!(not_runs[0].path, root.join(NOT_A_RUN));
+    assert_eq!(not_runs[0].message, "empty file (0 bytes)");
+    assert_eq!(not_runs[0].file_size, 0);
+    let found: Vec<String> = not_runs[0]
+        .column_damage
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found, row_damage);
+    drop(store);
+
+    let verify = sessions(&root, NOW, &["verify", "--json"]);
+    assert_eq!(verify.code, 1, "{}\n{}", verify.stdout, verify.stderr);
+    let findings = verify.json_lines();
+    let column: Vec<(String, String)> = findings
+        .iter()
+        .filter(|f| f["kind"] == "column_damage")
+        .map(|f| {
+            assert_eq!(f["file"], "state.db", "{f}");
+            (
+                f["id"].as_str().unwrap_or("-").to_owned(),
+                f["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        column,
+        [
+            (S4.to_owned(), mark_damage),
+            ("-".to_owned(), row_damage[0].clone()),
+            ("-".to_owned(), row_damage[1].clone()),
+        ]
+    );
+    // The mark still says the row was rebuilt.
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["kind"] == "reconstructed_row" && f["id"] == S4),
+        "{findings:?}"
+    );
+}
+
+/// A mark whose fingerprint cannot be read is reported for its damage, and not taken for a
+/// rebuilt row that nobody saved since.
+#[test]
+fn a_mark_with_an_unreadable_fingerprint_is_damage_not_a_rebuilt_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(template(), &root);
+    rusqlite::Connection::open(root.join("state.db"))
+        .unwrap()
+        .execute(
+            "UPDATE session_reconstructed SET row_fingerprint = 'x' WHERE session_id = ?1",
+            [S4],
+        )
+        .unwrap();
+    let store = StateStore::open(&root).unwrap();
+    let marks = store.reconstructed_sessions().unwrap();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert!(!marks[0].row_unchanged);
+    let found: Vec<String> = marks[0]
+        .column_damage
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        [format!(
+            "session_reconstructed.row_fingerprint of session \"{S4}\": unexpected value TEXT \"x\""
+        )]
+    );
+    drop(store);
+    let verify = sessions(&root, NOW, &["verify", "--json"]);
+    assert_eq!(verify.code, 1, "{}\n{}", verify.stdout, verify.stderr);
+    let findings = verify.json_lines();
+    assert_eq!(
+        findings
+            .iter()
+            .filter(|f| f["kind"] == "column_damage" && f["id"] == S4)
+            .count(),
+        1,
+        "{findings:?}"
+    );
+    assert!(
+        !findings.iter().any(|f| f["kind"] == "reconstructed_row"),
+        "{findings:?}"
+    );
 }
 
 #[test]

@@ -139,7 +139,10 @@ pub struct ReconstructionReport {
     pub entries: Vec<Reconstruction>,
 }
 
-/// A row that [`StateStore::reconstruct_orphans`] rebuilt and nobody has saved since.
+/// A row that [`StateStore::reconstruct_orphans`] rebuilt and nobody has saved since, or a
+/// mark of `session_reconstructed` holding values its columns should not (then
+/// [`ReconstructedRow::column_damage`] says which, and [`ReconstructedRow::row_unchanged`]
+/// whether the session's row is still the one rebuilt).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReconstructedRow {
@@ -153,6 +156,23 @@ pub struct ReconstructedRow {
     pub run_files: u64,
     /// Whether a legacy snapshot supplied `meta`.
     pub legacy_snapshot: bool,
+    /// Whether the session's `state.db` row is still the one rebuilt (nobody saved the
+    /// session since). Always `true` for a mark without [`ReconstructedRow::column_damage`]
+    /// (other marks are not returned); `false` for a damaged mark whose session id or
+    /// fingerprint cannot be read or no longer matches.
+    pub row_unchanged: bool,
+    /// Values of the mark's `session_reconstructed` row that are not what their column
+    /// should hold (text that is not UTF-8, a BLOB, a number of the wrong kind, a NULL, a
+    /// negative count), read as decoded, or as 0 / `false`. A damaged mark is returned
+    /// whatever [`ReconstructedRow::row_unchanged`] is, so that its damage is reported; the
+    /// next save of the session drops the mark.
+    pub column_damage: Vec<crate::ColumnDamage>,
+}
+
+/// A `session_reconstructed` row as read, with its fingerprint (`None` when unreadable).
+struct Mark {
+    row: ReconstructedRow,
+    fingerprint: Option<u64>,
 }
 
 /// What one run file says about its session.
@@ -234,13 +254,15 @@ impl StateStore {
     }
 
     /// Sessions whose row [`StateStore::reconstruct_orphans`] rebuilt and that nobody has
-    /// saved since (the row is still the one written), by session id. Works on a read-only
-    /// store.
+    /// saved since (the row is still the one written), by session id, plus every mark of
+    /// `session_reconstructed` that holds values its columns should not, with
+    /// [`ReconstructedRow::column_damage`] (and [`ReconstructedRow::row_unchanged`] saying
+    /// whether the session's row is still the rebuilt one). Works on a read-only store.
     ///
     /// # Errors
     /// [`StateError::Db`]; [`StateError::Busy`].
     pub fn reconstructed_sessions(&self) -> Result<Vec<ReconstructedRow>> {
-        let marks: Vec<(String, String, i64, i64, i64, i64)> = {
+        let marks: Vec<Mark> = {
             let conn = self.lock();
             let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
             let err = || db_err(&self.db_path, "read reconstructed rows");
@@ -262,38 +284,49 @@ impl StateStore {
                 .map_err(err())?;
             let rows = stmt
                 .query_map([], |r| {
+                    // Read lossily: every problem of the row is reported, none stops the rest.
                     let mut c =
                         crate::column::Cols::new(r, "session_reconstructed", &MARK_COLUMNS)?;
-                    Ok((
-                        c.text_or_empty(0)?,
-                        c.text_or_empty(1)?,
-                        c.int(2)?.unwrap_or(0),
-                        c.int(3)?.unwrap_or(0),
-                        c.int(4)?.unwrap_or(0),
-                        c.int(5)?.unwrap_or(0),
-                    ))
+                    let session_id = c.text_or_empty(0)?;
+                    let reconstructed_at = c.text_or_empty(1)?;
+                    let fingerprint = c.bits(2)?;
+                    let messages = c.count_required(3)?.unwrap_or(0);
+                    let run_files = c.count_required(4)?.unwrap_or(0);
+                    let legacy_snapshot = c.int_required(5)?.is_some_and(|v| v != 0);
+                    Ok(Mark {
+                        row: ReconstructedRow {
+                            session_id,
+                            reconstructed_at: Timestamp::from_raw(reconstructed_at),
+                            messages,
+                            run_files,
+                            legacy_snapshot,
+                            row_unchanged: false,
+                            column_damage: c.finish(),
+                        },
+                        fingerprint,
+                    })
                 })
                 .map_err(err())?;
-            rows.filter_map(std::result::Result::ok).collect()
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(err())?
         };
         let mut out = Vec::new();
-        for (id, at, fingerprint, messages, run_files, legacy) in marks {
-            if check_id(&id).is_err() {
-                continue;
+        for Mark {
+            mut row,
+            fingerprint,
+        } in marks
+        {
+            if check_id(&row.session_id).is_ok()
+                && let Some(fingerprint) = fingerprint
+            {
+                let current = {
+                    let conn = self.lock();
+                    let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+                    self.stored_generation(&conn, &row.session_id)?
+                };
+                row.row_unchanged = current.is_some_and(|g| g.row == fingerprint);
             }
-            let current = {
-                let conn = self.lock();
-                let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-                self.stored_generation(&conn, &id)?
-            };
-            if current.is_some_and(|g| g.row == fingerprint.cast_unsigned()) {
-                out.push(ReconstructedRow {
-                    session_id: id,
-                    reconstructed_at: Timestamp::from_raw(at),
-                    messages: u64::try_from(messages).unwrap_or(0),
-                    run_files: u64::try_from(run_files).unwrap_or(0),
-                    legacy_snapshot: legacy != 0,
-                });
+            if row.row_unchanged || !row.column_damage.is_empty() {
+                out.push(row);
             }
         }
         Ok(out)

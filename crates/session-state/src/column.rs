@@ -19,16 +19,18 @@ use rusqlite::{Connection, Params, Row};
 /// A value in a `state.db` column that is not what the column should hold. Reported beside
 /// the result (a load's [`crate::MessageDamage`], a listing's [`crate::ListDiagnostic`], a
 /// run row's [`crate::RunRow::column_damage`], [`crate::IndexReport::column_damage`],
+/// [`crate::RunFileDiagnostic::column_damage`], [`crate::ReconstructedRow::column_damage`],
 /// [`crate::Recovery::Damage`]); the value is used as decoded (text lossily) or left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ColumnDamage {
-    /// The table (`session_state`, `session_files`, `runs`, `run_dirs`, `run_watch`).
+    /// The table (`session_state`, `session_files`, `runs`, `run_dirs`, `run_watch`,
+    /// `session_reconstructed`).
     pub table: &'static str,
     /// The column.
     pub column: &'static str,
     /// The row's key as stored, decoded lossily: the session id (`session_state`,
-    /// `session_files`), the run file's path relative to the sessions root (`runs`,
+    /// `session_files`, `session_reconstructed`), the run file's path relative to the sessions root (`runs`,
     /// `run_watch`) or the date directory (`run_dirs`); empty when the key is NULL.
     pub row: String,
     /// What is wrong with the value.
@@ -66,7 +68,7 @@ impl fmt::Display for ColumnDamage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}", self.table, self.column)?;
         let what = match self.table {
-            "session_state" | "session_files" => "session",
+            "session_state" | "session_files" | "session_reconstructed" => "session",
             "run_dirs" => "directory",
             _ => "run file",
         };

@@ -158,6 +158,11 @@ pub struct RunFileDiagnostic {
     /// `no content but whitespace (3 bytes)`, `no header record: 2 damaged line(s), first
     /// corrupt_line`, `no header record: 5 record(s) without one`.
     pub message: String,
+    /// Values of the file's index row that are not what their column should hold (text that
+    /// is not UTF-8, a BLOB, a number of the wrong kind), in any of its columns: read as
+    /// decoded, or as 0 / empty. Empty for a row the index wrote; `sessions reindex`
+    /// ([`StateStore::reindex`]) rebuilds a damaged row from its file.
+    pub column_damage: Vec<ColumnDamage>,
 }
 
 /// What [`StateStore::index_runs`] did.
@@ -387,6 +392,15 @@ fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
 /// A row of the index as a [`RunRow`]; values that are not what their column should hold
 /// are read as decoded (text), or as 0 / `None`, and reported in [`RunRow::column_damage`].
 fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(row_and_diagnostic_from_sql(root, r)?.0)
+}
+
+/// As [`row_from_sql`], with the row's `diagnostic` column (why the file is not a run; `None`
+/// for a run), whose damage is reported in [`RunRow::column_damage`] too.
+fn row_and_diagnostic_from_sql(
+    root: &Path,
+    r: &Row<'_>,
+) -> rusqlite::Result<(RunRow, Option<String>)> {
     let mut c = Cols::new(r, "runs", &RUN_COLUMN_NAMES)?;
     let n = |c: &mut Cols<'_, '_>, i: usize| -> rusqlite::Result<u64> {
         Ok(c.count_required(i)?.unwrap_or(0))
@@ -421,8 +435,9 @@ fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
         column_damage: Vec::new(),
         other_files: Vec::new(),
     };
+    let diagnostic = c.text(23)?;
     row.column_damage = c.finish();
-    Ok(row)
+    Ok((row, diagnostic))
 }
 
 /// Reads one run file into a row, and says why the file is not a run when it has no `header`
@@ -1654,19 +1669,21 @@ impl StateStore {
     pub fn run_file_diagnostics(&self) -> Result<Vec<RunFileDiagnostic>> {
         let conn = self.lock();
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT path, file_size, diagnostic FROM runs WHERE diagnostic IS NOT NULL \
-                 ORDER BY path",
-            )
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE diagnostic IS NOT NULL ORDER BY path"
+            ))
             .map_err(db_err(&self.db_path, "query runs"))?;
         let rows = stmt
             .query_map([], |r| {
-                // Read lossily: a damaged row still names its file and why.
-                let mut c = Cols::new(r, "runs", &["path", "file_size", "diagnostic"])?;
+                // Read whole and lossily: a damaged row still names its file and why, and
+                // the damage of any of its columns is reported (nothing else reads the
+                // row: it is never listed).
+                let (row, diagnostic) = row_and_diagnostic_from_sql(&self.root, r)?;
                 Ok(RunFileDiagnostic {
-                    path: self.root.join(c.text_or_empty(0)?),
-                    file_size: c.count_required(1)?.unwrap_or(0),
-                    message: c.text_or_empty(2)?,
+                    path: row.path,
+                    file_size: row.file_size,
+                    message: diagnostic.unwrap_or_default(),
+                    column_damage: row.column_damage,
                 })
             })
             .map_err(db_err(&self.db_path, "query runs"))?;

@@ -503,7 +503,14 @@ pub(crate) fn verify_state(
     let has_rows = page.entries.iter().any(|e| e.source == EntrySource::Db);
     orphan_findings(&ctx.root.path, &listed, has_rows, findings);
     // Rows `repair` rebuilt after state.db was lost, not saved since: a note, not a problem.
+    // A damaged mark of ours is a problem: one finding per damaged column.
     for r in store.reconstructed_sessions().unwrap_or_default() {
+        for c in &r.column_damage {
+            findings.push(column_finding(&db, c));
+        }
+        if !r.row_unchanged {
+            continue;
+        }
         let file = store
             .messages_path(&r.session_id)
             .unwrap_or_else(|_| ctx.root.path.join("messages"));
@@ -533,6 +540,13 @@ pub(crate) fn verify_state(
                 },
             ),
         });
+    }
+    // Index rows of files that are not runs: nothing lists them, so their damage is found
+    // here (the damage of listed run rows is `sessions runs`' and `reindex`'s business).
+    for d in store.run_file_diagnostics().unwrap_or_default() {
+        for c in &d.column_damage {
+            findings.push(column_finding(&db, c));
+        }
     }
     // Values of state.db rows: one finding per session and column, whether the listing or
     // a load found it.
@@ -645,7 +659,11 @@ pub(crate) fn verify_state(
 fn column_finding(db: &std::path::Path, c: &session_state::ColumnDamage) -> Finding {
     Finding {
         file: db.to_path_buf(),
-        id: (c.table == "session_state" || c.table == "session_files").then(|| c.row.clone()),
+        id: matches!(
+            c.table,
+            "session_state" | "session_files" | "session_reconstructed"
+        )
+        .then(|| c.row.clone()),
         kind: "column_damage".into(),
         problem: true,
         line: None,
