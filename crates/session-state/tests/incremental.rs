@@ -64,15 +64,16 @@ fn mtime(path: &Path) -> SystemTime {
     fs::metadata(path).unwrap().modified().unwrap()
 }
 
-/// A whole second a little ahead of now: a timestamp as a file system with one-second
-/// granularity gives it, certainly racy for an index that looks at it now (whatever the
-/// machine's speed).
+/// A whole second ahead of now: a timestamp as a file system with one-second granularity
+/// gives it, racy for an index that looks at it now. An hour ahead (a file server's clock
+/// ahead of ours) rather than the current second, so that it is still racy however long the
+/// machine takes to get to the look: a time after the look is racy whatever the window.
 fn coarse_now() -> SystemTime {
     let secs = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    SystemTime::UNIX_EPOCH + Duration::from_secs(secs + 1)
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs + 3600)
 }
 
 /// A fixed moment long ago (2023-11-14).

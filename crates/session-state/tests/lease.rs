@@ -16,7 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use session_schema::{SessionState, Timestamp};
-use session_state::{LeasePurpose, StateError, StateStore, StoreOptions};
+use session_state::{LeasePurpose, StateError, StateStore, StoreOptions, UNKNOWN_HOLDER_GRACE};
+
+/// Bound for a refusal "at once": far below the store's `max_busy_wait` (120 s), so that a
+/// refusal that waited for the holder fails, and far above anything a loaded machine adds, so
+/// that a slow run does not.
+const AT_ONCE: Duration = Duration::from_secs(30);
 
 const ID: &str = "5e55104e-0000-4000-8000-00000000a11e";
 
@@ -53,7 +58,7 @@ fn a_second_holder_is_refused_at_once_with_the_first_named() {
     assert_eq!(lease.holder().purpose, LeasePurpose::Open);
     let started = Instant::now();
     let err = b.lease(ID).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(started.elapsed() < AT_ONCE, "{:?}", started.elapsed());
     let text = err.to_string();
     let holder = busy_holder(err);
     assert_eq!(holder.pid, Some(std::process::id()));
@@ -98,7 +103,7 @@ fn saves_and_deletes_of_others_are_refused_while_the_session_is_open() {
     let before = fs::read(&file).unwrap();
     let started = Instant::now();
     let err = other.save(&state(&["other"])).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(started.elapsed() < AT_ONCE, "{:?}", started.elapsed());
     assert_eq!(busy_holder(err).pid, Some(std::process::id()));
     let loaded = other.load(ID).unwrap().unwrap();
     let err = other
@@ -128,19 +133,19 @@ fn a_save_waits_for_a_housekeeping_step_instead_of_failing() {
     assert_eq!(step.holder().purpose, LeasePurpose::Housekeeping);
     std::thread::scope(|s| {
         let flag = released.clone();
-        let saver = s.spawn(|| {
+        let saver = s.spawn(move || {
             let r = writer.save(&state(&["one", "two"]));
-            (r, flag)
+            // Read when the save returns: set only just before the step ends.
+            (r, flag.load(Ordering::SeqCst))
         });
+        // Whether the saver is waiting by now or starts later, it cannot get through before
+        // the step ends: the outcome does not depend on this pause.
         std::thread::sleep(Duration::from_millis(150));
         released.store(true, Ordering::SeqCst);
         drop(step);
-        let (result, flag) = saver.join().unwrap();
+        let (result, after_the_step) = saver.join().unwrap();
         result.unwrap();
-        assert!(
-            flag.load(Ordering::SeqCst),
-            "the save went through only after the step"
-        );
+        assert!(after_the_step, "the save went through only after the step");
     });
     assert_eq!(gc.load(ID).unwrap().unwrap().state.messages.len(), 2);
     // A holder that outlasts the wait is reported, not waited for forever.
@@ -183,7 +188,7 @@ fn a_lease_left_by_a_dead_holder_is_no_lease() {
 
 #[test]
 #[cfg(target_os = "linux")]
-fn a_holder_that_cannot_be_identified_is_reported_within_a_second() {
+fn a_holder_that_cannot_be_identified_is_reported_after_the_grace() {
     // The lock is held but its note is missing (or not yet written): after a short grace
     // the lease is refused naming the pid the kernel lists.
     let dir = tempfile::tempdir().unwrap();
@@ -195,8 +200,9 @@ fn a_holder_that_cannot_be_identified_is_reported_within_a_second() {
     let started = Instant::now();
     let holder = busy_holder(store.lease(ID).unwrap_err());
     let took = started.elapsed();
-    assert!(took >= session_state::UNKNOWN_HOLDER_GRACE, "{took:?}");
-    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(took >= UNKNOWN_HOLDER_GRACE, "{took:?}");
+    // Given up after the grace, not after `max_busy_wait`.
+    assert!(took < UNKNOWN_HOLDER_GRACE + AT_ONCE, "{took:?}");
     assert_eq!(holder.purpose, LeasePurpose::Unknown);
     if Path::new("/proc/locks").exists() {
         assert_eq!(holder.pid, Some(std::process::id()));

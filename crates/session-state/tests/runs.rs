@@ -627,6 +627,17 @@ fn a_run_end_after_run_error_is_picked_up_while_the_file_is_racy() {
     let root = dir.path().join("sessions");
     let id = "7d000000-0000-4000-8000-00000000000a";
     let path = write_run_lines(&root, id, &[run_error(id)]);
+    // Times set explicitly, so that what is racy does not depend on how fast the test runs:
+    // the day directory settled long ago (not racy, so it is listed only while it changes),
+    // the file's time is one no index can have looked at after the window (a clock ahead of
+    // ours, or a write in the very tick of the look): racy.
+    let day = path.parent().unwrap().to_owned();
+    let settled = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    set_mtime(&day, settled);
+    set_mtime(
+        &path,
+        std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+    );
     let store = StateStore::open(&root).unwrap();
     store.index_runs().unwrap();
     assert_eq!(row_of(&store, id).outcome, RunOutcome::Error);
@@ -636,10 +647,21 @@ fn a_run_end_after_run_error_is_picked_up_while_the_file_is_racy() {
     bytes.extend_from_slice(end(id, "cancelled").as_bytes());
     bytes.push(b'\n');
     fs::write(&path, &bytes).unwrap();
+    set_mtime(&day, settled);
     let r = store.index_runs().unwrap();
-    assert_eq!(r.updated, 1);
+    // Found through the watch alone: the directory was not listed again.
+    assert_eq!(
+        (r.dirs_listed, r.files_checked, r.updated),
+        (0, 1, 1),
+        "{r:?}"
+    );
     let row = row_of(&store, id);
     assert_eq!(row.outcome, RunOutcome::Cancelled);
     assert_eq!(row.file_size, bytes.len() as u64);
     assert!(store.reindex().unwrap().changes.is_empty());
+}
+
+/// Sets the modification time of a file or directory.
+fn set_mtime(path: &Path, t: std::time::SystemTime) {
+    fs::File::open(path).unwrap().set_modified(t).unwrap();
 }
