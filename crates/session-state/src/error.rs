@@ -154,6 +154,15 @@ pub enum StateError {
         /// Who holds its lease: pid, host, since when and why, as far as known.
         holder: crate::lease::LeaseHolder,
     },
+    /// A lease label ([`crate::StateStore::lease_labelled`]) longer than
+    /// [`crate::MAX_LABEL`] bytes; no lease was taken.
+    #[error("session {session_id}: a lease label of {len} bytes is longer than the {max} allowed", max = crate::lease::MAX_LABEL)]
+    LabelTooLong {
+        /// The session.
+        session_id: String,
+        /// The label's length in bytes.
+        len: usize,
+    },
     /// The first save of a session found `messages/<id>.jsonl` without a `session_state` row
     /// (a lost or replaced `state.db`, the reference's file, a save that crashed before its
     /// commit) and the file is not the start of the list being saved: the store never

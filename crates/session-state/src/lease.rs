@@ -51,6 +51,10 @@ const LEASE_EXT: &str = ".lease";
 /// The most of a holder note that is read.
 const MAX_NOTE: u64 = 4096;
 
+/// The longest label a holder can give ([`StateStore::lease_labelled`]), in bytes: the note
+/// with it stays well within the [`MAX_NOTE`] bytes that are read.
+pub const MAX_LABEL: usize = 1024;
+
 /// How long a lock whose holder cannot be identified yet (its note not written yet, a note
 /// left by a process that died, or a listing's shared probe) is waited for before the lease
 /// is refused as busy: 500 ms, so that a refusal always comes within a second.
@@ -107,6 +111,10 @@ pub struct LeaseHolder {
     pub purpose: LeasePurpose,
     /// Its program name (the file name of its executable as started).
     pub program: Option<String>,
+    /// What the holder says about itself beyond the above, as it gave it to
+    /// [`StateStore::lease_labelled`] (a worker's name, a storage client's holder record);
+    /// `None` for the other ways of taking a lease. At most [`MAX_LABEL`] bytes.
+    pub label: Option<String>,
 }
 
 impl fmt::Display for LeaseHolder {
@@ -125,6 +133,9 @@ impl fmt::Display for LeaseHolder {
         }
         if let Some(since) = &self.since {
             parts.push(format!("since {}", since.as_str()));
+        }
+        if let Some(label) = &self.label {
+            parts.push(format!("as {label:?}"));
         }
         if parts.is_empty() {
             parts.push("holder unknown".to_owned());
@@ -171,12 +182,30 @@ impl Registry {
 /// The reference implementation takes no lock: against it, compare-and-swap
 /// ([`SessionLease::save_expecting`]) is what detects a concurrent save.
 pub struct SessionLease<'s> {
-    store: &'s StateStore,
+    store: StoreRef<'s>,
     session_id: String,
     path: PathBuf,
     file: Option<File>,
     holder: LeaseHolder,
     registered: bool,
+}
+
+/// The store a lease was taken through: borrowed ([`StateStore::lease`]) or shared
+/// ([`StateStore::lease_shared`], a lease that lives on its own).
+enum StoreRef<'s> {
+    Borrowed(&'s StateStore),
+    Shared(std::sync::Arc<StateStore>),
+}
+
+impl std::ops::Deref for StoreRef<'_> {
+    type Target = StateStore;
+
+    fn deref(&self) -> &StateStore {
+        match self {
+            StoreRef::Borrowed(s) => s,
+            StoreRef::Shared(s) => s,
+        }
+    }
 }
 
 impl fmt::Debug for SessionLease<'_> {
@@ -290,7 +319,56 @@ impl StateStore {
     /// [`StateError::NotRegularFile`] when the lease path is a link or other odd file;
     /// [`StateError::Io`].
     pub fn lease(&self, session_id: &str) -> Result<SessionLease<'_>> {
-        acquire(self, session_id, LeasePurpose::Open, true)
+        acquire(
+            StoreRef::Borrowed(self),
+            session_id,
+            LeasePurpose::Open,
+            None,
+            true,
+        )
+    }
+
+    /// [`StateStore::lease`] with a `label` recorded in the holder note: others that find the
+    /// session busy get it back in [`LeaseHolder::label`] (a worker's name; the storage seam
+    /// records its client's holder there). Excludes exactly like [`StateStore::lease`]: one
+    /// lease per session, whoever takes it.
+    ///
+    /// # Errors
+    /// As [`StateStore::lease`]; [`StateError::LabelTooLong`] when `label` is longer than
+    /// [`MAX_LABEL`] bytes (nothing is taken).
+    pub fn lease_labelled(&self, session_id: &str, label: &str) -> Result<SessionLease<'_>> {
+        check_label(session_id, label)?;
+        acquire(
+            StoreRef::Borrowed(self),
+            session_id,
+            LeasePurpose::Open,
+            Some(label),
+            true,
+        )
+    }
+
+    /// [`StateStore::lease_labelled`] through a shared store: the lease keeps the store alive
+    /// and can be kept on its own (in a guard object of a storage backend, in another
+    /// thread). Saves through this store need no further lock while it is held, as with
+    /// [`StateStore::lease`].
+    ///
+    /// # Errors
+    /// As [`StateStore::lease_labelled`].
+    pub fn lease_shared(
+        self: &std::sync::Arc<Self>,
+        session_id: &str,
+        label: Option<&str>,
+    ) -> Result<SessionLease<'static>> {
+        if let Some(label) = label {
+            check_label(session_id, label)?;
+        }
+        acquire(
+            StoreRef::Shared(std::sync::Arc::clone(self)),
+            session_id,
+            LeasePurpose::Open,
+            label,
+            true,
+        )
     }
 
     /// [`StateStore::lease`] for a short housekeeping step (`sessions gc`): others that want
@@ -300,7 +378,13 @@ impl StateStore {
     /// # Errors
     /// As [`StateStore::lease`].
     pub fn lease_for_housekeeping(&self, session_id: &str) -> Result<SessionLease<'_>> {
-        acquire(self, session_id, LeasePurpose::Housekeeping, true)
+        acquire(
+            StoreRef::Borrowed(self),
+            session_id,
+            LeasePurpose::Housekeeping,
+            None,
+            true,
+        )
     }
 
     /// Who holds the lease of `session_id` now; `None` when nobody does. Never blocks and
@@ -357,7 +441,14 @@ impl StateStore {
         if self.read_only || check_id(session_id).is_err() || self.leases.holds(session_id) {
             return Ok(None);
         }
-        acquire(self, session_id, LeasePurpose::Write, false).map(Some)
+        acquire(
+            StoreRef::Borrowed(self),
+            session_id,
+            LeasePurpose::Write,
+            None,
+            false,
+        )
+        .map(Some)
     }
 }
 
@@ -405,10 +496,22 @@ fn open_error(path: &Path, e: io::Error) -> StateError {
     }
 }
 
+/// [`StateError::LabelTooLong`] for a label over [`MAX_LABEL`] bytes.
+fn check_label(id: &str, label: &str) -> Result<()> {
+    if label.len() > MAX_LABEL {
+        return Err(StateError::LabelTooLong {
+            session_id: id.to_owned(),
+            len: label.len(),
+        });
+    }
+    Ok(())
+}
+
 fn acquire<'s>(
-    store: &'s StateStore,
+    store: StoreRef<'s>,
     id: &str,
     purpose: LeasePurpose,
+    label: Option<&str>,
     register: bool,
 ) -> Result<SessionLease<'s>> {
     checked(id)?;
@@ -444,6 +547,7 @@ fn acquire<'s>(
                     since: Some(Timestamp::now()),
                     purpose,
                     program: program_name(),
+                    label: label.map(str::to_owned),
                 };
                 write_note(&file, &path, id, &holder)?;
                 if register {
@@ -511,6 +615,8 @@ struct Note {
     since: Option<String>,
     purpose: String,
     program: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
 }
 
 /// Writes the holder note (one JSON line) into the locked lease file.
@@ -522,6 +628,7 @@ fn write_note(file: &File, path: &Path, id: &str, holder: &LeaseHolder) -> Resul
         since: holder.since.as_ref().map(|t| t.as_str().to_owned()),
         purpose: holder.purpose.as_str().to_owned(),
         program: holder.program.clone(),
+        label: holder.label.clone(),
     };
     let mut line = serde_json::to_vec(&note).map_err(|e| StateError::Serialize {
         session_id: id.to_owned(),
@@ -580,6 +687,7 @@ fn read_holder(file: &File) -> (LeaseHolder, bool) {
                 since: None,
                 purpose: LeasePurpose::Unknown,
                 program: None,
+                label: None,
             },
             false,
         ),
@@ -598,6 +706,7 @@ fn read_note(file: &File) -> Option<LeaseHolder> {
         since: note.since.map(Timestamp::from_raw),
         purpose: LeasePurpose::parse(&note.purpose),
         program: note.program,
+        label: note.label,
     })
 }
 

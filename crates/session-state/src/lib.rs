@@ -107,7 +107,8 @@ pub use fallback::{ReadOnlyFallback, WriteUnavailable};
 pub use error::{Result, StateError};
 pub use fsutil::MAX_SESSION_FILE_BYTES;
 pub use lease::{
-    LEASE_DIR, LeaseHolder, LeasePurpose, OpenSession, SessionLease, UNKNOWN_HOLDER_GRACE,
+    LEASE_DIR, LeaseHolder, LeasePurpose, MAX_LABEL, OpenSession, SessionLease,
+    UNKNOWN_HOLDER_GRACE,
 };
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,

@@ -297,3 +297,43 @@ fn delete_snapshotted_removes_only_what_was_snapshotted() {
     let snap = step.snapshot().unwrap().unwrap();
     assert!(step.delete_snapshotted(&snap).unwrap().row);
 }
+
+#[test]
+fn a_labelled_lease_names_its_label_and_a_shared_one_outlives_the_borrow() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = std::sync::Arc::new(StateStore::open(dir.path()).unwrap());
+    let b = StateStore::open(dir.path()).unwrap();
+    // Shared: the lease keeps the store, and can be kept on its own.
+    let lease = {
+        let store = std::sync::Arc::clone(&a);
+        std::thread::spawn(move || store.lease_shared(ID, Some("worker 7")).unwrap())
+            .join()
+            .unwrap()
+    };
+    assert_eq!(lease.holder().label.as_deref(), Some("worker 7"));
+    let err = b.lease_labelled(ID, "worker 8").unwrap_err();
+    let text = err.to_string();
+    let holder = busy_holder(err);
+    assert_eq!(holder.label.as_deref(), Some("worker 7"));
+    assert_eq!(holder.purpose, LeasePurpose::Open);
+    assert!(text.contains("as \"worker 7\""), "{text}");
+    // The holder's store saves without a further lock; the other store is refused.
+    a.save(&state(&["one"])).unwrap();
+    assert!(b.save(&state(&["two"])).unwrap_err().is_session_busy());
+    drop(lease);
+    let lease = b.lease_labelled(ID, "worker 8").unwrap();
+    assert_eq!(
+        a.lease_holder(ID).unwrap().unwrap().label.as_deref(),
+        Some("worker 8")
+    );
+    drop(lease);
+    // Labels are bounded; nothing is taken for a longer one.
+    let long = "x".repeat(session_state::MAX_LABEL + 1);
+    assert!(matches!(
+        b.lease_labelled(ID, &long),
+        Err(StateError::LabelTooLong { len, .. }) if len == session_state::MAX_LABEL + 1
+    ));
+    assert_eq!(b.lease_holder(ID).unwrap(), None);
+    // An unlabelled lease has none.
+    assert_eq!(b.lease(ID).unwrap().holder().label, None);
+}

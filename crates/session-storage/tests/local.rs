@@ -14,7 +14,7 @@ use session_schema::{Header, Record, RunEnd, RunOutcome, Timestamp};
 use session_storage::local::{LocalBackend, LocalOptions};
 use session_storage::{
     Expected, Extent, HolderInfo, LinePosition, RunCatalogue, RunListQuery, SessionListQuery,
-    SessionStore, StorageError, Target,
+    SessionStore, StorageError, Target, Version,
 };
 
 fn store() -> (tempfile::TempDir, LocalBackend) {
@@ -278,11 +278,22 @@ fn copies_of_a_run_are_listed_once() {
 }
 
 fn lease_file(b: &LocalBackend, id: &str) -> PathBuf {
-    b.locks_dir().join(format!("{id}.lease"))
+    b.root().join("leases").join(format!("{id}.lease"))
+}
+
+fn empty_session(id: &str) -> session_schema::SessionState {
+    session_schema::parse_session_state(
+        format!(
+            r#"{{"schema_version":1,"session_id":"{id}","updated_at":"2026-02-03T12:00:00.000Z","messages":[]}}"#
+        )
+        .as_bytes(),
+    )
+    .unwrap()
+    .value
 }
 
 #[test]
-fn the_lease_file_names_its_holder_while_held() {
+fn the_lease_is_session_states_and_names_its_holder_while_held() {
     let (_d, b) = store();
     let who = HolderInfo {
         name: "worker \"7\"".into(),
@@ -290,53 +301,122 @@ fn the_lease_file_names_its_holder_while_held() {
         pid: 4242,
     };
     let g = b.acquire_lease("s-lease", &who).unwrap();
+    // session-state's holder note, with the seam's holder as its label.
     let text = fs::read_to_string(lease_file(&b, "s-lease")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
-    assert_eq!(v["holder"]["name"], "worker \"7\"");
-    assert_eq!(v["holder"]["pid"], 4242);
-    assert!(
-        v["since"]
-            .as_str()
-            .is_some_and(|s| Timestamp::from_raw(s).parse().is_some())
-    );
+    let note: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(note["pid"], std::process::id());
+    assert_eq!(note["purpose"], "open");
+    let label: serde_json::Value = serde_json::from_str(note["label"].as_str().unwrap()).unwrap();
+    assert_eq!(label["holder"]["name"], "worker \"7\"");
+    assert_eq!(label["holder"]["host"], "h1");
+    assert_eq!(label["holder"]["pid"], 4242);
+    let since = note["since"].as_str().unwrap().to_owned();
+    assert!(Timestamp::from_raw(since.as_str()).parse().is_some());
     match b.acquire_lease("s-lease", &HolderInfo::this_process("other")) {
-        Err(StorageError::LeaseBusy { holder, since, .. }) => {
+        Err(StorageError::LeaseBusy {
+            holder, since: s, ..
+        }) => {
             assert_eq!(holder, Some(who.clone()));
-            assert_eq!(
-                since.map(|s| s.as_str().to_owned()),
-                v["since"].as_str().map(str::to_owned)
-            );
+            assert_eq!(s.map(|s| s.as_str().to_owned()), Some(since.clone()));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A runtime using session-state directly is excluded by it, and sees who holds it.
+    let direct = session_state::StateStore::open(b.root()).unwrap();
+    match direct.lease("s-lease") {
+        Err(session_state::StateError::SessionBusy { holder, .. }) => {
+            assert_eq!(holder.pid, Some(std::process::id()));
+            assert_eq!(holder.label, note["label"].as_str().map(str::to_owned));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The holder saves; another client of the store is refused, naming the holder.
+    b.save_session(&empty_session("s-lease"), &Expected::Absent)
+        .unwrap();
+    let other = LocalBackend::open(b.root()).unwrap();
+    match other.save_session(&empty_session("s-lease"), &Expected::Any) {
+        Err(e @ StorageError::LeaseBusy { .. }) => {
+            assert_eq!(e.session_id(), Some("s-lease"));
+            let StorageError::LeaseBusy { holder, .. } = e else {
+                unreachable!()
+            };
+            assert_eq!(holder, Some(who.clone()));
         }
         other => panic!("{other:?}"),
     }
     g.release().unwrap();
-    assert_eq!(fs::read(lease_file(&b, "s-lease")).unwrap(), b"");
+    // session-state removes its lease file on release.
+    assert!(!lease_file(&b, "s-lease").exists());
+    // Nothing of this crate's own lock files is left.
+    assert!(!b.root().join("locks").exists());
 }
 
 #[test]
-fn deleting_a_session_removes_its_free_lock_files() {
+fn a_lease_taken_through_session_state_excludes_the_backend() {
     let (_d, b) = store();
-    let st = session_schema::parse_session_state(
-        br#"{"schema_version":1,"session_id":"s-del","updated_at":"2026-02-03T12:00:00.000Z","messages":[]}"#,
-    )
-    .unwrap()
-    .value;
-    b.save_session(&st, &Expected::Absent).unwrap();
+    let direct = session_state::StateStore::open(b.root()).unwrap();
+    let held = direct.lease("s-rt").unwrap();
+    match b.acquire_lease("s-rt", &HolderInfo::this_process("seam")) {
+        Err(StorageError::LeaseBusy { holder, since, .. }) => {
+            let holder = holder.unwrap();
+            // Named by session-state's note: this process, its program.
+            assert_eq!(holder.pid, std::process::id());
+            assert_eq!(Some(holder.name.as_str()), held.holder().program.as_deref());
+            assert_eq!(since.as_ref(), held.holder().since.as_ref());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        b.save_session(&empty_session("s-rt"), &Expected::Absent),
+        Err(StorageError::LeaseBusy { .. })
+    ));
+    drop(held);
+    let g = b
+        .acquire_lease("s-rt", &HolderInfo::this_process("seam"))
+        .unwrap();
+    g.release().unwrap();
+}
+
+#[test]
+fn deletes_compare_and_swap_and_leave_no_lock_files() {
+    let (_d, b) = store();
+    let st = empty_session("s-del");
+    let v1 = b.save_session(&st, &Expected::Absent).unwrap();
     drop(
         b.acquire_lease("s-del", &HolderInfo::this_process("w"))
             .unwrap(),
     );
-    let write_lock = b.locks_dir().join("s-del.write");
-    assert!(write_lock.exists() && lease_file(&b, "s-del").exists());
-    assert!(b.delete_session("s-del", &Expected::Any).unwrap());
-    assert!(!write_lock.exists());
     assert!(!lease_file(&b, "s-del").exists());
+    // A save that bypasses the backend (a bare StateStore, as a runtime would) moves the
+    // session on: a delete expecting the old version is a conflict naming the new one, and
+    // nothing is deleted.
+    let direct = session_state::StateStore::open(b.root()).unwrap();
+    let mut moved = st.clone();
+    moved.run_id = Some("r-1".into());
+    let g2 = direct.save(&moved).unwrap().generation;
+    match b.delete_session("s-del", &Expected::Version(v1.clone())) {
+        Err(StorageError::VersionConflict { found, .. }) => {
+            assert_eq!(found, Some(Version::new(g2.to_string())));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(b.load_session("s-del").unwrap().is_some());
+    let v2 = b.load_session("s-del").unwrap().unwrap().version;
+    assert!(b.delete_session("s-del", &Expected::Version(v2)).unwrap());
+    assert!(b.load_session("s-del").unwrap().is_none());
+    assert!(!b.root().join("locks").exists());
 
-    // A held lease stays with its holder.
+    // A held lease stays with its holder: its own delete goes through, another client's is
+    // refused.
     b.save_session(&st, &Expected::Absent).unwrap();
     let g = b
         .acquire_lease("s-del", &HolderInfo::this_process("w"))
         .unwrap();
+    let other = LocalBackend::open(b.root()).unwrap();
+    assert!(matches!(
+        other.delete_session("s-del", &Expected::Any),
+        Err(StorageError::LeaseBusy { .. })
+    ));
     assert!(b.delete_session("s-del", &Expected::Any).unwrap());
     assert!(lease_file(&b, "s-del").exists());
     assert!(
@@ -345,6 +425,7 @@ fn deleting_a_session_removes_its_free_lock_files() {
     );
     g.renew().unwrap();
     drop(g);
+    assert!(!lease_file(&b, "s-del").exists());
 }
 
 #[test]

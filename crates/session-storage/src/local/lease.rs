@@ -1,123 +1,98 @@
-//! The local backend's session lease: an exclusive `flock` on `<root>/locks/<session_id>.lease`
-//! that records its holder.
-//!
-//! Isolated on purpose: [`acquire`] is the only entry point the backend uses, so this file can
-//! be replaced by a wrapper around session-state's own OS-lock-based session lease once that
-//! exists, without touching anything else.
+//! The local backend's session lease: session-state's own lease
+//! ([`StateStore::lease_shared`], an exclusive `flock` on `<root>/leases/<session_id>.lease`),
+//! so that a store has one lease per session whoever takes it — this backend, a runtime using
+//! session-state directly, `sessions gc` — and each excludes the others.
 //!
 //! * Exclusive across processes and within one (each acquire opens its own file description).
 //! * Ends when the guard is released or dropped, and when the holder's process dies: the
 //!   kernel drops the lock with the process's files, so a crashed worker never blocks a
 //!   session.
-//! * The file holds one JSON line `{"holder":{"name","host","pid"},"since"}` while held and is
-//!   emptied on release; a busy acquire reads it to say who holds the lease. Holder records
-//!   are not durable (a lease never outlives its process).
+//! * The caller's [`HolderInfo`] is the lease's label (one JSON object,
+//!   `{"holder":{"name","host","pid"}}`) in session-state's holder note; a busy acquire reads
+//!   it back. A holder that took the lease through session-state without a label is named by
+//!   what its note says (program, host, pid).
+//! * While this backend holds a session's lease its own saves and deletes of that session go
+//!   through; those of every other client wait for it or are refused
+//!   ([`StorageError::LeaseBusy`]).
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
-use std::time::Duration;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use session_schema::Timestamp;
+use session_state::{LeaseHolder, SessionLease, StateStore};
 
-use super::filelock::{self, LockFile};
+use super::state_err;
 use crate::error::{Result, StorageError, Target};
 use crate::session_store::LeaseGuard;
 use crate::types::HolderInfo;
 
-/// What the lease file records about its holder.
+/// The label this backend gives session-state's lease.
 #[derive(Debug, Serialize, Deserialize)]
-struct HolderRecord {
+struct Label {
     holder: HolderInfo,
-    since: String,
 }
 
 /// A held lease.
 #[derive(Debug)]
-pub(crate) struct FlockLease {
-    lock: Option<LockFile>,
+pub(crate) struct StateLease {
+    lease: Option<SessionLease<'static>>,
     session_id: String,
     holder: HolderInfo,
 }
 
-/// The lease file of `session_id` in `locks_dir`.
-pub(crate) fn lease_path(locks_dir: &Path, session_id: &str) -> std::path::PathBuf {
-    locks_dir.join(format!("{session_id}.lease"))
-}
-
-/// Takes the lease of `session_id` (an id already checked) for `holder`, without waiting.
+/// Takes the lease of `session_id` (an id already checked) for `holder`, without waiting for
+/// an open holder (a save or housekeeping step of another client is waited for, up to
+/// `StoreOptions::max_busy_wait`).
 ///
 /// # Errors
-/// [`StorageError::LeaseBusy`] with the recorded holder; [`StorageError::Backend`] when the
-/// lock file cannot be created, locked or written.
+/// [`StorageError::LeaseBusy`] with the holder; [`StorageError::ReadOnly`];
+/// [`StorageError::Backend`] when the lease file cannot be created, locked or written.
 pub(crate) fn acquire(
-    locks_dir: &Path,
+    store: &Arc<StateStore>,
     session_id: &str,
     holder: &HolderInfo,
-) -> Result<FlockLease> {
+) -> Result<StateLease> {
     let target = || Target::session(session_id);
-    filelock::ensure_dir(locks_dir)
-        .map_err(|e| StorageError::backend("create the lock directory for", target(), e))?;
-    let path = lease_path(locks_dir, session_id);
-    let lock = filelock::try_lock_for(&path, Duration::ZERO)
-        .map_err(|e| StorageError::backend("lock the lease of", target(), e))?;
-    let Some(lock) = lock else {
-        let record = read_holder(&path);
-        return Err(StorageError::LeaseBusy {
-            session_id: session_id.to_owned(),
-            since: record
-                .as_ref()
-                .map(|r| Timestamp::from_raw(r.since.clone())),
-            holder: record.map(|r| r.holder),
-        });
-    };
-    let record = HolderRecord {
+    let label = serde_json::to_string(&Label {
         holder: holder.clone(),
-        since: Timestamp::now().as_str().to_owned(),
-    };
-    let mut line = serde_json::to_vec(&record)
-        .map_err(|e| StorageError::backend("record the holder of the lease of", target(), e))?;
-    line.push(b'\n');
-    let mut file = lock.file();
-    file.set_len(0)
-        .and_then(|()| file.seek(SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(&line))
-        .map_err(|e| StorageError::backend("record the holder of the lease of", target(), e))?;
-    Ok(FlockLease {
-        lock: Some(lock),
+    })
+    .map_err(|e| StorageError::backend("record the holder of the lease of", target(), e))?;
+    let lease = store
+        .lease_shared(session_id, Some(&label))
+        .map_err(|e| state_err("take the lease of", target(), e))?;
+    Ok(StateLease {
+        lease: Some(lease),
         session_id: session_id.to_owned(),
         holder: holder.clone(),
     })
 }
 
-/// The holder recorded in a lease file held by someone else. The holder writes its record
-/// right after taking the lock, so an empty or half-written file is read again briefly.
-fn read_holder(path: &Path) -> Option<HolderRecord> {
-    for _ in 0..20 {
-        let mut text = String::new();
-        let read = std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text));
-        if read.is_ok()
-            && let Some(line) = text.lines().next()
-            && let Ok(record) = serde_json::from_str::<HolderRecord>(line)
-        {
-            return Some(record);
-        }
-        std::thread::sleep(Duration::from_millis(5));
+/// [`StorageError::LeaseBusy`] for session-state's `SessionBusy`: the holder from the
+/// label this backend wrote, else from the note's pid, host and program (or purpose); `None`
+/// when the pid is not known.
+pub(crate) fn busy(session_id: String, holder: LeaseHolder) -> StorageError {
+    let from_label = holder
+        .label
+        .as_deref()
+        .and_then(|l| serde_json::from_str::<Label>(l).ok())
+        .map(|l| l.holder);
+    let named = from_label.or_else(|| {
+        holder.pid.map(|pid| HolderInfo {
+            name: holder
+                .program
+                .clone()
+                .unwrap_or_else(|| holder.purpose.as_str().to_owned()),
+            host: holder.host.clone().unwrap_or_default(),
+            pid,
+        })
+    });
+    StorageError::LeaseBusy {
+        session_id,
+        holder: named,
+        since: holder.since,
     }
-    None
 }
 
-impl FlockLease {
-    fn end(&mut self) -> std::io::Result<()> {
-        match self.lock.take() {
-            // Empty the record before the lock goes, so nobody reads a stale holder.
-            Some(lock) => lock.file().set_len(0),
-            None => Ok(()),
-        }
-    }
-}
-
-impl LeaseGuard for FlockLease {
+impl LeaseGuard for StateLease {
     fn session_id(&self) -> &str {
         &self.session_id
     }
@@ -128,7 +103,7 @@ impl LeaseGuard for FlockLease {
 
     fn renew(&self) -> Result<()> {
         // A flock does not expire: held as long as the guard (and its process) lives.
-        if self.lock.is_some() {
+        if self.lease.is_some() {
             Ok(())
         } else {
             Err(StorageError::LeaseLost {
@@ -138,28 +113,8 @@ impl LeaseGuard for FlockLease {
     }
 
     fn release(mut self: Box<Self>) -> Result<()> {
-        self.end().map_err(|e| {
-            StorageError::backend("release the lease of", Target::session(&self.session_id), e)
-        })
-    }
-}
-
-impl Drop for FlockLease {
-    fn drop(&mut self) {
-        // Best effort; `release` reports the error.
-        let _ = self.end();
-    }
-}
-
-/// Removes the lease file of a deleted session when nobody holds the lease (a held one is
-/// left to its holder).
-pub(crate) fn remove_if_free(locks_dir: &Path, session_id: &str) -> std::io::Result<()> {
-    let path = lease_path(locks_dir, session_id);
-    if !path.exists() {
-        return Ok(());
-    }
-    match filelock::try_lock_for(&path, Duration::ZERO)? {
-        Some(lock) => lock.remove(),
-        None => Ok(()),
+        // session-state removes the lease file while still holding the lock, then closes it.
+        drop(self.lease.take());
+        Ok(())
     }
 }

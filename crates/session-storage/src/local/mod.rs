@@ -5,8 +5,7 @@
 //! ```text
 //! <root>/YYYY/MM/DD/<run_id>.jsonl[.zst]   runs (session-jsonl layout)
 //! <root>/state.db, messages/, state/       sessions and the run index (session-state)
-//! <root>/locks/<session_id>.lease          session leases (flock; this crate)
-//! <root>/locks/<session_id>.write          compare-and-swap of saves and deletes (flock)
+//! <root>/leases/<session_id>.lease         session leases (session-state's flock + holder note)
 //! ```
 //!
 //! * **Appends** take the run file's writer lock — the same advisory lock a
@@ -19,20 +18,21 @@
 //!   gets a [`LengthConflict`](crate::StorageError::LengthConflict) and re-reads.
 //! * **Session versions** are session-state's generations; saves use
 //!   `StateStore::save_expecting`, whose compare-and-swap happens inside the SQLite write
-//!   transaction. Deletes compare under the session's `.write` lock, which every save and
-//!   delete of this backend takes; a writer that bypasses this backend (the reference runtime,
-//!   a bare `StateStore`) can still slip a save between that check and the delete.
-//! * **Leases** are `flock`s on `.lease` files (`src/local/lease.rs`): exclusive, ended by
-//!   the kernel when the holder's process dies.
+//!   transaction. Deletes with an expected version are `StateStore::snapshot` then
+//!   `StateStore::delete_snapshotted`, which deletes only if the row, the messages file and
+//!   the legacy snapshot are still exactly what was snapshotted (checked under the session's
+//!   lease and the database write lock).
+//! * **Leases** are session-state's session leases (`src/local/lease.rs`, a wrapper around
+//!   `StateStore::lease_shared`): one per session in a store, whoever takes it, exclusive,
+//!   ended by the kernel when the holder's process dies.
 
-mod filelock;
 mod lease;
 mod runs;
 mod sessions;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use session_state::{StateError, StateStore, StoreOptions};
@@ -52,9 +52,10 @@ pub struct LocalOptions {
     /// Unix permission bits of new run files before the umask; `None` (default) is `0o666`
     /// like [`session_jsonl::RunWriter`] and the reference.
     pub run_file_mode: Option<u32>,
-    /// How long an append waits for a run's writer lock, and a save or delete for the
-    /// session's `.write` lock, before [`StorageError::Busy`] (default 10 s). A
-    /// [`session_jsonl::RunWriter`] keeps its run locked for the whole run.
+    /// How long an append waits for a run's writer lock before [`StorageError::Busy`]
+    /// (default 10 s). A [`session_jsonl::RunWriter`] keeps its run locked for the whole
+    /// run. (Saves and deletes wait for another client's save up to
+    /// [`StoreOptions::max_busy_wait`].)
     pub lock_wait: Duration,
     /// Bring the run index up to date before each
     /// [`list_runs`](crate::RunCatalogue::list_runs) (default `true`; incremental, cheap
@@ -81,7 +82,8 @@ const CACHE_MAX: usize = 4096;
 /// threads; several processes may open the same root at once.
 #[derive(Debug)]
 pub struct LocalBackend {
-    store: StateStore,
+    /// Shared with the leases this backend hands out.
+    store: Arc<StateStore>,
     options: LocalOptions,
     /// Run id → its file, for appends and reads that follow the first.
     paths: Mutex<BTreeMap<String, PathBuf>>,
@@ -100,6 +102,7 @@ pub(crate) fn state_err(op: &'static str, target: Target, e: StateError) -> Stor
         StateError::ReadOnly { op, .. } => StorageError::ReadOnly { op },
         StateError::InvalidCursor { token } => StorageError::InvalidCursor { token },
         StateError::Busy { waited_ms, .. } => StorageError::Busy { target, waited_ms },
+        StateError::SessionBusy { session_id, holder } => lease::busy(session_id, holder),
         other => StorageError::backend(op, target, other),
     }
 }
@@ -140,7 +143,7 @@ impl LocalBackend {
     /// A backend over an open [`StateStore`].
     pub fn from_store(store: StateStore, options: LocalOptions) -> LocalBackend {
         LocalBackend {
-            store,
+            store: Arc::new(store),
             options,
             paths: Mutex::new(BTreeMap::new()),
             generations: Mutex::new(BTreeMap::new()),
@@ -165,11 +168,6 @@ impl LocalBackend {
     /// Whether the backend was opened with [`LocalBackend::open_read_only`].
     pub fn is_read_only(&self) -> bool {
         self.store.is_read_only()
-    }
-
-    /// `<root>/locks`: lease and compare-and-swap lock files.
-    pub fn locks_dir(&self) -> PathBuf {
-        self.root().join("locks")
     }
 
     fn check_writable(&self, op: &'static str) -> Result<()> {

@@ -1,6 +1,6 @@
 //! [`SessionStore`] over session-state's [`StateStore`](session_state::StateStore): versions
-//! are generations, saves are `save_expecting`, deletes compare under a per-session lock,
-//! leases are [`super::lease`]'s.
+//! are generations, saves are `save_expecting`, deletes with an expected version are
+//! `snapshot` + `delete_snapshotted` (compare-and-swap), leases are [`super::lease`]'s.
 
 use session_schema::SessionState;
 use session_state::{
@@ -8,7 +8,6 @@ use session_state::{
     MessageDamage, StateError,
 };
 
-use super::filelock::{self, LockFile};
 use super::{LocalBackend, lease, locked, state_err};
 use crate::error::{Result, StorageError, Target, checked_id};
 use crate::session_store::{LeaseGuard, SessionStore};
@@ -167,25 +166,6 @@ impl LocalBackend {
         Ok(generation)
     }
 
-    /// The lock every save and delete of `session_id` through this backend holds, so that a
-    /// delete's compare and its delete are one step for them.
-    fn write_lock(&self, session_id: &str) -> Result<LockFile> {
-        let target = || Target::session(session_id);
-        let dir = self.locks_dir();
-        filelock::ensure_dir(&dir)
-            .map_err(|e| StorageError::backend("create the lock directory for", target(), e))?;
-        let path = dir.join(format!("{session_id}.write"));
-        let started = std::time::Instant::now();
-        match filelock::try_lock_for(&path, self.options.lock_wait) {
-            Ok(Some(lock)) => Ok(lock),
-            Ok(None) => Err(StorageError::Busy {
-                target: target(),
-                waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            }),
-            Err(e) => Err(StorageError::backend("lock", target(), e)),
-        }
-    }
-
     fn conflict(session_id: &str, expected: &Expected, found: Option<Version>) -> StorageError {
         StorageError::VersionConflict {
             session_id: session_id.to_owned(),
@@ -212,7 +192,6 @@ impl SessionStore for LocalBackend {
         let id = state.session_id.as_str();
         checked_id(id)?;
         self.check_writable("save")?;
-        let _lock = self.write_lock(id)?;
         let expect = match expected {
             Expected::Any => None,
             Expected::Absent => Some(None),
@@ -268,39 +247,57 @@ impl SessionStore for LocalBackend {
     fn delete_session(&self, session_id: &str, expected: &Expected) -> Result<bool> {
         checked_id(session_id)?;
         self.check_writable("delete")?;
-        let lock = self.write_lock(session_id)?;
-        if *expected != Expected::Any {
-            let current = self.current(session_id)?;
-            let found = current.map(|g| Version::new(token(g)));
-            let matches = match expected {
-                Expected::Absent => found.is_none(),
-                Expected::Version(v) => found.as_ref() == Some(v),
-                Expected::Any => true,
-            };
-            if !matches {
-                return Err(LocalBackend::conflict(session_id, expected, found));
+        let target = || Target::session(session_id);
+        let report = match expected {
+            Expected::Any => self
+                .store
+                .delete(session_id)
+                .map_err(|e| state_err("delete", target(), e))?,
+            Expected::Absent => {
+                // Nothing to delete if there is nothing; a session is a conflict.
+                return match self.current(session_id)? {
+                    None => Ok(false),
+                    Some(g) => Err(LocalBackend::conflict(
+                        session_id,
+                        expected,
+                        Some(Version::new(token(g))),
+                    )),
+                };
             }
-            if found.is_none() {
-                return Ok(false);
+            Expected::Version(v) => {
+                // Compare-and-swap: the session as it is now, deleted only if it is still
+                // exactly that (row generation, messages file, legacy snapshot) when the
+                // delete runs, under the session's lease and the database write lock.
+                let snapshot = self
+                    .store
+                    .snapshot(session_id)
+                    .map_err(|e| state_err("delete", target(), e))?;
+                let Some(snapshot) = snapshot else {
+                    return Err(LocalBackend::conflict(session_id, expected, None));
+                };
+                let found = Version::new(token(snapshot.loaded.generation));
+                if &found != v {
+                    self.remember_generation(session_id, snapshot.loaded.generation);
+                    return Err(LocalBackend::conflict(session_id, expected, Some(found)));
+                }
+                match self.store.delete_snapshotted(&snapshot) {
+                    Ok(report) => report,
+                    Err(StateError::Conflict { .. }) => {
+                        // Changed between the snapshot and the delete: say what it is now.
+                        let found = self.current(session_id)?.map(|g| Version::new(token(g)));
+                        return Err(LocalBackend::conflict(session_id, expected, found));
+                    }
+                    Err(e) => return Err(state_err("delete", target(), e)),
+                }
             }
-        }
-        let report = self
-            .store
-            .delete(session_id)
-            .map_err(|e| state_err("delete", Target::session(session_id), e))?;
+        };
         self.remember_generation(session_id, None);
-        let removed = lock
-            .remove()
-            .and_then(|()| lease::remove_if_free(&self.locks_dir(), session_id));
-        removed.map_err(|e| {
-            StorageError::backend("remove the lock files of", Target::session(session_id), e)
-        })?;
         Ok(report.found())
     }
 
     fn acquire_lease(&self, session_id: &str, holder: &HolderInfo) -> Result<Box<dyn LeaseGuard>> {
         checked_id(session_id)?;
-        let guard = lease::acquire(&self.locks_dir(), session_id, holder)?;
+        let guard = lease::acquire(&self.store, session_id, holder)?;
         Ok(Box::new(guard))
     }
 }
