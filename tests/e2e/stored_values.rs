@@ -786,7 +786,7 @@ fn misfits_in_rebuilt_row_marks_and_in_rows_of_files_that_are_no_runs_are_report
         .iter()
         .map(ToString::to_string)
         .collect();
-    assert_eq!(found, [mark_damage.clone()]);
+    assert_eq!(found, std::slice::from_ref(&mark_damage));
     let not_runs = store.run_file_diagnostics().unwrap();
     assert_eq!(not_runs.len(), 1, "{not_runs:?}");
     assert_eq!(not_runs[0].path, root.join(NOT_A_RUN));

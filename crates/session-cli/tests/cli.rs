@@ -732,14 +732,22 @@ fn tail_prints_and_follows_a_growing_run() {
         WriterOptions::with_durability(Durability::Flush),
     )
     .unwrap();
-    let child = sessions_cmd()
+    let mut child = sessions_cmd()
         .arg("--root")
         .arg(&root)
         .args(["tail", "-f", run_id, "--timeout", "20"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // Each record is appended only once the previous one was printed, so the later ones are
+    // certainly found by following the file (however slow the machine), not by the first read.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut next_line = || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        line
+    };
+    let mut printed = vec![next_line()];
     w.append(&Record::RunStatus(RunStatus {
         run_id: run_id.into(),
         ts: Timestamp::from_raw("2026-11-30T11:59:01.000Z"),
@@ -747,7 +755,7 @@ fn tail_prints_and_follows_a_growing_run() {
         ..Default::default()
     }))
     .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    printed.push(next_line());
     w.append(&Record::RunEnd(RunEnd {
         run_id: run_id.into(),
         ts: Timestamp::from_raw("2026-11-30T11:59:02.000Z"),
@@ -755,14 +763,15 @@ fn tail_prints_and_follows_a_growing_run() {
         ..Default::default()
     }))
     .unwrap();
-    let out = finish(child.wait_with_output().unwrap());
-    assert_eq!(out.code, 0);
-    let kinds: Vec<&str> = out
-        .out
-        .lines()
-        .map(|l| l.split_whitespace().nth(1).unwrap())
+    printed.push(next_line());
+    // Nothing after the run.end: tail -f stops there.
+    assert_eq!(next_line(), "");
+    assert!(child.wait().unwrap().success());
+    let kinds: Vec<&str> = printed
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap_or_default())
         .collect();
-    assert_eq!(kinds, ["header", "run.status", "run.end"], "{}", out.out);
+    assert_eq!(kinds, ["header", "run.status", "run.end"], "{printed:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

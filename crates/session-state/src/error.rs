@@ -151,8 +151,9 @@ pub enum StateError {
     SessionBusy {
         /// The session.
         session_id: String,
-        /// Who holds its lease: pid, host, since when and why, as far as known.
-        holder: crate::lease::LeaseHolder,
+        /// Who holds its lease: pid, host, since when and why, as far as known (boxed: it
+        /// is the largest of the variants' fields).
+        holder: Box<crate::lease::LeaseHolder>,
     },
     /// A lease label ([`crate::StateStore::lease_labelled`]) longer than
     /// [`crate::MAX_LABEL`] bytes; no lease was taken.

@@ -575,7 +575,7 @@ fn acquire<'s>(
                 if give_up {
                     return Err(StateError::SessionBusy {
                         session_id: id.to_owned(),
-                        holder,
+                        holder: Box::new(holder),
                     });
                 }
                 std::thread::sleep(pause);

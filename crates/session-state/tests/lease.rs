@@ -43,7 +43,7 @@ fn busy_holder(e: StateError) -> session_state::LeaseHolder {
     match e {
         StateError::SessionBusy { session_id, holder } => {
             assert_eq!(session_id, ID);
-            holder
+            *holder
         }
         other => panic!("expected SessionBusy, got {other}"),
     }

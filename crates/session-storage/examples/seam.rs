@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(
         runs.read_all(run_id, Extent::Committed)?,
-        [&header[..], &end[..]].concat()
+        [header, end].concat()
     );
     assert_eq!(runs.read_run(run_id)?.records.len(), 2);
 

@@ -102,7 +102,7 @@ pub(crate) fn state_err(op: &'static str, target: Target, e: StateError) -> Stor
         StateError::ReadOnly { op, .. } => StorageError::ReadOnly { op },
         StateError::InvalidCursor { token } => StorageError::InvalidCursor { token },
         StateError::Busy { waited_ms, .. } => StorageError::Busy { target, waited_ms },
-        StateError::SessionBusy { session_id, holder } => lease::busy(session_id, holder),
+        StateError::SessionBusy { session_id, holder } => lease::busy(session_id, *holder),
         other => StorageError::backend(op, target, other),
     }
 }
