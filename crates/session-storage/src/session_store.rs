@@ -25,8 +25,11 @@ use crate::types::{
 ///   the store: while one holder has a session's lease, every other acquire fails with
 ///   [`StorageError::LeaseBusy`](crate::StorageError::LeaseBusy) naming the holder. Releasing
 ///   (or dropping) the guard ends it, and so does the holder's death: a crashed worker never
-///   blocks a session forever. A lease is about who *works on* a session; it does not stop
-///   saves (compare-and-swap protects the data).
+///   blocks a session forever. A lease is about who *works on* a session; it never stops the
+///   holder's own saves (compare-and-swap protects the data). A backend may also refuse saves
+///   and deletes of *other* clients while the lease is held, with
+///   [`StorageError::LeaseBusy`](crate::StorageError::LeaseBusy): the local backend does, its
+///   lease being session-state's one writer per session.
 /// * **Keyset paging** as described on [`SessionListQuery`].
 ///
 /// Methods are synchronous and the trait is object-safe (`&dyn SessionStore`).
@@ -47,6 +50,8 @@ pub trait SessionStore: Send + Sync {
     /// [`StorageError::VersionConflict`](crate::StorageError::VersionConflict) (nothing
     /// written), [`StorageError::ReadOnly`](crate::StorageError::ReadOnly),
     /// [`StorageError::Busy`](crate::StorageError::Busy),
+    /// [`StorageError::LeaseBusy`](crate::StorageError::LeaseBusy) (another client holds the
+    /// session's lease, where the backend enforces it; nothing written),
     /// [`StorageError::Backend`](crate::StorageError::Backend).
     fn save_session(&self, state: &SessionState, expected: &Expected) -> Result<Version>;
 
