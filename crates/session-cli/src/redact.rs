@@ -12,7 +12,7 @@
 //! Only the exported text is changed; the stored files are never written.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use regex::{Captures, Regex};
@@ -102,9 +102,9 @@ fn secret_key(key: &str) -> bool {
 pub(crate) struct Redactor {
     rules: Vec<Rule>,
     /// `(label, secret)` → its number within the label.
-    seen: HashMap<(String, String), usize>,
+    seen: BTreeMap<(String, String), usize>,
     /// Secrets numbered so far per label.
-    counts: HashMap<String, usize>,
+    counts: BTreeMap<String, usize>,
     /// Replacements made so far (all labels).
     replaced: usize,
 }
@@ -141,8 +141,8 @@ impl Redactor {
         }
         Ok(Redactor {
             rules,
-            seen: HashMap::new(),
-            counts: HashMap::new(),
+            seen: BTreeMap::new(),
+            counts: BTreeMap::new(),
             replaced: 0,
         })
     }
@@ -438,7 +438,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("pats");
         std::fs::write(&f, "# comment\n\ninternal-[0-9]{4}\r\n").unwrap();
-        let mut r = Redactor::new(&["ACME-[A-Z]+".into()], &[f.clone()]).unwrap();
+        let mut r = Redactor::new(&["ACME-[A-Z]+".into()], std::slice::from_ref(&f)).unwrap();
         assert_eq!(
             r.redact("ACME-WIDGET and internal-1234 and ACME-WIDGET"),
             "[REDACTED:pattern#1] and [REDACTED:pattern#2] and [REDACTED:pattern#1]"
