@@ -106,6 +106,8 @@ pub(crate) enum Command {
     Unarchive(UnarchiveArgs),
     /// Rebuild the run index from scratch and report the difference.
     Reindex(ReindexArgs),
+    /// Serve a local, read-only web viewer on 127.0.0.1 (prints its URL with a token first).
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -408,4 +410,17 @@ pub(crate) struct ReindexArgs {
     /// One JSON object with the difference.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// TCP port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 8765, value_name = "N")]
+    pub(crate) port: u16,
+    /// Open the printed URL in the default browser.
+    #[arg(long)]
+    pub(crate) open: bool,
+    /// Redaction of every page.
+    #[command(flatten)]
+    pub(crate) redact: RedactArgs,
 }

@@ -40,6 +40,8 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Archive(a) => !a.json,
         Command::Unarchive(a) => !a.json,
         Command::Reindex(a) => !a.json,
+        // The URL line; the pages go to the browser.
+        Command::Serve(_) => true,
     }
 }
 
