@@ -31,7 +31,7 @@ pub(crate) const STYLE: &str = "\
 --line:#3a3f46;--user:#1b2a3a;--asst:#20242a;--tool:#2a2619;--err:#ff8a80;--warn:#3a2e17}}\
 body{font:15px/1.5 system-ui,-apple-system,'Segoe UI','Noto Sans','Noto Sans CJK JP',\
 'Noto Color Emoji',sans-serif;color:var(--fg);background:var(--bg);margin:0 auto;\
-max-width:60rem;padding:1rem}\
+max-width:80rem;padding:1rem}\
 h1{font-size:1.4rem}h2{font-size:1.2rem;margin-top:2rem}\
 pre,code{font:13px/1.4 ui-monospace,'Noto Sans Mono',monospace}\
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3rem 0;padding:.5rem;\
@@ -47,6 +47,7 @@ border-left-color:transparent;padding-top:0;padding-bottom:0}\
 .text{white-space:pre-wrap;overflow-wrap:anywhere}.stderr{border-left:3px solid var(--err)}\
 img.input{max-width:100%;max-height:24rem;border:1px solid var(--line);display:block;margin:.3rem 0}\
 summary{cursor:pointer;color:var(--muted)}table{border-collapse:collapse}\
+td:first-child,td:nth-child(2){white-space:nowrap}\
 td,th{padding:.2rem .6rem;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}\
 nav a{margin-right:1rem}.muted{color:var(--muted)}";
 
