@@ -575,3 +575,41 @@ pub(crate) fn export_page(
     }
     document(&title, Some(FILE_CSP), "", &body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_covers_markup_quotes_and_controls() {
+        assert_eq!(
+            escape("<a href='x'>\"&\u{1b}[2J\u{202e}</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&quot;&amp;\\u001b[2J\\u202e&lt;/a&gt;"
+        );
+        assert_eq!(escape("plain 日本語 🤔\n\tok"), "plain 日本語 🤔\n\tok");
+    }
+
+    #[test]
+    fn only_raster_base64_data_urls_are_embedded() {
+        for ok in [
+            "data:image/png;base64,iVBORw0KGgo=",
+            "data:image/jpeg;base64,/9j/4AAQ",
+            "data:image/webp;base64,UklGR+/=",
+        ] {
+            assert!(safe_data_image(ok), "{ok}");
+        }
+        for bad in [
+            "https://example.com/a.png",
+            "http://127.0.0.1/a.png",
+            "data:image/svg+xml;base64,PHN2Zz4=",
+            "data:text/html;base64,PHNjcmlwdD4=",
+            "data:image/png,rawbytes",
+            "data:image/png;base64,",
+            "data:image/png;base64,AAAA\" onerror=\"alert(1)",
+            "data:image/png;base64,AA AA",
+            "javascript:alert(1)",
+        ] {
+            assert!(!safe_data_image(bad), "{bad}");
+        }
+    }
+}
