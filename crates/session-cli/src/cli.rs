@@ -94,7 +94,7 @@ pub(crate) enum Command {
     Repair(RepairArgs),
     /// Token usage and run counts with a small bar chart.
     Stats(StatsArgs),
-    /// Export a run or a session as Markdown, JSON or JSONL.
+    /// Export a run or a session as Markdown, JSON, JSONL or one HTML page.
     Export(ExportArgs),
     /// Move old runs and sessions to the trash under the root, or empty the trash.
     Gc(GcArgs),
@@ -106,6 +106,8 @@ pub(crate) enum Command {
     Unarchive(UnarchiveArgs),
     /// Rebuild the run index from scratch and report the difference.
     Reindex(ReindexArgs),
+    /// Serve a local, read-only web viewer on 127.0.0.1 (prints its URL with a token first).
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -299,6 +301,33 @@ pub(crate) enum ExportFormat {
     Json,
     /// The records as stored, one per line.
     Jsonl,
+    /// One self-contained HTML page (inline CSS, no script, no external request).
+    Html,
+}
+
+/// `--redact` and its patterns (`export`, `serve`).
+#[derive(Debug, Args)]
+pub(crate) struct RedactArgs {
+    /// Replace secrets (provider API keys and tokens, bearer tokens, private keys, passwords in
+    /// URLs, secret-named KEY=value assignments) with placeholders such as
+    /// [REDACTED:github-token#1]; the same secret gets the same placeholder. Stored files are
+    /// never changed.
+    #[arg(long)]
+    pub(crate) redact: bool,
+    /// Also redact what this regular expression matches (repeatable; implies --redact).
+    #[arg(long, value_name = "REGEX")]
+    pub(crate) redact_pattern: Vec<String>,
+    /// Also redact what the patterns in FILE match (one regular expression per line; blank
+    /// lines and lines starting with # are skipped; repeatable; implies --redact).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) redact_patterns: Vec<PathBuf>,
+}
+
+impl RedactArgs {
+    /// Whether any redaction was asked for.
+    pub(crate) fn on(&self) -> bool {
+        self.redact || !self.redact_pattern.is_empty() || !self.redact_patterns.is_empty()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -315,6 +344,9 @@ pub(crate) struct ExportArgs {
     /// With -o: replace FILE when it exists.
     #[arg(long, requires = "output")]
     pub(crate) force: bool,
+    /// Redaction.
+    #[command(flatten)]
+    pub(crate) redact: RedactArgs,
 }
 
 #[derive(Debug, Args)]
@@ -378,4 +410,17 @@ pub(crate) struct ReindexArgs {
     /// One JSON object with the difference.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// TCP port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 8765, value_name = "N")]
+    pub(crate) port: u16,
+    /// Open the printed URL in the default browser.
+    #[arg(long)]
+    pub(crate) open: bool,
+    /// Redaction of every page.
+    #[command(flatten)]
+    pub(crate) redact: RedactArgs,
 }

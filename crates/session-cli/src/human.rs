@@ -34,11 +34,14 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Verify(a) => !a.json,
         Command::Repair(a) => !a.json,
         Command::Stats(a) => !a.json,
+        // An HTML page is a document (its stored text is escaped by the renderer).
         Command::Export(a) => a.format == ExportFormat::Md,
         Command::Gc(a) => !a.json,
         Command::Archive(a) => !a.json,
         Command::Unarchive(a) => !a.json,
         Command::Reindex(a) => !a.json,
+        // The URL line; the pages go to the browser.
+        Command::Serve(_) => true,
     }
 }
 

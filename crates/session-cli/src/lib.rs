@@ -40,9 +40,11 @@ mod commands;
 mod env;
 pub mod error;
 mod hooks;
+mod html;
 mod human;
 mod jsonw;
 mod progress;
+mod redact;
 mod root;
 mod store;
 mod style;
@@ -246,5 +248,6 @@ fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
         Command::Archive(a) => commands::archive(ctx, &a),
         Command::Unarchive(a) => commands::unarchive(ctx, &a),
         Command::Reindex(a) => commands::reindex(ctx, &a),
+        Command::Serve(a) => commands::serve(ctx, &a),
     }
 }

@@ -1,4 +1,9 @@
-//! `sessions export <run-id|session-id> --format md|json|jsonl [-o FILE [--force]]`.
+//! `sessions export <run-id|session-id> --format md|json|jsonl|html [-o FILE [--force]]
+//! [--redact [--redact-pattern REGEX]… [--redact-patterns FILE]…]`.
+//!
+//! With `--redact` the secrets in the exported text are replaced (see [`crate::redact`]); a
+//! JSON or JSONL export keeps every byte outside the changed string literals, but its records
+//! are then no longer byte-exact copies of the stored lines, which stderr says.
 //!
 //! An export is complete or says it is not: every run line that could not be read and every
 //! message the saved state lost (a damaged line of `messages/<id>.jsonl`, a file shorter than
@@ -14,6 +19,7 @@ use crate::Ctx;
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::error::{CliError, EXIT_DATA, EXIT_OK};
 use crate::jsonw::{JsonObj, raw_array};
+use crate::redact::Redactor;
 use crate::store::{LoadedRun, load_run_file, rel};
 use crate::style::escape_controls;
 
@@ -21,6 +27,14 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
     if let Some(path) = &args.output {
         check_output(&ctx.root.path, path, args.force)?;
     }
+    let mut redactor = if args.redact.on() {
+        Some(Redactor::new(
+            &args.redact.redact_pattern,
+            &args.redact.redact_patterns,
+        )?)
+    } else {
+        None
+    };
     let target = super::resolve_target(ctx, &args.id)?;
     let mut runs = Vec::with_capacity(target.paths.len());
     for p in &target.paths {
@@ -65,7 +79,51 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
             .into_bytes(),
         ExportFormat::Json => json(ctx, &target, &runs, complete)?.into_bytes(),
         ExportFormat::Jsonl => jsonl(&runs),
+        ExportFormat::Html => {
+            let notes: Vec<String> = target
+                .damage
+                .iter()
+                .map(|d| describe_damage(&root, d))
+                .chain(
+                    target
+                        .state_error
+                        .iter()
+                        .map(|why| format!("saved state not exported: {why}")),
+                )
+                .collect();
+            crate::html::export_page(
+                target.session.as_deref(),
+                target.state.as_ref(),
+                &runs,
+                &notes,
+                redactor.as_mut(),
+            )
+            .into_bytes()
+        }
     };
+    let body = match (&mut redactor, args.format) {
+        (None, _) | (Some(_), ExportFormat::Html) => body,
+        (Some(r), ExportFormat::Md) => r
+            .redact(&String::from_utf8_lossy(&body))
+            .into_owned()
+            .into_bytes(),
+        (Some(r), ExportFormat::Json | ExportFormat::Jsonl) => {
+            let text = String::from_utf8_lossy(&body);
+            let mut out = String::with_capacity(text.len());
+            for line in text.split_inclusive('\n') {
+                out.push_str(&r.redact_json(line));
+            }
+            out.into_bytes()
+        }
+    };
+    if let Some(r) = &redactor {
+        let n = r.replaced();
+        let mut msg = format!("--redact: {n} secret(s) replaced");
+        if n > 0 && matches!(args.format, ExportFormat::Json | ExportFormat::Jsonl) {
+            msg.push_str("; the records are no longer byte-exact copies of the stored lines");
+        }
+        say(ctx, &msg);
+    }
     match &args.output {
         Some(path) => write_file(path, &body)?,
         None => ctx.out.write_all(&body)?,

@@ -4,6 +4,8 @@ mod export;
 mod housekeeping;
 mod replay;
 pub(crate) mod runs;
+#[cfg(feature = "serve")]
+mod serve;
 mod sessions;
 mod show;
 pub(crate) mod state;
@@ -16,6 +18,16 @@ pub(crate) mod verify;
 pub(crate) use export::export;
 pub(crate) use housekeeping::{archive, gc, repair};
 pub(crate) use replay::replay;
+#[cfg(feature = "serve")]
+pub(crate) use serve::serve;
+
+/// `sessions serve` in a build without the `serve` feature: a usage error that says so.
+#[cfg(not(feature = "serve"))]
+pub(crate) fn serve(_ctx: &mut Ctx<'_>, _args: &crate::cli::ServeArgs) -> Result<i32, CliError> {
+    Err(CliError::Usage(
+        "this build has no web viewer: rebuild with the `serve` feature (on by default)".into(),
+    ))
+}
 pub(crate) use runs::runs;
 pub(crate) use sessions::{history, sessions};
 pub(crate) use show::show;

@@ -85,7 +85,7 @@ pub(crate) struct WorkspaceMatch {
 }
 
 impl WorkspaceMatch {
-    fn new(store: &StateStore, root: &str) -> Result<Self, CliError> {
+    pub(crate) fn new(store: &StateStore, root: &str) -> Result<Self, CliError> {
         let page = store
             .list(&session_state::ListQuery::all().workspace(root.to_owned()))
             .map_err(state_err)?;
