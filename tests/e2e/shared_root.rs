@@ -371,7 +371,8 @@ fn a_session_continued_by_us_stays_intact_for_the_reference() {
         added.iter().all(|p| allowed.contains(*p)),
         "unexpected files: {added:?}"
     );
-    assert!(before.is_subset(&after), "a file disappeared");
+    let gone: Vec<&PathBuf> = before.difference(&after).collect();
+    assert!(gone.is_empty(), "files disappeared: {gone:?}");
     for rel in &before {
         let name = rel.to_string_lossy();
         if name == "state.db" || name == format!("messages/{S2}.jsonl") {

@@ -309,7 +309,10 @@ fn read_repo_file(rel: &Path) -> Option<String> {
     if path.is_dir() {
         Some(String::new())
     } else {
-        std::fs::read_to_string(path).ok()
+        // A binary file (an image a README shows) exists but has no text to look into.
+        std::fs::read(path)
+            .ok()
+            .map(|bytes| String::from_utf8(bytes).unwrap_or_default())
     }
 }
 

@@ -52,7 +52,7 @@ const LEASE_EXT: &str = ".lease";
 const MAX_NOTE: u64 = 4096;
 
 /// The longest label a holder can give ([`StateStore::lease_labelled`]), in bytes: the note
-/// with it stays well within the [`MAX_NOTE`] bytes that are read.
+/// with it stays well within the 4 KiB of a note that are read.
 pub const MAX_LABEL: usize = 1024;
 
 /// How long a lock whose holder cannot be identified yet (its note not written yet, a note
