@@ -57,6 +57,8 @@
 mod diagnostic;
 mod history;
 mod invocation;
+#[cfg(feature = "io")]
+#[cfg_attr(docsrs, doc(cfg(feature = "io")))]
 pub mod io;
 mod recover;
 mod resume;
