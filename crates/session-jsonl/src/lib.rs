@@ -58,6 +58,7 @@
         clippy::cast_possible_wrap
     )
 )]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod archive;
 pub mod duplicates;

@@ -53,6 +53,7 @@
         clippy::cast_possible_wrap
     )
 )]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod diagnostic;
 mod history;
