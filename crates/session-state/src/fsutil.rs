@@ -282,6 +282,26 @@ pub(crate) fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
     read_bounded(path, MAX_SESSION_FILE_BYTES)
 }
 
+/// The first `len` bytes of a regular file (fewer when it is shorter); `None` when it does not
+/// exist. Opened like every store file (no links followed, never waits on a FIFO).
+///
+/// # Errors
+/// [`StateError::NotRegularFile`] (nothing is read), [`StateError::Io`].
+pub(crate) fn read_prefix_if_exists(path: &Path, len: u64) -> Result<Option<Vec<u8>>> {
+    let (file, _) = match open_store_file(path, |o| {
+        o.read(true);
+    }) {
+        Ok(opened) => opened?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StateError::io("open", path, e)),
+    };
+    let mut bytes = Vec::new();
+    file.take(len)
+        .read_to_end(&mut bytes)
+        .map_err(|e| StateError::io("read", path, e))?;
+    Ok(Some(bytes))
+}
+
 /// [`read_if_exists`] with an explicit size limit.
 pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     let (file, meta) = match open_store_file(path, |o| {

@@ -3,7 +3,6 @@
 //! rows are recomputed from the messages files, by the migration of a writable database and
 //! on the fly (SQL functions under a TEMP view) for a read-only one.
 
-use std::io::Read;
 use std::path::Path;
 
 use rusqlite::Connection;
@@ -49,16 +48,11 @@ pub(crate) fn redigest(
         .map(|name| messages_dir.join(name))
         .filter(|p| p.exists())
         .unwrap_or(main);
-    let committed = match std::fs::File::open(&path) {
-        Ok(file) => {
-            let mut bytes = Vec::new();
-            match file.take(file_len).read_to_end(&mut bytes) {
-                Ok(_) => bytes,
-                Err(_) => return marker,
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && file_len == 0 => Vec::new(),
-        Err(_) => return marker,
+    // Never follows a link or waits on a FIFO; anything unreadable does not verify.
+    let committed = match fsutil::read_prefix_if_exists(&path, file_len) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) if file_len == 0 => Vec::new(),
+        Ok(None) | Err(_) => return marker,
     };
     if committed.len() as u64 != file_len
         || fsutil::legacy_digest_lines(&committed) != (file_digest, file_lines)
@@ -85,8 +79,8 @@ pub(crate) fn rebase(messages_dir: &Path, session_id: &str, generation: u64, tex
         marker
     } else {
         let main = messages_dir.join(format!("{session_id}.jsonl"));
-        match std::fs::read(&main) {
-            Ok(bytes)
+        match fsutil::read_if_exists(&main) {
+            Ok(Some(bytes))
                 if bytes.len() as u64 == len
                     && fsutil::legacy_digest_lines(&bytes) == (digest, lines) =>
             {

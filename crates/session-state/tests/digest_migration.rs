@@ -244,3 +244,49 @@ fn read_only_open_of_a_version_5_database_verifies_with_the_new_digest() {
         .unwrap();
     assert_eq!(version, 5);
 }
+
+/// A messages file that became a FIFO (or a link) is not opened by the migration or the
+/// read-only view: opening a FIFO for reading would wait for a writer forever. The row gets the
+/// marker like any file that does not verify.
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_a_messages_file_never_makes_the_migration_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    version_5_store(&root);
+    for id in [KEPT, PENDING] {
+        let file = root.join(format!("messages/{id}.jsonl"));
+        std::fs::remove_file(&file).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(&file)
+            .status()
+            .expect("mkfifo (coreutils) is needed for this test");
+        assert!(status.success());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = root.clone();
+    std::thread::spawn(move || {
+        let read_only = StateStore::open_read_only(&worker).unwrap();
+        let shown = read_only
+            .load(KEPT)
+            .map(|l| l.map(|l| l.state.messages.len()));
+        drop(read_only);
+        drop(StateStore::open(&worker).unwrap());
+        let _ = tx.send(format!("{shown:?}"));
+    });
+    let shown = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the migration or the read-only view waits on the FIFO");
+    assert!(shown.starts_with("Ok("), "{shown}");
+    let (len, lines, _, _) = files_row(&root, KEPT);
+    assert_eq!(lines, len + 1);
+    let (_, _, _, base) = files_row(&root, PENDING);
+    let base = base.unwrap();
+    let mut parts = base.split(' ').skip(1);
+    let (blen, blines) = (parts.next().unwrap(), parts.next().unwrap());
+    assert_eq!(
+        blines.parse::<u64>().unwrap(),
+        blen.parse::<u64>().unwrap() + 1,
+        "{base}"
+    );
+}
