@@ -163,3 +163,65 @@ fn the_rules_catch_bad_edges() {
         )
     );
 }
+
+/// Package names in `cargo tree -p <krate> -e normal` with the given feature arguments.
+#[cfg(test)]
+fn normal_tree(krate: &str, features: &[&str]) -> std::collections::BTreeSet<String> {
+    let out = crate::cargo()
+        .args(["tree", "--offline", "-e", "normal", "--prefix", "none"])
+        .args(["--format", "{p}", "-p", krate])
+        .args(features)
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The feature flags of the crate READMEs' "Features" sections: without its default features a
+/// crate compiles none of what they bring in (and with them it does, so the check bites).
+#[test]
+fn default_features_are_what_brings_in_io_sqlite_and_zstd() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "session-replay",
+            &[
+                "session-jsonl",
+                "session-state",
+                "libsqlite3-sys",
+                "zstd-sys",
+            ],
+        ),
+        ("session-jsonl", &["zstd", "zstd-sys"]),
+    ];
+    let mut bad = Vec::new();
+    for (krate, gated) in cases {
+        let full = normal_tree(krate, &[]);
+        let bare = normal_tree(krate, &["--no-default-features"]);
+        for dep in *gated {
+            if !full.contains(*dep) {
+                bad.push(format!(
+                    "{krate}: {dep} is not in the default build any more"
+                ));
+            }
+            if bare.contains(*dep) {
+                bad.push(format!("{krate} --no-default-features still builds {dep}"));
+            }
+        }
+    }
+    let core = normal_tree("session-replay", &["--no-default-features"]);
+    let ours: Vec<&String> = core.iter().filter(|p| p.starts_with("session-")).collect();
+    if ours != ["session-replay", "session-schema"] {
+        bad.push(format!(
+            "session-replay's core depends on {ours:?}, not only session-schema"
+        ));
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}

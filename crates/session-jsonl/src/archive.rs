@@ -13,15 +13,21 @@
 //! Each direction removes the stale temporary files of its own run first;
 //! [`stale_temp_files`] finds all of them for `sessions repair`.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, BufReader, BufWriter, Read, Write};
-#[cfg(unix)]
+use std::fs::{self, File, TryLockError};
+use std::io;
+#[cfg(all(unix, feature = "archive"))]
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+#[cfg(feature = "archive")]
+use std::{
+    fs::OpenOptions,
+    io::{BufReader, BufWriter, Read, Write},
+};
 
 use crate::error::{JsonlError, Result};
-use crate::layout::{ARCHIVED_EXT, RUN_EXT};
-use crate::reader::is_archived;
+use crate::layout::RUN_EXT;
+#[cfg(feature = "archive")]
+use crate::{layout::ARCHIVED_EXT, reader::is_archived};
 
 /// Infix of an archive being written: `.<run_id>.jsonl` + this + `<pid>`.
 const ZST_TMP: &str = ".zst.tmp-";
@@ -29,6 +35,8 @@ const ZST_TMP: &str = ".zst.tmp-";
 const UNZST_TMP: &str = ".unzst.tmp-";
 
 /// zstd level used by [`compress_run`].
+#[cfg(feature = "archive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "archive")))]
 pub const DEFAULT_LEVEL: i32 = 9;
 
 fn fsync_dir(dir: &Path) -> Result<()> {
@@ -51,6 +59,8 @@ fn fsync_dir(dir: &Path) -> Result<()> {
 /// [`JsonlError::Locked`], [`JsonlError::Compressed`] / [`JsonlError::NotARunFile`] for a
 /// wrong name, [`JsonlError::AlreadyExists`] when the archive exists,
 /// [`JsonlError::ArchiveMismatch`], [`JsonlError::Io`].
+#[cfg(feature = "archive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "archive")))]
 pub fn compress_run(path: &Path) -> Result<PathBuf> {
     compress_run_with_level(path, DEFAULT_LEVEL)
 }
@@ -59,6 +69,8 @@ pub fn compress_run(path: &Path) -> Result<PathBuf> {
 ///
 /// # Errors
 /// As [`compress_run`].
+#[cfg(feature = "archive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "archive")))]
 pub fn compress_run_with_level(path: &Path, level: i32) -> Result<PathBuf> {
     if is_archived(path) {
         return Err(JsonlError::Compressed {
@@ -126,6 +138,7 @@ pub fn compress_run_with_level(path: &Path, level: i32) -> Result<PathBuf> {
 }
 
 /// The permission bits of an open file (`None` off Unix).
+#[cfg(feature = "archive")]
 fn permission_bits(file: &File, path: &Path) -> Result<Option<u32>> {
     let md = file
         .metadata()
@@ -143,6 +156,7 @@ fn permission_bits(file: &File, path: &Path) -> Result<Option<u32>> {
 
 /// Creates `tmp` (never replacing anything) with exactly `mode` (set after creating, whatever
 /// the umask; `0600` while it is being written).
+#[cfg(feature = "archive")]
 fn create_temp(tmp: &Path, mode: Option<u32>) -> Result<File> {
     let mut open = OpenOptions::new();
     open.write(true).create_new(true);
@@ -163,6 +177,7 @@ fn create_temp(tmp: &Path, mode: Option<u32>) -> Result<File> {
     Ok(out)
 }
 
+#[cfg(feature = "archive")]
 fn write_archive(
     path: &Path,
     original: &File,
@@ -184,6 +199,7 @@ fn write_archive(
     out.sync_all().map_err(|e| JsonlError::io("fsync", tmp, e))
 }
 
+#[cfg(feature = "archive")]
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
@@ -217,6 +233,8 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 /// [`JsonlError::Locked`] while another restore holds the archive,
 /// [`JsonlError::AlreadyExists`] when `<run_id>.jsonl` exists with other content,
 /// [`JsonlError::ArchiveMismatch`], [`JsonlError::Io`] (a corrupt archive: `decompress`).
+#[cfg(feature = "archive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "archive")))]
 pub fn decompress_run(archive: &Path) -> Result<PathBuf> {
     let not_run = || JsonlError::NotARunFile {
         path: archive.to_owned(),
@@ -285,6 +303,7 @@ pub fn decompress_run(archive: &Path) -> Result<PathBuf> {
     Ok(target)
 }
 
+#[cfg(feature = "archive")]
 fn write_restored(archive: &Path, held: &File, tmp: &Path, mode: Option<u32>) -> Result<()> {
     let mut out = BufWriter::new(create_temp(tmp, mode)?);
     let mut dec = zstd::stream::read::Decoder::new(held)
@@ -308,6 +327,7 @@ fn write_restored(archive: &Path, held: &File, tmp: &Path, mode: Option<u32>) ->
 
 /// Removes the temporary files of operations on `name` (`.<name><infix><pid>`) in `dir`:
 /// called with the lock of the file that operation reads, so none of them is in use.
+#[cfg(feature = "archive")]
 fn remove_temps_of(dir: &Path, name: &str, infix: &str) {
     let prefix = format!(".{name}{infix}");
     let Ok(entries) = fs::read_dir(dir) else {
@@ -405,6 +425,7 @@ pub fn remove_stale_temp(path: &Path) -> Result<bool> {
 }
 
 /// Checks that `archive` decompresses to exactly the bytes of `original`.
+#[cfg(feature = "archive")]
 fn verify(original: &Path, archive: &Path) -> Result<()> {
     let mut a = File::open(original).map_err(|e| JsonlError::io("open", original, e))?;
     let z = File::open(archive).map_err(|e| JsonlError::io("open", archive, e))?;

@@ -83,6 +83,15 @@ pub enum JsonlError {
         /// The archived file.
         path: PathBuf,
     },
+    /// An archived `.jsonl.zst` run file was met by a build of this crate without its
+    /// `archive` feature (no zstd): it is listed, but cannot be read, compressed or restored.
+    #[error(
+        "run file {path} is archived (zstd), and this build of session-jsonl has no `archive` feature to read it"
+    )]
+    ArchiveUnsupported {
+        /// The archived file.
+        path: PathBuf,
+    },
     /// The path does not name a run file (`<run_id>.jsonl` or `<run_id>.jsonl.zst`).
     #[error("{path} is not a run file name (`<run_id>.jsonl` or `<run_id>.jsonl.zst`)")]
     NotARunFile {
@@ -204,6 +213,7 @@ impl JsonlError {
             | JsonlError::Locked { path, .. }
             | JsonlError::AlreadyExists { path }
             | JsonlError::Compressed { path }
+            | JsonlError::ArchiveUnsupported { path }
             | JsonlError::NotARunFile { path }
             | JsonlError::HeaderFirst { path, .. }
             | JsonlError::SecondHeader { path }

@@ -30,7 +30,8 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 /// A file operation of the writer that a [`FaultPlan`] can make fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -109,10 +110,7 @@ impl FaultPlan {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut PlanState) -> T) -> T {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock();
         f(&mut st)
     }
 

@@ -58,6 +58,7 @@
         clippy::cast_possible_wrap
     )
 )]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod archive;
 pub mod duplicates;
@@ -69,8 +70,12 @@ pub mod layout;
 mod reader;
 pub mod scan;
 pub mod text;
+#[cfg(all(test, not(feature = "archive")))]
+mod without_archive;
 mod writer;
 
+#[cfg(feature = "archive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "archive")))]
 pub use archive::{compress_run, decompress_run};
 pub use duplicates::{Completeness, rank_files};
 pub use error::{JsonlError, Result};

@@ -31,7 +31,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use session_schema::{ParseError, Parsed, Record, SCHEMA_VERSION, parse_record, parse_record_str};
@@ -927,13 +927,16 @@ pub enum RunFileReader {
     /// A plain `.jsonl` file.
     Plain(File),
     /// An archived `.jsonl.zst` file, decompressed while reading.
-    Zstd(Box<zstd::stream::read::Decoder<'static, BufReader<File>>>),
+    #[cfg(feature = "archive")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "archive")))]
+    Zstd(Box<zstd::stream::read::Decoder<'static, std::io::BufReader<File>>>),
 }
 
 impl fmt::Debug for RunFileReader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RunFileReader::Plain(file) => f.debug_tuple("Plain").field(file).finish(),
+            #[cfg(feature = "archive")]
             RunFileReader::Zstd(_) => f.write_str("Zstd(..)"),
         }
     }
@@ -943,6 +946,7 @@ impl Read for RunFileReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             RunFileReader::Plain(f) => f.read(buf),
+            #[cfg(feature = "archive")]
             RunFileReader::Zstd(d) => d.read(buf),
         }
     }
@@ -956,16 +960,31 @@ pub fn is_archived(path: &Path) -> bool {
 /// Opens a run file for reading, decompressing `.jsonl.zst` transparently. Never locks.
 ///
 /// # Errors
-/// [`JsonlError::Io`] when the file cannot be opened or the zstd stream cannot be set up.
+/// [`JsonlError::Io`] when the file cannot be opened or the zstd stream cannot be set up;
+/// [`JsonlError::ArchiveUnsupported`] for a `.jsonl.zst` when the crate was built without its
+/// `archive` feature.
 pub fn open_run_file(path: &Path) -> Result<RunFileReader> {
     let file = File::open(path).map_err(|e| JsonlError::io("open", path, e))?;
     if is_archived(path) {
-        let dec = zstd::stream::read::Decoder::new(file)
-            .map_err(|e| JsonlError::io("start decompressing", path, e))?;
-        Ok(RunFileReader::Zstd(Box::new(dec)))
+        open_archived(file, path)
     } else {
         Ok(RunFileReader::Plain(file))
     }
+}
+
+#[cfg(feature = "archive")]
+fn open_archived(file: File, path: &Path) -> Result<RunFileReader> {
+    let dec = zstd::stream::read::Decoder::new(file)
+        .map_err(|e| JsonlError::io("start decompressing", path, e))?;
+    Ok(RunFileReader::Zstd(Box::new(dec)))
+}
+
+#[cfg(not(feature = "archive"))]
+fn open_archived(file: File, path: &Path) -> Result<RunFileReader> {
+    drop(file);
+    Err(JsonlError::ArchiveUnsupported {
+        path: path.to_path_buf(),
+    })
 }
 
 impl Reader<RunFileReader> {

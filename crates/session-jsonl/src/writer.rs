@@ -25,10 +25,12 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 #[cfg(unix)]
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use session_schema::{Header, Record, to_line};
 
@@ -131,8 +133,10 @@ impl WriterOptions {
     }
 }
 
+/// Locks `m`. parking_lot's locks do not poison: an appender that panicked while holding the
+/// lock leaves the state as it was at the panic, which every path here keeps consistent.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 /// An I/O error kept to be reported again (io::Error is not `Clone`): the OS error number
@@ -1126,11 +1130,7 @@ impl RunWriter {
                 g = lock(&group.shared.state);
                 continue;
             }
-            g = group
-                .shared
-                .done
-                .wait(g)
-                .unwrap_or_else(PoisonError::into_inner);
+            group.shared.done.wait(&mut g);
         }
     }
 
@@ -1257,7 +1257,7 @@ fn group_commit_loop(shared: &GroupShared, file: &FileSeam, max_delay: Duration,
         // After a failed sync nothing is synced until the failed records were cut back: a
         // later `fdatasync` could succeed although the failed batch's pages were dropped.
         while (g.written == g.synced || g.error.is_some()) && !g.stop {
-            g = shared.work.wait(g).unwrap_or_else(PoisonError::into_inner);
+            shared.work.wait(&mut g);
         }
         if g.written == g.synced || g.error.is_some() {
             // Stopping and nothing (that may be synced) pending.
@@ -1281,11 +1281,7 @@ fn group_commit_loop(shared: &GroupShared, file: &FileSeam, max_delay: Duration,
                 if now >= deadline {
                     break;
                 }
-                g = shared
-                    .work
-                    .wait_timeout(g, deadline - now)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
+                shared.work.wait_for(&mut g, deadline - now);
             }
         }
         let target = g.written;

@@ -53,10 +53,13 @@
         clippy::cast_possible_wrap
     )
 )]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod diagnostic;
 mod history;
 mod invocation;
+#[cfg(feature = "io")]
+#[cfg_attr(docsrs, doc(cfg(feature = "io")))]
 pub mod io;
 mod recover;
 mod resume;

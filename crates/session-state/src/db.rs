@@ -93,8 +93,10 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// index that finds the other files of a run (rows that may be such files are dropped by the
 /// migration, so the next refresh reads them again), 5 added `session_files.pending_base`
 /// (what the messages file held when a pending rewrite was committed, checked before the
-/// rewrite's interrupted rename is completed).
-const OUR_USER_VERSION: i64 = 5;
+/// rewrite's interrupted rename is completed), 6 moved `file_digest` and the digest in
+/// `pending_base` to the XXH3-64 chain of `docs/format.md` (recomputed from the messages files,
+/// see `redigest`).
+const OUR_USER_VERSION: i64 = crate::redigest::DIGEST_USER_VERSION;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -328,7 +330,17 @@ fn register_functions(conn: &Connection, db_path: &Path) -> Result<()> {
             })
         },
     )
-    .map_err(db_err(db_path, "register function"))
+    .map_err(db_err(db_path, "register function"))?;
+    crate::redigest::register(conn, &messages_dir(db_path))
+        .map_err(db_err(db_path, "register function"))
+}
+
+/// `messages/` beside `state.db`.
+fn messages_dir(db_path: &Path) -> PathBuf {
+    db_path
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join("messages")
 }
 
 /// Opens `state.db` for reading only: nothing is created, migrated or written, in the
@@ -433,11 +445,31 @@ fn stand_in_tables(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(&stmt.replacen("CREATE TABLE", "CREATE TEMP TABLE", 1))?;
         }
     }
-    if table_exists(conn, "session_files")? && !has_column(conn, "session_files", "pending_base")? {
-        // Written by version 4 or earlier: no base was recorded.
-        conn.execute_batch(
-            "CREATE TEMP VIEW IF NOT EXISTS session_files AS SELECT *, NULL AS pending_base FROM main.session_files",
-        )?;
+    if table_exists(conn, "session_files")? {
+        // Written by version 4 or earlier: no base was recorded. Written by version 5 or
+        // earlier: digests of the old algorithm, recomputed as the migration would.
+        let has_base = has_column(conn, "session_files", "pending_base")?;
+        let old_digest =
+            query_int(conn, "PRAGMA user_version", [])? < crate::redigest::DIGEST_USER_VERSION;
+        if old_digest {
+            use crate::redigest::{REBASE_FN, REDIGEST_FN};
+            let base = if has_base {
+                format!("{REBASE_FN}(session_id, generation, pending_base)")
+            } else {
+                "NULL".to_owned()
+            };
+            let args = "session_id, file_len, file_lines, file_digest, pending_file";
+            conn.execute_batch(&format!(
+                "CREATE TEMP VIEW IF NOT EXISTS session_files AS SELECT session_id, generation, \
+                 row_fingerprint, file_len, {REDIGEST_FN}({args}, 0) AS file_lines, \
+                 {REDIGEST_FN}({args}, 1) AS file_digest, pending_file, {base} AS pending_base \
+                 FROM main.session_files"
+            ))?;
+        } else if !has_base {
+            conn.execute_batch(
+                "CREATE TEMP VIEW IF NOT EXISTS session_files AS SELECT *, NULL AS pending_base FROM main.session_files",
+            )?;
+        }
     }
     if table_exists(conn, "runs")? {
         // Indexed by an earlier version: the missing columns are computed as the migration
@@ -501,6 +533,9 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         let v = query_int(conn, "PRAGMA user_version", [])?;
         if added || v < FIRST_USER_VERSION {
             backfill_workspace_root(conn)?;
+        }
+        if v < crate::redigest::DIGEST_USER_VERSION {
+            crate::redigest::migrate(conn, &messages_dir(db_path))?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {OUR_USER_VERSION}"))?;
         Ok(())
@@ -602,7 +637,7 @@ pub(crate) fn row_fingerprint(values: &[ValueRef<'_>]) -> u64 {
                 buf.extend_from_slice(b);
             }
         }
-        chain = crate::fsutil::chain_digest(chain, crate::fsutil::line_digest(&buf));
+        chain = crate::fsutil::mix_chain(chain, crate::fsutil::mix_digest(&buf));
     }
     chain
 }

@@ -282,6 +282,26 @@ pub(crate) fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
     read_bounded(path, MAX_SESSION_FILE_BYTES)
 }
 
+/// The first `len` bytes of a regular file (fewer when it is shorter); `None` when it does not
+/// exist. Opened like every store file (no links followed, never waits on a FIFO).
+///
+/// # Errors
+/// [`StateError::NotRegularFile`] (nothing is read), [`StateError::Io`].
+pub(crate) fn read_prefix_if_exists(path: &Path, len: u64) -> Result<Option<Vec<u8>>> {
+    let (file, _) = match open_store_file(path, |o| {
+        o.read(true);
+    }) {
+        Ok(opened) => opened?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StateError::io("open", path, e)),
+    };
+    let mut bytes = Vec::new();
+    file.take(len)
+        .read_to_end(&mut bytes)
+        .map_err(|e| StateError::io("read", path, e))?;
+    Ok(Some(bytes))
+}
+
 /// [`read_if_exists`] with an explicit size limit.
 pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     let (file, meta) = match open_store_file(path, |o| {
@@ -348,12 +368,61 @@ pub(crate) fn read_for_load(
     Ok((Vec::new(), true))
 }
 
-/// A 64-bit digest of one line (its bytes including the `\n`).
+/// The digest of one line: XXH3-64 (seed 0) of its bytes including the `\n` (a final
+/// fragment without `\n` is hashed as it is).
 ///
 /// Detects accidental change (a file rewritten by another writer, a stale file after a crash),
-/// not tampering. Word-at-a-time multiply–rotate mixing; the definition is part of the
-/// on-disk bookkeeping in `session_files.file_digest` and must not change.
+/// not tampering. The definition is part of the on-disk bookkeeping in
+/// `session_files.file_digest` (`docs/format.md`, "Our tables"); it changed with `user_version`
+/// 6, whose migration recomputes older rows (see [`legacy_digest_lines`]).
 pub(crate) fn line_digest(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+/// Extends a digest chain by one line digest: XXH3-64 (seed 0) of the 16 bytes
+/// `chain` (little-endian) followed by `line` (little-endian). The chain of zero lines is
+/// [`EMPTY_DIGEST`].
+pub(crate) fn chain_digest(chain: u64, line: u64) -> u64 {
+    let mut buf = [0u8; 16];
+    buf[..8].copy_from_slice(&chain.to_le_bytes());
+    buf[8..].copy_from_slice(&line.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&buf)
+}
+
+/// Digest chain of an empty file.
+pub(crate) const EMPTY_DIGEST: u64 = 0;
+
+/// Digest chain over the `\n`-terminated lines of `bytes` (a trailing fragment without `\n`
+/// counts as a line too): `(digest, line count)`.
+pub(crate) fn digest_lines(bytes: &[u8]) -> (u64, u64) {
+    chain_lines(bytes, line_digest, chain_digest)
+}
+
+fn chain_lines(
+    bytes: &[u8],
+    line: impl Fn(&[u8]) -> u64,
+    chain: impl Fn(u64, u64) -> u64,
+) -> (u64, u64) {
+    let mut acc = EMPTY_DIGEST;
+    let mut count = 0;
+    let mut start = 0;
+    while let Some(rest) = bytes.get(start..).filter(|r| !r.is_empty()) {
+        let len = memchr_newline(rest).map_or(rest.len(), |p| p + 1);
+        acc = chain(acc, line(&rest[..len]));
+        count += 1;
+        start += len;
+    }
+    (acc, count)
+}
+
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
+}
+
+/// The word-at-a-time multiply–rotate digest of one value's bytes: the line digest of
+/// `user_version` 5 and earlier, still the building block of `session_files.row_fingerprint`
+/// (a value only this implementation reads back; see `docs/format.md`).
+pub(crate) fn mix_digest(bytes: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut h: u64 = 0xCBF2_9CE4_8422_2325 ^ (bytes.len() as u64).wrapping_mul(K);
     let mut chunks = bytes.chunks_exact(8);
@@ -371,13 +440,10 @@ pub(crate) fn line_digest(bytes: &[u8]) -> u64 {
     fmix(h)
 }
 
-/// Extends a digest chain by one line digest. The chain of zero lines is [`EMPTY_DIGEST`].
-pub(crate) fn chain_digest(chain: u64, line: u64) -> u64 {
-    fmix(chain.rotate_left(17) ^ line.wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
+/// Extends a chain of [`mix_digest`]s (the chain step of `user_version` 5 and earlier).
+pub(crate) fn mix_chain(chain: u64, item: u64) -> u64 {
+    fmix(chain.rotate_left(17) ^ item.wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
 }
-
-/// Digest chain of an empty file.
-pub(crate) const EMPTY_DIGEST: u64 = 0;
 
 fn fmix(mut h: u64) -> u64 {
     h ^= h >> 33;
@@ -388,22 +454,10 @@ fn fmix(mut h: u64) -> u64 {
     h
 }
 
-/// Digest chain over the `\n`-terminated lines of `bytes` (a trailing fragment without `\n`
-/// counts as a line too).
-pub(crate) fn digest_lines(bytes: &[u8]) -> (u64, u64) {
-    let mut chain = EMPTY_DIGEST;
-    let mut count = 0;
-    let mut start = 0;
-    while start < bytes.len() {
-        let end = bytes[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(bytes.len(), |p| start + p + 1);
-        chain = chain_digest(chain, line_digest(&bytes[start..end]));
-        count += 1;
-        start = end;
-    }
-    (chain, count)
+/// [`digest_lines`] as `user_version` 5 and earlier computed it (multiply–rotate line
+/// digests, chained by [`mix_chain`]): what the migration to 6 verifies older rows against.
+pub(crate) fn legacy_digest_lines(bytes: &[u8]) -> (u64, u64) {
+    chain_lines(bytes, mix_digest, mix_chain)
 }
 
 #[cfg(test)]
@@ -421,4 +475,47 @@ mod tests {
         assert_ne!(line_digest(a), line_digest(b));
         assert_eq!(digest_lines(b""), (EMPTY_DIGEST, 0));
     }
+
+    /// The worked example of `docs/format.md` ("Our tables", `file_digest`): the same file,
+    /// digest and intermediate values, computed independently of the chain helpers.
+    #[test]
+    fn digest_matches_the_documented_example() {
+        let file = b"{\"role\":\"user\",\"content\":\"hi\"}\n{\"role\":\"assistant\",\"content\":\"hello\"}\n";
+        let l1 = xxhash_rust::xxh3::xxh3_64(b"{\"role\":\"user\",\"content\":\"hi\"}\n");
+        let l2 = xxhash_rust::xxh3::xxh3_64(b"{\"role\":\"assistant\",\"content\":\"hello\"}\n");
+        let mut step = [0u8; 16];
+        step[8..].copy_from_slice(&l1.to_le_bytes());
+        let c1 = xxhash_rust::xxh3::xxh3_64(&step);
+        step[..8].copy_from_slice(&c1.to_le_bytes());
+        step[8..].copy_from_slice(&l2.to_le_bytes());
+        let c2 = xxhash_rust::xxh3::xxh3_64(&step);
+        assert_eq!(digest_lines(file), (c2, 2));
+        let doc = format!(
+            "{l1:016x} {l2:016x} {c1:016x} {c2:016x} {}",
+            c2.cast_signed()
+        );
+        assert_eq!(doc, EXAMPLE, "update docs/format.md with: {doc}");
+        assert_eq!(
+            digest_lines(b"ab"),
+            (chain_digest(0, line_digest(b"ab")), 1)
+        );
+    }
+
+    /// Values documented in docs/format.md: line 1, line 2, chain after 1, chain after 2
+    /// (hex), chain after 2 as stored (signed decimal).
+    const EXAMPLE: &str =
+        "5b2d1a37d5a00493 3eaf74a69f956807 660e9d6a47a6cde9 6ca12ec9dd474c94 7827589071882374292";
+
+    #[test]
+    fn legacy_digest_is_unchanged() {
+        // A value computed by user_version 5: the migration verifies old rows against it.
+        assert_eq!(
+            legacy_digest_lines(b"{\"role\":\"user\",\"content\":\"hi\"}\n").1,
+            1
+        );
+        assert_eq!(legacy_digest_lines(b"").0, EMPTY_DIGEST);
+        assert_eq!(legacy_digest_lines(b"x\n").0, LEGACY_X);
+    }
+
+    const LEGACY_X: u64 = 0xb087_4b02_fe60_72ba;
 }

@@ -32,9 +32,10 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Mutex, MutexGuard};
 use session_schema::{SessionState, Timestamp, check_id};
 
 use crate::error::{Result, StateError};
@@ -160,10 +161,8 @@ pub struct OpenSession {
 pub(crate) struct Registry(Mutex<BTreeSet<String>>);
 
 impl Registry {
-    fn set(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn set(&self) -> MutexGuard<'_, BTreeSet<String>> {
+        self.0.lock()
     }
 
     pub(crate) fn holds(&self, id: &str) -> bool {

@@ -91,6 +91,7 @@ mod legacy;
 mod list;
 mod messages;
 mod recovery;
+mod redigest;
 mod runs;
 mod snapshot;
 mod store;

@@ -3,8 +3,8 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
 
+use parking_lot::{Mutex, MutexGuard};
 use rusqlite::{Connection, params};
 use session_schema::{BaseMessage, Num, RawJson, SessionState, Timestamp, check_id};
 
@@ -259,9 +259,7 @@ impl StateStore {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.conn.lock()
     }
 
     pub(crate) fn sync(&self) -> bool {
@@ -763,10 +761,7 @@ impl StateStore {
     /// `(generation, k)` when the cache says this store committed `messages[..k]` as
     /// generation `generation` (compared by value).
     fn cached_prefix(&self, id: &str, messages: &[BaseMessage]) -> Option<(Generation, usize)> {
-        let cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let cache = self.cache.lock();
         let entry = cache.iter().find(|c| c.session_id == id)?;
         let k = entry.messages.len();
         (k <= messages.len() && entry.messages[..] == messages[..k])
@@ -782,10 +777,7 @@ impl StateStore {
         extended: Option<(Generation, usize)>,
         identity: FileIdentity,
     ) {
-        let mut cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = self.cache.lock();
         let mut entry = match cache.iter().position(|c| c.session_id == id) {
             Some(i) => cache.remove(i),
             None => CachedSession {
@@ -811,10 +803,7 @@ impl StateStore {
     }
 
     pub(crate) fn forget(&self, id: &str) {
-        let mut cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = self.cache.lock();
         cache.retain(|c| c.session_id != id);
     }
 
@@ -861,10 +850,7 @@ impl StateStore {
     /// What `stat` said about the messages file when this store committed generation
     /// `current` of session `id` (`None` when this store did not commit it).
     fn cached_identity(&self, id: &str, current: Option<Generation>) -> Option<FileIdentity> {
-        let cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let cache = self.cache.lock();
         cache
             .iter()
             .find(|c| c.session_id == id && Some(c.generation) == current)

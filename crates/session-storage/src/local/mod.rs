@@ -32,9 +32,10 @@ mod sessions;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use session_state::{StateError, StateStore, StoreOptions};
 
 use crate::error::{Result, StorageError, Target};
@@ -92,7 +93,7 @@ pub struct LocalBackend {
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 /// A [`StateError`] as a [`StorageError`] about `target`.
