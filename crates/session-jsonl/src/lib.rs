@@ -82,9 +82,9 @@ pub use layout::{
     probe_run_id, run_path,
 };
 pub use reader::{
-    DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, Item, Reader,
-    ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file, read_run,
-    read_run_with,
+    DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, INITIAL_READ_BUFFER,
+    Item, Reader, ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file,
+    read_buffer_bytes_on_this_thread, read_run, read_run_with,
 };
 pub use scan::{HeadScan, HeaderFacts, RunEndState, TerminalState, read_header, terminal_state};
 pub use writer::{
