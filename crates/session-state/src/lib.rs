@@ -96,6 +96,7 @@ mod snapshot;
 mod store;
 mod stored;
 mod summary;
+mod totals;
 mod tree;
 mod types;
 mod workspace;
@@ -115,6 +116,7 @@ pub use runs::{
 };
 pub use snapshot::SessionSnapshot;
 pub use store::StateStore;
+pub use totals::{GroupedRunTotals, RunGrouping, RunTotals};
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,
 };
