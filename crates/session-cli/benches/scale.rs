@@ -284,13 +284,25 @@ fn commands(n: usize) -> Vec<(&'static str, Vec<String>, bool)> {
     let session = session_id(n / 2);
     let s = |v: &[&str]| v.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
     vec![
-        ("runs --limit 50", s(&["runs", "--limit", "50", "--json"]), true),
+        (
+            "runs --limit 50",
+            s(&["runs", "--limit", "50", "--json"]),
+            true,
+        ),
         ("show RUN", s(&["show", &run]), true),
-        ("export RUN --format md", s(&["export", &run, "--format", "md"]), true),
+        (
+            "export RUN --format md",
+            s(&["export", &run, "--format", "md"]),
+            true,
+        ),
         ("replay RUN", s(&["replay", &run]), true),
         ("tail RUN", s(&["tail", &run]), true),
         ("verify RUN", s(&["verify", &run]), true),
-        ("sessions --all (first page)", s(&["sessions", "--all"]), true),
+        (
+            "sessions --all (first page)",
+            s(&["sessions", "--all"]),
+            true,
+        ),
         ("history SESSION", s(&["history", &session]), true),
         ("stats", s(&["stats", "--json"]), true),
         ("verify (whole store)", s(&["verify", "--json"]), false),

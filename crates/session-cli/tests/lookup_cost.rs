@@ -49,7 +49,11 @@ fn store() -> tempfile::TempDir {
     for n in 0..DAYS {
         let day = 1 + n % 28;
         let month = 1 + n / 28;
-        write_run(dir.path(), n, &format!("2026-{month:02}-{day:02}T10:00:00.000Z"));
+        write_run(
+            dir.path(),
+            n,
+            &format!("2026-{month:02}-{day:02}T10:00:00.000Z"),
+        );
     }
     dir
 }

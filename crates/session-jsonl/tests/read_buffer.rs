@@ -21,7 +21,12 @@ fn small_run(root: &Path, n: usize) -> PathBuf {
         started_at: Timestamp::from_raw("2026-02-03T12:00:00.000Z"),
         ..Default::default()
     };
-    let w = RunWriter::create(root, &h, WriterOptions::with_durability(Durability::Buffered)).unwrap();
+    let w = RunWriter::create(
+        root,
+        &h,
+        WriterOptions::with_durability(Durability::Buffered),
+    )
+    .unwrap();
     for i in 0..20 {
         w.append(&Record::RunStatus(RunStatus {
             run_id: id.clone(),

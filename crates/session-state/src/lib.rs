@@ -116,10 +116,10 @@ pub use runs::{
 };
 pub use snapshot::SessionSnapshot;
 pub use store::StateStore;
-pub use totals::{GroupedRunTotals, RunGrouping, RunTotals};
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,
 };
+pub use totals::{GroupedRunTotals, RunGrouping, RunTotals};
 pub use types::{
     DamageKind, DeferredRename, DeleteReport, Durability, EntrySource, FaultPoint, Generation,
     ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource,

@@ -47,7 +47,11 @@ fn reindex_allocates_read_buffers_proportional_to_the_runs() {
     let before = read_buffer_bytes_on_this_thread();
     let report = store.reindex().unwrap();
     let allocated = read_buffer_bytes_on_this_thread() - before;
-    assert_eq!(store.list_runs(&Default::default()).unwrap().runs.len(), 60, "{report:?}");
+    assert_eq!(
+        store.list_runs(&Default::default()).unwrap().runs.len(),
+        60,
+        "{report:?}"
+    );
     // Each file is read once, with a buffer one byte longer than the file (before the fix:
     // 60 × 4 MiB).
     assert_eq!(allocated, content + 60);

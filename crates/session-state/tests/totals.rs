@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use session_jsonl::{Durability, RunWriter, WriterOptions};
 use session_schema::{
-    Header, LlmResponse, LlmResponseOutput, Record, RunEnd, RunOutcome as EndOutcome, Timestamp, Usage,
+    Header, LlmResponse, LlmResponseOutput, Record, RunEnd, RunOutcome as EndOutcome, Timestamp,
+    Usage,
 };
 use session_state::{RunGrouping, RunOutcome, RunQuery, RunRow, RunTotals, StateStore};
 
@@ -118,7 +119,10 @@ fn totals_summed_in_sql_match_the_rows_and_read_only_duplicated_runs() {
         assert_eq!(t.groups, groups, "{by:?}");
         assert_eq!(t.all, all);
         assert_eq!(t.all.runs, 24);
-        assert_eq!((t.all.completed, t.all.errors, t.all.cancelled, t.all.open), (6, 6, 6, 6));
+        assert_eq!(
+            (t.all.completed, t.all.errors, t.all.cancelled, t.all.open),
+            (6, 6, 6, 6)
+        );
         assert_eq!(t.rows_read, 0, "every run summed inside SQLite");
         assert!(t.duplicated.is_empty());
     }
@@ -135,7 +139,11 @@ fn totals_summed_in_sql_match_the_rows_and_read_only_duplicated_runs() {
     std::fs::create_dir_all(&twin_dir).unwrap();
     let bytes = std::fs::read(src).unwrap();
     let header_end = bytes.iter().position(|b| *b == b'\n').unwrap() + 1;
-    std::fs::write(twin_dir.join(src.file_name().unwrap()), &bytes[..header_end]).unwrap();
+    std::fs::write(
+        twin_dir.join(src.file_name().unwrap()),
+        &bytes[..header_end],
+    )
+    .unwrap();
     store.index_runs().unwrap();
     let t = store
         .run_totals(&RunQuery::default(), RunGrouping::Session)
