@@ -141,9 +141,11 @@ fn key_of(row: &RunRow, by: RunGrouping) -> String {
     }
 }
 
-/// Run ids held by more than one indexed file (files that are not runs left out).
-const DUPLICATED_IDS: &str =
-    "SELECT run_id FROM runs WHERE diagnostic IS NULL GROUP BY run_id HAVING count(*) > 1";
+/// Run ids held by more than one indexed file, read from the run-id index alone (no table
+/// look-up). Files that are not runs count here too, so a run with such a file beside it is
+/// summed row by row; those rows are dropped there (`diagnostic IS NULL`), so it still counts
+/// once.
+const DUPLICATED_IDS: &str = "SELECT run_id FROM runs GROUP BY run_id HAVING count(*) > 1";
 
 /// A non-negative SQL integer sum as `u64` (a NULL sum of no rows is 0).
 fn sum_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<u64> {
