@@ -101,8 +101,9 @@ pub struct GroupedRunTotals {
     /// Runs held by several files (each counted once, from its most complete file, whose
     /// [`RunRow::other_files`] name the others): for a warning per duplicate.
     pub duplicated: Vec<RunRow>,
-    /// Index rows read one by one (the rows of runs held by several files); every other run
-    /// is summed inside SQLite. For tests that hold the cost.
+    /// Index rows read one by one (the rows of runs held by several files, or beside a file
+    /// of the same name that is no run); every other run is summed inside SQLite. For tests
+    /// that hold the cost.
     pub rows_read: u64,
 }
 
