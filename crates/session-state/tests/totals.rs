@@ -20,7 +20,7 @@ fn write_run(root: &Path, n: u32) -> PathBuf {
     let header = Header {
         schema_version: 1,
         run_id: run_id.clone(),
-        session_id: (n % 4 != 0).then(|| format!("s-{}", n % 3)),
+        session_id: (!n.is_multiple_of(4)).then(|| format!("s-{}", n % 3)),
         started_at: Timestamp::from_raw(started.clone()),
         ..Default::default()
     };
@@ -157,8 +157,13 @@ fn totals_summed_in_sql_match_the_rows_and_read_only_duplicated_runs() {
     assert_eq!(&t.duplicated[0].path, src);
 
     // Filters apply as in `list_runs`.
-    let mut q = RunQuery::default();
-    q.since = Some("2026-11-03T00:00:00Z".into());
+    // RunQuery is non_exhaustive: built by assignment.
+    #[allow(clippy::field_reassign_with_default)]
+    let q = {
+        let mut q = RunQuery::default();
+        q.since = Some("2026-11-03T00:00:00Z".into());
+        q
+    };
     let t = store.run_totals(&q, RunGrouping::Day).unwrap();
     let listed = store.list_runs(&q).unwrap().runs.len() as u64;
     assert_eq!(t.all.runs, listed);
