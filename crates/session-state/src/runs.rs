@@ -1617,16 +1617,14 @@ impl StateStore {
     /// [`StateError::Db`].
     pub fn run_files_of(&self, run_id: &str) -> Result<Vec<PathBuf>> {
         let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT path FROM runs WHERE run_id = ?1 AND diagnostic IS NULL ORDER BY path",
-            )
-            .map_err(db_err(&self.db_path, "query runs"))?;
-        let rows = stmt
-            .query_map([run_id], |r| r.get::<_, String>(0))
-            .map_err(db_err(&self.db_path, "query runs"))?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err(&self.db_path, "read run row"))?;
+        // Paths decoded lossily: a damaged one names no file, and the caller probes instead.
+        let rows = crate::column::query_texts(
+            &conn,
+            "SELECT path FROM runs WHERE run_id = ?1 AND diagnostic IS NULL ORDER BY path",
+            [run_id],
+            0,
+        )
+        .map_err(db_err(&self.db_path, "query runs"))?;
         Ok(rows.into_iter().map(|rel| self.root.join(rel)).collect())
     }
 

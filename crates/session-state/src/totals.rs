@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::types::Value;
 
+use crate::column::{OwnedValue, int_of, owned_row, text_of};
 use crate::db::db_err;
 use crate::error::Result;
 use crate::runs::{RUN_COLUMNS, RunOutcome, RunQuery, RunRow, row_from_sql, run_filters};
@@ -149,11 +150,11 @@ fn key_of(row: &RunRow, by: RunGrouping) -> String {
 const DUPLICATED_IDS: &str = "SELECT run_id FROM runs GROUP BY run_id HAVING count(*) > 1";
 
 /// A non-negative SQL integer sum as `u64` (a NULL sum of no rows is 0).
-fn sum_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<u64> {
-    Ok(match r.get::<_, Option<i64>>(i)? {
-        Some(v) => u64::try_from(v).unwrap_or(0),
-        None => 0,
-    })
+fn sum_at(v: &[OwnedValue], i: usize) -> u64 {
+    v.get(i)
+        .and_then(|v| int_of(v.as_ref()))
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
 }
 
 impl StateStore {
@@ -190,22 +191,24 @@ impl StateStore {
                 .map_err(db_err(&self.db_path, "sum runs"))?;
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(args.iter()), |r| {
-                    let runs = sum_at(r, 1)?;
+                    let v = owned_row(r, 10)?;
+                    let runs = sum_at(&v, 1);
                     let (completed, errors, cancelled) =
-                        (sum_at(r, 2)?, sum_at(r, 3)?, sum_at(r, 4)?);
+                        (sum_at(&v, 2), sum_at(&v, 3), sum_at(&v, 4));
+                    let key = v.first().and_then(|k| text_of(k.as_ref()).0);
                     Ok((
-                        r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                        key.unwrap_or_default(),
                         RunTotals {
                             runs,
                             completed,
                             errors,
                             cancelled,
                             open: runs.saturating_sub(completed + errors + cancelled),
-                            invocations: sum_at(r, 5)?,
-                            input_tokens: sum_at(r, 6)?,
-                            cached_input_tokens: sum_at(r, 7)?,
-                            output_tokens: sum_at(r, 8)?,
-                            total_tokens: sum_at(r, 9)?,
+                            invocations: sum_at(&v, 5),
+                            input_tokens: sum_at(&v, 6),
+                            cached_input_tokens: sum_at(&v, 7),
+                            output_tokens: sum_at(&v, 8),
+                            total_tokens: sum_at(&v, 9),
                         },
                     ))
                 })
