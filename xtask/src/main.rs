@@ -5,6 +5,10 @@
 //!   `schema/session-record.schema.json`; with `--check`, compare the committed schema with the
 //!   one the code produces and fail on a breaking change without a `schema_version` bump.
 //! * `bench [jsonl|state|replay|cli|all]` — run the benchmarks (they print ratios).
+//! * `bench scale` — generate stores of 1k and 100k runs (`SESSION_SCALE_SIZES`, e.g.
+//!   `1000,10000,100000`) in a temporary directory and time every command of the scaling
+//!   table as a process, interleaved, with min/median/max, growth ratios and throughputs
+//!   against the reader (`crates/session-cli/benches/scale.rs`; not part of `all`).
 //! * `soak [--seconds N]` — long crash/durability soak of the run-log writer.
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
@@ -46,7 +50,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all] | soak [--seconds N] | sample [--check] | fullfs [--size SIZE]>";
+const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|scale|all] | soak [--seconds N] | sample [--check] | fullfs [--size SIZE]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -90,13 +94,19 @@ fn status(mut cmd: Command) -> Result<()> {
 }
 
 fn bench(which: &str) -> Result<()> {
+    if which == "scale" {
+        println!("== bench scale");
+        let mut cmd = cargo();
+        cmd.args(["bench", "-p", "session-cli", "--bench", "scale"]);
+        return status(cmd);
+    }
     let all = ["jsonl", "state", "replay", "cli"];
     let selected: Vec<&str> = if which == "all" {
         all.to_vec()
     } else if all.contains(&which) {
         vec![which]
     } else {
-        return Err(format!("unknown benchmark `{which}`; one of {all:?} or all").into());
+        return Err(format!("unknown benchmark `{which}`; one of {all:?}, scale or all").into());
     };
     for name in selected {
         println!("== bench {name}");

@@ -23,15 +23,37 @@ pub(crate) fn jsonl_err(e: JsonlError) -> CliError {
 /// a plain file beside its archive), the most complete one ([`session_jsonl::rank_files`]),
 /// and one warning says which file is used and names every other one.
 ///
+/// The run index is asked first (read-only, one look-up by run id): only the date
+/// directories of the files it names, and the days beside them, are looked at
+/// ([`session_jsonl::find_run_in_dirs_of`]), so the cost does not grow with the store.
+/// When the index has no row for the id, names only files that are gone, or cannot be read
+/// (no `state.db`, an older or damaged one), every date directory is probed by name
+/// ([`session_jsonl::find_run`]).
+///
 /// # Errors
 /// Not found (3) when no file has that id; usage (2) for an id that is not a safe file name.
 pub(crate) fn locate_run(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, CliError> {
     let root = ctx.root.path.clone();
-    let found = session_jsonl::find_run(&root, id, None).map_err(jsonl_err)?;
+    let indexed = indexed_run_files(&root, id);
+    let found = match session_jsonl::find_run_in_dirs_of(&root, id, &indexed).map_err(jsonl_err)? {
+        Some(found) => found,
+        None => session_jsonl::find_run(&root, id, None).map_err(jsonl_err)?,
+    };
     if !found.duplicates.is_empty() {
         ctx.warn(&duplicate_warning(&root, id, &found.ranking));
     }
     Ok(found.path)
+}
+
+/// The files the run index names for run `id`; none when there is no `state.db` or it cannot
+/// be read (the index only speeds the search up; the caller falls back to probing the tree).
+fn indexed_run_files(root: &Path, id: &str) -> Vec<PathBuf> {
+    if !root.join("state.db").is_file() {
+        return Vec::new();
+    }
+    session_state::StateStore::open_read_only(root)
+        .and_then(|store| store.run_files_of(id))
+        .unwrap_or_default()
 }
 
 /// `run ID is in N files; using A (…) over B (…), C (…); `sessions verify` names the others

@@ -2110,6 +2110,30 @@ fn logs_and_legacy(root: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
 }
 
 #[test]
+fn only_a_complete_unscoped_session_listing_looks_for_message_logs_without_a_row() {
+    // A paged first page answers from its rows alone: looking for orphans would list every
+    // session and every message log on every call. The complete listing and verify do look.
+    let s = fixture_store();
+    let (logs, _) = logs_and_legacy(&s.root);
+    let some = logs.iter().next().unwrap();
+    let stray = "0e0e0e0e-0000-4000-8000-000000000000";
+    std::fs::copy(
+        s.root.join(format!("messages/{some}.jsonl")),
+        s.root.join(format!("messages/{stray}.jsonl")),
+    )
+    .unwrap();
+    let warning = "1 message log(s) in messages/ have no state.db row";
+    let paged = run_in(&s.root, &["sessions", "--all", "--limit", "2"]);
+    assert_eq!(paged.code, 0, "{}", paged.err);
+    assert!(paged.out.contains("showing the newest 2"), "{}", paged.out);
+    assert!(!paged.err.contains("message log"), "{}", paged.err);
+    let whole = run_in(&s.root, &["sessions", "--all", "--limit", "0"]);
+    assert!(whole.err.contains(warning), "{}", whole.err);
+    let r = run_in(&s.root, &["verify", "--json"]);
+    assert!(r.out.contains("orphan_messages"), "{}", r.out);
+}
+
+#[test]
 fn message_logs_without_a_row_and_an_emptied_state_db_are_reported() {
     // One log copied in under a new id: an orphan of an otherwise sound store.
     let s = fixture_store();

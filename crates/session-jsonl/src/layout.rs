@@ -122,11 +122,27 @@ pub struct FoundRun {
     pub ranking: Vec<Completeness>,
 }
 
+thread_local! {
+    static LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// File-system calls made on the calling thread since it started by [`find_run`],
+/// [`find_run_in_dirs_of`] and [`probe_run_id`]: directories listed plus names looked up
+/// (`lstat`). The cost of finding a run by id, for tests that hold it (`after - before`).
+pub fn run_lookups_on_this_thread() -> u64 {
+    LOOKUPS.with(|c| c.get())
+}
+
+fn count_lookup() {
+    LOOKUPS.with(|c| c.set(c.get().saturating_add(1)));
+}
+
 fn candidates_in(dir: &Path, run_id: &str, out: &mut Vec<PathBuf>) {
     for name in [
         format!("{run_id}{RUN_EXT}"),
         format!("{run_id}{ARCHIVED_EXT}"),
     ] {
+        count_lookup();
         let p = dir.join(name);
         if fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
             out.push(p);
@@ -204,6 +220,70 @@ pub fn find_run(
     Ok(choose(found, run_id, true))
 }
 
+/// Finds the file of run `run_id` in the date directories of `known`: files that an index (the
+/// run index of session-state) says hold the run. In each such directory under
+/// `sessions_root`, and in the day directories before and after it (as [`find_run`] looks
+/// beside the date of `started_at`), `<run_id>.jsonl` and `<run_id>.jsonl.zst` are looked up
+/// (`lstat`, six per known file; nothing is listed), so the cost follows the number of files
+/// of the run, not the size of the store. The index may lag the tree: a file it names that is gone does not
+/// count, and the archive or plain file beside it does. Several files are ranked as by
+/// [`find_run`] (newest directory first breaking ties); [`FoundRun::by_scan`] is false.
+///
+/// Returns `Ok(None)` when none of those directories holds a file of the run (call
+/// [`find_run`], which probes every date directory). A copy the index does not know yet in a
+/// directory further away is not seen (`sessions verify` names every duplicate).
+///
+/// # Errors
+/// [`JsonlError::UnsafeRunId`] (before any file access).
+pub fn find_run_in_dirs_of(
+    sessions_root: &Path,
+    run_id: &str,
+    known: &[PathBuf],
+) -> Result<Option<FoundRun>> {
+    checked(run_id)?;
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in known.iter().filter_map(|p| p.parent()) {
+        let Ok(rel) = dir.strip_prefix(sessions_root) else {
+            continue;
+        };
+        dirs.push(dir.to_owned());
+        // The day before and after too, as `find_run` does with a date: a retried start
+        // or a clock off by a day leaves its copy there, before any index has seen it.
+        if let Some(date) = date_of_rel(rel) {
+            dirs.extend(date.neighbours().into_iter().map(|n| n.dir(sessions_root)));
+        }
+    }
+    // Newest date directory first, as `find_run` lists them.
+    dirs.sort_by(|a, b| b.cmp(a));
+    dirs.dedup();
+    let mut found = Vec::new();
+    for dir in &dirs {
+        candidates_in(dir, run_id, &mut found);
+    }
+    if found.is_empty() {
+        return Ok(None);
+    }
+    found.sort_by_key(|p| p.to_string_lossy().ends_with(ARCHIVED_EXT));
+    Ok(Some(choose(found, run_id, false)))
+}
+
+/// The date a zero-padded `YYYY/MM/DD` path (relative to the root) names.
+fn date_of_rel(rel: &Path) -> Option<RunDate> {
+    let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+    let [y, m, d] = parts.as_slice() else {
+        return None;
+    };
+    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
+        return None;
+    }
+    let date = RunDate {
+        year: y.parse().ok()?,
+        month: m.parse().ok()?,
+        day: d.parse().ok()?,
+    };
+    date.to_date().map(|_| date)
+}
+
 /// Every file of run `run_id` in any date directory, newest date first (exhaustive, by name:
 /// see [`probe_run_id`] for the cost).
 ///
@@ -263,13 +343,17 @@ pub fn probe_run_id(sessions_root: &Path, run_id: &str) -> Result<RunIdProbe> {
     ];
     let mut skipped = Vec::new();
     probe.dirs_listed += 1;
+    count_lookup();
     for (_, _, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
         probe.dirs_listed += 1;
+        count_lookup();
         for (_, _, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
             probe.dirs_listed += 1;
+            count_lookup();
             for (_, _, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
                 for name in &names {
                     probe.names_probed += 1;
+                    count_lookup();
                     let p = d_dir.join(name);
                     if let Ok(md) = fs::symlink_metadata(&p)
                         && md.is_file()

@@ -83,13 +83,13 @@ pub use fault::{Fault, FaultPlan, FileOp};
 pub use follow::{FollowOptions, Follower};
 pub use holder::{LockHolder, exclusive_holder_pid, lock_holders};
 pub use layout::{
-    FoundRun, RunDate, RunFile, RunIdProbe, RunListing, find_all_runs, find_run, list_run_files,
-    probe_run_id, run_path,
+    FoundRun, RunDate, RunFile, RunIdProbe, RunListing, find_all_runs, find_run,
+    find_run_in_dirs_of, list_run_files, probe_run_id, run_lookups_on_this_thread, run_path,
 };
 pub use reader::{
-    DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, Item, Reader,
-    ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file, read_run,
-    read_run_with,
+    DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, INITIAL_READ_BUFFER,
+    Item, Reader, ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file,
+    read_buffer_bytes_on_this_thread, read_run, read_run_with,
 };
 pub use scan::{HeadScan, HeaderFacts, RunEndState, TerminalState, read_header, terminal_state};
 pub use writer::{

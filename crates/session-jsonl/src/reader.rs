@@ -44,6 +44,27 @@ pub const DEFAULT_MAX_LINE_LEN: usize = 256 << 20;
 /// Default [`ReaderOptions::read_size`]: 4 MiB (large reads keep the copy of a partial last
 /// line to the buffer front rare).
 pub const DEFAULT_READ_SIZE: usize = 4 << 20;
+/// First size of a [`Reader`]'s buffer when the input's length is not known: 16 KiB. The
+/// buffer doubles up to [`ReaderOptions::read_size`] while the input keeps coming, so a small
+/// run file (a few KB) never pays for zero-filling a `read_size` buffer.
+pub const INITIAL_READ_BUFFER: usize = 16 << 10;
+
+thread_local! {
+    static READ_BUFFER_BYTES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Bytes of read buffer allocated (and zero-filled) by every [`Reader`] created or grown on the
+/// calling thread since the thread started: the cost a reader pays before it reads anything.
+/// Counted per thread so a test can assert what one operation allocated
+/// (`after - before`) while other tests run.
+pub fn read_buffer_bytes_on_this_thread() -> u64 {
+    READ_BUFFER_BYTES.with(|c| c.get())
+}
+
+fn count_buffer_bytes(n: usize) {
+    READ_BUFFER_BYTES.with(|c| c.set(c.get().saturating_add(n as u64)));
+}
+
 /// Longest excerpt of a damaged line kept in [`Damage::excerpt`], in bytes.
 pub const EXCERPT_LEN: usize = 160;
 
@@ -54,7 +75,9 @@ pub struct ReaderOptions {
     /// buffering them and reported as [`DamageKind::OversizedLine`]. Memory use is about this
     /// plus [`read_size`](Self::read_size).
     pub max_line_len: usize,
-    /// Bytes requested from the source per `read` (the buffer starts this large).
+    /// Most bytes requested from the source per `read`. The buffer starts small (the file's
+    /// length when [`Reader::open_with`] knows it, else [`INITIAL_READ_BUFFER`]) and doubles up
+    /// to this size while the input keeps coming (further only for a longer line).
     pub read_size: usize,
     /// Keep each record's line bytes in [`RecordLine::raw`] (costs one copy per line).
     pub keep_raw: bool,
@@ -726,7 +749,27 @@ impl<R: Read> Reader<R> {
     /// A reader over `src` whose first byte is at `offset` on line `line` of the file (for
     /// resuming; use with `expect_header: false` unless `offset` is 0).
     pub fn with_position(src: R, opts: ReaderOptions, offset: u64, line: u64) -> Self {
-        let size = opts.read_size.max(1);
+        Reader::with_position_and_hint(src, opts, offset, line, None)
+    }
+
+    /// As [`with_position`](Self::with_position), with the number of bytes the source is
+    /// expected to hold (`None`: unknown): the buffer starts just large enough for them (at
+    /// most [`ReaderOptions::read_size`]), so a 3 KB file costs a 3 KB buffer. A wrong hint
+    /// costs only speed: the buffer grows on demand.
+    pub fn with_position_and_hint(
+        src: R,
+        opts: ReaderOptions,
+        offset: u64,
+        line: u64,
+        expected_len: Option<u64>,
+    ) -> Self {
+        let cap = opts.read_size.max(1);
+        let size = match expected_len {
+            // One byte more than the content so the read that finds the end needs no growth.
+            Some(n) => usize::try_from(n.saturating_add(1)).unwrap_or(cap).min(cap),
+            None => INITIAL_READ_BUFFER.min(cap),
+        };
+        count_buffer_bytes(size);
         Reader {
             src,
             dec: Decoder::new(&opts),
@@ -777,6 +820,18 @@ impl<R: Read> Reader<R> {
 
     /// Reads more bytes; returns how many (0 at end of input).
     fn fill(&mut self) -> io::Result<usize> {
+        let read_size = self.opts.read_size.max(1);
+        if self.end == self.buf.len() && self.buf.len() < read_size {
+            // Still below the read size: the input is larger than it first looked; double
+            // (keeping reads large rather than compacting a small buffer over and over).
+            let grown = self
+                .buf
+                .len()
+                .saturating_mul(2)
+                .clamp(self.buf.len() + 1, read_size);
+            count_buffer_bytes(grown - self.buf.len());
+            self.buf.resize(grown, 0);
+        }
         if self.end == self.buf.len() {
             if self.pos > 0 {
                 self.buf.copy_within(self.pos..self.end, 0);
@@ -795,10 +850,11 @@ impl<R: Read> Reader<R> {
                 let grown = (self.buf.len().saturating_mul(2))
                     .min(cap)
                     .max(self.buf.len() + 1);
+                count_buffer_bytes(grown - self.buf.len());
                 self.buf.resize(grown, 0);
             }
         }
-        let want = (self.buf.len() - self.end).min(self.opts.read_size.max(1));
+        let want = (self.buf.len() - self.end).min(read_size);
         loop {
             match self.src.read(&mut self.buf[self.end..self.end + want]) {
                 Ok(n) => {
@@ -1000,8 +1056,16 @@ impl Reader<RunFileReader> {
     ///
     /// # Errors
     /// See [`open_run_file`].
+    ///
+    /// The read buffer starts at the file's length (plain files; at most
+    /// [`ReaderOptions::read_size`]), not at `read_size`.
     pub fn open_with(path: &Path, opts: ReaderOptions) -> Result<Self> {
-        Ok(Reader::new(open_run_file(path)?, opts))
+        let src = open_run_file(path)?;
+        let hint = match &src {
+            RunFileReader::Plain(f) => f.metadata().ok().map(|m| m.len()),
+            RunFileReader::Zstd(_) => None,
+        };
+        Ok(Reader::with_position_and_hint(src, opts, 0, 1, hint))
     }
 }
 

@@ -97,6 +97,7 @@ mod snapshot;
 mod store;
 mod stored;
 mod summary;
+mod totals;
 mod tree;
 mod types;
 mod workspace;
@@ -120,6 +121,7 @@ pub use store::StateStore;
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,
 };
+pub use totals::{GroupedRunTotals, RunGrouping, RunTotals};
 pub use types::{
     DamageKind, DeferredRename, DeleteReport, Durability, EntrySource, FaultPoint, Generation,
     ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource,

@@ -297,7 +297,7 @@ pub struct RunPage {
     pub next_cursor: Option<RunCursor>,
 }
 
-const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic";
+pub(crate) const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic";
 
 /// Names of the compared columns, in [`RUN_COLUMNS`] order.
 const RUN_COLUMN_NAMES: [&str; 24] = [
@@ -391,7 +391,7 @@ fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
 
 /// A row of the index as a [`RunRow`]; values that are not what their column should hold
 /// are read as decoded (text), or as 0 / `None`, and reported in [`RunRow::column_damage`].
-fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
+pub(crate) fn row_from_sql(root: &Path, r: &Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(row_and_diagnostic_from_sql(root, r)?.0)
 }
 
@@ -1620,10 +1620,33 @@ impl StateStore {
         Ok(out)
     }
 
+    /// Every indexed file whose header names run `run_id` (files that are not runs left out),
+    /// in path order: one look-up in the run-id index (`runs_by_run_id`), whatever the size
+    /// of the store. Does not scan the tree and does not check the files still exist: the
+    /// index is as fresh as the last [`StateStore::index_runs`]; callers look at the named
+    /// directories and fall back to a probe of the tree when nothing is there
+    /// ([`session_jsonl::find_run_in_dirs_of`]). A read-only store without `state.db` has no
+    /// rows.
+    ///
+    /// # Errors
+    /// [`StateError::Db`].
+    pub fn run_files_of(&self, run_id: &str) -> Result<Vec<PathBuf>> {
+        let conn = self.lock();
+        // Paths decoded lossily: a damaged one names no file, and the caller probes instead.
+        let rows = crate::column::query_texts(
+            &conn,
+            "SELECT path FROM runs WHERE run_id = ?1 AND diagnostic IS NULL ORDER BY path",
+            [run_id],
+            0,
+        )
+        .map_err(db_err(&self.db_path, "query runs"))?;
+        Ok(rows.into_iter().map(|rel| self.root.join(rel)).collect())
+    }
+
     /// `row` when it is the most complete file of its run (with the run's other files in
     /// [`RunRow::other_files`]), `None` when another file of the run is listed instead. One
     /// look-up in the run-id index per row.
-    fn chosen(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
+    pub(crate) fn chosen(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM runs \
@@ -1751,38 +1774,8 @@ impl StateStore {
         after: Option<&RunCursor>,
         limit: Option<usize>,
     ) -> Result<Vec<RunRow>> {
-        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE diagnostic IS NULL");
-        let mut args: Vec<Value> = Vec::new();
-        if let Some(s) = &query.session {
-            sql.push_str(" AND session_id = ?");
-            args.push(Value::Text(s.clone()));
-        }
-        // Runs without a usable start time ('' in the column) match no time bound.
-        if let Some(s) = &query.since {
-            sql.push_str(" AND started_at_utc <> '' AND started_at_utc >= ?");
-            args.push(Value::Text(utc_key(s).unwrap_or_else(|| s.clone())));
-        }
-        if let Some(s) = &query.until {
-            sql.push_str(" AND started_at_utc <> '' AND started_at_utc < ?");
-            args.push(Value::Text(utc_key(s).unwrap_or_else(|| s.clone())));
-        }
-        if let Some(o) = &query.outcome {
-            sql.push_str(" AND outcome = ?");
-            args.push(Value::Text(o.as_str().to_owned()));
-        }
-        if let Some(w) = &query.workspace {
-            sql.push_str(&format!(" AND {NORM_FN}(workspace_root) = ?"));
-            args.push(Value::Text(normalize_workspace_root(w)));
-        }
-        if let Some(c) = after {
-            // A cursor made from a row's `started_at` as written works as well as one made
-            // from `started_at_utc` (the key of a canonical value is itself).
-            let key = utc_key(&c.started_at).unwrap_or_default();
-            sql.push_str(" AND (started_at_utc < ? OR (started_at_utc = ? AND path < ?))");
-            args.push(Value::Text(key.clone()));
-            args.push(Value::Text(key));
-            args.push(Value::Text(c.rel_path.clone()));
-        }
+        let (filters, args) = run_filters(query, after);
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE diagnostic IS NULL{filters}");
         sql.push_str(" ORDER BY started_at_utc DESC, path DESC");
         if let Some(l) = limit {
             sql.push_str(&format!(" LIMIT {l}"));
@@ -1798,4 +1791,42 @@ impl StateStore {
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(&self.db_path, "read run row"))
     }
+}
+
+/// The `AND …` conditions of `query`'s filters (not its limit) and of the keyset cursor
+/// `after` on the `runs` table, with their parameters in order.
+pub(crate) fn run_filters(query: &RunQuery, after: Option<&RunCursor>) -> (String, Vec<Value>) {
+    let mut sql = String::new();
+    let mut args: Vec<Value> = Vec::new();
+    if let Some(s) = &query.session {
+        sql.push_str(" AND session_id = ?");
+        args.push(Value::Text(s.clone()));
+    }
+    // Runs without a usable start time ('' in the column) match no time bound.
+    if let Some(s) = &query.since {
+        sql.push_str(" AND started_at_utc <> '' AND started_at_utc >= ?");
+        args.push(Value::Text(utc_key(s).unwrap_or_else(|| s.clone())));
+    }
+    if let Some(s) = &query.until {
+        sql.push_str(" AND started_at_utc <> '' AND started_at_utc < ?");
+        args.push(Value::Text(utc_key(s).unwrap_or_else(|| s.clone())));
+    }
+    if let Some(o) = &query.outcome {
+        sql.push_str(" AND outcome = ?");
+        args.push(Value::Text(o.as_str().to_owned()));
+    }
+    if let Some(w) = &query.workspace {
+        sql.push_str(&format!(" AND {NORM_FN}(workspace_root) = ?"));
+        args.push(Value::Text(normalize_workspace_root(w)));
+    }
+    if let Some(c) = after {
+        // A cursor made from a row's `started_at` as written works as well as one made
+        // from `started_at_utc` (the key of a canonical value is itself).
+        let key = utc_key(&c.started_at).unwrap_or_default();
+        sql.push_str(" AND (started_at_utc < ? OR (started_at_utc = ? AND path < ?))");
+        args.push(Value::Text(key.clone()));
+        args.push(Value::Text(key));
+        args.push(Value::Text(c.rel_path.clone()));
+    }
+    (sql, args)
 }

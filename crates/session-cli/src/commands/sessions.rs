@@ -30,14 +30,13 @@ pub(crate) fn workspace_of(dir: &Path) -> PathBuf {
 
 /// Warns about message logs without a `state.db` row (a zero-byte or replaced `state.db`, a
 /// row deleted by hand): those sessions are in no listing, and saying nothing would present
-/// them as gone.
-fn warn_orphans(ctx: &mut Ctx<'_>, store: &session_state::StateStore) -> Result<(), CliError> {
-    let all = store.list(&ListQuery::all()).map_err(state_err)?;
-    let db_ids = all
-        .entries
-        .into_iter()
-        .map(|e| e.summary.session_id)
-        .collect();
+/// them as gone. `listed` are the ids of a listing of every session (unscoped, not cut by
+/// `--limit`), so the check costs what the answer costs: one listing of `messages/`. A
+/// paged or workspace-scoped listing does not check (it would list every session and every
+/// message log on every call); `sessions verify` reports each orphan (`orphan_messages`) and
+/// `sessions repair` rebuilds its row.
+fn warn_orphans<'a>(ctx: &mut Ctx<'_>, listed: impl Iterator<Item = &'a str>) {
+    let db_ids = listed.map(str::to_owned).collect();
     let orphans = super::state::orphan_messages(&ctx.root.path, &db_ids);
     if !orphans.is_empty() {
         let first = orphans
@@ -53,7 +52,6 @@ fn warn_orphans(ctx: &mut Ctx<'_>, store: &session_state::StateStore) -> Result<
             if orphans.len() > 3 { ", …" } else { "" }
         ));
     }
-    Ok(())
 }
 
 pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, CliError> {
@@ -78,7 +76,12 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         let msg = format!("{}: {}", d.path.display(), d.detail);
         ctx.warn(&msg);
     }
-    warn_orphans(ctx, &store)?;
+    if scope.is_none() && page.next_cursor.is_none() {
+        warn_orphans(
+            ctx,
+            page.entries.iter().map(|e| e.summary.session_id.as_str()),
+        );
+    }
     // Sessions a runtime has open (their lease is held): probed, never waited for.
     let open: BTreeMap<String, LeaseHolder> = match store.open_sessions() {
         Ok(list) => list.into_iter().map(|o| (o.session_id, o.holder)).collect(),

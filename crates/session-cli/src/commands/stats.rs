@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use session_state::RunQuery;
+use session_state::{RunGrouping, RunQuery, RunTotals};
 
-use super::runs::{bound, display_outcome};
+use super::runs::bound;
 use super::state::{open_reading, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{StatsArgs, StatsBy};
@@ -28,6 +28,23 @@ struct Group {
     total: u64,
 }
 
+impl From<&RunTotals> for Group {
+    fn from(t: &RunTotals) -> Group {
+        Group {
+            runs: t.runs,
+            completed: t.completed,
+            errors: t.errors,
+            cancelled: t.cancelled,
+            open: t.open,
+            invocations: t.invocations,
+            input: t.input_tokens,
+            cached: t.cached_input_tokens,
+            output: t.output_tokens,
+            total: t.total_tokens,
+        }
+    }
+}
+
 const BAR_WIDTH: usize = 30;
 
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
@@ -39,9 +56,15 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     query.since = bound(args.since.as_deref(), ctx.now)?;
     query.until = bound(args.until.as_deref(), ctx.now)?;
     let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
-    let mut page = store.list_runs(&query).map_err(state_err)?;
+    let grouping = match args.by {
+        StatsBy::Day => RunGrouping::Day,
+        StatsBy::Model => RunGrouping::Model,
+        StatsBy::Session => RunGrouping::Session,
+    };
+    // Summed inside SQLite; only runs held by several files come back as rows.
+    let mut totals = store.run_totals(&query, grouping).map_err(state_err)?;
     let root_path = ctx.root.path.clone();
-    for row in &mut page.runs {
+    for row in &mut totals.duplicated {
         row.path = super::state::real_path(&store, &root_path, &row.path);
         row.other_files = row
             .other_files
@@ -49,52 +72,13 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             .map(|p| super::state::real_path(&store, &root_path, p))
             .collect();
     }
-    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
-    let mut all = Group::default();
-    for row in &page.runs {
-        let key = match args.by {
-            StatsBy::Day => row
-                .started_at
-                .as_deref()
-                .and_then(|t| session_schema::Timestamp::from_raw(t).parse())
-                .map(|dt| {
-                    let dt = dt.to_offset(time::UtcOffset::UTC);
-                    format!(
-                        "{:04}-{:02}-{:02}",
-                        dt.year(),
-                        u8::from(dt.month()),
-                        dt.day()
-                    )
-                })
-                .unwrap_or_else(|| "(unknown date)".into()),
-            StatsBy::Model => match (&row.model_provider, &row.model_name) {
-                (Some(p), Some(n)) => format!("{p}/{n}"),
-                (None, Some(n)) => n.clone(),
-                _ => "(unknown model)".into(),
-            },
-            StatsBy::Session => row
-                .session_id
-                .clone()
-                .unwrap_or_else(|| "(no session)".into()),
-        };
-        let outcome = display_outcome(row, ctx.now);
-        for g in [groups.entry(key).or_default(), &mut all] {
-            g.runs += 1;
-            match outcome.as_str() {
-                "completed" => g.completed += 1,
-                "error" => g.errors += 1,
-                "cancelled" => g.cancelled += 1,
-                _ => g.open += 1,
-            }
-            // Counts come from the files; sums saturate rather than overflow on absurd ones.
-            g.invocations = g.invocations.saturating_add(row.invocation_count);
-            g.input = g.input.saturating_add(row.input_tokens);
-            g.cached = g.cached.saturating_add(row.cached_input_tokens);
-            g.output = g.output.saturating_add(row.output_tokens);
-            g.total = g.total.saturating_add(row.total_tokens);
-        }
-    }
-    super::runs::warn_other_files(ctx, &page.runs);
+    let groups: BTreeMap<String, Group> = totals
+        .groups
+        .iter()
+        .map(|(k, t)| (k.clone(), Group::from(t)))
+        .collect();
+    let all = Group::from(&totals.all);
+    super::runs::warn_other_files(ctx, &totals.duplicated);
     super::runs::report_not_runs(ctx, &store, false)?;
     let by = match args.by {
         StatsBy::Day => "day",

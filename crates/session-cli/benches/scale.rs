@@ -1,0 +1,468 @@
+//! `cargo xtask bench scale`: how the `sessions` commands scale with the store, measured end
+//! to end as processes (the release binary, warm page cache) on generated stores.
+//!
+//! # The generated stores
+//! [`generate`] writes `n` runs with the project's own writer (`Durability::Buffered`): 30 runs
+//! per session, one run a minute from 2026-05-28 (so ~1,440 runs per day directory), each run
+//! a realistic small turn of about 3.4 KB: `header` (model, a 500-byte system prompt),
+//! `run.start`, `run.status`, one `llm.request` carrying up to six earlier turns, its
+//! `llm.response` with usage, an `agent.event` final, `run.status`, `run.end` (every 17th an
+//! error). Each session also gets a saved state (`state.db` row + message log, two messages)
+//! so `sessions --all` has one session per 30 runs. Disk: about 4.2 KB per run on a 4 KiB-block
+//! file system plus ~0.4 KB per run of `state.db`: 1k runs ≈ 5 MB, 10k ≈ 46 MB, 100k ≈ 460 MB,
+//! 1M ≈ 4.6 GB (not run by default).
+//!
+//! # What is measured
+//! For each size: the cold first index build (`reindex` on a store without `state.db`), then
+//! every command of the scaling table, interleaved round by round (`REPEATS` rounds; each
+//! round runs each command once, in order), printing min / median / max per command and the
+//! load average (`/proc/loadavg`) before and after. Answer-sized commands (one run, one
+//! session, the first page) should not grow: the table prints time at the largest size ÷ time
+//! at the smallest (goal ≤ 1.5). Store-sized commands (`verify`, `reindex`) print their
+//! throughput over the store's bytes and that ÷ the session-jsonl reader's throughput over one
+//! file holding the same bytes (goal ≥ 0.3, and ≥ 200 MB/s absolute).
+//!
+//! Environment: `SESSION_SCALE_SIZES` (default `1000,100000`), `SESSION_SCALE_REPEATS`
+//! (default 7), `SESSION_SCALE_DIR` (parent of the temporary stores; default the system temp
+//! directory). The stores are removed at the end.
+
+// A benchmark program: printing the table is its interface.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use session_jsonl::{Durability, RunWriter, WriterOptions};
+use session_schema::{
+    AgentEvent, AgentEventRecord, AssistantMessage, BaseMessage, ContentEvent, Header, Lazy,
+    LlmRequest, LlmRequestInput, LlmResponse, LlmResponseOutput, MessageContent, ModelInfo,
+    Prompts, Record, RunEnd, RunInput, RunOutcome, RunStart, RunStatus, RunStatusKind,
+    SessionState, TextInput, Timestamp, Usage, UserMessage,
+};
+
+const RUNS_PER_SESSION: usize = 30;
+const BASE_MS: i64 = 1_780_000_000_000; // 2026-05-28
+
+fn user(t: String) -> BaseMessage {
+    BaseMessage::User(UserMessage {
+        content: MessageContent::Text(t),
+        ..Default::default()
+    })
+}
+
+fn assistant(t: String) -> BaseMessage {
+    BaseMessage::Assistant(AssistantMessage {
+        content: Some(MessageContent::Text(t)),
+        ..Default::default()
+    })
+}
+
+fn session_id(i: usize) -> String {
+    let s = i / RUNS_PER_SESSION;
+    format!("5e55{:04x}-0000-4000-8000-{s:012x}", s % 0xffff)
+}
+
+fn run_id(i: usize) -> String {
+    format!("0bench{:02x}-0000-4000-8000-{i:012x}", i % 251)
+}
+
+/// Writes `n` runs and one saved session per 30 runs under `root` (see the module docs);
+/// returns the bytes of run files written.
+fn generate(root: &Path, n: usize) -> u64 {
+    let opts = WriterOptions::with_durability(Durability::Buffered);
+    let system = "You are a coding assistant. Follow the repository's AGENTS.md. ".repeat(8);
+    let store = session_state::StateStore::open_with(
+        root,
+        session_state::StoreOptions {
+            durability: session_state::Durability::NoSync,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut bytes = 0;
+    for i in 0..n {
+        let session = session_id(i);
+        let run = run_id(i);
+        let t0 = BASE_MS + i as i64 * 60_000;
+        let ts = |d: i64| Timestamp::from_unix_millis(t0 + d);
+        let header = Header {
+            schema_version: 1,
+            run_id: run.clone(),
+            session_id: Some(session.clone()),
+            started_at: ts(0),
+            model: Some(ModelInfo {
+                provider: Some("anthropic".into()),
+                name: Some(["claude-sonnet-4-5", "claude-haiku-4-5", "gpt-5.1"][i % 3].into()),
+                ..Default::default()
+            }),
+            prompts: Some(Prompts {
+                system: Some(system.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let w = RunWriter::create(root, &header, opts.clone()).unwrap();
+        let question = format!(
+            "Question {i}: explain module {} and its tests (日本語の説明も).",
+            i % 97
+        );
+        let answer = format!(
+            "Module {} parses the input, validates it and writes a report; its tests cover the \
+             error paths. ",
+            i % 97
+        )
+        .repeat(3);
+        let history: Vec<BaseMessage> = (0..(i % RUNS_PER_SESSION).min(6))
+            .flat_map(|k| {
+                [
+                    user(format!("earlier question {k}")),
+                    assistant(format!("earlier answer {k} with some detail")),
+                ]
+            })
+            .chain([user(question.clone())])
+            .collect();
+        let seq = (i % RUNS_PER_SESSION) as i64 + 1;
+        let recs = vec![
+            Record::RunStart(RunStart {
+                run_id: run.clone(),
+                session_id: Some(session.clone()),
+                ts: ts(5),
+                input: RunInput::Text(TextInput {
+                    text: question.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            Record::RunStatus(RunStatus {
+                run_id: run.clone(),
+                ts: ts(6),
+                status: RunStatusKind::Running,
+                ..Default::default()
+            }),
+            Record::LlmRequest(LlmRequest {
+                run_id: run.clone(),
+                ts: ts(10),
+                seq,
+                input: LlmRequestInput {
+                    messages: Lazy::new(&history).unwrap(),
+                    tools: Some(Lazy::new(&None).unwrap()),
+                    tool_choice: Some(None),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            Record::LlmResponse(LlmResponse {
+                run_id: run.clone(),
+                ts: ts(900),
+                seq,
+                output: LlmResponseOutput {
+                    messages: Lazy::new(&vec![assistant(answer.clone())]).unwrap(),
+                    usage: Some(Some(Usage {
+                        model: "m".into(),
+                        input_tokens: 2000 + i as u64 % 500,
+                        output_tokens: 120,
+                        total_tokens: 2120 + i as u64 % 500,
+                        ..Default::default()
+                    })),
+                    stop_reason: Some(Some("end_turn".into())),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            Record::AgentEvent(AgentEventRecord {
+                run_id: run.clone(),
+                ts: ts(905),
+                seq: 0,
+                event: AgentEvent::Final(ContentEvent {
+                    content: Some(answer.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            Record::RunStatus(RunStatus {
+                run_id: run.clone(),
+                ts: ts(906),
+                status: RunStatusKind::Completed,
+                ..Default::default()
+            }),
+            Record::RunEnd(RunEnd {
+                run_id: run.clone(),
+                ts: ts(907),
+                outcome: if i % 17 == 0 {
+                    RunOutcome::Error
+                } else {
+                    RunOutcome::Completed
+                },
+                final_text: Some(answer.clone()),
+                ..Default::default()
+            }),
+        ];
+        for r in &recs {
+            w.append(r).unwrap();
+        }
+        let path = w.path().to_owned();
+        w.close().unwrap();
+        bytes += std::fs::metadata(path).unwrap().len();
+        if i % RUNS_PER_SESSION == RUNS_PER_SESSION - 1 || i + 1 == n {
+            let state = SessionState {
+                session_id: session.clone(),
+                updated_at: ts(908),
+                run_id: Some(run.clone()),
+                messages: vec![user(question), assistant(answer)],
+                ..Default::default()
+            };
+            store.save(&state).unwrap();
+        }
+    }
+    bytes
+}
+
+/// The `sessions` binary built with this benchmark's profile.
+const BIN: &str = env!("CARGO_BIN_EXE_sessions");
+
+/// Runs `sessions --root <root> <args>` as a process, output discarded; its wall time.
+fn sessions(root: &Path, args: &[String]) -> Duration {
+    let start = Instant::now();
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("TZ", "UTC")
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    let code = out.status.code().unwrap_or(-1);
+    assert!(
+        code <= 1,
+        "sessions {args:?} exited {code}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    took
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Spread {
+    min: Duration,
+    median: Duration,
+    max: Duration,
+}
+
+fn spread(mut v: Vec<Duration>) -> Spread {
+    v.sort();
+    Spread {
+        min: v[0],
+        median: v[v.len() / 2],
+        max: v[v.len() - 1],
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+/// The commands of the scaling table, by label: answer-sized first, then store-sized.
+fn commands(n: usize) -> Vec<(&'static str, Vec<String>, bool)> {
+    let run = run_id(n / 2);
+    let session = session_id(n / 2);
+    let s = |v: &[&str]| v.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+    vec![
+        (
+            "runs --limit 50",
+            s(&["runs", "--limit", "50", "--json"]),
+            true,
+        ),
+        ("show RUN", s(&["show", &run]), true),
+        (
+            "export RUN --format md",
+            s(&["export", &run, "--format", "md"]),
+            true,
+        ),
+        ("replay RUN", s(&["replay", &run]), true),
+        ("tail RUN", s(&["tail", &run]), true),
+        ("verify RUN", s(&["verify", &run]), true),
+        (
+            "sessions --all (first page)",
+            s(&["sessions", "--all"]),
+            true,
+        ),
+        ("history SESSION", s(&["history", &session]), true),
+        ("stats", s(&["stats", "--json"]), true),
+        ("verify (whole store)", s(&["verify", "--json"]), false),
+        ("reindex", s(&["reindex"]), false),
+    ]
+}
+
+struct Measured {
+    runs: usize,
+    bytes: u64,
+    generate: Duration,
+    cold_index: Duration,
+    reader_bps: f64,
+    times: BTreeMap<&'static str, Spread>,
+    order: Vec<&'static str>,
+    answer_sized: BTreeMap<&'static str, bool>,
+    load_before: String,
+    load_after: String,
+}
+
+/// The session-jsonl reader's bytes/s over one file holding every run file's bytes
+/// (concatenated; read three times, the fastest kept, page cache warm).
+fn reader_throughput(root: &Path, scratch: &Path) -> f64 {
+    let listing = session_jsonl::list_run_files(root).unwrap();
+    let one = scratch.join("all-runs.jsonl");
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&one).unwrap());
+        for f in &listing.files {
+            let bytes = std::fs::read(&f.path).unwrap();
+            std::io::Write::write_all(&mut out, &bytes).unwrap();
+        }
+    }
+    let size = std::fs::metadata(&one).unwrap().len();
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let read = session_jsonl::read_run(&one).unwrap();
+        assert!(!read.records.is_empty());
+        best = best.min(t.elapsed());
+    }
+    std::fs::remove_file(&one).unwrap();
+    size as f64 / best.as_secs_f64()
+}
+
+fn measure(parent: &Path, n: usize, repeats: usize) -> Measured {
+    let dir = tempfile::Builder::new()
+        .prefix("sessions-scale-")
+        .tempdir_in(parent)
+        .unwrap();
+    let root = dir.path().join("sessions");
+    let t = Instant::now();
+    let bytes = generate(&root, n);
+    let generate = t.elapsed();
+    // The cold first index build: the generator's `state.db` holds sessions but no run rows.
+    let cold_index = sessions(&root, &["reindex".to_owned()]);
+    let reader_bps = reader_throughput(&root, dir.path());
+    let cmds = commands(n);
+    let load_before = loadavg();
+    let mut all: BTreeMap<&'static str, Vec<Duration>> = BTreeMap::new();
+    // One warm-up round, then interleaved rounds.
+    for (_, args, _) in &cmds {
+        sessions(&root, args);
+    }
+    for _ in 0..repeats {
+        for (label, args, _) in &cmds {
+            all.entry(label).or_default().push(sessions(&root, args));
+        }
+    }
+    let load_after = loadavg();
+    let times = all.into_iter().map(|(k, v)| (k, spread(v))).collect();
+    Measured {
+        runs: n,
+        bytes,
+        generate,
+        cold_index,
+        reader_bps,
+        times,
+        order: cmds.iter().map(|c| c.0).collect(),
+        answer_sized: cmds.iter().map(|c| (c.0, c.2)).collect(),
+        load_before,
+        load_after,
+    }
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("SESSION_SCALE_SIZES")
+        .unwrap_or_else(|_| "1000,100000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .filter(|n| *n >= RUNS_PER_SESSION)
+        .collect();
+    let repeats: usize = std::env::var("SESSION_SCALE_REPEATS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7)
+        .max(1);
+    let parent = std::env::var_os("SESSION_SCALE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    assert!(!sizes.is_empty(), "SESSION_SCALE_SIZES names no size ≥ 30");
+    let mut results = Vec::new();
+    for &n in &sizes {
+        eprintln!("scale: {n} runs under {}", parent.display());
+        let m = measure(&parent, n, repeats);
+        println!(
+            "\n### {} runs: {:.1} MiB of run files, generated in {:.1} s; load average {} → {}",
+            m.runs,
+            m.bytes as f64 / (1 << 20) as f64,
+            m.generate.as_secs_f64(),
+            m.load_before,
+            m.load_after
+        );
+        println!(
+            "cold first index build (reindex, no run rows): {} ms = {:.0} MB/s; reader over one \
+             file of the same bytes: {:.0} MB/s",
+            ms(m.cold_index),
+            m.bytes as f64 / m.cold_index.as_secs_f64() / 1e6,
+            m.reader_bps / 1e6
+        );
+        println!("\n| command | min ms | median ms | max ms | store MB/s | ÷ reader |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        for label in &m.order {
+            let s = m.times[label];
+            let (bps, ratio) = if m.answer_sized[label] {
+                (String::new(), String::new())
+            } else {
+                let bps = m.bytes as f64 / s.median.as_secs_f64();
+                (
+                    format!("{:.0}", bps / 1e6),
+                    format!("{:.2}", bps / m.reader_bps),
+                )
+            };
+            println!(
+                "| `{label}` | {} | {} | {} | {bps} | {ratio} |",
+                ms(s.min),
+                ms(s.median),
+                ms(s.max)
+            );
+        }
+        results.push(m);
+    }
+    if results.len() >= 2 {
+        let (small, large) = (&results[0], &results[results.len() - 1]);
+        println!(
+            "\n### growth: {} runs ÷ {} runs (medians; answer-sized goal ≤ 1.5, store-sized \
+             linear = {:.0})",
+            large.runs,
+            small.runs,
+            large.runs as f64 / small.runs as f64
+        );
+        println!("\n| command | small ms | large ms | ratio |");
+        println!("|---|---:|---:|---:|");
+        for label in &small.order {
+            let (a, b) = (small.times[label].median, large.times[label].median);
+            println!(
+                "| `{label}` | {} | {} | {:.2} |",
+                ms(a),
+                ms(b),
+                b.as_secs_f64() / a.as_secs_f64()
+            );
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Token and outcome totals of the indexed runs, grouped by day, model or session, summed by
+//! SQLite (`GROUP BY` over the `runs` table) instead of row by row: `sessions stats` costs
+//! one aggregate query, not one materialised row per run.
+
+use std::collections::BTreeMap;
+
+use rusqlite::types::Value;
+
+use crate::column::{OwnedValue, int_of, owned_row, text_of};
+use crate::db::db_err;
+use crate::error::Result;
+use crate::runs::{RUN_COLUMNS, RunOutcome, RunQuery, RunRow, row_from_sql, run_filters};
+use crate::store::StateStore;
+
+/// How [`StateStore::run_totals`] groups runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RunGrouping {
+    /// By the UTC date of `started_at` (`YYYY-MM-DD`; `(unknown date)` when it is missing or
+    /// not an RFC 3339 timestamp).
+    Day,
+    /// By `provider/name` of the model (`name` without a provider; `(unknown model)`).
+    Model,
+    /// By session id (`(no session)`).
+    Session,
+}
+
+/// Sums over a group of runs. Outcomes: `completed`, `error`, `cancelled`; every other run
+/// (no `run.end`, or an outcome this version does not know) counts as `open`. Token sums
+/// saturate at `u64::MAX`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunTotals {
+    /// Runs (one per run id).
+    pub runs: u64,
+    /// Runs that ended `completed`.
+    pub completed: u64,
+    /// Runs that ended with an error.
+    pub errors: u64,
+    /// Runs that were cancelled.
+    pub cancelled: u64,
+    /// Every other run.
+    pub open: u64,
+    /// Model invocations ([`RunRow::invocation_count`]).
+    pub invocations: u64,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Cached input tokens.
+    pub cached_input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Total tokens.
+    pub total_tokens: u64,
+}
+
+impl RunTotals {
+    fn add(&mut self, o: &RunTotals) {
+        self.runs = self.runs.saturating_add(o.runs);
+        self.completed = self.completed.saturating_add(o.completed);
+        self.errors = self.errors.saturating_add(o.errors);
+        self.cancelled = self.cancelled.saturating_add(o.cancelled);
+        self.open = self.open.saturating_add(o.open);
+        self.invocations = self.invocations.saturating_add(o.invocations);
+        self.input_tokens = self.input_tokens.saturating_add(o.input_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(o.cached_input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(o.output_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(o.total_tokens);
+    }
+
+    fn of_row(row: &RunRow) -> RunTotals {
+        let (completed, errors, cancelled) = match row.outcome {
+            RunOutcome::Completed => (1, 0, 0),
+            RunOutcome::Error => (0, 1, 0),
+            RunOutcome::Cancelled => (0, 0, 1),
+            _ => (0, 0, 0),
+        };
+        RunTotals {
+            runs: 1,
+            completed,
+            errors,
+            cancelled,
+            open: 1 - completed - errors - cancelled,
+            invocations: row.invocation_count,
+            input_tokens: row.input_tokens,
+            cached_input_tokens: row.cached_input_tokens,
+            output_tokens: row.output_tokens,
+            total_tokens: row.total_tokens,
+        }
+    }
+}
+
+/// The answer of [`StateStore::run_totals`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupedRunTotals {
+    /// Totals per group key, in key order.
+    pub groups: BTreeMap<String, RunTotals>,
+    /// Totals over every group.
+    pub all: RunTotals,
+    /// Runs held by several files (each counted once, from its most complete file, whose
+    /// [`RunRow::other_files`] name the others): for a warning per duplicate.
+    pub duplicated: Vec<RunRow>,
+    /// Index rows read one by one (the rows of runs held by several files, or beside a file
+    /// of the same name that is no run); every other run is summed inside SQLite. For tests
+    /// that hold the cost.
+    pub rows_read: u64,
+}
+
+/// The group key of a `runs` row as SQL, for `by`.
+fn key_sql(by: RunGrouping) -> &'static str {
+    match by {
+        RunGrouping::Day => {
+            "CASE WHEN started_at_utc IS NULL OR started_at_utc = '' THEN '(unknown date)' \
+             ELSE substr(started_at_utc, 1, 10) END"
+        }
+        RunGrouping::Model => {
+            "CASE WHEN model_name IS NULL THEN '(unknown model)' \
+             WHEN model_provider IS NULL THEN model_name \
+             ELSE model_provider || '/' || model_name END"
+        }
+        RunGrouping::Session => "coalesce(session_id, '(no session)')",
+    }
+}
+
+/// The group key of `row` for `by` (as [`key_sql`]).
+fn key_of(row: &RunRow, by: RunGrouping) -> String {
+    match by {
+        RunGrouping::Day => match row.started_at_utc.as_deref() {
+            Some(k) if k.len() >= 10 => k.get(..10).unwrap_or(k).to_owned(),
+            _ => "(unknown date)".into(),
+        },
+        RunGrouping::Model => match (&row.model_provider, &row.model_name) {
+            (Some(p), Some(n)) => format!("{p}/{n}"),
+            (None, Some(n)) => n.clone(),
+            _ => "(unknown model)".into(),
+        },
+        RunGrouping::Session => row
+            .session_id
+            .clone()
+            .unwrap_or_else(|| "(no session)".into()),
+    }
+}
+
+/// Run ids held by more than one indexed file, read from the run-id index alone (no table
+/// look-up). Files that are not runs count here too, so a run with such a file beside it is
+/// summed row by row; those rows are dropped there (`diagnostic IS NULL`), so it still counts
+/// once.
+const DUPLICATED_IDS: &str = "SELECT run_id FROM runs GROUP BY run_id HAVING count(*) > 1";
+
+/// A non-negative SQL integer sum as `u64` (a NULL sum of no rows is 0).
+fn sum_at(v: &[OwnedValue], i: usize) -> u64 {
+    v.get(i)
+        .and_then(|v| int_of(v.as_ref()))
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+impl StateStore {
+    /// Totals of the runs [`StateStore::list_runs`] would list for `query` (its filters; its
+    /// `limit` and cursor are ignored), grouped `by`: the same runs, each counted once.
+    ///
+    /// # Cost
+    /// One aggregate query (`GROUP BY` inside SQLite) over the matching rows plus one pass
+    /// over the run-id index for run ids held by several files; only those rows are read
+    /// one by one ([`GroupedRunTotals::rows_read`]). Does not scan the tree: call
+    /// [`StateStore::index_runs`] first.
+    ///
+    /// Sums are exact up to `i64::MAX` per group; a group whose sum would overflow it
+    /// (absurd stored counts) is summed row by row instead, saturating.
+    ///
+    /// # Errors
+    /// [`StateError::Db`](crate::StateError::Db).
+    pub fn run_totals(&self, query: &RunQuery, by: RunGrouping) -> Result<GroupedRunTotals> {
+        let (filters, args) = run_filters(query, None);
+        let key = key_sql(by);
+        let mut out = GroupedRunTotals::default();
+        let conn = self.lock();
+        let sql = format!(
+            "SELECT {key} AS k, count(*), \
+             sum(outcome = 'completed'), sum(outcome = 'error'), sum(outcome = 'cancelled'), \
+             sum(invocation_count), sum(input_tokens), sum(cached_input_tokens), \
+             sum(output_tokens), sum(total_tokens) \
+             FROM runs WHERE diagnostic IS NULL{filters} \
+             AND run_id NOT IN ({DUPLICATED_IDS}) GROUP BY k"
+        );
+        let summed = {
+            let mut stmt = conn
+                .prepare(&sql)
+                .map_err(db_err(&self.db_path, "sum runs"))?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+                    let v = owned_row(r, 10)?;
+                    let runs = sum_at(&v, 1);
+                    let (completed, errors, cancelled) =
+                        (sum_at(&v, 2), sum_at(&v, 3), sum_at(&v, 4));
+                    let key = v.first().and_then(|k| text_of(k.as_ref()).0);
+                    Ok((
+                        key.unwrap_or_default(),
+                        RunTotals {
+                            runs,
+                            completed,
+                            errors,
+                            cancelled,
+                            open: runs.saturating_sub(completed + errors + cancelled),
+                            invocations: sum_at(&v, 5),
+                            input_tokens: sum_at(&v, 6),
+                            cached_input_tokens: sum_at(&v, 7),
+                            output_tokens: sum_at(&v, 8),
+                            total_tokens: sum_at(&v, 9),
+                        },
+                    ))
+                })
+                .map_err(db_err(&self.db_path, "sum runs"))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        };
+        let singles: Vec<RunRow> = match summed {
+            Ok(groups) => {
+                for (k, t) in groups {
+                    out.groups.entry(k).or_default().add(&t);
+                }
+                Vec::new()
+            }
+            // An integer overflow in a sum: read those rows one by one, saturating.
+            Err(_) => self.matching_rows(&conn, &filters, &args, false)?,
+        };
+        let doubles = self.matching_rows(&conn, &filters, &args, true)?;
+        out.rows_read = (singles.len() + doubles.len()) as u64;
+        for row in singles {
+            out.groups
+                .entry(key_of(&row, by))
+                .or_default()
+                .add(&RunTotals::of_row(&row));
+        }
+        for row in doubles {
+            if let Some(row) = self.chosen(&conn, row)? {
+                out.groups
+                    .entry(key_of(&row, by))
+                    .or_default()
+                    .add(&RunTotals::of_row(&row));
+                out.duplicated.push(row);
+            }
+        }
+        for t in out.groups.values() {
+            out.all.add(t);
+        }
+        Ok(out)
+    }
+
+    /// Rows matching `filters` whose run id is (`duplicated`) or is not held by several files.
+    fn matching_rows(
+        &self,
+        conn: &rusqlite::Connection,
+        filters: &str,
+        args: &[Value],
+        duplicated: bool,
+    ) -> Result<Vec<RunRow>> {
+        let not = if duplicated { "" } else { "NOT " };
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE diagnostic IS NULL{filters} \
+             AND run_id {not}IN ({DUPLICATED_IDS}) ORDER BY started_at_utc DESC, path DESC"
+        );
+        let mut stmt = conn
+            .prepare(&sql)
+            .map_err(db_err(&self.db_path, "query runs"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+                row_from_sql(&self.root, r)
+            })
+            .map_err(db_err(&self.db_path, "query runs"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(&self.db_path, "read run row"))
+    }
+}

@@ -1,0 +1,171 @@
+//! `StateStore::run_totals` sums inside SQLite: the same totals as summing every listed row,
+//! with only the rows of runs held by several files read one by one.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use session_jsonl::{Durability, RunWriter, WriterOptions};
+use session_schema::{
+    Header, LlmResponse, LlmResponseOutput, Record, RunEnd, RunOutcome as EndOutcome, Timestamp,
+    Usage,
+};
+use session_state::{RunGrouping, RunOutcome, RunQuery, RunRow, RunTotals, StateStore};
+
+fn write_run(root: &Path, n: u32) -> PathBuf {
+    let run_id = format!("00000000-0000-4000-8000-{n:012}");
+    let day = 1 + n % 5;
+    let started = format!("2026-11-{day:02}T1{}:00:00.000+02:00", n % 3);
+    let header = Header {
+        schema_version: 1,
+        run_id: run_id.clone(),
+        session_id: (!n.is_multiple_of(4)).then(|| format!("s-{}", n % 3)),
+        started_at: Timestamp::from_raw(started.clone()),
+        ..Default::default()
+    };
+    let w = RunWriter::create(
+        root,
+        &header,
+        WriterOptions::with_durability(Durability::Buffered),
+    )
+    .unwrap();
+    let usage = Usage {
+        model: format!("model-{}", n % 2),
+        input_tokens: u64::from(100 + n),
+        input_cached_tokens: Some(Some(u64::from(n))),
+        output_tokens: u64::from(10 + n),
+        total_tokens: u64::from(110 + 2 * n),
+        ..Default::default()
+    };
+    w.append(&Record::LlmResponse(LlmResponse {
+        run_id: run_id.clone(),
+        ts: Timestamp::from_raw(started.clone()),
+        seq: 1,
+        output: LlmResponseOutput {
+            usage: Some(Some(usage)),
+            ..Default::default()
+        },
+        ..Default::default()
+    }))
+    .unwrap();
+    let outcome = match n % 4 {
+        0 => Some(EndOutcome::Completed),
+        1 => Some(EndOutcome::Error),
+        2 => Some(EndOutcome::Cancelled),
+        _ => None,
+    };
+    if let Some(outcome) = outcome {
+        w.append(&Record::RunEnd(RunEnd {
+            run_id,
+            ts: Timestamp::from_raw(started),
+            outcome,
+            ..Default::default()
+        }))
+        .unwrap();
+    }
+    let path = w.path().to_owned();
+    w.close().unwrap();
+    path
+}
+
+fn add(t: &mut RunTotals, r: &RunRow) {
+    t.runs += 1;
+    match r.outcome {
+        RunOutcome::Completed => t.completed += 1,
+        RunOutcome::Error => t.errors += 1,
+        RunOutcome::Cancelled => t.cancelled += 1,
+        _ => t.open += 1,
+    }
+    t.invocations += r.invocation_count;
+    t.input_tokens += r.input_tokens;
+    t.cached_input_tokens += r.cached_input_tokens;
+    t.output_tokens += r.output_tokens;
+    t.total_tokens += r.total_tokens;
+}
+
+/// Totals the slow way: every listed row, keyed as `sessions stats` always did.
+fn by_rows(store: &StateStore, by: RunGrouping) -> (BTreeMap<String, RunTotals>, RunTotals) {
+    let rows = store.list_runs(&RunQuery::default()).unwrap().runs;
+    let mut groups: BTreeMap<String, RunTotals> = BTreeMap::new();
+    let mut all = RunTotals::default();
+    for r in &rows {
+        let key = match by {
+            RunGrouping::Day => r.started_at_utc.clone().unwrap()[..10].to_owned(),
+            RunGrouping::Model => match (&r.model_provider, &r.model_name) {
+                (Some(p), Some(n)) => format!("{p}/{n}"),
+                (None, Some(n)) => n.clone(),
+                _ => "(unknown model)".into(),
+            },
+            RunGrouping::Session => r.session_id.clone().unwrap_or("(no session)".into()),
+            _ => unreachable!(),
+        };
+        add(groups.entry(key).or_default(), r);
+        add(&mut all, r);
+    }
+    (groups, all)
+}
+
+#[test]
+fn totals_summed_in_sql_match_the_rows_and_read_only_duplicated_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let paths: Vec<PathBuf> = (0..24).map(|n| write_run(root, n)).collect();
+    let store = StateStore::open(root).unwrap();
+    store.index_runs().unwrap();
+    for by in [RunGrouping::Day, RunGrouping::Model, RunGrouping::Session] {
+        let t = store.run_totals(&RunQuery::default(), by).unwrap();
+        let (groups, all) = by_rows(&store, by);
+        assert_eq!(t.groups, groups, "{by:?}");
+        assert_eq!(t.all, all);
+        assert_eq!(t.all.runs, 24);
+        assert_eq!(
+            (t.all.completed, t.all.errors, t.all.cancelled, t.all.open),
+            (6, 6, 6, 6)
+        );
+        assert_eq!(t.rows_read, 0, "every run summed inside SQLite");
+        assert!(t.duplicated.is_empty());
+    }
+    // A `+02:00` start before 02:00 UTC counts on the UTC day.
+    let t = store
+        .run_totals(&RunQuery::default(), RunGrouping::Day)
+        .unwrap();
+    assert!(t.groups.contains_key("2026-11-01"), "{:?}", t.groups.keys());
+
+    // A copy of one run in another day directory: counted once, from the more complete
+    // file; only the two rows of that run are read.
+    let src = &paths[0];
+    let twin_dir = root.join("2026/12/01");
+    std::fs::create_dir_all(&twin_dir).unwrap();
+    let bytes = std::fs::read(src).unwrap();
+    let header_end = bytes.iter().position(|b| *b == b'\n').unwrap() + 1;
+    std::fs::write(
+        twin_dir.join(src.file_name().unwrap()),
+        &bytes[..header_end],
+    )
+    .unwrap();
+    store.index_runs().unwrap();
+    let t = store
+        .run_totals(&RunQuery::default(), RunGrouping::Session)
+        .unwrap();
+    let (groups, all) = by_rows(&store, RunGrouping::Session);
+    assert_eq!(t.groups, groups);
+    assert_eq!(t.all, all);
+    assert_eq!(t.all.runs, 24);
+    assert_eq!(t.rows_read, 2);
+    assert_eq!(t.duplicated.len(), 1);
+    assert_eq!(&t.duplicated[0].path, src);
+
+    // Filters apply as in `list_runs`.
+    // RunQuery is non_exhaustive: built by assignment.
+    #[allow(clippy::field_reassign_with_default)]
+    let q = {
+        let mut q = RunQuery::default();
+        q.since = Some("2026-11-03T00:00:00Z".into());
+        q
+    };
+    let t = store.run_totals(&q, RunGrouping::Day).unwrap();
+    let listed = store.list_runs(&q).unwrap().runs.len() as u64;
+    assert_eq!(t.all.runs, listed);
+    assert!(listed > 0 && listed < 24);
+}
