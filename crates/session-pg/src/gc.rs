@@ -113,11 +113,11 @@ impl PgBackend {
             let old = tx
                 .query(
                     "SELECT r.run_id, r.session_id, r.origin_host, r.committed_len, r.line_count, \
-                     r.activity_ms, r.last_write_at >= to_timestamp($1::float8 / 1000), \
+                     r.activity_ms, r.last_write_at >= to_timestamp($2), \
                      (s.session_id IS NOT NULL AND (s.updated_ms IS NULL OR s.updated_ms >= $1)) \
                      FROM runs r LEFT JOIN sessions s ON s.session_id = r.session_id \
                      WHERE r.activity_ms < $1 ORDER BY r.activity_ms, r.run_id FOR UPDATE OF r",
-                    &[&cutoff_ms],
+                    &[&cutoff_ms, &(cutoff_ms as f64 / 1000.0)],
                 )
                 .map_err(query("find old runs"))?;
             let mut gone = Vec::new();

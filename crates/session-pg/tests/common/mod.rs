@@ -56,7 +56,11 @@ fn which(name: &str) -> Option<PathBuf> {
 
 /// The directory holding `initdb`, `pg_ctl` and `postgres`.
 pub fn find_bindir() -> Result<PathBuf, String> {
-    let has_all = |d: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| d.join(b).is_file());
+    let has_all = |d: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
     if let Some(initdb) = which("initdb") {
         let real = std::fs::canonicalize(&initdb).unwrap_or(initdb);
         if let Some(d) = real.parent()
@@ -187,7 +191,15 @@ impl Cluster {
         cluster.run(
             "initdb",
             &[
-                "-D", &data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C.UTF-8",
+                "-D",
+                &data,
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
                 "-N",
             ],
         )?;
@@ -208,7 +220,12 @@ impl Cluster {
         );
         let log = self.dir.join("server.log").to_string_lossy().into_owned();
         let data = self.data.to_string_lossy().into_owned();
-        self.run("pg_ctl", &["-D", &data, "-l", &log, "-w", "-t", "30", "-o", &opts, "start"])
+        self.run(
+            "pg_ctl",
+            &[
+                "-D", &data, "-l", &log, "-w", "-t", "30", "-o", &opts, "start",
+            ],
+        )
     }
 
     /// Stops the server (fast shutdown: connections are cut).
@@ -319,7 +336,9 @@ pub fn shared() -> Option<&'static Cluster> {
         Ok(c) => Some(c),
         Err(why) => {
             if std::env::var(REQUIRED_ENV).is_ok_and(|v| v == "1") {
-                panic!("PostgreSQL is required ({REQUIRED_ENV}=1) but no cluster could be started: {why}");
+                panic!(
+                    "PostgreSQL is required ({REQUIRED_ENV}=1) but no cluster could be started: {why}"
+                );
             }
             SKIP_SAID.get_or_init(|| {
                 eprintln!(
