@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use crate::error::PgError;
 
+/// Server-side keepalive settings of each connection (unless the string sets `options`): a
+/// client host that vanishes is noticed after about 30 + 3 × 10 seconds.
+const SERVER_KEEPALIVES: &str =
+    "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3";
+
 /// How the connection string is protected by TLS (`sslmode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -134,10 +139,14 @@ impl PgConfig {
         if config.get_application_name().is_none() {
             config.application_name("session-pg");
         }
-        // Keepalives make a dead peer (a worker host that vanished) noticed in about a
-        // minute, so its session locks are released.
+        // Keepalives on both ends: the client notices a vanished server, and the server
+        // (settings of this connection's server process) notices a vanished client host
+        // within about a minute and ends its session, releasing its lease locks.
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(30));
+        if config.get_options().is_none() {
+            config.options(SERVER_KEEPALIVES);
+        }
         config.ssl_mode(match ssl {
             SslMode::Disable => postgres::config::SslMode::Disable,
             SslMode::Prefer => postgres::config::SslMode::Prefer,

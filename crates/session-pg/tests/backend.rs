@@ -47,6 +47,8 @@ fn url_with_a_socket_host_connects_and_errors_never_show_the_password() {
     let b = PgBackend::open(&url).expect("a URL with ?host=<socket dir> connects");
     assert!(!format!("{b:?}").contains("hunter2"));
     assert_eq!(b.migration().version, schema::latest_version());
+    // libpq's default sslmode (prefer) over a unix socket: plain, with or without `tls`.
+    PgBackend::open(&db.replace(" sslmode=disable", "")).expect("sslmode=prefer connects");
     // A server that is not there: the error names the store without its password.
     let missing = format!(
         "postgresql://postgres:hunter2@/{dbname}?host={}/nowhere&sslmode=disable",
