@@ -101,6 +101,8 @@ pub(crate) enum Command {
     Archive(ArchiveArgs),
     /// Rebuild the run index from scratch and report the difference.
     Reindex(ReindexArgs),
+    /// Ship the store to a shared PostgreSQL store, exactly once (--follow keeps shipping).
+    Sync(crate::commands::SyncArgs),
 }
 
 #[derive(Debug, Args)]

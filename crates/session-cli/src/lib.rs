@@ -228,5 +228,6 @@ fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
         Command::Gc(a) => commands::gc(ctx, &a),
         Command::Archive(a) => commands::archive(ctx, &a),
         Command::Reindex(a) => commands::reindex(ctx, &a),
+        Command::Sync(a) => commands::sync(ctx, &a),
     }
 }

@@ -42,6 +42,7 @@ pub struct PgBackend {
     pub(crate) pool: Arc<Pool>,
     pub(crate) options: PgOptions,
     pub(crate) migration: MigrationReport,
+    pub(crate) store_id: String,
 }
 
 impl fmt::Debug for PgBackend {
@@ -97,10 +98,17 @@ impl PgBackend {
                 })
             }
         })?;
+        let store_id = pool.run(true, |s| {
+            Ok(s.client()?
+                .query_one("SELECT store_id FROM store_info LIMIT 1", &[])
+                .map_err(crate::error::query("read the store id"))?
+                .get(0))
+        })?;
         Ok(PgBackend {
             pool,
             options,
             migration,
+            store_id,
         })
     }
 
@@ -112,6 +120,12 @@ impl PgBackend {
     /// The options in use.
     pub fn options(&self) -> &PgOptions {
         &self.options
+    }
+
+    /// This store's identity (a UUID made when the database was first migrated): the same
+    /// for every connection string that reaches this database.
+    pub fn store_id(&self) -> &str {
+        &self.store_id
     }
 
     /// What opening did to the schema.

@@ -33,6 +33,14 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
     name: "runs, run lines, sessions, leases, gc audit",
     sql: r#"
+-- One row: this store's identity, so that a copier's watermarks of one store are never
+-- taken for another's.
+CREATE TABLE store_info (
+    store_id    text PRIMARY KEY DEFAULT gen_random_uuid()::text,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO store_info DEFAULT VALUES;
+
 CREATE TABLE runs (
     run_id          text COLLATE "C" PRIMARY KEY,
     committed_len   bigint NOT NULL CHECK (committed_len >= 0),

@@ -8,6 +8,7 @@ mod sessions;
 mod show;
 pub(crate) mod state;
 mod stats;
+mod sync;
 mod tail;
 pub(crate) mod verify;
 
@@ -19,6 +20,7 @@ pub(crate) use sessions::{history, sessions};
 pub(crate) use show::show;
 pub(crate) use state::reindex;
 pub(crate) use stats::stats;
+pub(crate) use sync::{SyncArgs, sync};
 pub(crate) use tail::tail;
 pub(crate) use verify::verify;
 
