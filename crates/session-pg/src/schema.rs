@@ -101,6 +101,8 @@ CREATE TABLE session_messages (
     session_id  text COLLATE "C" NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
     idx         bigint NOT NULL CHECK (idx >= 0),
     data        bytea NOT NULL,
+    -- sha256(data), so that a save rewrites only the messages after the common prefix.
+    data_sha    bytea NOT NULL,
     PRIMARY KEY (session_id, idx)
 );
 

@@ -20,6 +20,7 @@ use crate::text::{normalize_workspace_root, pg_opt, pg_text, summarize};
 struct Encoded {
     head: Vec<u8>,
     messages: Vec<Vec<u8>>,
+    hashes: Vec<Vec<u8>>,
     updated_at: String,
     updated_ms: Option<i64>,
     run_id: Option<String>,
@@ -43,9 +44,11 @@ fn encode(state: &SessionState) -> Result<Encoded, PgError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(bad)?;
     let summary = summarize(&state.messages, state.meta.as_ref());
+    let hashes = messages.iter().map(|m| crate::runs::sha256(m)).collect();
     Ok(Encoded {
         head,
         messages,
+        hashes,
         updated_at: pg_text(state.updated_at.as_str()),
         updated_ms: state.updated_at.unix_millis(),
         run_id: pg_opt(state.run_id.as_deref()),
@@ -139,18 +142,45 @@ fn save_tx(
             &params,
         )
         .map_err(query("update the session"))?;
-        tx.execute("DELETE FROM session_messages WHERE session_id = $1", &[&id])
-            .map_err(query("replace the messages"))?;
     }
-    let idx: Vec<i64> = (0..enc.messages.len())
-        .map(|i| i64::try_from(i).unwrap_or(i64::MAX))
-        .collect();
-    tx.execute(
-        "INSERT INTO session_messages (session_id, idx, data) \
-         SELECT $1, * FROM unnest($2::int8[], $3::bytea[])",
-        &[&id, &idx, &enc.messages],
-    )
-    .map_err(query("insert the messages"))?;
+    // Messages are rewritten from the first one that differs (a conversation that only grew
+    // costs the new messages, a compaction rewrites the rest).
+    let stored: Vec<Vec<u8>> = if current.is_some() {
+        tx.query(
+            "SELECT data_sha FROM session_messages WHERE session_id = $1 ORDER BY idx",
+            &[&id],
+        )
+        .map_err(query("read the message hashes"))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    } else {
+        Vec::new()
+    };
+    let keep = stored
+        .iter()
+        .zip(&enc.hashes)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let keep_i64 = i64::try_from(keep).unwrap_or(i64::MAX);
+    if stored.len() > keep {
+        tx.execute(
+            "DELETE FROM session_messages WHERE session_id = $1 AND idx >= $2",
+            &[&id, &keep_i64],
+        )
+        .map_err(query("replace the messages"))?;
+    }
+    if enc.messages.len() > keep {
+        let idx: Vec<i64> = (keep..enc.messages.len())
+            .map(|i| i64::try_from(i).unwrap_or(i64::MAX))
+            .collect();
+        tx.execute(
+            "INSERT INTO session_messages (session_id, idx, data, data_sha) \
+             SELECT $1, * FROM unnest($2::int8[], $3::bytea[], $4::bytea[])",
+            &[&id, &idx, &&enc.messages[keep..], &&enc.hashes[keep..]],
+        )
+        .map_err(query("insert the messages"))?;
+    }
     Ok(Cas::Done(()))
 }
 

@@ -492,3 +492,62 @@ fn gc_removes_old_runs_and_sessions_with_a_dry_run_and_an_audit() {
         .unwrap();
     assert_eq!(lines_left, 0, "the run's lines went with it");
 }
+
+/// A save rewrites only the messages after the common prefix (counted by the rows' xmin: a
+/// row that was not rewritten keeps the transaction id that wrote it).
+#[test]
+fn a_grown_conversation_costs_only_its_new_messages() {
+    let c = cluster!();
+    let b = c.fresh_backend();
+    let state = |n: usize, skip: Option<usize>| {
+        let messages: Vec<String> = (0..n)
+            .filter(|i| Some(*i) != skip)
+            .map(|i| format!(r#"{{"role":"user","content":"message {i}"}}"#))
+            .collect();
+        session_schema::parse_session_state(
+            format!(
+                r#"{{"schema_version":1,"session_id":"grow","updated_at":"2026-02-03T12:00:00.000Z","messages":[{}]}}"#,
+                messages.join(",")
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+        .value
+    };
+    let writers =
+        |b: &PgBackend| -> Vec<String> {
+            b.with_client(|c| {
+                Ok(c.query(
+                "SELECT xmin::text FROM session_messages WHERE session_id = 'grow' ORDER BY idx",
+                &[],
+            )
+            .map_err(|e| PgError::Query { op: "test", source: e })?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+            })
+            .unwrap()
+        };
+    let v1 = b.save_session(&state(5, None), &Expected::Absent).unwrap();
+    let first = writers(&b);
+    let v2 = b
+        .save_session(&state(7, None), &Expected::Version(v1))
+        .unwrap();
+    let second = writers(&b);
+    assert_eq!(second.len(), 7);
+    assert_eq!(
+        second[..5],
+        first[..],
+        "the first five messages were rewritten"
+    );
+    assert!(second[5] != first[0] && second[5] == second[6]);
+    // A compaction (message 1 dropped) rewrites from there on.
+    b.save_session(&state(7, Some(1)), &Expected::Version(v2))
+        .unwrap();
+    let third = writers(&b);
+    assert_eq!(third.len(), 6);
+    assert_eq!(third[0], first[0]);
+    assert!(third[1..].iter().all(|x| *x != first[0] && *x != second[5]));
+    let loaded = b.load_session("grow").unwrap().unwrap();
+    assert_eq!(loaded.state.messages, state(7, Some(1)).messages);
+}
