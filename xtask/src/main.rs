@@ -6,6 +6,9 @@
 //!   one the code produces and fail on a breaking change without a `schema_version` bump.
 //! * `bench [jsonl|state|replay|cli|all]` — run the benchmarks (they print ratios).
 //! * `soak [--seconds N]` — long crash/durability soak of the run-log writer.
+//! * `soak pg [--rounds N]` — kill a fleet writer and `sessions sync` at random points N times
+//!   each (default 50) against a throwaway PostgreSQL cluster, and rerun: every acknowledged
+//!   line present exactly once.
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
 //!
@@ -33,7 +36,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all] | soak [--seconds N] | sample [--check]>";
+const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all] | soak [--seconds N] | soak pg [--rounds N] | sample [--check]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -94,6 +97,27 @@ fn bench(which: &str) -> Result<()> {
 }
 
 fn soak(rest: &[String]) -> Result<()> {
+    if rest.first().map(String::as_str) == Some("pg") {
+        let rounds = match rest.get(1..) {
+            Some([flag, n]) if flag == "--rounds" => n.clone(),
+            Some([]) | None => "50".to_owned(),
+            _ => return Err(USAGE.into()),
+        };
+        for (package, test, filter) in [
+            ("session-pg", "fleet", None),
+            ("session-cli", "sync", Some("killed_at_random_points")),
+        ] {
+            let mut cmd = cargo();
+            cmd.args(["test", "--release", "-p", package, "--test", test]);
+            cmd.env("SESSION_PG_ROUNDS", &rounds)
+                .env("SESSION_PG_REQUIRED", "1");
+            if let Some(f) = filter {
+                cmd.args(["--", f, "--nocapture"]);
+            }
+            status(cmd)?;
+        }
+        return Ok(());
+    }
     let mut cmd = cargo();
     cmd.args([
         "run",

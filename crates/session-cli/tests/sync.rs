@@ -338,7 +338,11 @@ fn killed_at_random_points_and_rerun_it_converges_and_two_syncs_never_write_a_by
     let conn = c.fresh_db();
     // Kill a sync of small transactions at pseudo-random moments, several times.
     let mut seed = 0x2545_f491_u64;
-    for _ in 0..8 {
+    let rounds: u32 = std::env::var("SESSION_PG_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(8);
+    for _ in 0..rounds {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
