@@ -4,7 +4,8 @@
 //! * `schema [--check]` — write the JSON Schema of the record union to
 //!   `schema/session-record.schema.json`; with `--check`, compare the committed schema with the
 //!   one the code produces and fail on a breaking change without a `schema_version` bump.
-//! * `bench [jsonl|state|replay|cli|all]` — run the benchmarks (they print ratios).
+//! * `bench [jsonl|state|replay|cli|all|pg]` — run the benchmarks (they print ratios); `pg`
+//!   starts a throwaway PostgreSQL cluster (see crates/session-cli/benches/pg.rs).
 //! * `soak [--seconds N]` — long crash/durability soak of the run-log writer.
 //! * `soak pg [--rounds N]` — kill a fleet writer and `sessions sync` at random points N times
 //!   each (default 50) against a throwaway PostgreSQL cluster, and rerun: every acknowledged
@@ -36,7 +37,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all] | soak [--seconds N] | soak pg [--rounds N] | sample [--check]>";
+const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -82,11 +83,18 @@ fn bench(which: &str) -> Result<()> {
     let all = ["jsonl", "state", "replay", "cli"];
     let selected: Vec<&str> = if which == "all" {
         all.to_vec()
-    } else if all.contains(&which) {
+    } else if all.contains(&which) || which == "pg" {
         vec![which]
     } else {
         return Err(format!("unknown benchmark `{which}`; one of {all:?} or all").into());
     };
+    if which == "pg" {
+        // Needs PostgreSQL server binaries (it starts its own cluster); not part of `all`.
+        println!("== bench pg");
+        let mut cmd = cargo();
+        cmd.args(["bench", "-p", "session-cli", "--bench", "pg"]);
+        return status(cmd);
+    }
     for name in selected {
         println!("== bench {name}");
         let mut cmd = cargo();

@@ -190,9 +190,19 @@ impl PgBackend {
                 )
                 .map_err(query("record a gc removal"))?;
             }
+            tx.execute(
+                "DELETE FROM run_lines WHERE run_id = ANY($1)",
+                &[&gone_ids],
+            )
+            .map_err(query("remove old run lines"))?;
             tx.execute("DELETE FROM runs WHERE run_id = ANY($1)", &[&gone_ids])
                 .map_err(query("remove old runs"))?;
             let gone_sessions: Vec<String> = kept.into_iter().collect();
+            tx.execute(
+                "DELETE FROM session_messages WHERE session_id = ANY($1)",
+                &[&gone_sessions],
+            )
+            .map_err(query("remove old session messages"))?;
             tx.execute(
                 "DELETE FROM sessions WHERE session_id = ANY($1)",
                 &[&gone_sessions],

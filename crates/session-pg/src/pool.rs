@@ -12,11 +12,12 @@
 //! [`Pool`] keeps up to `max` such connections; a connection found closed (server restart,
 //! network cut) is dropped and the next job connects again.
 
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 
-use postgres::Client;
+use postgres::{Client, Statement};
 
 use crate::config::{PgConfig, SslMode};
 use crate::error::PgError;
@@ -25,6 +26,8 @@ use crate::error::PgError;
 pub(crate) struct Session {
     config: Arc<PgConfig>,
     client: Option<Client>,
+    /// Statements prepared on this connection (forgotten with it).
+    statements: HashMap<&'static str, Statement>,
 }
 
 impl Session {
@@ -34,7 +37,7 @@ impl Session {
     /// [`PgError::Connect`].
     pub(crate) fn client(&mut self) -> Result<&mut Client, PgError> {
         if self.client.as_ref().is_some_and(Client::is_closed) {
-            self.client = None;
+            self.discard();
         }
         match &mut self.client {
             Some(c) => Ok(c),
@@ -42,9 +45,30 @@ impl Session {
         }
     }
 
+    /// `sql` prepared on this connection, once per connection: later uses save the round
+    /// trip of preparing it.
+    ///
+    /// # Errors
+    /// [`PgError::Connect`], [`PgError::Query`].
+    pub(crate) fn prepared(&mut self, sql: &'static str) -> Result<Statement, PgError> {
+        if self.client.as_ref().is_some_and(Client::is_closed) {
+            self.discard();
+        }
+        if let Some(st) = self.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self
+            .client()?
+            .prepare(sql)
+            .map_err(crate::error::query("prepare a statement"))?;
+        self.statements.insert(sql, st.clone());
+        Ok(st)
+    }
+
     /// Drops the connection (after an error that left it in an unknown state).
     pub(crate) fn discard(&mut self) {
         self.client = None;
+        self.statements.clear();
     }
 
     /// Whether a connection is open.
@@ -99,11 +123,12 @@ impl ConnThread {
                 let mut session = Session {
                     config,
                     client: None,
+                    statements: HashMap::new(),
                 };
                 while let Ok(job) = rx.recv() {
                     job(&mut session);
                     if session.client.as_ref().is_some_and(Client::is_closed) {
-                        session.client = None;
+                        session.discard();
                     }
                 }
             })

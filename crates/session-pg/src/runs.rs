@@ -5,7 +5,9 @@
 use std::io::{self, Read};
 use std::sync::Arc;
 
-use postgres::Transaction;
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::Type;
+use postgres::{Statement, Transaction};
 use session_jsonl::scan::{HEAD_LIMIT, HeaderFacts, TAIL_LINE_LIMIT, TAIL_PREFIX, scan_facts};
 use session_jsonl::{Item, Reader, ReaderOptions, RunEndState};
 use session_schema::{ErrorInfo, Record, Timestamp, parse_record};
@@ -18,17 +20,54 @@ use sha2::{Digest, Sha256};
 use crate::backend::PgBackend;
 use crate::derive::RunFold;
 use crate::error::{PgError, query, storage};
-use crate::pool::Pool;
+use crate::pool::{Pool, Session};
 use crate::text::{bound_key, normalize_workspace_root, pg_opt, pg_text};
 
-/// Most bytes of lines sent in one `INSERT` (a larger append is several, in one transaction).
-const INSERT_BATCH_BYTES: usize = 8 << 20;
 /// Bytes of lines fetched per round trip by a streamed read.
 const READ_BATCH_BYTES: i64 = 4 << 20;
 /// Lines fetched per round trip when scanning a run's tail backwards.
 const TAIL_BATCH: i64 = 80;
 /// Damaged lines skipped at the end before the tail scan gives up (as session-jsonl's).
 const TAIL_MAX_DAMAGED: usize = 64;
+
+const SQL_CREATE: &str = "INSERT INTO runs (run_id, committed_len, line_count, origin_host, summary) \
+     VALUES ($1, 0, 0, $2, $3) ON CONFLICT (run_id) DO NOTHING";
+const SQL_LOCK: &str =
+    "SELECT committed_len, line_count, summary FROM runs WHERE run_id = $1 FOR UPDATE";
+const SQL_COPY: &str = "COPY run_lines (run_id, byte_offset, line_no, data, record_type, ts, damage) \
+     FROM STDIN (FORMAT binary)";
+const SQL_INSERT: &str = "INSERT INTO run_lines (run_id, byte_offset, line_no, data, record_type, ts, damage) \
+     SELECT $1, * FROM unnest($2::int8[], $3::int8[], $4::bytea[], $5::text[], $6::text[], $7::text[])";
+/// Appends of at most this many lines use one INSERT; larger ones COPY.
+const SMALL_APPEND_LINES: usize = 16;
+const SQL_UPDATE: &str = "UPDATE runs SET committed_len = $2, line_count = $3, last_write_at = now(), \
+     session_id = $4, started_at_utc = $5, outcome = $6, workspace_norm = $7, \
+     activity_ms = $8, summary = $9, first_line_sha = coalesce($10, first_line_sha), \
+     last_line_sha = $11 WHERE run_id = $1";
+const SQL_LENGTH: &str = "SELECT committed_len FROM runs WHERE run_id = $1";
+const SQL_FINGERPRINT: &str = "SELECT committed_len, line_count, first_line_sha, last_line_sha \
+     FROM runs WHERE run_id = $1";
+
+/// The statements of an append, prepared once per connection.
+struct AppendStatements {
+    create: Statement,
+    lock: Statement,
+    insert: Statement,
+    copy: Statement,
+    update: Statement,
+}
+
+impl AppendStatements {
+    fn prepare(s: &mut Session) -> Result<AppendStatements, PgError> {
+        Ok(AppendStatements {
+            create: s.prepared(SQL_CREATE)?,
+            lock: s.prepared(SQL_LOCK)?,
+            insert: s.prepared(SQL_INSERT)?,
+            copy: s.prepared(SQL_COPY)?,
+            update: s.prepared(SQL_UPDATE)?,
+        })
+    }
+}
 
 /// What an append transaction decided.
 enum AppendOutcome {
@@ -58,29 +97,21 @@ struct LockedRun {
 
 fn lock_run(
     tx: &mut Transaction<'_>,
+    st: &AppendStatements,
     run_id: &str,
     create: Option<&str>,
 ) -> Result<Option<LockedRun>, PgError> {
-    let select = "SELECT committed_len, line_count, summary FROM runs WHERE run_id = $1 FOR UPDATE";
-    let mut row = tx
-        .query_opt(select, &[&run_id])
-        .map_err(query("lock the run row"))?;
-    if row.is_none()
-        && let Some(host) = create
-    {
+    if let Some(host) = create {
+        // Created when missing (an append at length 0), then locked like any other.
         let fold = serde_json::to_vec(&RunFold::new()).map_err(|e| PgError::Inconsistent {
             detail: e.to_string(),
         })?;
-        tx.execute(
-            "INSERT INTO runs (run_id, committed_len, line_count, origin_host, summary) \
-             VALUES ($1, 0, 0, $2, $3) ON CONFLICT (run_id) DO NOTHING",
-            &[&run_id, &pg_text(host), &fold],
-        )
-        .map_err(query("create the run row"))?;
-        row = tx
-            .query_opt(select, &[&run_id])
-            .map_err(query("lock the run row"))?;
+        tx.execute(&st.create, &[&run_id, &pg_text(host), &fold])
+            .map_err(query("create the run row"))?;
     }
+    let row = tx
+        .query_opt(&st.lock, &[&run_id])
+        .map_err(query("lock the run row"))?;
     let Some(row) = row else {
         return Ok(None);
     };
@@ -121,13 +152,14 @@ fn stored_range(
 
 fn append_tx(
     tx: &mut Transaction<'_>,
+    st: &AppendStatements,
     run_id: &str,
     expected: u64,
     lines: &[u8],
     host: &str,
 ) -> Result<AppendOutcome, PgError> {
     let create = (expected == 0).then_some(host);
-    let Some(mut run) = lock_run(tx, run_id, create)? else {
+    let Some(mut run) = lock_run(tx, st, run_id, create)? else {
         return Ok(AppendOutcome::Conflict { committed: 0 });
     };
     let n = lines.len() as u64;
@@ -165,49 +197,73 @@ fn append_tx(
     let at = run.committed;
     let first_line = run.lines + 1;
     let facts = run.fold.absorb(rest, at, first_line);
-    let mut offsets = Vec::new();
-    let mut numbers = Vec::new();
-    let mut data: Vec<&[u8]> = Vec::new();
-    let mut types = Vec::new();
-    let mut tss = Vec::new();
-    let mut damage = Vec::new();
-    let mut batch_bytes = 0usize;
-    let mut start = 0usize;
     let mut first_sha = None;
     let mut last_sha = Vec::new();
-    let insert = "INSERT INTO run_lines (run_id, byte_offset, line_no, data, record_type, ts, damage) \
-                  SELECT $1, * FROM unnest($2::int8[], $3::int8[], $4::bytea[], $5::text[], $6::text[], $7::text[])";
+    let mut rows = Vec::with_capacity(facts.len());
+    let mut start = 0usize;
     for (i, nl) in memchr::memchr_iter(b'\n', rest).enumerate() {
         let line = &rest[start..=nl];
-        let f = facts.get(i).cloned().unwrap_or_default();
         if at == 0 && i == 0 {
             first_sha = Some(sha256(line));
         }
-        offsets.push(to_i64(at + start as u64));
-        numbers.push(to_i64(first_line + i as u64));
-        data.push(line);
-        types.push(f.record_type);
-        tss.push(f.ts);
-        damage.push(f.damage);
-        batch_bytes += line.len();
+        rows.push((
+            to_i64(at + start as u64),
+            to_i64(first_line + i as u64),
+            line,
+        ));
         start = nl + 1;
-        if batch_bytes >= INSERT_BATCH_BYTES || start == rest.len() {
-            if start == rest.len() {
-                last_sha = sha256(line);
-            }
-            tx.execute(
-                insert,
-                &[&run_id, &offsets, &numbers, &data, &types, &tss, &damage],
-            )
-            .map_err(query("insert lines"))?;
-            offsets.clear();
-            numbers.clear();
-            data.clear();
-            types.clear();
-            tss.clear();
-            damage.clear();
-            batch_bytes = 0;
+        if start == rest.len() {
+            last_sha = sha256(line);
         }
+    }
+    let fact = |i: usize| facts.get(i).cloned().unwrap_or_default();
+    if rows.len() <= SMALL_APPEND_LINES {
+        // A few lines: one prepared INSERT (a COPY costs more to set up than it saves).
+        let (mut offsets, mut numbers, mut data) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut types, mut tss, mut damage) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, (offset, number, line)) in rows.iter().enumerate() {
+            let f = fact(i);
+            offsets.push(*offset);
+            numbers.push(*number);
+            data.push(*line);
+            types.push(f.record_type);
+            tss.push(f.ts);
+            damage.push(f.damage);
+        }
+        tx.execute(
+            &st.insert,
+            &[&run_id, &offsets, &numbers, &data, &types, &tss, &damage],
+        )
+        .map_err(query("insert lines"))?;
+    } else {
+        // Many lines: binary COPY, inside the append's transaction.
+        let sink = tx.copy_in(&st.copy).map_err(query("insert lines"))?;
+        let mut w = BinaryCopyInWriter::new(
+            sink,
+            &[
+                Type::TEXT,
+                Type::INT8,
+                Type::INT8,
+                Type::BYTEA,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+            ],
+        );
+        for (i, (offset, number, line)) in rows.iter().enumerate() {
+            let f = fact(i);
+            w.write(&[
+                &run_id,
+                offset,
+                number,
+                line,
+                &f.record_type,
+                &f.ts,
+                &f.damage,
+            ])
+            .map_err(query("insert lines"))?;
+        }
+        w.finish().map_err(query("insert lines"))?;
     }
     let new_lines = memchr::memchr_iter(b'\n', rest).count() as u64;
     let committed = at + rest.len() as u64;
@@ -217,10 +273,7 @@ fn append_tx(
     })?;
     let activity = activity_ms(fold.started_at.as_deref(), fold.last_ts.as_deref());
     tx.execute(
-        "UPDATE runs SET committed_len = $2, line_count = $3, last_write_at = now(), \
-         session_id = $4, started_at_utc = $5, outcome = $6, workspace_norm = $7, \
-         activity_ms = $8, summary = $9, first_line_sha = coalesce($10, first_line_sha), \
-         last_line_sha = $11 WHERE run_id = $1",
+        &st.update,
         &[
             &run_id,
             &to_i64(committed),
@@ -260,9 +313,10 @@ impl PgBackend {
         let id = run_id.to_owned();
         self.pool
             .run(true, move |s| {
+                let st = s.prepared(SQL_LENGTH)?;
                 let row = s
                     .client()?
-                    .query_opt("SELECT committed_len FROM runs WHERE run_id = $1", &[&id])
+                    .query_opt(&st, &[&id])
                     .map_err(query("read the run length"))?;
                 Ok(row.map(|r| to_u64(r.get(0))))
             })
@@ -299,13 +353,10 @@ impl PgBackend {
         let id = run_id.to_owned();
         self.pool
             .run(true, move |s| {
+                let st = s.prepared(SQL_FINGERPRINT)?;
                 let row = s
                     .client()?
-                    .query_opt(
-                        "SELECT committed_len, line_count, first_line_sha, last_line_sha \
-                         FROM runs WHERE run_id = $1",
-                        &[&id],
-                    )
+                    .query_opt(&st, &[&id])
                     .map_err(query("read the run fingerprint"))?;
                 Ok(row.map(|r| RunFingerprint {
                     len: to_u64(r.get(0)),
@@ -722,9 +773,10 @@ impl RunCatalogue for PgBackend {
         let outcome = self
             .pool
             .run(true, move |s| {
+                let st = AppendStatements::prepare(s)?;
                 let client = s.client()?;
                 let mut tx = client.transaction().map_err(query("begin an append"))?;
-                let out = append_tx(&mut tx, &id, expected_len, &data, &host)?;
+                let out = append_tx(&mut tx, &st, &id, expected_len, &data, &host)?;
                 match out {
                     AppendOutcome::Done(_) => tx.commit().map_err(query("commit an append"))?,
                     AppendOutcome::Conflict { .. } => {

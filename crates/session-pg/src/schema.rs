@@ -66,7 +66,9 @@ CREATE INDEX runs_session ON runs (session_id, started_at_utc DESC, run_id DESC)
 CREATE INDEX runs_activity ON runs (activity_ms);
 
 CREATE TABLE run_lines (
-    run_id       text COLLATE "C" NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    -- No foreign key: a per-row check would cost more than the insert itself; lines are
+    -- written only under their run row's lock and removed with it.
+    run_id       text COLLATE "C" NOT NULL,
     byte_offset  bigint NOT NULL CHECK (byte_offset >= 0),
     line_no      bigint NOT NULL CHECK (line_no >= 1),
     -- The line exactly as appended, with its "\n": bytea, never jsonb or text.
@@ -98,7 +100,8 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_listing ON sessions (updated_at DESC, session_id DESC);
 
 CREATE TABLE session_messages (
-    session_id  text COLLATE "C" NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+    -- Written and removed only under the session row's lock (no per-row foreign key check).
+    session_id  text COLLATE "C" NOT NULL,
     idx         bigint NOT NULL CHECK (idx >= 0),
     data        bytea NOT NULL,
     -- sha256(data), so that a save rewrites only the messages after the common prefix.

@@ -400,6 +400,8 @@ impl SessionStore for PgBackend {
                     tx.rollback().map_err(query("roll back a delete"))?;
                     return Ok(Cas::Conflict(current.map(Version::new)));
                 }
+                tx.execute("DELETE FROM session_messages WHERE session_id = $1", &[&id])
+                    .map_err(query("delete the messages"))?;
                 let n = tx
                     .execute("DELETE FROM sessions WHERE session_id = $1", &[&id])
                     .map_err(query("delete the session"))?;

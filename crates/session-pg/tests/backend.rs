@@ -239,6 +239,31 @@ fn damaged_lines_are_stored_exactly_and_flagged() {
         .unwrap();
     let want: Vec<&str> = chunks.iter().map(|(k, _)| *k).collect();
     assert_eq!(flags, want, "per-line damage flags");
+    // The same lines in one large append (written with COPY rather than INSERT).
+    let mut big = all.clone();
+    for i in 0..20 {
+        big.extend_from_slice(format!("{{\"type\":\"run.status\",\"run_id\":\"d\",\"ts\":\"2026-02-03T12:00:01.000Z\",\"status\":\"running\",\"message\":\"{i}\"}}\n").as_bytes());
+    }
+    b.append_lines("d-copy", 0, &big).unwrap();
+    assert_eq!(b.read_all("d-copy", Extent::Committed).unwrap(), big);
+    let flags = b
+        .with_client(|c| {
+            Ok(c.query(
+                "SELECT coalesce(damage, '') FROM run_lines WHERE run_id = 'd-copy' ORDER BY byte_offset",
+                &[],
+            )
+            .map_err(|e| PgError::Query { op: "test", source: e })?
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>())
+        })
+        .unwrap();
+    assert_eq!(
+        flags[..want.len()],
+        want[..],
+        "per-line damage flags of a COPY"
+    );
+    assert!(flags[want.len()..].iter().all(String::is_empty));
     // The session id with a NUL escape was not refused by the text column.
     let page = b.list_runs(&RunListQuery::default()).unwrap();
     assert_eq!(page.runs[0].session_id.as_deref(), Some("s\0nul"));

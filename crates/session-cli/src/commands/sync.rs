@@ -202,13 +202,22 @@ fn same_file(local: &[u8], fp: &session_pg::RunFingerprint) -> Result<(), String
     Ok(())
 }
 
+/// What shipping one run did.
+#[derive(Debug, Default)]
+struct RunDone {
+    shipped: bool,
+    bytes: u64,
+    transactions: u64,
+    verified: bool,
+}
+
 /// Ships one run file; returns its new watermark, or a problem (left alone).
 fn sync_run(
     pg: &PgBackend,
     run_id: &str,
     path: &Path,
     args: &SyncArgs,
-    pass: &mut Pass,
+    pass: &mut RunDone,
 ) -> Result<Result<u64, String>, CliError> {
     let bytes = read_run(path)?;
     let committed = memchr::memrchr(b'\n', &bytes).map_or(0, |i| i + 1);
@@ -258,9 +267,7 @@ fn sync_run(
             Err(e) => return Err(backend(e)),
         }
     }
-    if shipped {
-        pass.runs_shipped += 1;
-    }
+    pass.shipped = shipped;
     if args.verify {
         let remote = pg.line_hashes(run_id, 1).map_err(backend)?;
         let mut offset = 0usize;
@@ -284,10 +291,14 @@ fn sync_run(
                 remote.len()
             )));
         }
-        pass.verified += 1;
+        pass.verified = true;
     }
     Ok(Ok(committed as u64))
 }
+
+/// Runs shipped at once (each on its own pooled connection): the server works on one run's
+/// transaction while this process reads and parses the next.
+const PARALLEL_RUNS: usize = 4;
 
 fn sync_runs(
     ctx: &mut Ctx<'_>,
@@ -298,6 +309,8 @@ fn sync_runs(
 ) -> Result<(), CliError> {
     let root = ctx.root.path.clone();
     let listing = session_jsonl::list_run_files(&root).map_err(|e| CliError::data(&e))?;
+    // Unchanged runs are skipped on their watermark, without a round trip.
+    let mut work = Vec::new();
     for f in listing.files {
         let rel = f
             .path
@@ -320,25 +333,73 @@ fn sync_runs(
             pass.runs_unchanged += 1;
             continue;
         }
-        match sync_run(pg, &f.run_id, &f.path, args, pass)? {
-            Ok(len) => {
+        work.push((f, rel, size, mtime));
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    type Done = (usize, RunDone, Result<Result<u64, String>, CliError>);
+    let results: Vec<Done> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..PARALLEL_RUNS.min(work.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some((f, ..)) = work.get(i) else { break };
+                        let mut done = RunDone::default();
+                        let r = sync_run(pg, &f.run_id, &f.path, args, &mut done);
+                        let stop = r.is_err();
+                        out.push((i, done, r));
+                        if stop {
+                            // Stop this worker; the others finish what they hold.
+                            next.store(usize::MAX / 2, std::sync::atomic::Ordering::SeqCst);
+                            break;
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    let mut first_error = None;
+    let mut results = results;
+    results.sort_by_key(|(i, ..)| *i);
+    for (i, done, r) in results {
+        let Some((f, rel, size, mtime)) = work.get(i) else {
+            continue;
+        };
+        pass.bytes += done.bytes;
+        pass.transactions += done.transactions;
+        pass.runs_shipped += u64::from(done.shipped);
+        pass.verified += u64::from(done.verified);
+        match r {
+            Ok(Ok(len)) => {
                 marks.runs.insert(
-                    rel,
+                    rel.clone(),
                     RunMark {
-                        size,
-                        mtime_ns: mtime,
+                        size: *size,
+                        mtime_ns: *mtime,
                         len,
                     },
                 );
             }
-            Err(why) => {
-                marks.runs.remove(&rel);
+            Ok(Err(why)) => {
+                marks.runs.remove(rel);
                 pass.problems
                     .push(format!("run {} ({rel}): {why}", f.run_id));
             }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
     }
-    Ok(())
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 fn sync_sessions(
