@@ -12,7 +12,7 @@
 //! [`Pool`] keeps up to `max` such connections; a connection found closed (server restart,
 //! network cut) is dropped and the next job connects again.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
@@ -27,7 +27,7 @@ pub(crate) struct Session {
     config: Arc<PgConfig>,
     client: Option<Client>,
     /// Statements prepared on this connection (forgotten with it).
-    statements: HashMap<&'static str, Statement>,
+    statements: BTreeMap<&'static str, Statement>,
 }
 
 impl Session {
@@ -123,7 +123,7 @@ impl ConnThread {
                 let mut session = Session {
                     config,
                     client: None,
-                    statements: HashMap::new(),
+                    statements: BTreeMap::new(),
                 };
                 while let Ok(job) = rx.recv() {
                     job(&mut session);
