@@ -107,15 +107,23 @@ pub(crate) fn is_connection_error(e: &postgres::Error) -> bool {
     if e.is_closed() {
         return true;
     }
-    match e.code() {
-        // admin_shutdown, crash_shutdown, cannot_connect_now: the server is going away.
-        Some(c) => matches!(
+    if let Some(c) = e.code() {
+        // admin_shutdown, crash_shutdown, cannot_connect_now, connection exceptions: the
+        // server is going away or the connection broke.
+        return matches!(
             c.code(),
             "57P01" | "57P02" | "57P03" | "08000" | "08003" | "08006"
-        ),
-        // No SQLSTATE: an I/O or protocol failure of the connection itself.
-        None => true,
+        );
     }
+    // An I/O failure of the socket somewhere in the chain (not a conversion error).
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.is::<std::io::Error>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// `PgError` as the `StorageError` of a trait method.
