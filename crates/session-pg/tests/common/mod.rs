@@ -1,8 +1,8 @@
 //! A throwaway PostgreSQL cluster for the tests: `initdb` + `pg_ctl` in a temporary directory,
 //! listening on a unix socket only (no TCP port, so parallel runs never clash).
 //!
-//! * The server binaries are found on `PATH`, through `pg_config --bindir`, or in
-//!   `/usr/lib/postgresql/<major>/bin` (the newest).
+//! * The server binaries are those of `SESSION_PG_BINDIR` when it is set, else found on `PATH`,
+//!   through `pg_config --bindir`, or in `/usr/lib/postgresql/<major>/bin` (the newest).
 //! * `initdb` refuses to run as root: as root, the cluster is made and run as `nobody`
 //!   (`runuser`), in a directory `nobody` owns under a traversable (0755) temporary directory.
 //! * One cluster per test binary ([`shared`], started on first use), a fresh database per test
@@ -34,6 +34,9 @@ use session_pg::{PgBackend, PgConfig, PgOptions};
 /// Set to `1` to make a cluster that cannot start fail the tests instead of skipping them.
 pub const REQUIRED_ENV: &str = "SESSION_PG_REQUIRED";
 
+/// The directory of the server binaries to test against (else they are looked for).
+pub const BINDIR_ENV: &str = "SESSION_PG_BINDIR";
+
 /// A running cluster.
 #[derive(Debug)]
 pub struct Cluster {
@@ -61,6 +64,18 @@ pub fn find_bindir() -> Result<PathBuf, String> {
             .iter()
             .all(|b| d.join(b).is_file())
     };
+    // A chosen server version: that directory and nothing else.
+    if let Some(d) = std::env::var_os(BINDIR_ENV) {
+        let d = PathBuf::from(d);
+        return if has_all(&d) {
+            Ok(d)
+        } else {
+            Err(format!(
+                "{BINDIR_ENV}={} holds no initdb, pg_ctl and postgres",
+                d.display()
+            ))
+        };
+    }
     if let Some(initdb) = which("initdb") {
         let real = std::fs::canonicalize(&initdb).unwrap_or(initdb);
         if let Some(d) = real.parent()
@@ -341,10 +356,12 @@ pub fn shared() -> Option<&'static Cluster> {
                 );
             }
             SKIP_SAID.get_or_init(|| {
-                eprintln!(
-                    "session-pg: PostgreSQL tests skipped: {} (set {REQUIRED_ENV}=1 to fail instead)",
+                // Straight to the stream: the test harness's capture would hide an eprintln!.
+                let line = format!(
+                    "session-pg: PostgreSQL tests skipped: {} (set {REQUIRED_ENV}=1 to fail instead)\n",
                     why.lines().next().unwrap_or_default()
                 );
+                let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             });
             None
         }
