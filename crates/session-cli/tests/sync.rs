@@ -206,6 +206,15 @@ fn torn_tails_wait_archives_ship_their_content_and_another_file_is_refused() {
         pg2.read_all("r-torn", Extent::Committed).unwrap(),
         decompressed(&archived)
     );
+    // A damaged archive of another run is reported; the others still ship.
+    fs::write(root.join("2026/02/03/broken.jsonl.zst"), b"not zstd at all").unwrap();
+    let (code, out, err) = sessions(&root, &["sync", "--to", &conn]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("run broken") && err.contains("cannot be read"),
+        "{err}"
+    );
+    fs::remove_file(root.join("2026/02/03/broken.jsonl.zst")).unwrap();
     // Another file under the same id: reported, exit 1, the shared store untouched.
     let before = pg.read_all("r-torn", Extent::Committed).unwrap();
     fs::remove_file(&archived).unwrap();

@@ -219,7 +219,14 @@ fn sync_run(
     args: &SyncArgs,
     pass: &mut RunDone,
 ) -> Result<Result<u64, String>, CliError> {
-    let bytes = read_run(path)?;
+    if let Err(e) = session_schema::check_id(run_id) {
+        return Ok(Err(format!("its id cannot name a stored run: {e}")));
+    }
+    let bytes = match read_run(path) {
+        Ok(b) => b,
+        // One unreadable file (a damaged archive) does not stop the others.
+        Err(e) => return Ok(Err(format!("cannot be read: {e}"))),
+    };
     let committed = memchr::memrchr(b'\n', &bytes).map_or(0, |i| i + 1);
     let local = &bytes[..committed];
     let backend = |e: StorageError| CliError::Data(format!("run {run_id}: {}", one_line(&e)));
