@@ -7,6 +7,7 @@ use session_storage::HolderInfo;
 
 use crate::config::PgConfig;
 use crate::error::PgError;
+use crate::error::RowExt;
 use crate::pool::Pool;
 use crate::schema::{self, MigrationReport};
 
@@ -84,7 +85,7 @@ impl PgBackend {
                         &[],
                     )
                     .map_err(crate::error::query("read the schema version"))?
-                    .get(0);
+                    .col(0)?;
                 let known = schema::latest_version();
                 if version > known {
                     return Err(PgError::SchemaTooNew {
@@ -99,10 +100,10 @@ impl PgBackend {
             }
         })?;
         let store_id = pool.run(true, |s| {
-            Ok(s.client()?
+            s.client()?
                 .query_one("SELECT store_id FROM store_info LIMIT 1", &[])
                 .map_err(crate::error::query("read the store id"))?
-                .get(0))
+                .col(0)
         })?;
         Ok(PgBackend {
             pool,

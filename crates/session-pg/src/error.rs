@@ -135,3 +135,19 @@ pub(crate) fn storage(op: &'static str, target: Target, e: PgError) -> StorageEr
 pub(crate) fn query(op: &'static str) -> impl FnOnce(postgres::Error) -> PgError {
     move |source| PgError::Query { op, source }
 }
+
+/// Typed column access that fails instead of panicking (`Row::get` panics on a NULL or a type
+/// it cannot convert, which only a schema changed by hand could produce).
+pub(crate) trait RowExt {
+    /// Column `i` as `T`.
+    fn col<'a, T: postgres::types::FromSql<'a>>(&'a self, i: usize) -> Result<T, PgError>;
+}
+
+impl RowExt for postgres::Row {
+    fn col<'a, T: postgres::types::FromSql<'a>>(&'a self, i: usize) -> Result<T, PgError> {
+        self.try_get(i).map_err(|source| PgError::Query {
+            op: "read a column",
+            source,
+        })
+    }
+}

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use crate::backend::PgBackend;
+use crate::error::RowExt;
 use crate::error::{PgError, query};
 
 /// What [`PgBackend::gc`] removes (or would remove).
@@ -108,7 +109,7 @@ impl PgBackend {
             report.kept_undated = to_u64(
                 tx.query_one("SELECT count(*) FROM runs WHERE activity_ms IS NULL", &[])
                     .map_err(query("count undated runs"))?
-                    .get(0),
+                    .col(0)?,
             );
             let old = tx
                 .query(
@@ -122,8 +123,8 @@ impl PgBackend {
                 .map_err(query("find old runs"))?;
             let mut gone = Vec::new();
             for r in &old {
-                let recent_write: bool = r.get(6);
-                let active: bool = r.get(7);
+                let recent_write: bool = r.col(6)?;
+                let active: bool = r.col(7)?;
                 if recent_write {
                     report.kept_recent_write += 1;
                 } else if active {
@@ -131,12 +132,12 @@ impl PgBackend {
                 } else {
                     gone.push(GcItem {
                         kind: GcKind::Run,
-                        id: r.get(0),
-                        session_id: r.get(1),
-                        origin_host: r.get(2),
-                        bytes: to_u64(r.get(3)),
-                        lines: to_u64(r.get(4)),
-                        activity_ms: r.get(5),
+                        id: r.col(0)?,
+                        session_id: r.col(1)?,
+                        origin_host: r.col(2)?,
+                        bytes: to_u64(r.col(3)?),
+                        lines: to_u64(r.col(4)?),
+                        activity_ms: r.col(5)?,
                     });
                 }
             }
@@ -155,16 +156,16 @@ impl PgBackend {
                 .map_err(query("find old sessions"))?;
             let mut kept = BTreeSet::new();
             for r in &sessions {
-                let id: String = r.get(0);
+                let id: String = r.col(0)?;
                 kept.insert(id.clone());
                 gone.push(GcItem {
                     kind: GcKind::Session,
                     session_id: Some(id.clone()),
                     id,
-                    origin_host: r.get(1),
-                    bytes: to_u64(r.get(2)),
-                    lines: to_u64(r.get(3)),
-                    activity_ms: r.get(4),
+                    origin_host: r.col(1)?,
+                    bytes: to_u64(r.col(2)?),
+                    lines: to_u64(r.col(3)?),
+                    activity_ms: r.col(4)?,
                 });
             }
             if dry_run {
@@ -228,16 +229,17 @@ impl PgBackend {
                     &[&limit],
                 )
                 .map_err(query("read the gc audit"))?;
-            Ok(rows
-                .iter()
-                .map(|r| GcAuditRow {
-                    removed_at: r.get(0),
-                    kind: r.get(1),
-                    id: r.get(2),
-                    bytes: to_u64(r.get(3)),
-                    removed_by: r.get(4),
+            rows.iter()
+                .map(|r| {
+                    Ok(GcAuditRow {
+                        removed_at: r.col(0)?,
+                        kind: r.col(1)?,
+                        id: r.col(2)?,
+                        bytes: to_u64(r.col(3)?),
+                        removed_by: r.col(4)?,
+                    })
                 })
-                .collect())
+                .collect()
         })
     }
 }

@@ -24,6 +24,7 @@ use session_schema::Timestamp;
 use session_storage::{HolderInfo, LeaseGuard, StorageError, Target};
 
 use crate::backend::PgBackend;
+use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
 use crate::pool::ConnThread;
 
@@ -68,7 +69,7 @@ pub(crate) fn acquire(
             let got: bool = c
                 .query_one(&format!("SELECT pg_try_advisory_lock({KEY})"), &[&id])
                 .map_err(query("take the lease lock"))?
-                .get(0);
+                .col(0)?;
             if !got {
                 return Ok(Err(busy_holder(c, &id)?));
             }
@@ -118,14 +119,14 @@ fn busy_holder(c: &mut postgres::Client, id: &str) -> Result<Busy, PgError> {
             )
             .map_err(query("read the lease holder"))?;
         if let Some(r) = row {
-            let pid: i64 = r.get(2);
+            let pid: i64 = r.col(2)?;
             return Ok(Busy {
                 holder: Some(HolderInfo {
-                    name: r.get(0),
-                    host: r.get(1),
+                    name: r.col(0)?,
+                    host: r.col(1)?,
                     pid: u32::try_from(pid).unwrap_or(0),
                 }),
-                since: r.get::<_, Option<String>>(3).map(Timestamp::from_raw),
+                since: r.col::<Option<String>>(3)?.map(Timestamp::from_raw),
             });
         }
         if Instant::now() >= deadline {
@@ -201,7 +202,7 @@ impl LeaseGuard for PgLease {
                     &[&id],
                 )
                 .map_err(query("check the lease lock"))?
-                .get(0);
+                .col(0)?;
             Ok(held)
         });
         match held {

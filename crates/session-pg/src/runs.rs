@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::PgBackend;
 use crate::derive::RunFold;
+use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
 use crate::pool::{Pool, Session};
 use crate::text::{bound_key, normalize_workspace_root, pg_opt, pg_text};
@@ -115,13 +116,13 @@ fn lock_run(
     let Some(row) = row else {
         return Ok(None);
     };
-    let summary: Vec<u8> = row.get(2);
+    let summary: Vec<u8> = row.col(2)?;
     let fold = serde_json::from_slice(&summary).map_err(|e| PgError::Inconsistent {
         detail: format!("summary of run {run_id}: {e}"),
     })?;
     Ok(Some(LockedRun {
-        committed: to_u64(row.get(0)),
-        lines: to_u64(row.get(1)),
+        committed: to_u64(row.col(0)?),
+        lines: to_u64(row.col(1)?),
         fold,
     }))
 }
@@ -141,10 +142,14 @@ fn stored_range(
             &[&run_id, &to_i64(from), &to_i64(to)],
         )
         .map_err(query("read stored lines"))?;
-    let at_line_start = from == 0 || rows.first().is_some_and(|r| to_u64(r.get(0)) == from);
+    let first = match rows.first() {
+        Some(r) => Some(to_u64(r.col(0)?)),
+        None => None,
+    };
+    let at_line_start = from == 0 || first == Some(from);
     let mut out = Vec::new();
     for r in &rows {
-        let data: &[u8] = r.get(1);
+        let data: &[u8] = r.col(1)?;
         out.extend_from_slice(data);
     }
     Ok((out, at_line_start))
@@ -318,7 +323,7 @@ impl PgBackend {
                     .client()?
                     .query_opt(&st, &[&id])
                     .map_err(query("read the run length"))?;
-                Ok(row.map(|r| to_u64(r.get(0))))
+                row.map(|r| r.col(0).map(to_u64)).transpose()
             })
             .map_err(|e| storage("read", Target::run(run_id), e))
     }
@@ -337,7 +342,7 @@ impl PgBackend {
                     .client()?
                     .query_opt("SELECT origin_host FROM runs WHERE run_id = $1", &[&id])
                     .map_err(query("read the run origin"))?;
-                Ok(row.map(|r| r.get(0)))
+                row.map(|r| r.col(0)).transpose()
             })
             .map_err(|e| storage("read", Target::run(run_id), e))
     }
@@ -358,12 +363,15 @@ impl PgBackend {
                     .client()?
                     .query_opt(&st, &[&id])
                     .map_err(query("read the run fingerprint"))?;
-                Ok(row.map(|r| RunFingerprint {
-                    len: to_u64(r.get(0)),
-                    lines: to_u64(r.get(1)),
-                    first_line_sha256: r.get(2),
-                    last_line_sha256: r.get(3),
-                }))
+                row.map(|r| {
+                    Ok(RunFingerprint {
+                        len: to_u64(r.col(0)?),
+                        lines: to_u64(r.col(1)?),
+                        first_line_sha256: r.col(2)?,
+                        last_line_sha256: r.col(3)?,
+                    })
+                })
+                .transpose()
             })
             .map_err(|e| storage("read", Target::run(run_id), e))
     }
@@ -390,7 +398,9 @@ impl PgBackend {
                         &[&id, &to_i64(from_line)],
                     )
                     .map_err(query("hash stored lines"))?;
-                Ok(rows.iter().map(|r| (to_u64(r.get(0)), r.get(1))).collect())
+                rows.iter()
+                    .map(|r| Ok((to_u64(r.col(0)?), r.col(1)?)))
+                    .collect()
             })
             .map_err(|e| storage("read", Target::run(run_id), e))
     }
@@ -436,10 +446,9 @@ impl LineReader {
                         &[&id, &pos, &end, &READ_BATCH_BYTES],
                     )
                     .map_err(query("read lines"))?;
-                Ok(rows
-                    .iter()
-                    .map(|r| (to_u64(r.get(0)), r.get::<_, Vec<u8>>(1)))
-                    .collect::<Vec<_>>())
+                rows.iter()
+                    .map(|r| Ok((to_u64(r.col(0)?), r.col::<Vec<u8>>(1)?)))
+                    .collect::<Result<Vec<_>, PgError>>()
             })
             .map_err(io::Error::other)?;
         self.buf.clear();
@@ -660,8 +669,8 @@ fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat
     else {
         return Ok(None);
     };
-    let len = to_u64(row.get(0));
-    let lines = to_u64(row.get(1));
+    let len = to_u64(row.col(0)?);
+    let lines = to_u64(row.col(1)?);
     let head_rows = tx
         .query(
             "SELECT data FROM run_lines WHERE run_id = $1 AND byte_offset < $2 ORDER BY byte_offset",
@@ -670,7 +679,7 @@ fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat
         .map_err(query("read the run header"))?;
     let mut head = Vec::new();
     for r in &head_rows {
-        let d: &[u8] = r.get(0);
+        let d: &[u8] = r.col(0)?;
         head.extend_from_slice(d);
         if head.len() >= HEAD_LIMIT {
             break;
@@ -700,9 +709,9 @@ fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat
             break;
         }
         for r in &rows {
-            below = r.get(0);
-            let l: i32 = r.get(1);
-            let bytes: &[u8] = r.get(2);
+            below = r.col(0)?;
+            let l: i32 = r.col(1)?;
+            let bytes: &[u8] = r.col(2)?;
             scan.line(tail_line(u64::try_from(l).unwrap_or(0), bytes));
             if scan.done {
                 break;
@@ -882,19 +891,19 @@ impl RunCatalogue for PgBackend {
                     .map_err(query("list runs"))?;
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
-                    let run_id: String = r.get(0);
-                    let summary: &[u8] = r.get(1);
+                    let run_id: String = r.col(0)?;
+                    let summary: &[u8] = r.col(1)?;
                     let fold: RunFold =
                         serde_json::from_slice(summary).map_err(|e| PgError::Inconsistent {
                             detail: format!("summary of run {run_id}: {e}"),
                         })?;
                     let mut sum = fold.summary(&run_id);
-                    sum.stored_bytes = to_u64(r.get(2));
-                    let host: String = r.get(3);
+                    sum.stored_bytes = to_u64(r.col(2)?);
+                    let host: String = r.col(3)?;
                     sum.location = format!("{host}:{run_id}");
                     sum.origin_host = Some(host);
-                    sum.last_write_unix_ns = r.get::<_, i64>(4).saturating_mul(1000);
-                    let key: String = r.get(5);
+                    sum.last_write_unix_ns = r.col::<i64>(4)?.saturating_mul(1000);
+                    let key: String = r.col(5)?;
                     out.push((sum, key));
                 }
                 Ok(out)

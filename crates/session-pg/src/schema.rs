@@ -12,6 +12,7 @@
 use postgres::Client;
 
 use crate::error::PgError;
+use crate::error::RowExt;
 
 /// The advisory lock of migrations: two `int4` keys (`'sess'`, 1), a lock space apart from
 /// the one-`bigint` keys of session leases.
@@ -184,7 +185,7 @@ pub(crate) fn migrate_with(
             &[],
         )
         .map_err(q("read the schema version"))?
-        .get(0);
+        .col(0)?;
     let known = migrations.last().map_or(0, |m| m.version);
     if current > known {
         return Err(PgError::SchemaTooNew {

@@ -12,6 +12,7 @@ use session_storage::{
 };
 
 use crate::backend::PgBackend;
+use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
 use crate::lease;
 use crate::text::{normalize_workspace_root, pg_opt, pg_text, summarize};
@@ -69,13 +70,13 @@ enum Cas<T> {
 }
 
 fn current_version(tx: &mut Transaction<'_>, id: &str) -> Result<Option<String>, PgError> {
-    Ok(tx
-        .query_opt(
-            "SELECT version FROM sessions WHERE session_id = $1 FOR UPDATE",
-            &[&id],
-        )
-        .map_err(query("lock the session row"))?
-        .map(|r| r.get(0)))
+    tx.query_opt(
+        "SELECT version FROM sessions WHERE session_id = $1 FOR UPDATE",
+        &[&id],
+    )
+    .map_err(query("lock the session row"))?
+    .map(|r| r.col(0))
+    .transpose()
 }
 
 fn save_tx(
@@ -152,8 +153,8 @@ fn save_tx(
         )
         .map_err(query("read the message hashes"))?
         .iter()
-        .map(|r| r.get(0))
-        .collect()
+        .map(|r| r.col(0))
+        .collect::<Result<_, _>>()?
     } else {
         Vec::new()
     };
@@ -200,8 +201,8 @@ fn load_tx(client: &mut postgres::Client, id: &str) -> Result<Option<StoredSessi
     else {
         return Ok(None);
     };
-    let version: String = row.get(0);
-    let head: Vec<u8> = row.get(1);
+    let version: String = row.col(0)?;
+    let head: Vec<u8> = row.col(1)?;
     let rows = tx
         .query(
             "SELECT idx, data FROM session_messages WHERE session_id = $1 ORDER BY idx",
@@ -226,7 +227,7 @@ fn load_tx(client: &mut postgres::Client, id: &str) -> Result<Option<StoredSessi
     };
     let mut offset = 0u64;
     for (line, r) in rows.iter().enumerate() {
-        let data: &[u8] = r.get(1);
+        let data: &[u8] = r.col(1)?;
         match parse_message(data) {
             Ok(p) => state.messages.push(p.value),
             Err(e) => damage.push(SessionDamage {
@@ -346,21 +347,20 @@ impl SessionStore for PgBackend {
                         &[&workspace, &after_updated, &after_id, &limit],
                     )
                     .map_err(query("list sessions"))?;
-                Ok(rows
-                    .iter()
+                rows.iter()
                     .map(|r| {
-                        let count: i64 = r.get(3);
-                        SessionStateSummary {
-                            session_id: r.get(0),
-                            updated_at: Timestamp::from_raw(r.get::<_, String>(1)),
-                            run_id: r.get(2),
+                        let count: i64 = r.col(3)?;
+                        Ok(SessionStateSummary {
+                            session_id: r.col(0)?,
+                            updated_at: Timestamp::from_raw(r.col::<String>(1)?),
+                            run_id: r.col(2)?,
                             message_count: Some(u64::try_from(count).unwrap_or(0)),
-                            last_user_message: r.get(4),
-                            workspace_root: r.get(5),
+                            last_user_message: r.col(4)?,
+                            workspace_root: r.col(5)?,
                             ..SessionStateSummary::default()
-                        }
+                        })
                     })
-                    .collect::<Vec<_>>())
+                    .collect::<Result<Vec<_>, PgError>>()
             })
             .map_err(|e| storage("list sessions of", Target::Store, e))?;
         let mut sessions = rows;

@@ -48,6 +48,11 @@ fn run_child_if_requested() {
     let stat = b.stat_run(RUN).expect("stat");
     let (mut len, mut n) = stat.map_or((0, 0), |s| (s.len, s.lines));
     let out = std::io::stdout();
+    {
+        let mut o = out.lock();
+        writeln!(o, "ready").unwrap();
+        o.flush().unwrap();
+    }
     loop {
         let l = line(n);
         match b.append_lines(RUN, len, &l) {
@@ -94,15 +99,23 @@ fn main() {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
         let reader = std::thread::spawn(move || {
             for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if l == "ready" {
+                    let _ = ready_tx.send(());
+                }
                 if let Some(end) = l.strip_prefix("ack ").and_then(|e| e.parse::<u64>().ok()) {
                     let _ = tx.send(end);
                 }
             }
         });
-        // Let it write a little, then kill it wherever it is.
-        std::thread::sleep(Duration::from_millis(30 + seed % 120));
+        // Once it is connected (however loaded the machine), let it write a little, then
+        // kill it wherever it is.
+        ready_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the writer started");
+        std::thread::sleep(Duration::from_millis(10 + seed % 100));
         child.kill().unwrap();
         child.wait().unwrap();
         reader.join().unwrap();
