@@ -245,7 +245,7 @@ fn verify_reports_the_first_divergence() {
     pg.with_client(|c| {
         c.execute(
             "UPDATE run_lines SET data = replace(encode(data, 'escape'), 'step 2', 'step X')::bytea \
-             WHERE run_id = 'r-torn' AND line_no = 3",
+             WHERE run_key = (SELECT run_key FROM runs WHERE run_id = 'r-torn') AND line_no = 3",
             &[],
         )
         .map(drop)

@@ -192,7 +192,7 @@ impl PgBackend {
                 .map_err(query("record a gc removal"))?;
             }
             tx.execute(
-                "DELETE FROM run_lines WHERE run_id = ANY($1)",
+                "DELETE FROM run_lines WHERE run_key IN (SELECT run_key FROM runs WHERE run_id = ANY($1))",
                 &[&gone_ids],
             )
             .map_err(query("remove old run lines"))?;

@@ -66,12 +66,27 @@ pub(crate) fn acquire(
     let got = conn
         .call(move |s| {
             let c = s.client()?;
-            let got: bool = c
-                .query_one(&format!("SELECT pg_try_advisory_lock({KEY})"), &[&id])
-                .map_err(query("take the lease lock"))?
-                .col(0)?;
-            if !got {
-                return Ok(Err(busy_holder(c, &id)?));
+            // A holder that lets go between our try and our look at who holds it: try again.
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let got: bool = c
+                    .query_one(&format!("SELECT pg_try_advisory_lock({KEY})"), &[&id])
+                    .map_err(query("take the lease lock"))?
+                    .col(0)?;
+                if got {
+                    break;
+                }
+                match busy_holder(c, &id)? {
+                    Some(b) => return Ok(Err(b)),
+                    None if attempts < 5 => continue,
+                    None => {
+                        return Ok(Err(Busy {
+                            holder: None,
+                            since: None,
+                        }));
+                    }
+                }
             }
             let pid = i64::from(h.pid);
             c.execute(
@@ -101,7 +116,8 @@ pub(crate) fn acquire(
 
 /// The recorded holder of a busy lease, when the record is the lock owner's. The owner writes
 /// its record right after taking the lock, so a missing or stale one is read again briefly.
-fn busy_holder(c: &mut postgres::Client, id: &str) -> Result<Busy, PgError> {
+/// `None` when nobody holds the lock any more (it was released meanwhile).
+fn busy_holder(c: &mut postgres::Client, id: &str) -> Result<Option<Busy>, PgError> {
     let deadline = Instant::now() + Duration::from_millis(500);
     loop {
         let row = c
@@ -120,20 +136,35 @@ fn busy_holder(c: &mut postgres::Client, id: &str) -> Result<Busy, PgError> {
             .map_err(query("read the lease holder"))?;
         if let Some(r) = row {
             let pid: i64 = r.col(2)?;
-            return Ok(Busy {
+            return Ok(Some(Busy {
                 holder: Some(HolderInfo {
                     name: r.col(0)?,
                     host: r.col(1)?,
                     pid: u32::try_from(pid).unwrap_or(0),
                 }),
                 since: r.col::<Option<String>>(3)?.map(Timestamp::from_raw),
-            });
+            }));
+        }
+        let held: bool = c
+            .query_one(
+                &format!(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' \
+                     AND k.granted AND k.objsubid = 1 \
+                     AND k.classid::bigint = ({KEY} >> 32) & 4294967295 \
+                     AND k.objid::bigint = {KEY} & 4294967295)"
+                ),
+                &[&id],
+            )
+            .map_err(query("look for the lease holder"))?
+            .col(0)?;
+        if !held {
+            return Ok(None);
         }
         if Instant::now() >= deadline {
-            return Ok(Busy {
+            return Ok(Some(Busy {
                 holder: None,
                 since: None,
-            });
+            }));
         }
         std::thread::sleep(Duration::from_millis(10));
     }

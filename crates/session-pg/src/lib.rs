@@ -3,7 +3,8 @@
 //! [`SessionStore`](session_storage::SessionStore) (with session leases) on PostgreSQL 14 or
 //! newer, so that a team or a fleet of workers shares one durable store.
 //!
-//! * **Byte-exact.** Run lines are `bytea` rows keyed by `(run_id, byte_offset)`; session
+//! * **Byte-exact.** Run lines are `bytea` rows keyed by `(run_id, byte_offset)` (the run
+//!   id as its 8-byte `run_key`); session
 //!   messages are `bytea` rows. Nothing is ever stored as `jsonb` or `text` (which refuse NUL
 //!   and invalid UTF-8, reorder keys and drop duplicates). Derived columns (record type, ts,
 //!   session, outcome, model, tokens, workspace, origin host) come from the workspace's own

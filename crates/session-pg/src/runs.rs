@@ -1,4 +1,5 @@
-//! [`RunCatalogue`] on PostgreSQL: one `bytea` row per line keyed by `(run_id, byte_offset)`,
+//! [`RunCatalogue`] on PostgreSQL: one `bytea` row per line keyed by `(run_id, byte_offset)` (the run id
+//! as the run's 8-byte `run_key`),
 //! appends with compare-and-swap on the run's committed length under the run row's lock,
 //! streamed reads, stats and keyset listings from derived columns.
 
@@ -34,11 +35,11 @@ const TAIL_MAX_DAMAGED: usize = 64;
 const SQL_CREATE: &str = "INSERT INTO runs (run_id, committed_len, line_count, origin_host, summary) \
      VALUES ($1, 0, 0, $2, $3) ON CONFLICT (run_id) DO NOTHING";
 const SQL_LOCK: &str =
-    "SELECT committed_len, line_count, summary FROM runs WHERE run_id = $1 FOR UPDATE";
-const SQL_COPY: &str = "COPY run_lines (run_id, byte_offset, line_no, data, record_type, ts, damage) \
+    "SELECT committed_len, line_count, summary, run_key FROM runs WHERE run_id = $1 FOR UPDATE";
+const SQL_COPY: &str = "COPY run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
      FROM STDIN (FORMAT binary)";
-const SQL_INSERT: &str = "INSERT INTO run_lines (run_id, byte_offset, line_no, data, record_type, ts, damage) \
-     SELECT $1, * FROM unnest($2::int8[], $3::int8[], $4::bytea[], $5::text[], $6::text[], $7::text[])";
+const SQL_INSERT: &str = "INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+     SELECT $1::int8, * FROM unnest($2::int8[], $3::int8[], $4::bytea[], $5::text[], $6::text[], $7::text[])";
 /// Appends of at most this many lines use one INSERT; larger ones COPY.
 const SMALL_APPEND_LINES: usize = 16;
 const SQL_UPDATE: &str = "UPDATE runs SET committed_len = $2, line_count = $3, last_write_at = now(), \
@@ -91,6 +92,7 @@ pub(crate) fn sha256(bytes: &[u8]) -> Vec<u8> {
 
 /// The state of a run row, locked for update.
 struct LockedRun {
+    key: i64,
     committed: u64,
     lines: u64,
     fold: RunFold,
@@ -121,6 +123,7 @@ fn lock_run(
         detail: format!("summary of run {run_id}: {e}"),
     })?;
     Ok(Some(LockedRun {
+        key: row.col(3)?,
         committed: to_u64(row.col(0)?),
         lines: to_u64(row.col(1)?),
         fold,
@@ -131,15 +134,15 @@ fn lock_run(
 /// `from` is the start of a line.
 fn stored_range(
     tx: &mut Transaction<'_>,
-    run_id: &str,
+    run_key: i64,
     from: u64,
     to: u64,
 ) -> Result<(Vec<u8>, bool), PgError> {
     let rows = tx
         .query(
             "SELECT byte_offset, data FROM run_lines \
-             WHERE run_id = $1 AND byte_offset >= $2 AND byte_offset < $3 ORDER BY byte_offset",
-            &[&run_id, &to_i64(from), &to_i64(to)],
+             WHERE run_key = $1 AND byte_offset >= $2 AND byte_offset < $3 ORDER BY byte_offset",
+            &[&run_key, &to_i64(from), &to_i64(to)],
         )
         .map_err(query("read stored lines"))?;
     let first = match rows.first() {
@@ -178,7 +181,7 @@ fn append_tx(
         0
     } else {
         let to = run.committed.min(end);
-        let (mut stored, at_line_start) = stored_range(tx, run_id, expected, to)?;
+        let (mut stored, at_line_start) = stored_range(tx, run.key, expected, to)?;
         stored.truncate(usize::try_from(to - expected).unwrap_or(usize::MAX));
         match already_present(&stored, lines, at_line_start) {
             Some(k) => k,
@@ -237,7 +240,7 @@ fn append_tx(
         }
         tx.execute(
             &st.insert,
-            &[&run_id, &offsets, &numbers, &data, &types, &tss, &damage],
+            &[&run.key, &offsets, &numbers, &data, &types, &tss, &damage],
         )
         .map_err(query("insert lines"))?;
     } else {
@@ -246,7 +249,7 @@ fn append_tx(
         let mut w = BinaryCopyInWriter::new(
             sink,
             &[
-                Type::TEXT,
+                Type::INT8,
                 Type::INT8,
                 Type::INT8,
                 Type::BYTEA,
@@ -258,7 +261,7 @@ fn append_tx(
         for (i, (offset, number, line)) in rows.iter().enumerate() {
             let f = fact(i);
             w.write(&[
-                &run_id,
+                &run.key,
                 offset,
                 number,
                 line,
@@ -394,7 +397,8 @@ impl PgBackend {
                     .client()?
                     .query(
                         "SELECT byte_offset, sha256(data) FROM run_lines \
-                         WHERE run_id = $1 AND line_no >= $2 ORDER BY byte_offset",
+                         WHERE run_key = (SELECT run_key FROM runs WHERE run_id = $1) \
+                         AND line_no >= $2 ORDER BY byte_offset",
                         &[&id, &to_i64(from_line)],
                     )
                     .map_err(query("hash stored lines"))?;
@@ -439,9 +443,10 @@ impl LineReader {
                 let rows = s
                     .client()?
                     .query(
-                        "SELECT byte_offset, data FROM run_lines WHERE run_id = $1 \
+                        "WITH r AS (SELECT run_key FROM runs WHERE run_id = $1) \
+                         SELECT byte_offset, data FROM run_lines WHERE run_key = (SELECT run_key FROM r) \
                          AND byte_offset >= (SELECT coalesce(max(byte_offset), 0) FROM run_lines \
-                                              WHERE run_id = $1 AND byte_offset <= $2) \
+                                              WHERE run_key = (SELECT run_key FROM r) AND byte_offset <= $2) \
                          AND byte_offset < least($3, $2 + $4) ORDER BY byte_offset",
                         &[&id, &pos, &end, &READ_BATCH_BYTES],
                     )
@@ -662,7 +667,7 @@ fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat
         .map_err(query("begin a read"))?;
     let Some(row) = tx
         .query_opt(
-            "SELECT committed_len, line_count FROM runs WHERE run_id = $1",
+            "SELECT committed_len, line_count, run_key FROM runs WHERE run_id = $1",
             &[&run_id],
         )
         .map_err(query("stat the run"))?
@@ -671,10 +676,11 @@ fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat
     };
     let len = to_u64(row.col(0)?);
     let lines = to_u64(row.col(1)?);
+    let key: i64 = row.col(2)?;
     let head_rows = tx
         .query(
-            "SELECT data FROM run_lines WHERE run_id = $1 AND byte_offset < $2 ORDER BY byte_offset",
-            &[&run_id, &(HEAD_LIMIT as i64)],
+            "SELECT data FROM run_lines WHERE run_key = $1 AND byte_offset < $2 ORDER BY byte_offset",
+            &[&key, &(HEAD_LIMIT as i64)],
         )
         .map_err(query("read the run header"))?;
     let mut head = Vec::new();
@@ -694,10 +700,10 @@ fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat
             .query(
                 "SELECT byte_offset, length(data) - 1, \
                  CASE WHEN length(data) - 1 > $3 THEN substring(data FROM 1 FOR $4) ELSE data END \
-                 FROM run_lines WHERE run_id = $1 AND byte_offset < $2 \
+                 FROM run_lines WHERE run_key = $1 AND byte_offset < $2 \
                  ORDER BY byte_offset DESC LIMIT $5",
                 &[
-                    &run_id,
+                    &key,
                     &below,
                     &(TAIL_LINE_LIMIT as i32),
                     &(TAIL_PREFIX as i32),

@@ -44,6 +44,8 @@ INSERT INTO store_info DEFAULT VALUES;
 
 CREATE TABLE runs (
     run_id          text COLLATE "C" PRIMARY KEY,
+    -- A short key for the lines: eight bytes per line instead of the run id.
+    run_key         bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
     committed_len   bigint NOT NULL CHECK (committed_len >= 0),
     line_count      bigint NOT NULL CHECK (line_count >= 0),
     origin_host     text NOT NULL,
@@ -67,9 +69,9 @@ CREATE INDEX runs_session ON runs (session_id, started_at_utc DESC, run_id DESC)
 CREATE INDEX runs_activity ON runs (activity_ms);
 
 CREATE TABLE run_lines (
-    -- No foreign key: a per-row check would cost more than the insert itself; lines are
-    -- written only under their run row's lock and removed with it.
-    run_id       text COLLATE "C" NOT NULL,
+    -- runs.run_key. No foreign key: a per-row check would cost more than the insert
+    -- itself; lines are written only under their run row's lock and removed with it.
+    run_key      bigint NOT NULL,
     byte_offset  bigint NOT NULL CHECK (byte_offset >= 0),
     line_no      bigint NOT NULL CHECK (line_no >= 1),
     -- The line exactly as appended, with its "\n": bytea, never jsonb or text.
@@ -78,7 +80,7 @@ CREATE TABLE run_lines (
     record_type  text,
     ts           text,
     damage       text,
-    PRIMARY KEY (run_id, byte_offset)
+    PRIMARY KEY (run_key, byte_offset)
 );
 
 CREATE TABLE sessions (

@@ -228,7 +228,7 @@ fn damaged_lines_are_stored_exactly_and_flagged() {
     let flags = b
         .with_client(|c| {
             Ok(c.query(
-                "SELECT coalesce(damage, '') FROM run_lines WHERE run_id = 'd' ORDER BY byte_offset",
+                "SELECT coalesce(damage, '') FROM run_lines l JOIN runs r USING (run_key) WHERE r.run_id = 'd' ORDER BY byte_offset",
                 &[],
             )
             .map_err(|e| PgError::Query { op: "test", source: e })?
@@ -249,7 +249,7 @@ fn damaged_lines_are_stored_exactly_and_flagged() {
     let flags = b
         .with_client(|c| {
             Ok(c.query(
-                "SELECT coalesce(damage, '') FROM run_lines WHERE run_id = 'd-copy' ORDER BY byte_offset",
+                "SELECT coalesce(damage, '') FROM run_lines l JOIN runs r USING (run_key) WHERE r.run_id = 'd-copy' ORDER BY byte_offset",
                 &[],
             )
             .map_err(|e| PgError::Query { op: "test", source: e })?
@@ -506,7 +506,10 @@ fn gc_removes_old_runs_and_sessions_with_a_dry_run_and_an_audit() {
     let lines_left: i64 = b
         .with_client(|c| {
             Ok(
-                c.query_one("SELECT count(*) FROM run_lines WHERE run_id = 'old-1'", &[])
+                c.query_one(
+                "SELECT count(*) FROM run_lines l WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_key = l.run_key)",
+                &[],
+            )
                     .map_err(|e| PgError::Query {
                         op: "test",
                         source: e,

@@ -68,7 +68,7 @@ fn two_workers_fighting_over_one_lease_never_hold_it_together() {
                         pid: w as u32,
                     };
                     let mut won = 0;
-                    for _ in 0..60 {
+                    for _ in 0..25 {
                         let guard = match backend.acquire_lease("contested", &me) {
                             Ok(g) => g,
                             Err(StorageError::LeaseBusy { holder, .. }) => {

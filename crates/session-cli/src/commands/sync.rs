@@ -316,6 +316,19 @@ fn sync_runs(
 ) -> Result<(), CliError> {
     let root = ctx.root.path.clone();
     let listing = session_jsonl::list_run_files(&root).map_err(|e| CliError::data(&e))?;
+    // Watermarks of files that are gone (removed, or archived under a new name) go too.
+    let listed: std::collections::BTreeSet<String> = listing
+        .files
+        .iter()
+        .map(|f| {
+            f.path
+                .strip_prefix(&root)
+                .unwrap_or(&f.path)
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    marks.runs.retain(|rel, _| listed.contains(rel));
     // Unchanged runs are skipped on their watermark, without a round trip.
     let mut work = Vec::new();
     for f in listing.files {
@@ -423,6 +436,12 @@ fn sync_sessions(
     let listed = local
         .list_sessions(&SessionListQuery::default())
         .map_err(|e| CliError::data(&e))?;
+    let present: std::collections::BTreeSet<&str> = listed
+        .sessions
+        .iter()
+        .map(|s| s.session_id.as_str())
+        .collect();
+    marks.sessions.retain(|id, _| present.contains(id.as_str()));
     for s in listed.sessions {
         let id = s.session_id.clone();
         let updated = s.updated_at.as_str().to_owned();
