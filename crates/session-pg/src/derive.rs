@@ -93,7 +93,9 @@ impl RunFold {
         let mut facts = vec![LineFacts::default(); count];
         let options = ReaderOptions {
             max_line_len: MAX_LINE_LEN,
-            read_size: 1 << 20,
+            // The lines are in memory: a buffer the size of the append (at most 1 MiB; a
+            // longer line grows it), not a fixed one per call.
+            read_size: lines.len().clamp(1, 1 << 20),
             keep_raw: false,
             // Header rules are applied here, with the state carried across appends.
             expect_header: false,
