@@ -197,6 +197,16 @@ fn torn_tails_wait_archives_ship_their_content_and_another_file_is_refused() {
     let (code, out, err) = sessions(&root, &["sync", "--to", &conn, "--verify"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("0 runs shipped"), "{out}");
+    // The watermark follows the file to its new name; the old name's is gone.
+    let state: serde_json::Value =
+        serde_json::from_slice(&fs::read(root.join("sync-state.json")).unwrap()).unwrap();
+    let marks: Vec<String> = state["stores"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|s| s["runs"].as_object().unwrap().keys().cloned())
+        .collect();
+    assert_eq!(marks, vec!["2026/02/03/r-torn.jsonl.zst".to_owned()]);
     // A fresh store gets the archive's decompressed bytes.
     let conn2 = c.fresh_db();
     let (code, _, _) = sessions(&root, &["sync", "--to", &conn2]);
