@@ -167,33 +167,155 @@ fn line_ending_at(bytes: &[u8], end: usize) -> &[u8] {
     &bytes[start..end]
 }
 
-/// Whether the stored run (`len` bytes, first and last line hashes) is a prefix of `local`.
-fn same_file(local: &[u8], fp: &session_pg::RunFingerprint) -> Result<(), String> {
-    let len = usize::try_from(fp.len).unwrap_or(usize::MAX);
-    if len == 0 {
+/// What this side knows of a run file: its complete lines from `base` on (`tail`), its first
+/// line, and the line ending at `base`. Read whole for a run the shared store does not have
+/// yet, for archives and for `--verify`; otherwise only the first line, the line before
+/// `base` and what follows it are read, so following a long run costs what it grew by.
+struct Local {
+    base: u64,
+    first_line: Vec<u8>,
+    line_before_base: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Local {
+    /// The whole file's complete lines.
+    fn whole(bytes: Vec<u8>) -> Local {
+        let mut tail = bytes;
+        let committed = memchr::memrchr(b'\n', &tail).map_or(0, |i| i + 1);
+        tail.truncate(committed);
+        let first_end = memchr::memchr(b'\n', &tail).map_or(tail.len(), |i| i + 1);
+        Local {
+            base: 0,
+            first_line: tail[..first_end].to_vec(),
+            line_before_base: Vec::new(),
+            tail,
+        }
+    }
+
+    /// The complete lines of the plain file `path` from `base` (a line end of the stored run)
+    /// on; `None` when the file does not look like that (shorter, no line end at `base`): the
+    /// caller then reads it whole and says what differs.
+    fn from(path: &Path, base: u64) -> std::io::Result<Option<Local>> {
+        use std::io::{Seek, SeekFrom};
+        const BLOCK: usize = 64 << 10;
+        let mut f = fs::File::open(path)?;
+        let size = f.metadata()?.len();
+        if base == 0 || base > size {
+            return Ok(None);
+        }
+        // The first line.
+        let mut first_line = Vec::new();
+        let mut buf = vec![0u8; BLOCK];
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            match memchr::memchr(b'\n', &buf[..n]) {
+                Some(i) => {
+                    first_line.extend_from_slice(&buf[..=i]);
+                    break;
+                }
+                None => first_line.extend_from_slice(&buf[..n]),
+            }
+        }
+        // The line ending at `base`, read backwards.
+        let mut line = Vec::new();
+        let mut hi = base;
+        let mut found_start = false;
+        while !found_start && hi > 0 {
+            let lo = hi.saturating_sub(BLOCK as u64);
+            let mut block = vec![0u8; usize::try_from(hi - lo).unwrap_or(BLOCK)];
+            f.seek(SeekFrom::Start(lo))?;
+            f.read_exact(&mut block)?;
+            if hi == base && block.last() != Some(&b'\n') {
+                return Ok(None);
+            }
+            // The search skips the line's own final newline.
+            let search_end = if hi == base {
+                block.len() - 1
+            } else {
+                block.len()
+            };
+            let start = match memchr::memrchr(b'\n', &block[..search_end]) {
+                Some(i) => {
+                    found_start = true;
+                    i + 1
+                }
+                None => 0,
+            };
+            let mut piece = block[start..].to_vec();
+            piece.extend_from_slice(&line);
+            line = piece;
+            hi = lo;
+        }
+        // Everything after `base`, complete lines only.
+        f.seek(SeekFrom::Start(base))?;
+        let mut tail = Vec::new();
+        f.read_to_end(&mut tail)?;
+        let committed = memchr::memrchr(b'\n', &tail).map_or(0, |i| i + 1);
+        tail.truncate(committed);
+        Ok(Some(Local {
+            base,
+            first_line,
+            line_before_base: line,
+            tail,
+        }))
+    }
+
+    fn committed(&self) -> u64 {
+        self.base + self.tail.len() as u64
+    }
+
+    /// The line ending at byte offset `end` (a line end), when this side knows it.
+    fn line_ending_at(&self, end: u64) -> Option<&[u8]> {
+        if end == self.base {
+            return (self.base > 0).then_some(&self.line_before_base[..]);
+        }
+        let rel = usize::try_from(end.checked_sub(self.base)?).ok()?;
+        (rel <= self.tail.len() && rel > 0).then(|| line_ending_at(&self.tail, rel))
+    }
+
+    /// Whether byte `end - 1` is a `\n` (`end` a line end), when this side knows it.
+    fn ends_line_at(&self, end: u64) -> bool {
+        if end == self.base {
+            return true;
+        }
+        end.checked_sub(self.base + 1)
+            .and_then(|i| usize::try_from(i).ok())
+            .and_then(|i| self.tail.get(i))
+            == Some(&b'\n')
+    }
+}
+
+/// Whether the stored run (`len` bytes, first and last line hashes) is a prefix of the local
+/// file.
+fn same_file(local: &Local, fp: &session_pg::RunFingerprint) -> Result<(), String> {
+    if fp.len == 0 {
         return Ok(());
     }
-    if len > local.len() {
+    if fp.len > local.committed() {
         return Err(format!(
             "the shared store holds {} bytes of it, more than the {} complete bytes here: a different file under the same id",
             fp.len,
-            local.len()
+            local.committed()
         ));
     }
-    if local[len - 1] != b'\n' {
+    if fp.len < local.base || !local.ends_line_at(fp.len) {
         return Err(format!(
             "the shared store's {} bytes end inside a line here: a different file under the same id",
             fp.len
         ));
     }
-    let first_end = memchr::memchr(b'\n', local).map_or(local.len(), |i| i + 1);
-    if fp.first_line_sha256.as_deref() != Some(&sha(&local[..first_end])[..]) {
+    if fp.first_line_sha256.as_deref() != Some(&sha(&local.first_line)[..]) {
         return Err(
             "its first line differs from the shared store's: a different file under the same id"
                 .to_owned(),
         );
     }
-    if fp.last_line_sha256.as_deref() != Some(&sha(line_ending_at(local, len))[..]) {
+    let last = local.line_ending_at(fp.len).map(sha);
+    if fp.last_line_sha256.as_deref() != last.as_deref() {
         return Err(format!(
             "the line ending at byte offset {} differs from the shared store's: a different file under the same id",
             fp.len
@@ -222,34 +344,44 @@ fn sync_run(
     if let Err(e) = session_schema::check_id(run_id) {
         return Ok(Err(format!("its id cannot name a stored run: {e}")));
     }
-    let bytes = match read_run(path) {
-        Ok(b) => b,
-        // One unreadable file (a damaged archive) does not stop the others.
-        Err(e) => return Ok(Err(format!("cannot be read: {e}"))),
-    };
-    let committed = memchr::memrchr(b'\n', &bytes).map_or(0, |i| i + 1);
-    let local = &bytes[..committed];
     let backend = |e: StorageError| CliError::Data(format!("run {run_id}: {}", one_line(&e)));
-    let mut pos = match pg.run_fingerprint(run_id).map_err(backend)? {
+    let remote = pg.run_fingerprint(run_id).map_err(backend)?;
+    let partial = match &remote {
+        Some(fp) if !args.verify && !session_jsonl::is_archived(path) => {
+            Local::from(path, fp.len).unwrap_or(None)
+        }
+        _ => None,
+    };
+    let local = match partial {
+        Some(l) => l,
+        None => match read_run(path) {
+            Ok(b) => Local::whole(b),
+            // One unreadable file (a damaged archive) does not stop the others.
+            Err(e) => return Ok(Err(format!("cannot be read: {e}"))),
+        },
+    };
+    let committed = local.committed();
+    let mut pos = match &remote {
         None => 0,
         Some(fp) => {
-            if let Err(why) = same_file(local, &fp) {
+            if let Err(why) = same_file(&local, fp) {
                 return Ok(Err(why));
             }
             fp.len
         }
     };
     let mut shipped = false;
-    while (pos as usize) < committed {
-        let from = pos as usize;
+    while pos < committed {
+        let from = usize::try_from(pos - local.base).unwrap_or(usize::MAX);
+        let tail = &local.tail;
         let budget = usize::try_from(args.chunk_bytes).unwrap_or(usize::MAX);
-        let limit = from.saturating_add(budget).min(committed);
+        let limit = from.saturating_add(budget).min(tail.len());
         // Complete lines up to the budget, and at least one line.
-        let end = match memchr::memrchr(b'\n', &local[from..limit]) {
+        let end = match memchr::memrchr(b'\n', &tail[from..limit]) {
             Some(i) => from + i + 1,
-            None => memchr::memchr(b'\n', &local[from..]).map_or(committed, |i| from + i + 1),
+            None => memchr::memchr(b'\n', &tail[from..]).map_or(tail.len(), |i| from + i + 1),
         };
-        match pg.append_lines(run_id, pos, &local[from..end]) {
+        match pg.append_lines(run_id, pos, &tail[from..end]) {
             Ok(done) => {
                 let written = done.end - done.offset - done.already_present;
                 if written > 0 {
@@ -266,7 +398,7 @@ fn sync_run(
                         "the run vanished from the shared store during the sync".to_owned(),
                     ));
                 };
-                if let Err(why) = same_file(local, &fp) {
+                if let Err(why) = same_file(&local, &fp) {
                     return Ok(Err(why));
                 }
                 pos = fp.len;
@@ -279,7 +411,8 @@ fn sync_run(
         let remote = pg.line_hashes(run_id, 1).map_err(backend)?;
         let mut offset = 0usize;
         let mut line = 0usize;
-        for l in local.split_inclusive(|b| *b == b'\n') {
+        // --verify reads the whole file (`local.base` is 0).
+        for l in local.tail.split_inclusive(|b| *b == b'\n') {
             match remote.get(line) {
                 Some((o, h)) if *o == offset as u64 && *h == sha(l) => {}
                 _ => {
@@ -300,7 +433,7 @@ fn sync_run(
         }
         pass.verified = true;
     }
-    Ok(Ok(committed as u64))
+    Ok(Ok(committed))
 }
 
 /// Runs shipped at once (each on its own pooled connection): the server works on one run's
@@ -564,23 +697,40 @@ mod tests {
 
     #[test]
     fn a_different_file_under_the_same_id_is_caught() {
-        let local = b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n";
+        let bytes = b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\"";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        fs::write(&path, bytes).unwrap();
         let fp = |len: u64, first: &[u8], last: &[u8]| session_pg::RunFingerprint {
             len,
             lines: 0,
             first_line_sha256: Some(sha(first)),
             last_line_sha256: Some(sha(last)),
         };
-        assert!(same_file(local, &fp(16, b"{\"a\":1}\n", b"{\"b\":2}\n")).is_ok());
-        assert!(same_file(local, &fp(8, b"{\"a\":1}\n", b"{\"a\":1}\n")).is_ok());
-        for (bad, what) in [
-            (fp(16, b"{\"x\":1}\n", b"{\"b\":2}\n"), "first line"),
-            (fp(16, b"{\"a\":1}\n", b"{\"x\":2}\n"), "line ending"),
-            (fp(12, b"{\"a\":1}\n", b"{\"b\":2}\n"), "inside a line"),
-            (fp(99, b"{\"a\":1}\n", b"{\"b\":2}\n"), "more than"),
-        ] {
-            let e = same_file(local, &bad).unwrap_err();
-            assert!(e.contains(what), "{e}");
+        let whole = Local::whole(bytes.to_vec());
+        assert_eq!(whole.committed(), 24, "the torn tail is not part of it");
+        // Read whole, or only around the stored length: the same answers.
+        let from8 = Local::from(&path, 8).unwrap().unwrap();
+        let from16 = Local::from(&path, 16).unwrap().unwrap();
+        assert_eq!((from8.committed(), from16.committed()), (24, 24));
+        assert_eq!(from16.tail, b"{\"c\":3}\n");
+        assert_eq!(from16.line_before_base, b"{\"b\":2}\n");
+        for local in [&whole, &from8, &from16] {
+            assert!(same_file(local, &fp(16, b"{\"a\":1}\n", b"{\"b\":2}\n")).is_ok());
+            assert!(same_file(local, &fp(24, b"{\"a\":1}\n", b"{\"c\":3}\n")).is_ok());
+            for (bad, what) in [
+                (fp(16, b"{\"x\":1}\n", b"{\"b\":2}\n"), "first line"),
+                (fp(16, b"{\"a\":1}\n", b"{\"x\":2}\n"), "line ending"),
+                (fp(20, b"{\"a\":1}\n", b"{\"b\":2}\n"), "inside a line"),
+                (fp(99, b"{\"a\":1}\n", b"{\"b\":2}\n"), "more than"),
+            ] {
+                let e = same_file(local, &bad).unwrap_err();
+                assert!(e.contains(what), "{e}");
+            }
         }
+        assert!(same_file(&whole, &fp(8, b"{\"a\":1}\n", b"{\"a\":1}\n")).is_ok());
+        // Not a line end, or past the end: read whole instead.
+        assert!(Local::from(&path, 12).unwrap().is_none());
+        assert!(Local::from(&path, 99).unwrap().is_none());
     }
 }
