@@ -3,10 +3,11 @@
 //! measured in the same run:
 //!
 //! 1. `sessions sync` of a generated store ÷ `COPY` of the same lines into a bare `bytea`
-//!    table (throughput ratio; goal ≥ 0.5).
+//!    table (throughput ratio, medians of three alternate rounds; goal ≥ 0.5).
 //! 2. A re-sync with nothing new over many runs (goal ≤ 1 s for 10 000 runs: no per-run round
 //!    trip).
-//! 3. `list_runs` with `limit 50` at the large store ÷ at the small one (goal ≤ 2).
+//! 3. `list_runs` with `limit 50` at the large store ÷ at the small one (medians of 101
+//!    alternate calls; goal ≤ 2).
 //! 4. 16 writer processes appending to distinct runs: lines/s ÷ one writer's (goal ≥ 4; on
 //!    2 cores the server and the writers share them, which is what limits it).
 //! 5. Session save with compare-and-swap, p50/p99 in ms, next to the local store's.
@@ -198,8 +199,8 @@ fn median_ms(mut v: Vec<f64>, pct: f64) -> f64 {
     v[i.min(v.len() - 1)] * 1000.0
 }
 
-/// Times `list_runs(limit 50)` (median of 25, after a warm-up) over `n` runs inserted in bulk.
-fn listing(cluster: &pg::Cluster, n: u64) -> f64 {
+/// A store of `n` runs inserted in bulk (the listing columns and summaries of real runs).
+fn listing_store(cluster: &pg::Cluster, n: u64) -> PgBackend {
     let conn = cluster.fresh_db();
     let b = open(&conn);
     b.append_lines("seed", 0, header("seed", 0).as_bytes())
@@ -217,21 +218,31 @@ fn listing(cluster: &pg::Cluster, n: u64) -> f64 {
         c.batch_execute("ANALYZE runs").map_err(q)
     })
     .unwrap();
+    b
+}
+
+/// Median ms of `list_runs(limit 50)` on each store, measured alternately (so that a change
+/// of the machine's load hits both alike), after a warm-up.
+fn listings(small: &PgBackend, large: &PgBackend) -> (f64, f64) {
     let q = RunListQuery {
         limit: Some(50),
         ..RunListQuery::default()
     };
+    let time = |b: &PgBackend| {
+        let t = Instant::now();
+        assert_eq!(b.list_runs(&q).unwrap().runs.len(), 50);
+        t.elapsed().as_secs_f64()
+    };
     for _ in 0..5 {
-        b.list_runs(&q).unwrap();
+        time(small);
+        time(large);
     }
-    let times: Vec<f64> = (0..25)
-        .map(|_| {
-            let t = Instant::now();
-            assert_eq!(b.list_runs(&q).unwrap().runs.len(), 50);
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    median_ms(times, 0.5)
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..101 {
+        a.push(time(small));
+        b.push(time(large));
+    }
+    (median_ms(a, 0.5), median_ms(b, 0.5))
 }
 
 /// Save latencies (seconds) of a session growing by two messages per save, with
@@ -301,12 +312,21 @@ fn main() {
     let root = tmp.path().join("sessions");
     let lines = make_store(&root, runs, bytes);
     let total: u64 = lines.iter().map(|l| l.len() as u64).sum();
-    let conn = cluster.fresh_db();
-    let copy = copy_baseline(&conn, &lines);
-    let started = Instant::now();
-    let (_, out) = sessions(&root, &["sync", "--to", &conn]);
-    let sync = started.elapsed().as_secs_f64();
-    assert!(out.contains(&format!("{total} bytes")), "{out}");
+    // Three rounds, COPY and sync alternately, each into a fresh database; medians (the
+    // machine's load moves both alike).
+    let (mut copies, mut syncs) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        copies.push(copy_baseline(&cluster.fresh_db(), &lines));
+        let conn = cluster.fresh_db();
+        let started = Instant::now();
+        let (_, out) = sessions(&root, &["sync", "--to", &conn]);
+        syncs.push(started.elapsed().as_secs_f64());
+        assert!(out.contains(&format!("{total} bytes")), "{out}");
+    }
+    let (copy, sync) = (
+        median_ms(copies, 0.5) / 1000.0,
+        median_ms(syncs, 0.5) / 1000.0,
+    );
     let ratio = copy / sync;
     println!(
         "1. sync of {runs} runs, {:.1} MB: {sync:.2} s ({:.1} MB/s); COPY of the same lines: {copy:.2} s ({:.1} MB/s); sync ÷ COPY throughput = {ratio:.2} (goal ≥ 0.5: {})",
@@ -335,8 +355,8 @@ fn main() {
 
     // 3. Listing at two sizes.
     let (small, large) = (10_000u64, ((1_000_000.0 * scale) as u64).max(20_000));
-    let t_small = listing(cluster, small);
-    let t_large = listing(cluster, large);
+    let (store_small, store_large) = (listing_store(cluster, small), listing_store(cluster, large));
+    let (t_small, t_large) = listings(&store_small, &store_large);
     let r = t_large / t_small;
     println!(
         "3. runs --limit 50: {t_small:.2} ms at {small} runs, {t_large:.2} ms at {large} runs; ratio {r:.2} (goal ≤ 2: {})",
