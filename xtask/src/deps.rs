@@ -2,7 +2,9 @@
 //!
 //! Each workspace crate may depend (normal or build dependency) only on the workspace crates
 //! below it (session-storage sits beside session-replay: above session-state, below
-//! session-cli); only session-state links rusqlite; only session-cli uses the terminal crates;
+//! session-cli; session-pg sits above session-storage, which it uses without its local
+//! backend, and below session-cli); only session-state links rusqlite, and nothing of it
+//! reaches session-pg, not even through features; only session-cli uses the terminal crates;
 //! session-schema keeps its required dependencies to serde, serde_json, uuid, time and
 //! thiserror; xtask uses only serde_json. Dev-dependencies are free.
 
@@ -22,6 +24,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["session-schema", "session-jsonl", "session-state"],
     ),
     (
+        "session-pg",
+        &["session-schema", "session-jsonl", "session-storage"],
+    ),
+    (
         "session-cli",
         &[
             "session-schema",
@@ -29,6 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session-state",
             "session-replay",
             "session-storage",
+            "session-pg",
         ],
     ),
     ("xtask", &[]),
@@ -153,9 +160,13 @@ fn the_rules_catch_bad_edges() {
         edge("session-storage", "rusqlite", "normal"),
         edge("session-storage", "session-state", "normal"),
         edge("session-cli", "session-storage", "normal"),
+        edge("session-pg", "session-state", "normal"),
+        edge("session-pg", "session-storage", "normal"),
+        edge("session-pg", "session-state", "dev"),
     ]);
     // schema -> jsonl breaks both the layer order and the closed dependency list.
-    assert_eq!(bad.len(), 8, "{bad:#?}");
+    assert_eq!(bad.len(), 9, "{bad:#?}");
+    assert!(bad.contains(&"session-pg -> session-state: breaks the layer order".to_owned()));
     assert!(bad.contains(&"session-storage -> session-cli: breaks the layer order".to_owned()));
     assert!(
         bad.contains(
@@ -224,4 +235,18 @@ fn default_features_are_what_brings_in_io_sqlite_and_zstd() {
         ));
     }
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// session-pg uses session-storage without its `local` feature: neither session-state nor
+/// SQLite is compiled into it.
+#[test]
+fn session_pg_links_no_sqlite() {
+    let packages = normal_tree("session-pg", &[]);
+    assert!(packages.contains("session-storage"), "{packages:?}");
+    for banned in ["rusqlite", "libsqlite3-sys", "session-state"] {
+        assert!(
+            !packages.contains(banned),
+            "session-pg is built with {banned}"
+        );
+    }
 }

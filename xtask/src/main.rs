@@ -4,12 +4,16 @@
 //! * `schema [--check]` — write the JSON Schema of the record union to
 //!   `schema/session-record.schema.json`; with `--check`, compare the committed schema with the
 //!   one the code produces and fail on a breaking change without a `schema_version` bump.
-//! * `bench [jsonl|state|replay|cli|all]` — run the benchmarks (they print ratios).
+//! * `bench [jsonl|state|replay|cli|all|pg]` — run the benchmarks (they print ratios); `pg`
+//!   starts a throwaway PostgreSQL cluster (see crates/session-cli/benches/pg.rs).
 //! * `bench scale` — generate stores of 1k and 100k runs (`SESSION_SCALE_SIZES`, e.g.
 //!   `1000,10000,100000`) in a temporary directory and time every command of the scaling
 //!   table as a process, interleaved, with min/median/max, growth ratios and throughputs
 //!   against the reader (`crates/session-cli/benches/scale.rs`; not part of `all`).
 //! * `soak [--seconds N]` — long crash/durability soak of the run-log writer.
+//! * `soak pg [--rounds N]` — kill a fleet writer and `sessions sync` at random points N times
+//!   each (default 50) against a throwaway PostgreSQL cluster, and rerun: every acknowledged
+//!   line present exactly once.
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
 //! * `fullfs [--size SIZE]` — the full-disk check: mounts a small tmpfs (default 8m), fills
@@ -50,7 +54,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|scale|all] | soak [--seconds N] | sample [--check] | fullfs [--size SIZE]>";
+const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | fullfs [--size SIZE]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -103,11 +107,18 @@ fn bench(which: &str) -> Result<()> {
     let all = ["jsonl", "state", "replay", "cli"];
     let selected: Vec<&str> = if which == "all" {
         all.to_vec()
-    } else if all.contains(&which) {
+    } else if all.contains(&which) || which == "pg" {
         vec![which]
     } else {
         return Err(format!("unknown benchmark `{which}`; one of {all:?}, scale or all").into());
     };
+    if which == "pg" {
+        // Needs PostgreSQL server binaries (it starts its own cluster); not part of `all`.
+        println!("== bench pg");
+        let mut cmd = cargo();
+        cmd.args(["bench", "-p", "session-cli", "--bench", "pg"]);
+        return status(cmd);
+    }
     for name in selected {
         println!("== bench {name}");
         let mut cmd = cargo();
@@ -118,6 +129,27 @@ fn bench(which: &str) -> Result<()> {
 }
 
 fn soak(rest: &[String]) -> Result<()> {
+    if rest.first().map(String::as_str) == Some("pg") {
+        let rounds = match rest.get(1..) {
+            Some([flag, n]) if flag == "--rounds" => n.clone(),
+            Some([]) | None => "50".to_owned(),
+            _ => return Err(USAGE.into()),
+        };
+        for (package, test, filter) in [
+            ("session-pg", "fleet", None),
+            ("session-cli", "sync", Some("killed_at_random_points")),
+        ] {
+            let mut cmd = cargo();
+            cmd.args(["test", "--release", "-p", package, "--test", test]);
+            cmd.env("SESSION_PG_ROUNDS", &rounds)
+                .env("SESSION_PG_REQUIRED", "1");
+            if let Some(f) = filter {
+                cmd.args(["--", f, "--nocapture"]);
+            }
+            status(cmd)?;
+        }
+        return Ok(());
+    }
     let mut cmd = cargo();
     cmd.args([
         "run",

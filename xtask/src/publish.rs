@@ -19,6 +19,7 @@ pub(crate) const PUBLISHABLE: &[&str] = &[
     "session-state",
     "session-replay",
     "session-storage",
+    "session-pg",
     "session-cli",
 ];
 

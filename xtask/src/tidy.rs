@@ -105,6 +105,7 @@ fn library_crates_never_print() {
         "session-state",
         "session-replay",
         "session-storage",
+        "session-pg",
     ];
     let needles = ["println!", "eprintln!", "print!(", "eprint!(", "dbg!("];
     let mut bad = Vec::new();

@@ -108,6 +108,8 @@ pub(crate) enum Command {
     Reindex(ReindexArgs),
     /// Serve a local, read-only web viewer on 127.0.0.1 (prints its URL with a token first).
     Serve(ServeArgs),
+    /// Ship the store to a shared PostgreSQL store, exactly once (--follow keeps shipping).
+    Sync(crate::commands::SyncArgs),
 }
 
 #[derive(Debug, Args)]

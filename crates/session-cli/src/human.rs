@@ -39,6 +39,7 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Gc(a) => !a.json,
         Command::Archive(a) => !a.json,
         Command::Unarchive(a) => !a.json,
+        Command::Sync(_) => true,
         Command::Reindex(a) => !a.json,
         // The URL line; the pages go to the browser.
         Command::Serve(_) => true,

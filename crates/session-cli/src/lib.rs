@@ -249,5 +249,6 @@ fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
         Command::Unarchive(a) => commands::unarchive(ctx, &a),
         Command::Reindex(a) => commands::reindex(ctx, &a),
         Command::Serve(a) => commands::serve(ctx, &a),
+        Command::Sync(a) => commands::sync(ctx, &a),
     }
 }

@@ -298,6 +298,9 @@ pub struct RunSummary {
     /// Where the backend keeps it, for messages (the local backend: the file's path relative
     /// to the store root).
     pub location: String,
+    /// The host the run came from, when the backend records it (a shared store: the host of
+    /// the client that created the run); `None` for local files.
+    pub origin_host: Option<String>,
 }
 
 /// An opaque keyset position of a listing, from a page's `next_cursor`. Only the backend

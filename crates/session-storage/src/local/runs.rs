@@ -390,6 +390,7 @@ fn summary(root: &Path, run_id: String, row: &RunRow) -> RunSummary {
         last_write_unix_ns: row.modified_unix_ns,
         archived: row.compressed,
         location: rel_path(root, &row.path),
+        origin_host: None,
     }
 }
 

@@ -1,0 +1,392 @@
+//! Benchmarks of the shared PostgreSQL store (`cargo xtask bench pg`), on a throwaway cluster
+//! this program starts itself (session-pg's test harness), printed as figures and ratios
+//! measured in the same run:
+//!
+//! 1. `sessions sync` of a generated store ÷ `COPY` of the same lines into a bare `bytea`
+//!    table (throughput ratio, medians of three alternate rounds; goal ≥ 0.5).
+//! 2. A re-sync with nothing new over many runs (goal ≤ 1 s for 10 000 runs: no per-run round
+//!    trip).
+//! 3. `list_runs` with `limit 50` at the large store ÷ at the small one (medians of 101
+//!    alternate calls; goal ≤ 2).
+//! 4. 16 writer processes appending to distinct runs: lines/s ÷ one writer's (goal ≥ 4; on
+//!    2 cores the server and the writers share them, which is what limits it).
+//! 5. Session save with compare-and-swap, p50/p99 in ms, next to the local store's.
+//!
+//! Sizes: `SESSION_PG_BENCH_SCALE` (default 0.1: a 25 MB store, 10 000 runs to re-sync,
+//! 100 000 runs to list; 1 is the issue's 250 MB and 1 000 000 runs).
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs
+)]
+
+#[path = "../../session-pg/tests/common/mod.rs"]
+mod pg;
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use session_pg::{PgBackend, PgConfig, PgError, PgOptions};
+use session_storage::local::LocalBackend;
+use session_storage::{Expected, RunCatalogue, RunListQuery, SessionStore};
+
+const WRITER_CONN: &str = "SESSION_PG_BENCH_WRITER_CONN";
+const WRITER_RUN: &str = "SESSION_PG_BENCH_WRITER_RUN";
+const WRITER_SECS: f64 = 3.0;
+
+fn line(run: &str, i: u64, pad: usize) -> String {
+    format!(
+        "{{\"type\":\"run.status\",\"run_id\":\"{run}\",\"ts\":\"2026-02-03T12:00:{:02}.000Z\",\"status\":\"running\",\"message\":\"step {i} {}\"}}\n",
+        i % 60,
+        "x".repeat(pad)
+    )
+}
+
+fn header(run: &str, minute: u64) -> String {
+    format!(
+        "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run}\",\"session_id\":\"s-{}\",\"started_at\":\"2026-02-03T{:02}:{:02}:00.000Z\"}}\n",
+        minute % 97,
+        (minute / 60) % 24,
+        minute % 60
+    )
+}
+
+/// A store of `runs` runs with about `bytes` bytes in all; returns the lines of every run.
+fn make_store(root: &Path, runs: u64, bytes: u64) -> Vec<Vec<u8>> {
+    let dir = root.join("2026/02/03");
+    fs::create_dir_all(&dir).unwrap();
+    let per_run = bytes / runs.max(1);
+    let mut all = Vec::new();
+    for r in 0..runs {
+        let id = format!("run-{r:07}");
+        let mut text = header(&id, r);
+        let mut i = 0;
+        while (text.len() as u64) < per_run {
+            text.push_str(&line(&id, i, 300));
+            i += 1;
+        }
+        fs::write(dir.join(format!("{id}.jsonl")), &text).unwrap();
+        all.push(text.into_bytes());
+    }
+    all
+}
+
+fn sessions(root: &Path, args: &[&str]) -> (i32, String) {
+    let mut argv: Vec<OsString> = vec!["sessions".into(), "--root".into(), root.into()];
+    argv.extend(args.iter().map(OsString::from));
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = session_cli::run(argv, &mut out, &mut err);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+    (code, String::from_utf8_lossy(&out).into_owned())
+}
+
+fn open(conn: &str) -> PgBackend {
+    PgBackend::open_with(
+        PgConfig::parse(conn).unwrap(),
+        PgOptions {
+            max_connections: 4,
+            ..PgOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn q(e: postgres::Error) -> PgError {
+    PgError::Query {
+        op: "bench",
+        source: e,
+    }
+}
+
+/// COPY of every line into a bare bytea table, in one transaction: seconds.
+fn copy_baseline(conn: &str, runs: &[Vec<u8>]) -> f64 {
+    let mut c = postgres::Client::connect(conn, postgres::NoTls).unwrap();
+    c.batch_execute("CREATE TABLE bare (run_id text, byte_offset bigint, data bytea)")
+        .unwrap();
+    let started = Instant::now();
+    let mut tx = c.transaction().unwrap();
+    let writer = tx
+        .copy_in("COPY bare (run_id, byte_offset, data) FROM STDIN (FORMAT binary)")
+        .unwrap();
+    let mut w = postgres::binary_copy::BinaryCopyInWriter::new(
+        writer,
+        &[
+            postgres::types::Type::TEXT,
+            postgres::types::Type::INT8,
+            postgres::types::Type::BYTEA,
+        ],
+    );
+    for (r, text) in runs.iter().enumerate() {
+        let id = format!("run-{r:07}");
+        let mut offset = 0i64;
+        for l in text.split_inclusive(|b| *b == b'\n') {
+            w.write(&[&id, &offset, &l]).unwrap();
+            offset += l.len() as i64;
+        }
+    }
+    w.finish().unwrap();
+    tx.commit().unwrap();
+    started.elapsed().as_secs_f64()
+}
+
+/// A writer process: appends lines to its run for WRITER_SECS and prints how many.
+fn run_writer_if_requested() {
+    let (Ok(conn), Ok(run)) = (std::env::var(WRITER_CONN), std::env::var(WRITER_RUN)) else {
+        return;
+    };
+    let b = open(&conn);
+    let mut len = b
+        .append_lines(&run, 0, header(&run, 1).as_bytes())
+        .unwrap()
+        .end;
+    // Start together: the parent releases every writer at once through stdin.
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed().as_secs_f64() < WRITER_SECS {
+        len = b
+            .append_lines(&run, len, line(&run, n, 100).as_bytes())
+            .unwrap()
+            .end;
+        n += 1;
+    }
+    println!("{n}");
+    std::process::exit(0);
+}
+
+/// Lines/s of `k` writer processes together.
+fn writers(conn: &str, k: usize) -> f64 {
+    let mut children: Vec<_> = (0..k)
+        .map(|i| {
+            Command::new(std::env::current_exe().unwrap())
+                .env(WRITER_CONN, conn)
+                .env(WRITER_RUN, format!("w{k}-{i}"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500 + 60 * k as u64));
+    for c in &mut children {
+        writeln!(c.stdin.as_mut().unwrap()).unwrap();
+    }
+    let total: u64 = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            BufReader::new(&out.stdout[..])
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.trim().parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum();
+    total as f64 / WRITER_SECS
+}
+
+fn median_ms(mut v: Vec<f64>, pct: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = ((v.len() as f64 - 1.0) * pct).round() as usize;
+    v[i.min(v.len() - 1)] * 1000.0
+}
+
+/// A store of `n` runs inserted in bulk (the listing columns and summaries of real runs).
+fn listing_store(cluster: &pg::Cluster, n: u64) -> PgBackend {
+    let conn = cluster.fresh_db();
+    let b = open(&conn);
+    b.append_lines("seed", 0, header("seed", 0).as_bytes())
+        .unwrap();
+    b.with_client(move |c| {
+        c.execute(
+            "INSERT INTO runs (run_id, committed_len, line_count, origin_host, session_id, \
+             started_at_utc, outcome, summary) \
+             SELECT 'run-' || lpad(g::text, 8, '0'), 100, 1, 'bench', 's-' || (g % 1000), \
+             to_char(timestamp '2026-01-01' + g * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+             'completed', r.summary FROM generate_series(1, $1::bigint) g, runs r WHERE r.run_id = 'seed'",
+            &[&(n as i64)],
+        )
+        .map_err(q)?;
+        c.batch_execute("ANALYZE runs").map_err(q)
+    })
+    .unwrap();
+    b
+}
+
+/// Median ms of `list_runs(limit 50)` on each store, measured alternately (so that a change
+/// of the machine's load hits both alike), after a warm-up.
+fn listings(small: &PgBackend, large: &PgBackend) -> (f64, f64) {
+    let q = RunListQuery {
+        limit: Some(50),
+        ..RunListQuery::default()
+    };
+    let time = |b: &PgBackend| {
+        let t = Instant::now();
+        assert_eq!(b.list_runs(&q).unwrap().runs.len(), 50);
+        t.elapsed().as_secs_f64()
+    };
+    for _ in 0..5 {
+        time(small);
+        time(large);
+    }
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..101 {
+        a.push(time(small));
+        b.push(time(large));
+    }
+    (median_ms(a, 0.5), median_ms(b, 0.5))
+}
+
+/// Save latencies (seconds) of a session growing by two messages per save, with
+/// compare-and-swap on the version.
+fn saves(store: &dyn SessionStore, n: usize) -> Vec<f64> {
+    let mut messages = Vec::new();
+    let mut expected = Expected::Absent;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        messages.push(format!(
+            r#"{{"role":"user","content":"question {i} {}"}}"#,
+            "q".repeat(400)
+        ));
+        messages.push(format!(
+            r#"{{"role":"assistant","content":"answer {i} {}"}}"#,
+            "a".repeat(800)
+        ));
+        let st = session_schema::parse_session_state(
+            format!(
+                r#"{{"schema_version":1,"session_id":"bench-save","updated_at":"2026-02-03T12:{:02}:{:02}.000Z","messages":[{}],"meta":{{"codelia_workspace_root":"/w"}}}}"#,
+                (i / 60) % 60,
+                i % 60,
+                messages.join(",")
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+        .value;
+        let t = Instant::now();
+        let v = store.save_session(&st, &expected).unwrap();
+        out.push(t.elapsed().as_secs_f64());
+        expected = Expected::Version(v);
+    }
+    out
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "meets the goal"
+    } else {
+        "BELOW the goal"
+    }
+}
+
+fn main() {
+    run_writer_if_requested();
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let scale: f64 = std::env::var("SESSION_PG_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.1);
+    let Some(cluster) = pg::shared() else {
+        eprintln!("bench pg: no PostgreSQL cluster could be started");
+        std::process::exit(1);
+    };
+    println!(
+        "PostgreSQL {} (fsync off, unix socket), scale {scale}",
+        cluster.version
+    );
+
+    // 1. sync ÷ COPY.
+    let bytes = (250e6 * scale) as u64;
+    let runs = ((2000.0 * scale) as u64).max(20);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("sessions");
+    let lines = make_store(&root, runs, bytes);
+    let total: u64 = lines.iter().map(|l| l.len() as u64).sum();
+    // Three rounds, COPY and sync alternately, each into a fresh database; medians (the
+    // machine's load moves both alike).
+    let (mut copies, mut syncs) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        copies.push(copy_baseline(&cluster.fresh_db(), &lines));
+        let conn = cluster.fresh_db();
+        let started = Instant::now();
+        let (_, out) = sessions(&root, &["sync", "--to", &conn]);
+        syncs.push(started.elapsed().as_secs_f64());
+        assert!(out.contains(&format!("{total} bytes")), "{out}");
+    }
+    let (copy, sync) = (
+        median_ms(copies, 0.5) / 1000.0,
+        median_ms(syncs, 0.5) / 1000.0,
+    );
+    let ratio = copy / sync;
+    println!(
+        "1. sync of {runs} runs, {:.1} MB: {sync:.2} s ({:.1} MB/s); COPY of the same lines: {copy:.2} s ({:.1} MB/s); sync ÷ COPY throughput = {ratio:.2} (goal ≥ 0.5: {})",
+        total as f64 / 1e6,
+        total as f64 / 1e6 / sync,
+        total as f64 / 1e6 / copy,
+        verdict(ratio >= 0.5)
+    );
+
+    // 2. Re-sync with nothing new.
+    let many = ((100_000.0 * scale) as u64).max(100);
+    let tmp2 = tempfile::tempdir().unwrap();
+    let root2 = tmp2.path().join("sessions");
+    let _ = make_store(&root2, many, many * 400);
+    let conn2 = cluster.fresh_db();
+    sessions(&root2, &["sync", "--to", &conn2]);
+    let started = Instant::now();
+    let (_, out) = sessions(&root2, &["sync", "--to", &conn2]);
+    let resync = started.elapsed().as_secs_f64();
+    assert!(out.starts_with("0 runs shipped"), "{out}");
+    let per_10k = resync * 10_000.0 / many as f64;
+    println!(
+        "2. re-sync with nothing new over {many} runs: {resync:.2} s, {per_10k:.2} s per 10 000 runs (goal ≤ 1 s: {})",
+        verdict(per_10k <= 1.0)
+    );
+
+    // 3. Listing at two sizes.
+    let (small, large) = (10_000u64, ((1_000_000.0 * scale) as u64).max(20_000));
+    let (store_small, store_large) = (listing_store(cluster, small), listing_store(cluster, large));
+    let (t_small, t_large) = listings(&store_small, &store_large);
+    let r = t_large / t_small;
+    println!(
+        "3. runs --limit 50: {t_small:.2} ms at {small} runs, {t_large:.2} ms at {large} runs; ratio {r:.2} (goal ≤ 2: {})",
+        verdict(r <= 2.0)
+    );
+
+    // 4. Writers.
+    let conn4 = cluster.fresh_db();
+    let _ = open(&conn4);
+    let one = writers(&conn4, 1);
+    let sixteen = writers(&conn4, 16);
+    let r = sixteen / one;
+    println!(
+        "4. appends: 1 writer {one:.0} lines/s, 16 writer processes {sixteen:.0} lines/s; ratio {r:.2} (goal ≥ 4: {}; {} cores shared by the server and the writers)",
+        verdict(r >= 4.0),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    // 5. Session saves.
+    let n = 200;
+    let pgb = open(&cluster.fresh_db());
+    let pg_times = saves(&pgb, n);
+    let tmp5 = tempfile::tempdir().unwrap();
+    let local = LocalBackend::open(tmp5.path().join("sessions")).unwrap();
+    let local_times = saves(&local, n);
+    println!(
+        "5. session save with compare-and-swap ({n} saves, growing by 2 messages): PostgreSQL p50 {:.2} ms p99 {:.2} ms; local store p50 {:.2} ms p99 {:.2} ms",
+        median_ms(pg_times.clone(), 0.5),
+        median_ms(pg_times, 0.99),
+        median_ms(local_times.clone(), 0.5),
+        median_ms(local_times, 0.99)
+    );
+}

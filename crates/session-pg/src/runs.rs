@@ -1,0 +1,990 @@
+//! [`RunCatalogue`] on PostgreSQL: one `bytea` row per line keyed by `(run_id, byte_offset)` (the run id
+//! as the run's 8-byte `run_key`),
+//! appends with compare-and-swap on the run's committed length under the run row's lock,
+//! streamed reads, stats and keyset listings from derived columns.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::Type;
+use postgres::{Statement, Transaction};
+use session_jsonl::scan::{HEAD_LIMIT, HeaderFacts, TAIL_LINE_LIMIT, TAIL_PREFIX, scan_facts};
+use session_jsonl::{Item, Reader, ReaderOptions, RunEndState};
+use session_schema::{ErrorInfo, Record, Timestamp, parse_record};
+use session_storage::{
+    Appended, Extent, PageCursor, RunBytes, RunCatalogue, RunListPage, RunListQuery, RunStat,
+    StorageError, Target, already_present, check_complete_lines, checked_id,
+};
+use sha2::{Digest, Sha256};
+
+use crate::backend::PgBackend;
+use crate::derive::RunFold;
+use crate::error::RowExt;
+use crate::error::{PgError, query, storage};
+use crate::pool::{Pool, Session};
+use crate::text::{bound_key, normalize_workspace_root, pg_opt, pg_text};
+
+/// Bytes of lines fetched per round trip by a streamed read.
+const READ_BATCH_BYTES: i64 = 4 << 20;
+/// Lines fetched per round trip when scanning a run's tail backwards.
+const TAIL_BATCH: i64 = 80;
+/// Damaged lines skipped at the end before the tail scan gives up (as session-jsonl's).
+const TAIL_MAX_DAMAGED: usize = 64;
+
+const SQL_CREATE: &str = "INSERT INTO runs (run_id, committed_len, line_count, origin_host, summary) \
+     VALUES ($1, 0, 0, $2, $3) ON CONFLICT (run_id) DO NOTHING";
+const SQL_LOCK: &str =
+    "SELECT committed_len, line_count, summary, run_key FROM runs WHERE run_id = $1 FOR UPDATE";
+const SQL_COPY: &str = "COPY run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+     FROM STDIN (FORMAT binary)";
+const SQL_INSERT: &str = "INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+     SELECT $1::int8, * FROM unnest($2::int8[], $3::int8[], $4::bytea[], $5::text[], $6::text[], $7::text[])";
+/// Appends of at most this many lines use one INSERT; larger ones COPY.
+const SMALL_APPEND_LINES: usize = 16;
+const SQL_UPDATE: &str = "UPDATE runs SET committed_len = $2, line_count = $3, last_write_at = now(), \
+     session_id = $4, started_at_utc = $5, outcome = $6, workspace_norm = $7, \
+     activity_ms = $8, summary = $9, first_line_sha = coalesce($10, first_line_sha), \
+     last_line_sha = $11 WHERE run_id = $1";
+const SQL_LENGTH: &str = "SELECT committed_len FROM runs WHERE run_id = $1";
+const SQL_FINGERPRINT: &str = "SELECT committed_len, line_count, first_line_sha, last_line_sha \
+     FROM runs WHERE run_id = $1";
+
+/// The statements of an append, prepared once per connection.
+struct AppendStatements {
+    create: Statement,
+    lock: Statement,
+    insert: Statement,
+    copy: Statement,
+    update: Statement,
+}
+
+impl AppendStatements {
+    fn prepare(s: &mut Session) -> Result<AppendStatements, PgError> {
+        Ok(AppendStatements {
+            create: s.prepared(SQL_CREATE)?,
+            lock: s.prepared(SQL_LOCK)?,
+            insert: s.prepared(SQL_INSERT)?,
+            copy: s.prepared(SQL_COPY)?,
+            update: s.prepared(SQL_UPDATE)?,
+        })
+    }
+}
+
+/// What an append transaction decided.
+enum AppendOutcome {
+    Done(Appended),
+    Conflict { committed: u64 },
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// SHA-256 of `bytes`.
+pub(crate) fn sha256(bytes: &[u8]) -> Vec<u8> {
+    Sha256::digest(bytes).to_vec()
+}
+
+/// The state of a run row, locked for update.
+struct LockedRun {
+    key: i64,
+    committed: u64,
+    lines: u64,
+    fold: RunFold,
+}
+
+fn lock_run(
+    tx: &mut Transaction<'_>,
+    st: &AppendStatements,
+    run_id: &str,
+    create: Option<&str>,
+) -> Result<Option<LockedRun>, PgError> {
+    if let Some(host) = create {
+        // Created when missing (an append at length 0), then locked like any other.
+        let fold = serde_json::to_vec(&RunFold::new()).map_err(|e| PgError::Inconsistent {
+            detail: e.to_string(),
+        })?;
+        tx.execute(&st.create, &[&run_id, &pg_text(host), &fold])
+            .map_err(query("create the run row"))?;
+    }
+    let row = tx
+        .query_opt(&st.lock, &[&run_id])
+        .map_err(query("lock the run row"))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let summary: Vec<u8> = row.col(2)?;
+    let fold = serde_json::from_slice(&summary).map_err(|e| PgError::Inconsistent {
+        detail: format!("summary of run {run_id}: {e}"),
+    })?;
+    Ok(Some(LockedRun {
+        key: row.col(3)?,
+        committed: to_u64(row.col(0)?),
+        lines: to_u64(row.col(1)?),
+        fold,
+    }))
+}
+
+/// `[from, to)` of a run's stored bytes (lines starting in the range, whole), and whether
+/// `from` is the start of a line.
+fn stored_range(
+    tx: &mut Transaction<'_>,
+    run_key: i64,
+    from: u64,
+    to: u64,
+) -> Result<(Vec<u8>, bool), PgError> {
+    let rows = tx
+        .query(
+            "SELECT byte_offset, data FROM run_lines \
+             WHERE run_key = $1 AND byte_offset >= $2 AND byte_offset < $3 ORDER BY byte_offset",
+            &[&run_key, &to_i64(from), &to_i64(to)],
+        )
+        .map_err(query("read stored lines"))?;
+    let first = match rows.first() {
+        Some(r) => Some(to_u64(r.col(0)?)),
+        None => None,
+    };
+    let at_line_start = from == 0 || first == Some(from);
+    let mut out = Vec::new();
+    for r in &rows {
+        let data: &[u8] = r.col(1)?;
+        out.extend_from_slice(data);
+    }
+    Ok((out, at_line_start))
+}
+
+fn append_tx(
+    tx: &mut Transaction<'_>,
+    st: &AppendStatements,
+    run_id: &str,
+    expected: u64,
+    lines: &[u8],
+    host: &str,
+) -> Result<AppendOutcome, PgError> {
+    let create = (expected == 0).then_some(host);
+    let Some(mut run) = lock_run(tx, st, run_id, create)? else {
+        return Ok(AppendOutcome::Conflict { committed: 0 });
+    };
+    let n = lines.len() as u64;
+    let end = expected + n;
+    if run.committed < expected {
+        return Ok(AppendOutcome::Conflict {
+            committed: run.committed,
+        });
+    }
+    let present = if run.committed == expected {
+        0
+    } else {
+        let to = run.committed.min(end);
+        let (mut stored, at_line_start) = stored_range(tx, run.key, expected, to)?;
+        stored.truncate(usize::try_from(to - expected).unwrap_or(usize::MAX));
+        match already_present(&stored, lines, at_line_start) {
+            Some(k) => k,
+            None => {
+                return Ok(AppendOutcome::Conflict {
+                    committed: run.committed,
+                });
+            }
+        }
+    };
+    let rest = &lines[present..];
+    if rest.is_empty() {
+        return Ok(AppendOutcome::Done(Appended {
+            offset: expected,
+            end,
+            committed_len: run.committed,
+            already_present: present as u64,
+        }));
+    }
+    // What is missing starts exactly at the committed end.
+    let at = run.committed;
+    let first_line = run.lines + 1;
+    let facts = run.fold.absorb(rest, at, first_line);
+    let mut first_sha = None;
+    let mut last_sha = Vec::new();
+    let mut rows = Vec::with_capacity(facts.len());
+    let mut start = 0usize;
+    for (i, nl) in memchr::memchr_iter(b'\n', rest).enumerate() {
+        let line = &rest[start..=nl];
+        if at == 0 && i == 0 {
+            first_sha = Some(sha256(line));
+        }
+        rows.push((
+            to_i64(at + start as u64),
+            to_i64(first_line + i as u64),
+            line,
+        ));
+        start = nl + 1;
+        if start == rest.len() {
+            last_sha = sha256(line);
+        }
+    }
+    let fact = |i: usize| facts.get(i).cloned().unwrap_or_default();
+    if rows.len() <= SMALL_APPEND_LINES {
+        // A few lines: one prepared INSERT (a COPY costs more to set up than it saves).
+        let (mut offsets, mut numbers, mut data) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut types, mut tss, mut damage) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, (offset, number, line)) in rows.iter().enumerate() {
+            let f = fact(i);
+            offsets.push(*offset);
+            numbers.push(*number);
+            data.push(*line);
+            types.push(f.record_type);
+            tss.push(f.ts);
+            damage.push(f.damage);
+        }
+        tx.execute(
+            &st.insert,
+            &[&run.key, &offsets, &numbers, &data, &types, &tss, &damage],
+        )
+        .map_err(query("insert lines"))?;
+    } else {
+        // Many lines: binary COPY, inside the append's transaction.
+        let sink = tx.copy_in(&st.copy).map_err(query("insert lines"))?;
+        let mut w = BinaryCopyInWriter::new(
+            sink,
+            &[
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::BYTEA,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+            ],
+        );
+        for (i, (offset, number, line)) in rows.iter().enumerate() {
+            let f = fact(i);
+            w.write(&[
+                &run.key,
+                offset,
+                number,
+                line,
+                &f.record_type,
+                &f.ts,
+                &f.damage,
+            ])
+            .map_err(query("insert lines"))?;
+        }
+        w.finish().map_err(query("insert lines"))?;
+    }
+    let new_lines = memchr::memchr_iter(b'\n', rest).count() as u64;
+    let committed = at + rest.len() as u64;
+    let fold = &run.fold;
+    let summary = serde_json::to_vec(fold).map_err(|e| PgError::Inconsistent {
+        detail: e.to_string(),
+    })?;
+    let activity = activity_ms(fold.started_at.as_deref(), fold.last_ts.as_deref());
+    tx.execute(
+        &st.update,
+        &[
+            &run_id,
+            &to_i64(committed),
+            &to_i64(run.lines + new_lines),
+            &pg_opt(fold.session_id.as_deref()),
+            &pg_text(fold.started_at_utc.as_deref().unwrap_or("")),
+            &pg_text(&fold.outcome),
+            &fold
+                .workspace_root()
+                .map(|w| pg_text(&normalize_workspace_root(&w))),
+            &activity,
+            &summary,
+            &first_sha,
+            &last_sha,
+        ],
+    )
+    .map_err(query("update the run row"))?;
+    Ok(AppendOutcome::Done(Appended {
+        offset: expected,
+        end,
+        committed_len: committed,
+        already_present: present as u64,
+    }))
+}
+
+/// The latest of `started_at` and `last_ts`, as Unix milliseconds.
+pub(crate) fn activity_ms(started_at: Option<&str>, last_ts: Option<&str>) -> Option<i64> {
+    let ms = |s: Option<&str>| s.and_then(|t| Timestamp::from_raw(t.to_owned()).unix_millis());
+    match (ms(started_at), ms(last_ts)) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl PgBackend {
+    fn committed_len(&self, run_id: &str) -> Result<Option<u64>, StorageError> {
+        let id = run_id.to_owned();
+        self.pool
+            .run(true, move |s| {
+                let st = s.prepared(SQL_LENGTH)?;
+                let row = s
+                    .client()?
+                    .query_opt(&st, &[&id])
+                    .map_err(query("read the run length"))?;
+                row.map(|r| r.col(0).map(to_u64)).transpose()
+            })
+            .map_err(|e| storage("read", Target::run(run_id), e))
+    }
+
+    /// The host that created run `run_id` ([`PgOptions::origin_host`](crate::PgOptions) of its
+    /// first writer); `None` when there is no such run.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`], [`StorageError::Backend`].
+    pub fn run_origin(&self, run_id: &str) -> Result<Option<String>, StorageError> {
+        checked_id(run_id)?;
+        let id = run_id.to_owned();
+        self.pool
+            .run(true, move |s| {
+                let row = s
+                    .client()?
+                    .query_opt("SELECT origin_host FROM runs WHERE run_id = $1", &[&id])
+                    .map_err(query("read the run origin"))?;
+                row.map(|r| r.col(0)).transpose()
+            })
+            .map_err(|e| storage("read", Target::run(run_id), e))
+    }
+
+    /// SHA-256 of the first and of the last stored line of run `run_id` and its committed
+    /// length: what a copier compares to know that the stored run is the file it copies
+    /// (`None`: no such run).
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`], [`StorageError::Backend`].
+    pub fn run_fingerprint(&self, run_id: &str) -> Result<Option<RunFingerprint>, StorageError> {
+        checked_id(run_id)?;
+        let id = run_id.to_owned();
+        self.pool
+            .run(true, move |s| {
+                let st = s.prepared(SQL_FINGERPRINT)?;
+                let row = s
+                    .client()?
+                    .query_opt(&st, &[&id])
+                    .map_err(query("read the run fingerprint"))?;
+                row.map(|r| {
+                    Ok(RunFingerprint {
+                        len: to_u64(r.col(0)?),
+                        lines: to_u64(r.col(1)?),
+                        first_line_sha256: r.col(2)?,
+                        last_line_sha256: r.col(3)?,
+                    })
+                })
+                .transpose()
+            })
+            .map_err(|e| storage("read", Target::run(run_id), e))
+    }
+
+    /// SHA-256 of every stored line of run `run_id` from line `from_line` (1-based) on, with
+    /// its byte offset, in order: for comparing a copy line by line without moving the lines.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`], [`StorageError::Backend`].
+    pub fn line_hashes(
+        &self,
+        run_id: &str,
+        from_line: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StorageError> {
+        checked_id(run_id)?;
+        let id = run_id.to_owned();
+        self.pool
+            .run(true, move |s| {
+                let rows = s
+                    .client()?
+                    .query(
+                        "SELECT byte_offset, sha256(data) FROM run_lines \
+                         WHERE run_key = (SELECT run_key FROM runs WHERE run_id = $1) \
+                         AND line_no >= $2 ORDER BY byte_offset",
+                        &[&id, &to_i64(from_line)],
+                    )
+                    .map_err(query("hash stored lines"))?;
+                rows.iter()
+                    .map(|r| Ok((to_u64(r.col(0)?), r.col(1)?)))
+                    .collect()
+            })
+            .map_err(|e| storage("read", Target::run(run_id), e))
+    }
+}
+
+/// What [`PgBackend::run_fingerprint`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFingerprint {
+    /// Committed length in bytes.
+    pub len: u64,
+    /// Stored lines.
+    pub lines: u64,
+    /// SHA-256 of the first line (with its `\n`).
+    pub first_line_sha256: Option<Vec<u8>>,
+    /// SHA-256 of the last line (with its `\n`).
+    pub last_line_sha256: Option<Vec<u8>>,
+}
+
+/// Streams a run's stored lines `[pos, end)` from PostgreSQL, a batch at a time.
+struct LineReader {
+    pool: Arc<Pool>,
+    run_id: String,
+    pos: u64,
+    end: u64,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl LineReader {
+    fn fetch(&mut self) -> io::Result<()> {
+        let id = self.run_id.clone();
+        let (pos, end) = (to_i64(self.pos), to_i64(self.end));
+        let rows = self
+            .pool
+            .run(true, move |s| {
+                let rows = s
+                    .client()?
+                    .query(
+                        "WITH r AS (SELECT run_key FROM runs WHERE run_id = $1) \
+                         SELECT byte_offset, data FROM run_lines WHERE run_key = (SELECT run_key FROM r) \
+                         AND byte_offset >= (SELECT coalesce(max(byte_offset), 0) FROM run_lines \
+                                              WHERE run_key = (SELECT run_key FROM r) AND byte_offset <= $2) \
+                         AND byte_offset < least($3, $2 + $4) ORDER BY byte_offset",
+                        &[&id, &pos, &end, &READ_BATCH_BYTES],
+                    )
+                    .map_err(query("read lines"))?;
+                rows.iter()
+                    .map(|r| Ok((to_u64(r.col(0)?), r.col::<Vec<u8>>(1)?)))
+                    .collect::<Result<Vec<_>, PgError>>()
+            })
+            .map_err(io::Error::other)?;
+        self.buf.clear();
+        self.at = 0;
+        let mut expect = None;
+        for (offset, data) in rows {
+            if let Some(e) = expect
+                && e != offset
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "run {}: stored lines leave a gap at byte offset {e} (next line at {offset})",
+                        self.run_id
+                    ),
+                ));
+            }
+            expect = Some(offset + data.len() as u64);
+            if self.buf.is_empty() {
+                // The first line may start before `pos` (a read from inside a line).
+                let skip = usize::try_from(self.pos.saturating_sub(offset)).unwrap_or(usize::MAX);
+                if offset > self.pos || skip > data.len() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "run {}: no stored line holds byte offset {} (removed while being read?)",
+                            self.run_id, self.pos
+                        ),
+                    ));
+                }
+                self.buf.extend_from_slice(&data[skip..]);
+            } else {
+                self.buf.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Read for LineReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.pos >= self.end || out.is_empty() {
+            return Ok(0);
+        }
+        if self.at >= self.buf.len() {
+            self.fetch()?;
+            if self.buf.is_empty() {
+                return Ok(0);
+            }
+        }
+        let left = usize::try_from(self.end - self.pos).unwrap_or(usize::MAX);
+        let n = (self.buf.len() - self.at).min(out.len()).min(left);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// Header facts from the first [`HEAD_LIMIT`] bytes of a run, as session-jsonl's
+/// `read_header` finds them in a file.
+fn head_facts(buf: &[u8], at_eof: bool) -> HeaderFacts {
+    let mut start = 0;
+    let first = loop {
+        match memchr::memchr(b'\n', &buf[start..]) {
+            Some(i) if buf[start..start + i].trim_ascii().is_empty() => start += i + 1,
+            Some(i) => break Some(start + i),
+            None if at_eof => break Some(buf.len()),
+            None => break None,
+        }
+    };
+    let Some(end) = first else {
+        return scan_facts(&buf[start..]);
+    };
+    let line = &buf[start..end];
+    let mut facts = HeaderFacts::default();
+    let mut header = false;
+    for item in Reader::new(line, ReaderOptions::default()).flatten() {
+        if let Item::Record(r) = item {
+            if let Record::Header(h) = r.record() {
+                header = true;
+                facts = HeaderFacts {
+                    kind: Some("header".to_owned()),
+                    schema_version: Some(h.schema_version),
+                    run_id: Some(h.run_id.clone()),
+                    session_id: h.session_id.clone(),
+                    started_at: Some(h.started_at.clone()),
+                };
+            } else if facts.kind.is_none() {
+                facts.kind = Some(r.record().kind().to_owned());
+            }
+        }
+    }
+    if !header && facts.kind.is_none() {
+        facts = scan_facts(line);
+    }
+    facts
+}
+
+/// One line of the tail scan.
+enum TailLine {
+    Empty,
+    Record(Box<Record>),
+    Prefix(String, Option<Timestamp>),
+    Bad,
+}
+
+fn tail_line(len: u64, bytes: &[u8]) -> TailLine {
+    // `bytes` holds the line with its "\n", or only its first TAIL_PREFIX bytes.
+    let content = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    if len == 0 {
+        return TailLine::Empty;
+    }
+    if len > TAIL_LINE_LIMIT {
+        let prefix = &content[..content.len().min(TAIL_PREFIX)];
+        let facts = scan_facts(prefix);
+        return match facts.kind {
+            Some(kind) => TailLine::Prefix(kind, facts.started_at),
+            None => TailLine::Bad,
+        };
+    }
+    let piece = match memchr::memrchr(0, content) {
+        Some(i) => &content[i + 1..],
+        None => content,
+    };
+    let parsed = parse_record(piece).or_else(|e| match e {
+        session_schema::ParseError::InvalidUtf8 { .. } => {
+            parse_record(String::from_utf8_lossy(piece).as_bytes())
+        }
+        e => Err(e),
+    });
+    match parsed {
+        Ok(p) => TailLine::Record(Box::new(p.value)),
+        Err(_) => TailLine::Bad,
+    }
+}
+
+/// How the run ended, from its lines read backwards, as session-jsonl's `terminal_state`
+/// finds it in a file.
+#[derive(Default)]
+struct TailScan {
+    end: Option<RunEndState>,
+    last_type: Option<String>,
+    last_ts: Option<Timestamp>,
+    damaged: usize,
+    found_end: bool,
+    looked_back: usize,
+    done: bool,
+}
+
+impl TailScan {
+    fn line(&mut self, line: TailLine) {
+        match line {
+            TailLine::Empty => {}
+            TailLine::Bad => {
+                self.damaged += 1;
+                if self.damaged > TAIL_MAX_DAMAGED {
+                    self.done = true;
+                }
+            }
+            TailLine::Prefix(kind, ts) => {
+                if !self.found_end {
+                    self.last_type = Some(kind);
+                    self.last_ts = ts;
+                }
+                self.done = true;
+            }
+            TailLine::Record(rec) => {
+                if self.found_end {
+                    if let Record::RunError(e) = *rec {
+                        if let Some(RunEndState::Ended { error, .. }) = &mut self.end {
+                            *error = Some(e.error);
+                        }
+                        self.done = true;
+                        return;
+                    }
+                    self.looked_back += 1;
+                    if self.looked_back >= 2 {
+                        self.done = true;
+                    }
+                } else {
+                    self.last_type = Some(rec.kind().to_owned());
+                    self.last_ts = rec.ts().cloned();
+                    match *rec {
+                        Record::RunEnd(end) => {
+                            self.end = Some(RunEndState::Ended {
+                                outcome: end.outcome,
+                                final_text: end.final_text,
+                                error: None::<ErrorInfo>,
+                            });
+                            self.found_end = true;
+                        }
+                        Record::RunError(e) => {
+                            self.end = Some(RunEndState::Errored { error: e.error });
+                            self.done = true;
+                        }
+                        _ => self.done = true,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat>, PgError> {
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(query("begin a read"))?;
+    let Some(row) = tx
+        .query_opt(
+            "SELECT committed_len, line_count, run_key FROM runs WHERE run_id = $1",
+            &[&run_id],
+        )
+        .map_err(query("stat the run"))?
+    else {
+        return Ok(None);
+    };
+    let len = to_u64(row.col(0)?);
+    let lines = to_u64(row.col(1)?);
+    let key: i64 = row.col(2)?;
+    let head_rows = tx
+        .query(
+            "SELECT data FROM run_lines WHERE run_key = $1 AND byte_offset < $2 ORDER BY byte_offset",
+            &[&key, &(HEAD_LIMIT as i64)],
+        )
+        .map_err(query("read the run header"))?;
+    let mut head = Vec::new();
+    for r in &head_rows {
+        let d: &[u8] = r.col(0)?;
+        head.extend_from_slice(d);
+        if head.len() >= HEAD_LIMIT {
+            break;
+        }
+    }
+    head.truncate(HEAD_LIMIT);
+    let header = head_facts(&head, len < HEAD_LIMIT as u64);
+    let mut scan = TailScan::default();
+    let mut below = to_i64(len);
+    while !scan.done && below > 0 {
+        let rows = tx
+            .query(
+                "SELECT byte_offset, length(data) - 1, \
+                 CASE WHEN length(data) - 1 > $3 THEN substring(data FROM 1 FOR $4) ELSE data END \
+                 FROM run_lines WHERE run_key = $1 AND byte_offset < $2 \
+                 ORDER BY byte_offset DESC LIMIT $5",
+                &[
+                    &key,
+                    &below,
+                    &(TAIL_LINE_LIMIT as i32),
+                    &(TAIL_PREFIX as i32),
+                    &TAIL_BATCH,
+                ],
+            )
+            .map_err(query("read the run tail"))?;
+        if rows.is_empty() {
+            break;
+        }
+        for r in &rows {
+            below = r.col(0)?;
+            let l: i32 = r.col(1)?;
+            let bytes: &[u8] = r.col(2)?;
+            scan.line(tail_line(u64::try_from(l).unwrap_or(0), bytes));
+            if scan.done {
+                break;
+            }
+        }
+    }
+    tx.commit().map_err(query("end a read"))?;
+    Ok(Some(RunStat {
+        run_id: run_id.to_owned(),
+        len,
+        lines,
+        torn_tail: 0,
+        header,
+        end: scan.end.unwrap_or(RunEndState::Open),
+        last_type: scan.last_type,
+        last_ts: scan.last_ts,
+        archived: false,
+    }))
+}
+
+/// A listing cursor: `pg:<len>:<started_at_utc><run_id>`.
+fn cursor_token(started: &str, run_id: &str) -> String {
+    format!("pg:{}:{started}{run_id}", started.len())
+}
+
+fn parse_cursor(token: &str) -> Option<(String, String)> {
+    let rest = token.strip_prefix("pg:")?;
+    let (len, rest) = rest.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    if !rest.is_char_boundary(len.min(rest.len())) || len > rest.len() {
+        return None;
+    }
+    let (started, run_id) = rest.split_at(len);
+    (!run_id.is_empty()).then(|| (started.to_owned(), run_id.to_owned()))
+}
+
+impl RunCatalogue for PgBackend {
+    fn append_lines(
+        &self,
+        run_id: &str,
+        expected_len: u64,
+        lines: &[u8],
+    ) -> Result<Appended, StorageError> {
+        checked_id(run_id)?;
+        check_complete_lines(run_id, expected_len, lines)?;
+        let conflict = |committed| StorageError::LengthConflict {
+            run_id: run_id.to_owned(),
+            expected: expected_len,
+            committed,
+        };
+        if lines.is_empty() {
+            let committed = self.committed_len(run_id)?.unwrap_or(0);
+            return if committed == expected_len {
+                Ok(Appended {
+                    offset: expected_len,
+                    end: expected_len,
+                    committed_len: committed,
+                    already_present: 0,
+                })
+            } else {
+                Err(conflict(committed))
+            };
+        }
+        let id = run_id.to_owned();
+        let data = lines.to_vec();
+        let host = self.options.origin_host.clone();
+        // A retry after a lost connection is safe: the append recognises its own lines.
+        let outcome = self
+            .pool
+            .run(true, move |s| {
+                let st = AppendStatements::prepare(s)?;
+                let client = s.client()?;
+                let mut tx = client.transaction().map_err(query("begin an append"))?;
+                let out = append_tx(&mut tx, &st, &id, expected_len, &data, &host)?;
+                match out {
+                    AppendOutcome::Done(_) => tx.commit().map_err(query("commit an append"))?,
+                    AppendOutcome::Conflict { .. } => {
+                        tx.rollback().map_err(query("roll back an append"))?
+                    }
+                }
+                Ok(out)
+            })
+            .map_err(|e| storage("append to", Target::run_at(run_id, expected_len), e))?;
+        match outcome {
+            AppendOutcome::Done(a) => Ok(a),
+            AppendOutcome::Conflict { committed } => Err(conflict(committed)),
+        }
+    }
+
+    fn read_bytes(
+        &self,
+        run_id: &str,
+        from: u64,
+        extent: Extent,
+    ) -> Result<RunBytes, StorageError> {
+        checked_id(run_id)?;
+        // Only complete lines are ever stored: both extents are the same bytes.
+        let _ = extent;
+        let Some(len) = self.committed_len(run_id)? else {
+            return Err(StorageError::RunNotFound {
+                run_id: run_id.to_owned(),
+            });
+        };
+        if from > len {
+            return Err(StorageError::OffsetOutOfRange {
+                run_id: run_id.to_owned(),
+                offset: from,
+                len,
+            });
+        }
+        let reader = LineReader {
+            pool: self.pool.clone(),
+            run_id: run_id.to_owned(),
+            pos: from,
+            end: len,
+            buf: Vec::new(),
+            at: 0,
+        };
+        Ok(RunBytes::new(Box::new(reader), from, len))
+    }
+
+    fn stat_run(&self, run_id: &str) -> Result<Option<RunStat>, StorageError> {
+        checked_id(run_id)?;
+        let id = run_id.to_owned();
+        self.pool
+            .run(true, move |s| stat_tx(s.client()?, &id))
+            .map_err(|e| storage("stat", Target::run(run_id), e))
+    }
+
+    fn list_runs(&self, q: &RunListQuery) -> Result<RunListPage, StorageError> {
+        let after = match &q.after {
+            Some(c) => {
+                Some(
+                    parse_cursor(c.as_str()).ok_or_else(|| StorageError::InvalidCursor {
+                        token: c.as_str().to_owned(),
+                    })?,
+                )
+            }
+            None => None,
+        };
+        let session = q.session.as_deref().map(pg_text);
+        let since = q.since.as_deref().map(|s| pg_text(&bound_key(s)));
+        let until = q.until.as_deref().map(|s| pg_text(&bound_key(s)));
+        let outcome = q.outcome.as_ref().map(|o| pg_text(o.as_str()));
+        let workspace = q
+            .workspace
+            .as_deref()
+            .map(|w| pg_text(&normalize_workspace_root(w)));
+        let (after_started, after_id) = after.unzip();
+        let limit = q.limit.map(|l| to_i64(l as u64).saturating_add(1));
+        let rows = self
+            .pool
+            .run(true, move |s| {
+                let rows = s
+                    .client()?
+                    .query(
+                        "SELECT run_id, summary, committed_len, origin_host, \
+                         (extract(epoch FROM last_write_at) * 1000000)::bigint, started_at_utc \
+                         FROM runs WHERE is_run AND ($1::text IS NULL OR session_id = $1) \
+                         AND ($2::text IS NULL OR (started_at_utc <> '' AND started_at_utc >= $2)) \
+                         AND ($3::text IS NULL OR (started_at_utc <> '' AND started_at_utc < $3)) \
+                         AND ($4::text IS NULL OR outcome = $4) \
+                         AND ($5::text IS NULL OR workspace_norm = $5) \
+                         AND ($6::text IS NULL OR (started_at_utc, run_id) < ($6, $7::text)) \
+                         ORDER BY started_at_utc DESC, run_id DESC LIMIT $8",
+                        &[
+                            &session,
+                            &since,
+                            &until,
+                            &outcome,
+                            &workspace,
+                            &after_started,
+                            &after_id,
+                            &limit,
+                        ],
+                    )
+                    .map_err(query("list runs"))?;
+                let mut out = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    let run_id: String = r.col(0)?;
+                    let summary: &[u8] = r.col(1)?;
+                    let fold: RunFold =
+                        serde_json::from_slice(summary).map_err(|e| PgError::Inconsistent {
+                            detail: format!("summary of run {run_id}: {e}"),
+                        })?;
+                    let mut sum = fold.summary(&run_id);
+                    sum.stored_bytes = to_u64(r.col(2)?);
+                    let host: String = r.col(3)?;
+                    sum.location = format!("{host}:{run_id}");
+                    sum.origin_host = Some(host);
+                    sum.last_write_unix_ns = r.col::<i64>(4)?.saturating_mul(1000);
+                    let key: String = r.col(5)?;
+                    out.push((sum, key));
+                }
+                Ok(out)
+            })
+            .map_err(|e| storage("list runs of", Target::Store, e))?;
+        let mut rows = rows;
+        let mut next_cursor = None;
+        if let Some(l) = q.limit
+            && rows.len() > l
+        {
+            rows.truncate(l);
+            next_cursor = rows
+                .last()
+                .map(|(s, key)| PageCursor::new(cursor_token(key, &s.run_id)));
+        }
+        Ok(RunListPage {
+            runs: rows.into_iter().map(|(s, _)| s).collect(),
+            next_cursor,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_garbage() {
+        for (started, id) in [("2026-03-01T10:00:00.000Z", "run-a"), ("", "x:y")] {
+            let t = cursor_token(started, id);
+            assert_eq!(parse_cursor(&t), Some((started.to_owned(), id.to_owned())));
+        }
+        for bad in [
+            "",
+            "pg:",
+            "pg:x:abc",
+            "pg:99:short",
+            "not a cursor",
+            "pg:3:abc",
+        ] {
+            assert_eq!(parse_cursor(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn head_facts_read_like_a_file_header() {
+        let f = head_facts(
+            b"\n  \n{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"r\",\"session_id\":\"s\",\"started_at\":\"2026-02-03T12:00:00.000Z\"}\n",
+            true,
+        );
+        assert_eq!(f.kind.as_deref(), Some("header"));
+        assert_eq!(f.session_id.as_deref(), Some("s"));
+        let f = head_facts(b"{\"type\":\"run.status\",\"run_id\":\"x\"}\n", true);
+        assert_eq!(f.kind.as_deref(), Some("run.status"));
+        // A first line longer than the head: facts from its start.
+        let f = head_facts(b"{\"type\":\"header\",\"run_id\":\"long\",\"x\":\"", false);
+        assert_eq!(
+            (f.kind.as_deref(), f.run_id.as_deref()),
+            (Some("header"), Some("long"))
+        );
+    }
+
+    #[test]
+    fn activity_is_the_later_of_start_and_last_record() {
+        assert_eq!(
+            activity_ms(
+                Some("2026-01-01T00:00:00.000Z"),
+                Some("2026-01-01T00:00:01.000Z")
+            ),
+            Some(1_767_225_601_000)
+        );
+        assert_eq!(activity_ms(Some("bad"), None), None);
+        assert_eq!(
+            activity_ms(None, Some("2026-01-01T00:00:00.000Z")),
+            Some(1_767_225_600_000)
+        );
+    }
+}

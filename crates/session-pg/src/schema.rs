@@ -1,0 +1,281 @@
+//! Numbered migrations, applied in one transaction under a transaction-level advisory lock.
+//!
+//! Every process that opens a store calls [`migrate`]. It takes
+//! `pg_advisory_xact_lock(MIGRATION_LOCK)` first — before it even creates `schema_migrations`,
+//! since two concurrent `CREATE TABLE IF NOT EXISTS` can fail on each other — so processes
+//! starting at once queue on the lock: the first applies what is missing and commits (which
+//! releases the lock), the others then find nothing left to do. A failing migration rolls the
+//! whole transaction back. No migration uses `CREATE INDEX CONCURRENTLY` (it cannot run in a
+//! transaction); an index on a big table that must not block writers gets a migration of its
+//! own, documented as such.
+
+use postgres::Client;
+
+use crate::error::PgError;
+use crate::error::RowExt;
+
+/// The advisory lock of migrations: two `int4` keys (`'sess'`, 1), a lock space apart from
+/// the one-`bigint` keys of session leases.
+const MIGRATION_LOCK: (i32, i32) = (0x7365_7373, 1);
+
+/// A numbered migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Its number: applied in increasing order, each once.
+    pub version: i32,
+    /// A short name, recorded in `schema_migrations`.
+    pub name: &'static str,
+    /// The SQL, run inside the migration transaction.
+    pub sql: &'static str,
+}
+
+/// Every migration of this build, in order.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "runs, run lines, sessions, leases, gc audit",
+        sql: r#"
+-- One row: this store's identity, so that a copier's watermarks of one store are never
+-- taken for another's.
+CREATE TABLE store_info (
+    store_id    text PRIMARY KEY DEFAULT gen_random_uuid()::text,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO store_info DEFAULT VALUES;
+
+CREATE TABLE runs (
+    run_id          text COLLATE "C" PRIMARY KEY,
+    -- A short key for the lines: eight bytes per line instead of the run id.
+    run_key         bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    committed_len   bigint NOT NULL CHECK (committed_len >= 0),
+    line_count      bigint NOT NULL CHECK (line_count >= 0),
+    origin_host     text NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    last_write_at   timestamptz NOT NULL DEFAULT now(),
+    -- Derived by session-pg's tolerant parser (never by PostgreSQL), for listings:
+    session_id      text COLLATE "C",
+    started_at_utc  text COLLATE "C" NOT NULL DEFAULT '',
+    outcome         text COLLATE "C" NOT NULL DEFAULT 'open',
+    workspace_norm  text COLLATE "C",
+    -- Latest of started_at and the last record's ts, Unix milliseconds (gc ages by it).
+    activity_ms     bigint,
+    -- The parser's running state and every summary column, as JSON (bytea: never refused).
+    summary         bytea NOT NULL,
+    -- Hash chain over the stored lines: sha256 of the first line and of the last one.
+    first_line_sha  bytea,
+    last_line_sha   bytea
+)
+-- Every append updates its run's row: room on the page lets those be HOT updates (no new
+-- index entries), which they are as long as no indexed column changes; activity_ms is
+-- therefore not indexed (gc, which reads it, is rare and scans).
+WITH (fillfactor = 70);
+CREATE INDEX runs_listing ON runs (started_at_utc DESC, run_id DESC);
+CREATE INDEX runs_session ON runs (session_id, started_at_utc DESC, run_id DESC);
+
+CREATE TABLE run_lines (
+    -- runs.run_key. No foreign key: a per-row check would cost more than the insert
+    -- itself; lines are written only under their run row's lock and removed with it.
+    run_key      bigint NOT NULL,
+    byte_offset  bigint NOT NULL CHECK (byte_offset >= 0),
+    line_no      bigint NOT NULL CHECK (line_no >= 1),
+    -- The line exactly as appended, with its "\n": bytea, never jsonb or text.
+    data         bytea NOT NULL,
+    -- Derived by session-pg's tolerant parser:
+    record_type  text,
+    ts           text,
+    damage       text,
+    PRIMARY KEY (run_key, byte_offset)
+);
+
+CREATE TABLE sessions (
+    session_id         text COLLATE "C" PRIMARY KEY,
+    version            text NOT NULL,
+    generation         bigint NOT NULL,
+    updated_at         text COLLATE "C" NOT NULL,
+    -- updated_at as Unix milliseconds when it is an RFC 3339 time (gc ages by it).
+    updated_ms         bigint,
+    run_id             text,
+    message_count      bigint NOT NULL,
+    last_user_message  text,
+    workspace_root     text,
+    workspace_norm     text COLLATE "C",
+    -- The state without its messages, as saved (JSON bytes).
+    head               bytea NOT NULL,
+    origin_host        text NOT NULL,
+    saved_at           timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX sessions_listing ON sessions (updated_at DESC, session_id DESC);
+
+CREATE TABLE session_messages (
+    -- Written and removed only under the session row's lock (no per-row foreign key check).
+    session_id  text COLLATE "C" NOT NULL,
+    idx         bigint NOT NULL CHECK (idx >= 0),
+    data        bytea NOT NULL,
+    -- sha256(data), so that a save rewrites only the messages after the common prefix.
+    data_sha    bytea NOT NULL,
+    PRIMARY KEY (session_id, idx)
+);
+
+-- Who holds a session lease (the lease itself is a session-level advisory lock).
+CREATE TABLE session_leases (
+    session_id   text COLLATE "C" PRIMARY KEY,
+    holder_name  text NOT NULL,
+    holder_host  text NOT NULL,
+    holder_pid   bigint NOT NULL,
+    backend_pid  integer NOT NULL,
+    since        timestamptz NOT NULL DEFAULT now()
+);
+
+-- What gc removed, kept after the data is gone.
+CREATE TABLE gc_audit (
+    id             bigserial PRIMARY KEY,
+    removed_at     timestamptz NOT NULL DEFAULT now(),
+    kind           text NOT NULL CHECK (kind IN ('run', 'session')),
+    item_id        text NOT NULL,
+    session_id     text,
+    origin_host    text,
+    bytes          bigint NOT NULL,
+    lines          bigint NOT NULL,
+    activity_ms    bigint,
+    cutoff_ms      bigint NOT NULL,
+    removed_by     text NOT NULL
+);
+"#,
+    },
+    Migration {
+        version: 2,
+        name: "runs.is_run: files whose first record is a header",
+        sql: r#"
+-- A run whose first record is no header (an empty file, NUL bytes, records without a header)
+-- is kept byte for byte but is no run: listings leave it out, as the local store does. The
+-- summary is the serialized fold, whose `header_state` is "seen" exactly when the first
+-- record was a header (a string value holding those bytes would be escaped).
+ALTER TABLE runs ADD COLUMN is_run boolean
+    GENERATED ALWAYS AS (position('"header_state":"seen"'::bytea IN summary) > 0) STORED;
+"#,
+    },
+];
+
+/// Highest migration of this build.
+pub fn latest_version() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// What [`migrate`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MigrationReport {
+    /// Migrations applied by this call, in order.
+    pub applied: Vec<i32>,
+    /// The schema version afterwards.
+    pub version: i32,
+}
+
+/// Brings the database's schema up to [`latest_version`] (see the module documentation).
+///
+/// # Errors
+/// [`PgError::SchemaTooNew`] when the database is ahead of this build (nothing is changed);
+/// [`PgError::Migration`] / [`PgError::Query`] when a step fails (all rolled back).
+pub fn migrate(client: &mut Client) -> Result<MigrationReport, PgError> {
+    migrate_with(client, MIGRATIONS)
+}
+
+pub(crate) fn migrate_with(
+    client: &mut Client,
+    migrations: &[Migration],
+) -> Result<MigrationReport, PgError> {
+    let q = |op| move |source| PgError::Query { op, source };
+    let mut tx = client.transaction().map_err(q("begin the migration"))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, $2)",
+        &[&MIGRATION_LOCK.0, &MIGRATION_LOCK.1],
+    )
+    .map_err(q("take the migration lock"))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version     integer PRIMARY KEY,
+             name        text NOT NULL,
+             applied_at  timestamptz NOT NULL DEFAULT now()
+         )",
+    )
+    .map_err(q("create schema_migrations"))?;
+    let current: i32 = tx
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations",
+            &[],
+        )
+        .map_err(q("read the schema version"))?
+        .col(0)?;
+    let known = migrations.last().map_or(0, |m| m.version);
+    if current > known {
+        return Err(PgError::SchemaTooNew {
+            found: current,
+            known,
+        });
+    }
+    let mut report = MigrationReport {
+        applied: Vec::new(),
+        version: current,
+    };
+    for m in migrations.iter().filter(|m| m.version > current) {
+        let fail = |source| PgError::Migration {
+            version: m.version,
+            name: m.name,
+            source,
+        };
+        tx.batch_execute(m.sql).map_err(fail)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+            &[&m.version, &m.name],
+        )
+        .map_err(fail)?;
+        report.applied.push(m.version);
+        report.version = m.version;
+    }
+    tx.commit().map_err(q("commit the migrations"))?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_in_order_and_never_concurrent() {
+        let mut last = 0;
+        for m in MIGRATIONS {
+            assert!(m.version > last, "migration {} out of order", m.version);
+            last = m.version;
+            assert!(
+                !m.sql.to_ascii_uppercase().contains("CONCURRENTLY"),
+                "migration {} uses CONCURRENTLY, which cannot run in its transaction",
+                m.version
+            );
+            for word in ["BEGIN;", "COMMIT;"] {
+                assert!(
+                    !m.sql.to_ascii_uppercase().contains(word),
+                    "migration {} manages its own transaction",
+                    m.version
+                );
+            }
+        }
+        assert_eq!(latest_version(), last);
+    }
+
+    #[test]
+    fn run_lines_are_bytea_never_text_or_jsonb() {
+        let code: Vec<&str> = MIGRATIONS
+            .iter()
+            .flat_map(|m| m.sql.lines())
+            .filter(|l| !l.trim_start().starts_with("--"))
+            .collect();
+        let data: Vec<&&str> = code
+            .iter()
+            .filter(|l| l.trim_start().starts_with("data "))
+            .collect();
+        assert_eq!(data.len(), 2, "run lines and session messages");
+        for l in data {
+            assert!(l.contains("bytea"), "{l}");
+        }
+        assert!(!code.iter().any(|l| l.contains("jsonb")));
+    }
+}
