@@ -1063,6 +1063,7 @@ impl Reader<RunFileReader> {
         let src = open_run_file(path)?;
         let hint = match &src {
             RunFileReader::Plain(f) => f.metadata().ok().map(|m| m.len()),
+            #[cfg(feature = "archive")]
             RunFileReader::Zstd(_) => None,
         };
         Ok(Reader::with_position_and_hint(src, opts, 0, 1, hint))
