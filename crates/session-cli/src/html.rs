@@ -247,19 +247,13 @@ impl<'r> Html<'r> {
                     delay_ms,
                 } => {
                     head(out, "meta", "");
-                    let mut s = String::from("Retry");
-                    if let (Some(n), Some(m)) = (next_attempt, max_attempts) {
-                        let _ = write!(s, " (attempt {n} of {m})");
-                    }
-                    if let Some(k) = failure_kind {
-                        let _ = write!(s, " after {k}");
-                    }
-                    if let Some(st) = status {
-                        let _ = write!(s, " (HTTP {st})");
-                    }
-                    if let Some(d) = delay_ms {
-                        let _ = write!(s, ", waiting {d} ms");
-                    }
+                    let s = session_replay::describe_retry(
+                        failure_kind.as_deref(),
+                        status.as_deref(),
+                        next_attempt.as_deref(),
+                        max_attempts.as_deref(),
+                        delay_ms.as_deref(),
+                    );
                     out.push_str(&self.text(&s));
                 }
                 EntryKind::Reasoning { text } => {

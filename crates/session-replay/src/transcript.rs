@@ -429,6 +429,32 @@ fn insert_skipped(t: &mut Transcript, record_count: usize, skipped: &[SkippedLin
     }
 }
 
+/// The one-line description of an [`EntryKind::Retry`], shared by every renderer:
+/// `Retry (attempt 2 of 5) after rate_limit (HTTP 429), waiting 1000 ms`, each part present only
+/// when its field is.
+pub fn describe_retry(
+    failure_kind: Option<&str>,
+    status: Option<&str>,
+    next_attempt: Option<&str>,
+    max_attempts: Option<&str>,
+    delay_ms: Option<&str>,
+) -> String {
+    let mut line = String::from("Retry");
+    if let (Some(n), Some(m)) = (next_attempt, max_attempts) {
+        let _ = write!(line, " (attempt {n} of {m})");
+    }
+    if let Some(k) = failure_kind {
+        let _ = write!(line, " after {k}");
+    }
+    if let Some(s) = status {
+        let _ = write!(line, " (HTTP {s})");
+    }
+    if let Some(d) = delay_ms {
+        let _ = write!(line, ", waiting {d} ms");
+    }
+    line
+}
+
 /// Renders a transcript as Markdown: a title with the run's identity, then one section per
 /// entry (user input, reasoning, assistant text, tool calls and results in fenced blocks, final
 /// answer), with the record timestamps; deterministic for a given transcript.
@@ -487,20 +513,14 @@ pub fn render_markdown(t: &Transcript) -> String {
                 max_attempts,
                 delay_ms,
             } => {
-                let mut line = String::from("_Retry");
-                if let (Some(n), Some(m)) = (next_attempt, max_attempts) {
-                    let _ = write!(line, " (attempt {n} of {m})");
-                }
-                if let Some(k) = failure_kind {
-                    let _ = write!(line, " after {k}");
-                }
-                if let Some(s) = status {
-                    let _ = write!(line, " (HTTP {s})");
-                }
-                if let Some(d) = delay_ms {
-                    let _ = write!(line, ", waiting {d} ms");
-                }
-                let _ = writeln!(out, "{line}{ts}_");
+                let line = describe_retry(
+                    failure_kind.as_deref(),
+                    status.as_deref(),
+                    next_attempt.as_deref(),
+                    max_attempts.as_deref(),
+                    delay_ms.as_deref(),
+                );
+                let _ = writeln!(out, "_{line}{ts}_");
             }
             EntryKind::Reasoning { text } => {
                 let _ = writeln!(out, "## Reasoning{ts}\n");
