@@ -2,7 +2,16 @@
 //!
 //! A realistic run log is generated in a temporary directory: 50-turn cycles whose
 //! `llm.request` repeats the growing history, tool outputs of 1–50 KB with non-ASCII text.
-//! Size: `SESSION_BENCH_MB` (default 200); `SESSION_BENCH_KEEP=1` keeps the directory. Run with `cargo bench -p session-jsonl --bench jsonl`.
+//! Size: `SESSION_BENCH_MB` (default 200); `SESSION_BENCH_KEEP=1` keeps the directory;
+//! `SESSION_BENCH_REPEATS` (default 5) sets the number of interleaved rounds. Every figure is
+//! printed as min/median/max over the rounds, ratios per round (both sides measured in the same
+//! round), and the machine's load average before and after. Run with
+//! `cargo bench -p session-jsonl --bench jsonl`.
+//!
+//! Appending is compared against two baselines: a Rust imitation of the reference's pattern
+//! (open `O_APPEND`, write, close per record; labelled as an imitation, it is far faster than the
+//! real thing), and the reference's real pattern, Node's `fs.promises.appendFile` per record on
+//! a promise chain after `JSON.stringify`, measured when `node` is on the `PATH`.
 
 #![allow(
     clippy::print_stdout,
@@ -342,19 +351,6 @@ fn generate(path: &Path, target: u64) -> u64 {
     written
 }
 
-/// Best of `reps` runs of `f`, in seconds.
-fn best<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, T) {
-    let mut best = f64::MAX;
-    let mut last = None;
-    for _ in 0..reps {
-        let t = Instant::now();
-        let v = f();
-        best = best.min(t.elapsed().as_secs_f64());
-        last = Some(v);
-    }
-    (best, last.unwrap())
-}
-
 fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut start = 0;
     memchr::memchr_iter(b'\n', bytes).map(move |i| {
@@ -461,7 +457,13 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { 2 } else { 200 });
+    let reps: usize = std::env::var("SESSION_BENCH_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|r| *r > 0)
+        .unwrap_or(if quick { 1 } else { 5 });
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let load_before = loadavg();
 
     let log = dir
         .path()
@@ -470,45 +472,43 @@ fn main() {
     let size = generate(&log, mb << 20);
     let bytes = std::fs::read(&log).unwrap();
     println!(
-        "generated {:.1} MB ({} lines) in {:.1} s under {}",
+        "generated {:.1} MB ({} lines) in {:.1} s under {}; {reps} interleaved rounds",
         size as f64 / 1e6,
         lines(&bytes).count(),
         t.elapsed().as_secs_f64(),
         dir.path().display()
     );
-    let reps = if quick { 1 } else { 5 };
     let gbps = |secs: f64| size as f64 / secs / 1e9;
 
-    // 1. Reading.
-    let (t_raw, _) = best(reps, || {
-        let mut f = File::open(&log).unwrap();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut n = 0;
-        while let Ok(k) = f.read(&mut buf) {
-            if k == 0 {
-                break;
-            }
-            n += k;
-        }
-        n
-    });
-    // Baseline: the same streaming from the file (4 MiB reads, memchr line split), each line
-    // validated by serde_json into `IgnoredAny`. The machine is shared: the measurements are
-    // interleaved round by round and the best round of each is kept.
+    // 1. Reading. Every reader runs once per round, rounds interleaved, so that drift in the
+    // shared machine's load hits all of them alike; ratios are taken within a round.
     let time = |f: &mut dyn FnMut() -> usize| {
         let t = Instant::now();
         let n = f();
         (t.elapsed().as_secs_f64(), n)
     };
-    let (mut t_validate, mut t_validate_utf8, mut t_validate_mem, mut t_typed_mem, mut t_reader) =
-        (f64::MAX, f64::MAX, f64::MAX, f64::MAX, f64::MAX);
+    let mut r = Rounds::default();
     let (mut n_valid, mut n_typed, mut n_read, mut n_damage) = (0, 0, 0, 0);
     for _ in 0..reps.max(3) {
-        let (t, n) = time(&mut || validate_file(&log, false));
-        (t_validate, n_valid) = (t_validate.min(t), n);
-        let (t, _) = time(&mut || validate_file(&log, true));
-        t_validate_utf8 = t_validate_utf8.min(t);
-        let (t, n) = time(&mut || {
+        let (t_raw, _) = time(&mut || {
+            let mut f = File::open(&log).unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            let mut n = 0;
+            while let Ok(k) = f.read(&mut buf) {
+                if k == 0 {
+                    break;
+                }
+                n += k;
+            }
+            n
+        });
+        // The same streaming from the file (4 MiB reads, memchr line split), each line validated
+        // by serde_json into `IgnoredAny`; with `true`, each line's UTF-8 is checked as well,
+        // which the typed reader does and serde_json over bytes does not.
+        let (t_validate, n) = time(&mut || validate_file(&log, false));
+        n_valid = n;
+        let (t_validate_utf8, _) = time(&mut || validate_file(&log, true));
+        let (t_reader, n) = time(&mut || {
             let mut recs = 0;
             for item in Reader::open_with(&log, ReaderOptions::default()).unwrap() {
                 match item.unwrap() {
@@ -518,127 +518,118 @@ fn main() {
             }
             recs
         });
-        (t_reader, n_read) = (t_reader.min(t), n);
-        let (t, _) = time(&mut || {
+        n_read = n;
+        let (t_validate_mem, _) = time(&mut || {
             lines(&bytes)
                 .filter(|l| serde_json::from_slice::<IgnoredAny>(l).is_ok())
                 .count()
         });
-        t_validate_mem = t_validate_mem.min(t);
-        let (t, n) = time(&mut || {
+        let (t_typed_mem, n) = time(&mut || {
             lines(&bytes)
                 .filter(|l| {
                     simdutf8::basic::from_utf8(l).is_ok_and(|t| parse_record_str(t).is_ok())
                 })
                 .count()
         });
-        (t_typed_mem, n_typed) = (t_typed_mem.min(t), n);
+        n_typed = n;
+        let (t_tail, state) = time(&mut || {
+            let state = terminal_state(&log).unwrap();
+            assert!(state.has_end());
+            usize::try_from(state.bytes_read).unwrap()
+        });
+        r.add("raw read(2) 1 MiB blocks, GB/s", gbps(t_raw));
+        r.add("IgnoredAny per line, from file, GB/s", gbps(t_validate));
+        r.add(
+            "IgnoredAny + UTF-8 check per line, from file, GB/s",
+            gbps(t_validate_utf8),
+        );
+        r.add("typed Reader, from file, GB/s", gbps(t_reader));
+        r.add("IgnoredAny per line, in memory, GB/s", gbps(t_validate_mem));
+        r.add(
+            "simdutf8 + parse_record_str, in memory, GB/s",
+            gbps(t_typed_mem),
+        );
+        r.add("terminal_state, ms", t_tail * 1e3);
+        r.add("terminal_state, bytes read", state as f64);
+        r.add(
+            "typed Reader / (IgnoredAny + UTF-8 check)  (goal >= 0.95)",
+            t_validate_utf8 / t_reader,
+        );
+        r.add(
+            "typed Reader / IgnoredAny without UTF-8 check  (earlier goal >= 0.85)",
+            t_validate / t_reader,
+        );
+        r.add(
+            "parse_record_str / IgnoredAny, both in memory",
+            t_validate_mem / t_typed_mem,
+        );
+        r.add(
+            "terminal_state / full typed read  (goal <= 0.01)",
+            t_tail / t_reader,
+        );
     }
     assert_eq!(
         (n_valid, n_typed, n_read, n_damage),
         (n_typed, n_read, n_valid, 0)
     );
-    // 2. Tail look-up.
-    let (t_tail, state) = best(reps.max(5), || terminal_state(&log).unwrap());
-    assert!(state.has_end());
-
     println!();
-    println!("reading ({:.0} MB, page cache warm)", size as f64 / 1e6);
     println!(
-        "  raw read(2) 1 MiB blocks          {:>8.2} GB/s",
-        gbps(t_raw)
+        "reading ({:.0} MB, page cache warm), min / median / max",
+        size as f64 / 1e6
     );
-    println!(
-        "  IgnoredAny per line, from file    {:>8.2} GB/s  (baseline)",
-        gbps(t_validate)
-    );
-    println!(
-        "  IgnoredAny per line, in memory    {:>8.2} GB/s",
-        gbps(t_validate_mem)
-    );
-    println!(
-        "  simdutf8 + parse_record_str       {:>8.2} GB/s  (lines in memory)",
-        gbps(t_typed_mem)
-    );
-    println!(
-        "  Reader::open, typed, from file    {:>8.2} GB/s",
-        gbps(t_reader)
-    );
-    println!(
-        "  ratio typed Reader / IgnoredAny   {:>8.3}     (goal >= 0.85)",
-        t_validate / t_reader
-    );
-    println!(
-        "  ratio typed Reader / (IgnoredAny + SIMD UTF-8 check, {:.2} GB/s) {:.3}",
-        gbps(t_validate_utf8),
-        t_validate_utf8 / t_reader
-    );
-    println!(
-        "  ratio parse_record_str / IgnoredAny, both in memory {:.3}",
-        t_validate_mem / t_typed_mem
-    );
-    println!(
-        "  terminal_state {:.3} ms ({} bytes read) / full read {:.1} ms = {:.5}  (goal <= 0.01)",
-        t_tail * 1e3,
-        state.bytes_read,
-        t_reader * 1e3,
-        t_tail / t_reader
-    );
+    r.print();
 
-    // 3. Appending.
+    // 2. Appending.
     let n_sync = if quick { 50 } else { 2_000 };
     let sample = session_schema::to_line(&status(0)).unwrap();
-    // fdatasync latency on a shared machine drifts a lot: raw loop and writer alternate in
-    // chunks of 50 records on two files, and the times are summed per side.
-    let (raw_sync, sync1) = {
-        let raw_path = fresh(dir.path(), "raw.jsonl");
-        let mut raw = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&raw_path)
-            .unwrap();
-        let w_path = fresh(dir.path(), "sync1.jsonl");
-        let w = RunWriter::create_file(
-            &w_path,
-            &header(),
-            WriterOptions::with_durability(Durability::SyncData),
-        )
-        .unwrap();
-        let rec = status(0);
-        let (mut t_raw, mut t_w) = (0f64, 0f64);
-        for _ in 0..n_sync / 50 {
-            let t = Instant::now();
-            for _ in 0..50 {
-                raw.write_all(&sample).unwrap();
-                raw.sync_data().unwrap();
-            }
-            t_raw += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            for _ in 0..50 {
-                w.append(&rec).unwrap();
-            }
-            t_w += t.elapsed().as_secs_f64();
-        }
-        let n = (n_sync / 50 * 50) as f64;
-        (n / t_raw, n / t_w)
-    };
-    let (mut sync8, mut group8, mut group8_delay) = (0f64, 0f64, 0f64);
+    let n_buf = if quick { 1_000 } else { 200_000 };
+    let n_ref = if quick { 1_000 } else { 50_000 };
+    let node = NodeAppend::find(dir.path());
+    let mut a = Rounds::default();
     for _ in 0..reps {
-        sync8 = sync8.max(writer_rate(
-            dir.path(),
-            "sync8.jsonl",
-            Durability::SyncData,
-            8,
-            n_sync,
-        ));
-        group8 = group8.max(writer_rate(
+        // fdatasync latency on a shared machine drifts a lot: the raw loop and the writer
+        // alternate in chunks of 50 records on two files, and the times are summed per side.
+        let (raw_sync, sync1) = {
+            let raw_path = fresh(dir.path(), "raw.jsonl");
+            let mut raw = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&raw_path)
+                .unwrap();
+            let w_path = fresh(dir.path(), "sync1.jsonl");
+            let w = RunWriter::create_file(
+                &w_path,
+                &header(),
+                WriterOptions::with_durability(Durability::SyncData),
+            )
+            .unwrap();
+            let rec = status(0);
+            let (mut t_raw, mut t_w) = (0f64, 0f64);
+            for _ in 0..n_sync / 50 {
+                let t = Instant::now();
+                for _ in 0..50 {
+                    raw.write_all(&sample).unwrap();
+                    raw.sync_data().unwrap();
+                }
+                t_raw += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                for _ in 0..50 {
+                    w.append(&rec).unwrap();
+                }
+                t_w += t.elapsed().as_secs_f64();
+            }
+            let n = (n_sync / 50 * 50) as f64;
+            (n / t_raw, n / t_w)
+        };
+        let sync8 = writer_rate(dir.path(), "sync8.jsonl", Durability::SyncData, 8, n_sync);
+        let group8 = writer_rate(
             dir.path(),
             "group8.jsonl",
             Durability::group_commit(),
             8,
             n_sync * 4,
-        ));
-        group8_delay = group8_delay.max(writer_rate(
+        );
+        let group8_delay = writer_rate(
             dir.path(),
             "group8d.jsonl",
             Durability::GroupCommit {
@@ -647,64 +638,188 @@ fn main() {
             },
             8,
             n_sync * 4,
-        ));
-    }
-    let n_buf = if quick { 1_000 } else { 200_000 };
-    let buffered = writer_rate(dir.path(), "buf.jsonl", Durability::Buffered, 1, n_buf);
-    let flush = writer_rate(dir.path(), "flush.jsonl", Durability::Flush, 1, n_buf);
-    let n_ref = if quick { 1_000 } else { 50_000 };
-    let reference = {
-        let path = fresh(dir.path(), "ref.jsonl");
-        let t = Instant::now();
-        for i in 0..n_ref {
-            // The reference: JSON.stringify, then fs.appendFile = open O_APPEND, write, close.
-            let line = session_schema::to_line(&status(i)).unwrap();
-            let mut f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .unwrap();
-            f.write_all(&line).unwrap();
+        );
+        let buffered = writer_rate(dir.path(), "buf.jsonl", Durability::Buffered, 1, n_buf);
+        let flush = writer_rate(dir.path(), "flush.jsonl", Durability::Flush, 1, n_buf);
+        let imitation = {
+            let path = fresh(dir.path(), "ref.jsonl");
+            let t = Instant::now();
+            for i in 0..n_ref {
+                // The reference's pattern imitated in Rust: serialize, then what
+                // `fs.appendFile` does (open O_APPEND, write, close).
+                let line = session_schema::to_line(&status(i)).unwrap();
+                let mut f = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                f.write_all(&line).unwrap();
+            }
+            n_ref as f64 / t.elapsed().as_secs_f64()
+        };
+        a.add("raw write+fdatasync loop, records/s  (baseline)", raw_sync);
+        a.add("SyncData, 1 thread, records/s", sync1);
+        a.add(
+            "SyncData 1 thread / raw write+fdatasync  (goal >= 0.85)",
+            sync1 / raw_sync,
+        );
+        a.add("SyncData, 8 threads, records/s", sync8);
+        a.add("GroupCommit, 8 threads, records/s", group8);
+        a.add(
+            "GroupCommit / SyncData, 8 threads  (goal >= 5)",
+            group8 / sync8,
+        );
+        a.add("GroupCommit 0.5 ms/64, 8 threads, records/s", group8_delay);
+        a.add(
+            "GroupCommit 0.5 ms/64 / SyncData, 8 threads",
+            group8_delay / sync8,
+        );
+        a.add("Buffered, records/s", buffered);
+        a.add("Flush (write per record), records/s", flush);
+        a.add(
+            "Rust imitation of open-append-close, records/s  (not the reference)",
+            imitation,
+        );
+        a.add("Buffered / Rust imitation", buffered / imitation);
+        a.add("Flush / Rust imitation", flush / imitation);
+        if let Some(node) = &node {
+            let real = node.rate(&sample, n_ref);
+            a.add(
+                "reference's real pattern: Node fs.appendFile per record, records/s",
+                real,
+            );
+            a.add("Buffered / Node appendFile", buffered / real);
+            a.add("Flush / Node appendFile", flush / real);
+            a.add(
+                "SyncData 1 thread / Node appendFile (durable vs not)",
+                sync1 / real,
+            );
         }
-        n_ref as f64 / t.elapsed().as_secs_f64()
-    };
+    }
     println!();
-    println!("appending ({} B records)", sample.len());
+    println!("appending ({} B records), min / median / max", sample.len());
+    a.print();
+    if node.is_none() {
+        println!(
+            "  (node is not on the PATH: the reference's real appendFile pattern is not measured)"
+        );
+    }
+    println!();
     println!(
-        "  raw write+fdatasync loop          {:>10.0} /s  (baseline)",
-        raw_sync
-    );
-    println!(
-        "  SyncData, 1 thread                {:>10.0} /s  ratio {:.3} (goal >= 0.85)",
-        sync1,
-        sync1 / raw_sync
-    );
-    println!("  SyncData, 8 threads               {:>10.0} /s", sync8);
-    println!(
-        "  GroupCommit, 8 threads            {:>10.0} /s  ratio vs SyncData 8 threads {:.1} (goal >= 5)",
-        group8,
-        group8 / sync8
-    );
-    println!(
-        "  GroupCommit 0.5 ms/64, 8 threads  {:>10.0} /s  ratio {:.1}",
-        group8_delay,
-        group8_delay / sync8
-    );
-    println!(
-        "  reference open-append-close       {:>10.0} /s  (baseline)",
-        reference
-    );
-    println!(
-        "  Buffered                          {:>10.0} /s  ratio {:.1}",
-        buffered,
-        buffered / reference
-    );
-    println!(
-        "  Flush (write per record)          {:>10.0} /s  ratio {:.1}",
-        flush,
-        flush / reference
+        "machine load average (1 min) before {} / after {}",
+        load_before,
+        loadavg()
     );
     if std::env::var_os("SESSION_BENCH_KEEP").is_some() {
         println!("kept {}", dir.keep().display());
+    }
+}
+
+/// Samples of named figures, one per round, printed as min / median / max in insertion order.
+#[derive(Default)]
+struct Rounds(Vec<(&'static str, Vec<f64>)>);
+
+impl Rounds {
+    fn add(&mut self, name: &'static str, value: f64) {
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(value),
+            None => self.0.push((name, vec![value])),
+        }
+    }
+
+    fn print(&self) {
+        for (name, values) in &self.0 {
+            let mut v = values.clone();
+            v.sort_by(f64::total_cmp);
+            let med = v[v.len() / 2];
+            println!(
+                "  {name:<72} {} / {} / {}",
+                fmt(v[0]),
+                fmt(med),
+                fmt(v[v.len() - 1])
+            );
+        }
+    }
+}
+
+fn fmt(x: f64) -> String {
+    if x.abs() >= 1000.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// The 1-minute load average from `/proc/loadavg`, or `?` where there is none.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+/// The reference runtime's real append pattern, run by Node: each record goes through
+/// `JSON.stringify` and one `fs.promises.appendFile` (open `O_APPEND`, write, close), chained
+/// one after another on a promise as the reference's writer does. No fsync.
+struct NodeAppend {
+    script: PathBuf,
+    dir: PathBuf,
+}
+
+const NODE_APPEND_JS: &str = r#"
+const fs = require("fs");
+const [path, n, sample] = process.argv.slice(2);
+const record = JSON.parse(sample);
+let chain = Promise.resolve();
+const t0 = process.hrtime.bigint();
+for (let i = 0; i < Number(n); i++) {
+  chain = chain.then(() => {
+    record.message = `record ${i} with some text in it, as long as a small event`;
+    return fs.promises.appendFile(path, JSON.stringify(record) + "\n", "utf8");
+  });
+}
+chain.then(() => {
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  console.log(Number(n) / secs);
+});
+"#;
+
+impl NodeAppend {
+    fn find(dir: &Path) -> Option<Self> {
+        let ok = std::process::Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            return None;
+        }
+        let script = dir.join("append.js");
+        std::fs::write(&script, NODE_APPEND_JS).unwrap();
+        Some(Self {
+            script,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Records per second of the real pattern, timed inside Node (start-up excluded).
+    fn rate(&self, sample: &[u8], n: usize) -> f64 {
+        let path = fresh(&self.dir, "node.jsonl");
+        let out = std::process::Command::new("node")
+            .arg(&self.script)
+            .arg(&path)
+            .arg(n.to_string())
+            .arg(String::from_utf8_lossy(sample).trim_end())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let written = std::fs::read(&path).unwrap();
+        assert_eq!(lines(&written).count(), n);
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
     }
 }

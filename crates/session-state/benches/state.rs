@@ -17,6 +17,10 @@
 //!    directories written within the racy window are listed again) and a settled warm
 //!    `index_runs` (no day directory listed, no run file looked at).
 //!
+//! 4. A durable save against its physical floor: two `write` + `fdatasync` of the same bytes
+//!    per save (the messages file and the WAL are two files), interleaved over
+//!    `SESSION_BENCH_REPEATS` rounds (default 3), printed as min/median/max of floor ÷ ours.
+//!
 //! `SESSION_BENCH_SCALE=0.1` shrinks every size for a quick run; `SESSION_BENCH_ONLY=growth`
 //! (or `list`, `runs`) runs one section. Runs as
 //! `cargo bench -p session-state --bench state`.
@@ -230,6 +234,54 @@ fn growth(n: usize, saver: Saver) -> Measured {
         file_bytes,
         io_bytes,
     }
+}
+
+/// The physical floor of a durable save of the same session growth: per save, the new
+/// message's bytes written and `fdatasync`ed twice (the messages file and the WAL commit are
+/// two files, each synced once), on two plain files in a fresh directory.
+fn floor(n: usize) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let open = |name: &str| {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join(name))
+            .unwrap()
+    };
+    let (mut a, mut b) = (open("a.jsonl"), open("b.wal"));
+    let lines: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let mut line = serde_json::to_vec(&message(i)).unwrap();
+            line.push(b'\n');
+            line
+        })
+        .collect();
+    let start = Instant::now();
+    for line in &lines {
+        for f in [&mut a, &mut b] {
+            f.write_all(line).unwrap();
+            f.sync_data().unwrap();
+        }
+    }
+    start.elapsed()
+}
+
+fn repeats() -> usize {
+    std::env::var("SESSION_BENCH_REPEATS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|r: &usize| *r > 0)
+        .unwrap_or(3)
+}
+
+/// min / median / max of `values`.
+fn spread(values: &mut [f64]) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (
+        values[0],
+        values[values.len() / 2],
+        values[values.len() - 1],
+    )
 }
 
 fn populate_sessions(root: &Path, n: usize) {
@@ -465,6 +517,30 @@ fn bench_growth() {
         "(for comparison only, mixed durability: ours Sync ÷ reference as it is, time {})",
         ratio(synced.time.as_secs_f64(), reference.time.as_secs_f64())
     );
+
+    // Against the physical floor, interleaved round by round (fsync latency drifts on a shared
+    // machine): floor time ÷ ours, so 1.0 means a save costs no more than its two syncs.
+    let rounds = repeats();
+    let (mut ours_ms, mut floor_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let ours = growth(n, Saver::Ours(Durability::Sync)).time.as_secs_f64();
+        let base = floor(n).as_secs_f64();
+        ours_ms.push(ours * 1e3 / n as f64);
+        floor_ms.push(base * 1e3 / n as f64);
+        ratios.push(base / ours);
+    }
+    let (a, b, c) = spread(&mut ours_ms);
+    let (d, e, f) = spread(&mut floor_ms);
+    let (g, h, i) = spread(&mut ratios);
+    println!();
+    println!("## durable save against its floor ({rounds} interleaved rounds, min / median / max)");
+    println!("| | per save |");
+    println!("|---|---:|");
+    println!("| ours, Durability::Sync | {a:.3} / {b:.3} / {c:.3} ms |");
+    println!(
+        "| floor: 2 × (write + fdatasync) of the message's bytes | {d:.3} / {e:.3} / {f:.3} ms |"
+    );
+    println!("| floor ÷ ours (goal >= 0.8) | {g:.2} / {h:.2} / {i:.2} |");
 }
 
 fn bench_list() {
