@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
-Store location: --root DIR wins; otherwise CODELIA_LAYOUT=xdg (any case) selects
-${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as unset),
-else ~/.codelia/sessions. `sessions where` shows the choice.
+Store location: --root DIR wins, then $SESSIONS_ROOT; otherwise CODELIA_LAYOUT=xdg (any case)
+selects ${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as
+unset), else ~/.codelia/sessions. `sessions where` shows the choice.
 
 Exit status:
   0  success (verify: no problems found)
@@ -43,7 +43,8 @@ fn count_arg(text: &str) -> Result<usize, String> {
 #[derive(Debug, Parser)]
 #[command(name = "sessions", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub(crate) struct Cli {
-    /// Session store directory (the `sessions/` folder); overrides the environment.
+    /// Session store directory (the `sessions/` folder); overrides $SESSIONS_ROOT and the
+    /// layout variables.
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) root: Option<PathBuf>,
     /// Open the store read-only: no file under the root is created or changed (the run
@@ -139,7 +140,9 @@ pub(crate) struct RunsArgs {
     /// Only runs of this session.
     #[arg(long, value_name = "SESSION_ID")]
     pub(crate) session: Option<String>,
-    /// Only runs started at or after this time (RFC 3339, YYYY-MM-DD, or an age like 7d).
+    /// Only runs started at or after this time: RFC 3339, a date (2026-11-30) or date and
+    /// time (2026-11-30 14:00) in the local zone, today, yesterday, or an age (90m, 1d12h, 7d,
+    /// 2 weeks, 1y, 2 days ago).
     #[arg(long, value_name = "TIME")]
     pub(crate) since: Option<String>,
     /// Only runs started before this time (same forms as --since).
@@ -270,8 +273,13 @@ pub(crate) struct RepairArgs {
 /// `stats --by`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StatsBy {
-    /// UTC day of the run's start.
+    /// Day of the run's start in the --tz zone (`2026-11-30`).
     Day,
+    /// ISO week of the run's start in the --tz zone, Monday to Sunday (`2026-W48`; the
+    /// ISO week-numbering year, so 2026-12-31 is in `2026-W53` and 2027-01-01 too).
+    Week,
+    /// Month of the run's start in the --tz zone (`2026-11`).
+    Month,
     /// Model name.
     Model,
     /// Session id.
@@ -283,10 +291,14 @@ pub(crate) struct StatsArgs {
     /// Group by.
     #[arg(long, value_enum, default_value_t = StatsBy::Day)]
     pub(crate) by: StatsBy,
-    /// Only runs started at or after this time.
+    /// The time zone of the day, week and month groups and of dates in --since/--until:
+    /// an IANA name (Europe/Paris), UTC, or local ($TZ, else the system's zone).
+    #[arg(long, value_name = "ZONE", default_value = "local")]
+    pub(crate) tz: String,
+    /// Only runs started at or after this time (same forms as `runs --since`).
     #[arg(long, value_name = "TIME")]
     pub(crate) since: Option<String>,
-    /// Only runs started before this time.
+    /// Only runs started before this time (same forms as --since).
     #[arg(long, value_name = "TIME")]
     pub(crate) until: Option<String>,
     /// One JSON object per group.
@@ -353,7 +365,7 @@ pub(crate) struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// Age threshold (e.g. 30d, 12h, 2w).
+    /// Age threshold (e.g. 30d, 12h, 2w, 1d12h, 6 months, 1y).
     #[arg(long, value_name = "AGE", required_unless_present = "empty_trash")]
     pub(crate) older_than: Option<String>,
     /// Show what would move without moving anything.
@@ -369,7 +381,7 @@ pub(crate) struct GcArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ArchiveArgs {
-    /// Age threshold (e.g. 90d).
+    /// Age threshold (e.g. 90d, 3 months, 1y).
     #[arg(long, value_name = "AGE")]
     pub(crate) older_than: String,
     /// Show what would be compressed without writing.
@@ -390,7 +402,9 @@ pub(crate) struct UnarchiveArgs {
     /// Every archived run (with --since/--until/--session: every one that matches).
     #[arg(long)]
     pub(crate) all: bool,
-    /// Only runs started at or after this time (RFC 3339, YYYY-MM-DD, or an age like 7d).
+    /// Only runs started at or after this time: RFC 3339, a date (2026-11-30) or date and
+    /// time (2026-11-30 14:00) in the local zone, today, yesterday, or an age (90m, 1d12h, 7d,
+    /// 2 weeks, 1y, 2 days ago).
     #[arg(long, value_name = "TIME")]
     pub(crate) since: Option<String>,
     /// Only runs started before this time (same forms as --since).

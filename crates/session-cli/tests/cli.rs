@@ -196,8 +196,11 @@ fn help_documents_exit_codes_and_bad_usage_exits_2() {
     let r = finish(sessions_cmd().args(["gc"]).output().unwrap());
     assert_eq!(r.code, 2, "gc needs --older-than or --empty-trash");
     let s = sample_store();
-    assert_eq!(run_in(&s.root, &["runs", "--since", "yesterday"]).code, 2);
-    assert_eq!(run_in(&s.root, &["gc", "--older-than", "3y"]).code, 2);
+    assert_eq!(
+        run_in(&s.root, &["runs", "--since", "the day before"]).code,
+        2
+    );
+    assert_eq!(run_in(&s.root, &["gc", "--older-than", "3 eons"]).code, 2);
     assert_eq!(run_in(&s.root, &["runs", "--cursor", "garbage"]).code, 2);
 }
 

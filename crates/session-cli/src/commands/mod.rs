@@ -63,11 +63,17 @@ pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliE
             "root": root.path.to_string_lossy(),
             "source": root.source.key(),
             "exists": exists,
+            "precedence": crate::root::PRECEDENCE.iter().map(|(key, _)| *key).collect::<Vec<_>>(),
         });
         json_line(ctx.out, &v)?;
     } else {
         writeln!(ctx.out, "{}", root.path.display())?;
         writeln!(ctx.out, "  chosen: {}", root.source)?;
+        let order: Vec<&str> = crate::root::PRECEDENCE
+            .iter()
+            .map(|(_, how)| *how)
+            .collect();
+        writeln!(ctx.out, "  precedence: {}", order.join(" > "))?;
         if !exists {
             writeln!(ctx.out, "  (the directory does not exist yet)")?;
         }

@@ -403,8 +403,8 @@ fn runs_page(
     refresh_index(ctx, &store)?;
     let mut query = RunQuery::default();
     query.session = param(q, "session").map(str::to_owned);
-    query.since = bound(param(q, "since"), ctx.now)?;
-    query.until = bound(param(q, "until"), ctx.now)?;
+    query.since = bound(param(q, "since"), ctx.now, &ctx.zone)?;
+    query.until = bound(param(q, "until"), ctx.now, &ctx.zone)?;
     let outcomes: Vec<OutcomeArg> = q
         .iter()
         .filter(|(k, _)| k == "outcome")

@@ -61,12 +61,12 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
     let since = args
         .since
         .as_deref()
-        .map(|t| parse_instant(t, ctx.now))
+        .map(|t| parse_instant(t, ctx.now, &ctx.zone))
         .transpose()?;
     let until = args
         .until
         .as_deref()
-        .map(|t| parse_instant(t, ctx.now))
+        .map(|t| parse_instant(t, ctx.now, &ctx.zone))
         .transpose()?;
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();

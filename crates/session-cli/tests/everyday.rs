@@ -1,0 +1,318 @@
+//! The everyday terminal: short ids and `-`/`--last`, the store root from `$SESSIONS_ROOT`,
+//! the time forms people type, calendar groups of `stats` in a time zone, `export`'s format
+//! from the file name, and `tail -n`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::plant::{NOW, run_file};
+use serde_json::Value;
+
+struct Out {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+/// `sessions <args>` with a clean environment (fixed now, `TZ` as given), from `cwd`.
+fn sessions_env(root: Option<&Path>, env: &[(&str, &str)], args: &[&str]) -> Out {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sessions"));
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("TZ", "UTC")
+        .env("SESSIONS_NOW", NOW);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    if let Some(root) = root {
+        c.arg("--root").arg(root);
+    }
+    let o = c.args(args).output().unwrap();
+    let r = Out {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8(o.stdout).unwrap(),
+        err: String::from_utf8(o.stderr).unwrap(),
+    };
+    assert!(!r.err.contains("panicked"), "panic: {}", r.err);
+    r
+}
+
+fn sessions(root: &Path, args: &[&str]) -> Out {
+    sessions_env(Some(root), &[], args)
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// A run file with a header, a `run.start` and a `run.end{completed}`, started at `started`.
+fn plant_run(root: &Path, run_id: &str, session_id: &str, started: &str, input: &str) -> PathBuf {
+    let day = format!("{}/{}/{}", &started[..4], &started[5..7], &started[8..10]);
+    run_file(
+        root,
+        &day,
+        &format!("{run_id}.jsonl"),
+        &[
+            format!(
+                r#"{{"type":"header","schema_version":1,"run_id":"{run_id}","session_id":"{session_id}","started_at":"{started}"}}"#
+            ),
+            format!(
+                r#"{{"type":"run.start","run_id":"{run_id}","session_id":"{session_id}","ts":"{started}","input":{{"type":"text","text":"{input}"}}}}"#
+            ),
+            format!(
+                r#"{{"type":"run.end","run_id":"{run_id}","ts":"{started}","outcome":"completed","final":"done"}}"#
+            ),
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// stats --by day|week|month --tz, and the time forms of --since/--until.
+
+/// Four runs on the edges of days, ISO weeks, months and years in Tokyo (UTC+9) and New York.
+fn calendar_store() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    // Saturday 2026-10-31 in UTC and New York; Sunday 2026-11-01 in Tokyo (both ISO W44).
+    plant_run(&root, "r1-0000", "s-1", "2026-10-31T20:00:00.000Z", "one");
+    // Sunday 2026-11-29 (W48) in UTC and New York; Monday 2026-11-30 (W49) in Tokyo.
+    plant_run(&root, "r2-0000", "s-1", "2026-11-29T23:30:00.000Z", "two");
+    // Monday 2026-11-30 (W49) in UTC and Tokyo; still Sunday 2026-11-29 (W48) in New York.
+    plant_run(&root, "r3-0000", "s-1", "2026-11-30T02:00:00.000Z", "three");
+    // Thursday 2026-12-31 in UTC; Friday 2027-01-01 in Tokyo, still ISO week 2026-W53.
+    plant_run(&root, "r4-0000", "s-1", "2026-12-31T16:00:00.000Z", "four");
+    (dir, root)
+}
+
+/// `(key, runs)` of each group line of `stats --json`, the total line left out.
+fn groups(out: &Out, by: &str) -> Vec<(String, u64)> {
+    assert_eq!(out.code, 0, "{}", out.err);
+    json_lines(&out.out)
+        .iter()
+        .filter(|v| v.get("total").is_none())
+        .map(|v| {
+            (
+                v[by].as_str().unwrap().to_owned(),
+                v["runs"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(p: &[(&str, u64)]) -> Vec<(String, u64)> {
+    p.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
+}
+
+#[test]
+fn stats_groups_by_iso_week_and_month_in_the_zone_asked_for() {
+    let (_dir, root) = calendar_store();
+    let week = |tz: &str| {
+        groups(
+            &sessions(&root, &["stats", "--by", "week", "--tz", tz, "--json"]),
+            "week",
+        )
+    };
+    assert_eq!(
+        week("Asia/Tokyo"),
+        pairs(&[("2026-W44", 1), ("2026-W49", 2), ("2026-W53", 1)])
+    );
+    assert_eq!(
+        week("UTC"),
+        pairs(&[
+            ("2026-W44", 1),
+            ("2026-W48", 1),
+            ("2026-W49", 1),
+            ("2026-W53", 1)
+        ])
+    );
+    assert_eq!(
+        week("America/New_York"),
+        pairs(&[("2026-W44", 1), ("2026-W48", 2), ("2026-W53", 1)])
+    );
+    let month = |tz: &str| {
+        groups(
+            &sessions(&root, &["stats", "--by", "month", "--tz", tz, "--json"]),
+            "month",
+        )
+    };
+    assert_eq!(
+        month("Asia/Tokyo"),
+        pairs(&[("2026-11", 3), ("2027-01", 1)])
+    );
+    assert_eq!(
+        month("utc"),
+        pairs(&[("2026-10", 1), ("2026-11", 2), ("2026-12", 1)])
+    );
+    let day = groups(
+        &sessions(
+            &root,
+            &["stats", "--by", "day", "--tz", "Asia/Tokyo", "--json"],
+        ),
+        "day",
+    );
+    assert_eq!(
+        day,
+        pairs(&[("2026-11-01", 1), ("2026-11-30", 2), ("2027-01-01", 1)])
+    );
+    // `local` is $TZ; the zone is named on every line of a calendar grouping.
+    let local = sessions_env(
+        Some(&root),
+        &[("TZ", "Asia/Tokyo")],
+        &["stats", "--by", "week", "--json"],
+    );
+    assert_eq!(
+        groups(&local, "week"),
+        pairs(&[("2026-W44", 1), ("2026-W49", 2), ("2026-W53", 1)])
+    );
+    let lines = json_lines(&local.out);
+    assert!(lines.iter().all(|l| l["tz"] == "Asia/Tokyo"), "{lines:?}");
+    assert_eq!(lines.last().unwrap()["total"], true);
+    assert_eq!(lines.last().unwrap()["runs"], 4);
+    // The table says the same.
+    let text = sessions(&root, &["stats", "--by", "month", "--tz", "Asia/Tokyo"]);
+    assert_eq!(text.code, 0, "{}", text.err);
+    let rows: Vec<&str> = text.out.lines().collect();
+    assert!(rows[0].starts_with("MONTH "), "{}", text.out);
+    assert!(rows[1].starts_with("2026-11 ") && rows[1].split_whitespace().nth(1) == Some("3"));
+    assert!(rows[2].starts_with("2027-01 ") && rows[2].split_whitespace().nth(1) == Some("1"));
+    // An unknown zone is a usage error naming the forms.
+    let bad = sessions(&root, &["stats", "--tz", "Mars/Olympus"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.err.contains("unknown time zone `Mars/Olympus`"),
+        "{}",
+        bad.err
+    );
+}
+
+#[test]
+fn since_and_until_take_the_forms_people_type() {
+    let (_dir, root) = calendar_store();
+    let count = |env: &[(&str, &str)], args: &[&str]| -> u64 {
+        let mut a = vec!["stats", "--json"];
+        a.extend_from_slice(args);
+        let r = sessions_env(Some(&root), env, &a);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+        json_lines(&r.out).last().unwrap()["runs"].as_u64().unwrap()
+    };
+    // Now is 2026-11-30T12:00:00Z.
+    assert_eq!(count(&[], &["--since", "today"]), 2, "r3 (02:00Z), r4");
+    assert_eq!(count(&[], &["--since", "yesterday"]), 3, "r2, r3, r4");
+    assert_eq!(count(&[], &["--since", "yesterday", "--until", "today"]), 1);
+    assert_eq!(count(&[], &["--since", "2 days ago"]), 3);
+    assert_eq!(
+        count(&[], &["--since", "1d12h"]),
+        3,
+        "from 2026-11-29T00:00Z"
+    );
+    assert_eq!(
+        count(&[], &["--since", "600m"]),
+        2,
+        "from 02:00Z inclusive: r3, r4"
+    );
+    assert_eq!(count(&[], &["--since", "9h"]), 1, "from 03:00Z: r4");
+    assert_eq!(count(&[], &["--since", "1y"]), 4);
+    assert_eq!(count(&[], &["--since", "2026-11-30"]), 2, "r3, r4");
+    assert_eq!(count(&[], &["--until", "2026-11-01T00:00:00Z"]), 1);
+    assert_eq!(count(&[], &["--since", "2026-11-29T23:30:00Z"]), 3);
+    // Dates and `today` are midnight where the user is: in Tokyo today began at 15:00Z.
+    assert_eq!(count(&[("TZ", "Asia/Tokyo")], &["--since", "today"]), 3);
+    assert_eq!(
+        count(&[("TZ", "Asia/Tokyo")], &["--since", "2026-11-30"]),
+        3
+    );
+    // `stats --tz` is the zone of its dates too.
+    assert_eq!(
+        count(&[], &["--tz", "Asia/Tokyo", "--since", "2026-11-30"]),
+        3
+    );
+    // `runs` takes the same forms.
+    let r = sessions(&root, &["runs", "--since", "2 days ago", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let ids: Vec<String> = json_lines(&r.out)
+        .iter()
+        .filter_map(|v| v["run_id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids, ["r4-0000", "r3-0000", "r2-0000"]);
+    // Anything else is a usage error naming the accepted forms.
+    let r = sessions(&root, &["runs", "--since", "last tuesday"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err.contains("invalid time `last tuesday`")
+            && r.err.contains("RFC 3339")
+            && r.err.contains("yesterday")
+            && r.err.contains("2 days ago"),
+        "{}",
+        r.err
+    );
+    // Ages of gc and archive take the same durations.
+    let r = sessions(&root, &["gc", "--older-than", "1y", "--dry-run", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let r = sessions(&root, &["archive", "--older-than", "yesterday"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("invalid age `yesterday`"), "{}", r.err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// $SESSIONS_ROOT.
+
+#[test]
+fn sessions_root_sits_between_the_flag_and_the_layouts_and_where_says_so() {
+    let env = [
+        ("SESSIONS_ROOT", "/from/env"),
+        ("CODELIA_LAYOUT", "xdg"),
+        ("XDG_STATE_HOME", "/state"),
+    ];
+    let r = sessions_env(None, &env, &["where", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v: Value = serde_json::from_str(r.out.trim()).unwrap();
+    assert_eq!(v["root"], "/from/env");
+    assert_eq!(v["source"], "env");
+    assert_eq!(
+        v["precedence"],
+        serde_json::json!(["flag", "env", "xdg_state_home", "xdg_default", "home"])
+    );
+    let r = sessions_env(None, &env, &["where"]);
+    assert_eq!(
+        r.out,
+        "/from/env\n  chosen: from $SESSIONS_ROOT\n  precedence: --root > $SESSIONS_ROOT > \
+         CODELIA_LAYOUT=xdg with $XDG_STATE_HOME > CODELIA_LAYOUT=xdg: ~/.local/state > \
+         ~/.codelia/sessions\n  (the directory does not exist yet)\n"
+    );
+    // --root wins over the variable.
+    let r = sessions_env(Some(Path::new("/flag")), &env, &["where", "--json"]);
+    let v: Value = serde_json::from_str(r.out.trim()).unwrap();
+    assert_eq!(
+        (v["root"].as_str(), v["source"].as_str()),
+        (Some("/flag"), Some("flag"))
+    );
+    // An empty variable counts as unset: the layout variables decide.
+    let r = sessions_env(
+        None,
+        &[
+            ("SESSIONS_ROOT", ""),
+            ("CODELIA_LAYOUT", "xdg"),
+            ("XDG_STATE_HOME", "/state"),
+        ],
+        &["where", "--json"],
+    );
+    let v: Value = serde_json::from_str(r.out.trim()).unwrap();
+    assert_eq!(v["root"], "/state/codelia/sessions");
+    assert_eq!(v["source"], "xdg_state_home");
+    // Every command reads the store the variable names.
+    let (_dir, root) = calendar_store();
+    let r = sessions_env(
+        None,
+        &[("SESSIONS_ROOT", root.to_str().unwrap())],
+        &["stats", "--json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(json_lines(&r.out).last().unwrap()["runs"], 4);
+}
