@@ -40,6 +40,24 @@ fn count_arg(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{text} is too large: use {range}"))
 }
 
+/// `tail -n`: which records to print first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TailLines {
+    /// The last N (`-n N`).
+    Last(usize),
+    /// From the K-th on, counting from 1 (`-n +K`; `+0` counts as `+1`, as in tail(1)).
+    From(usize),
+}
+
+/// Parses `tail -n`: `N` or `+K`, each a count from 0 to [`MAX_COUNT`].
+fn tail_lines_arg(text: &str) -> Result<TailLines, String> {
+    match text.trim().strip_prefix('+') {
+        Some(k) if k.starts_with('+') => Err(format!("`{text}` is not N or +K")),
+        Some(k) => count_arg(k).map(TailLines::From),
+        None => count_arg(text).map(TailLines::Last),
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "sessions", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub(crate) struct Cli {
@@ -86,7 +104,7 @@ pub(crate) enum Command {
     Replay(ReplayArgs),
     /// Replay a session's history the way the reference's `session.history` does.
     History(HistoryArgs),
-    /// Print a run's records as they are written (`-f` keeps following).
+    /// Print the last records of a run (`-n N`, default 10; `-f` keeps following).
     Tail(TailArgs),
     /// Check run files and message logs; exit 1 when problems are found.
     Verify(VerifyArgs),
@@ -234,7 +252,13 @@ pub(crate) struct HistoryArgs {
 pub(crate) struct TailArgs {
     /// The run id.
     pub(crate) run: String,
-    /// Keep following the file until the run ends (or Ctrl-C).
+    /// Print the last N records (lines of the run file: records and damage reports), like
+    /// tail(1); 0 prints none (with -f: only what comes next); +K prints from the K-th on
+    /// (+1: all of them).
+    #[arg(short = 'n', long = "lines", default_value = "10", value_name = "N", value_parser = tail_lines_arg)]
+    pub(crate) lines: TailLines,
+    /// Keep following the file until the run ends (or Ctrl-C). A run that has already ended
+    /// is printed and not followed (stderr says so; exit 0).
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
     /// Print the records as stored (one JSON object per line) instead of one summary line each.
@@ -348,9 +372,10 @@ impl RedactArgs {
 pub(crate) struct ExportArgs {
     /// A run id or a session id.
     pub(crate) id: String,
-    /// Output format.
+    /// Output format [default: from the -o file's extension (.md, .json, .jsonl, .html),
+    /// else md]. An explicit format wins over the extension.
     #[arg(long, value_enum)]
-    pub(crate) format: ExportFormat,
+    pub(crate) format: Option<ExportFormat>,
     /// Write to this file instead of stdout (never inside the store root; an existing file
     /// only with --force).
     #[arg(short, long, value_name = "FILE")]
@@ -361,6 +386,29 @@ pub(crate) struct ExportArgs {
     /// Redaction.
     #[command(flatten)]
     pub(crate) redact: RedactArgs,
+}
+
+impl ExportArgs {
+    /// The format to write: `--format` when given, else the one the `-o` file's extension
+    /// names (`.md`/`.markdown`, `.json`, `.jsonl`/`.ndjson`, `.html`/`.htm`, any case), else
+    /// Markdown.
+    pub(crate) fn effective_format(&self) -> ExportFormat {
+        if let Some(f) = self.format {
+            return f;
+        }
+        let ext = self
+            .output
+            .as_deref()
+            .and_then(|p| p.extension())
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("json") => ExportFormat::Json,
+            Some("jsonl" | "ndjson") => ExportFormat::Jsonl,
+            Some("html" | "htm") => ExportFormat::Html,
+            _ => ExportFormat::Md,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -316,3 +316,169 @@ fn sessions_root_sits_between_the_flag_and_the_layouts_and_where_says_so() {
     assert_eq!(r.code, 0, "{}", r.err);
     assert_eq!(json_lines(&r.out).last().unwrap()["runs"], 4);
 }
+
+// ---------------------------------------------------------------------------------------------
+// tail -n, tail -f on an ended run, export's format from the file name.
+
+/// A run of `n` records after its header: `run.start`, `run.status` records, and (when
+/// `ended`) a last `run.end`.
+fn long_run(root: &Path, run_id: &str, n: usize, ended: bool) {
+    let mut lines = vec![
+        format!(
+            r#"{{"type":"header","schema_version":1,"run_id":"{run_id}","session_id":"s-9","started_at":"2026-11-30T10:00:00.000Z"}}"#
+        ),
+        format!(
+            r#"{{"type":"run.start","run_id":"{run_id}","session_id":"s-9","ts":"2026-11-30T10:00:00.000Z","input":{{"type":"text","text":"go"}}}}"#
+        ),
+    ];
+    for i in 0..n {
+        lines.push(format!(
+            r#"{{"type":"run.status","run_id":"{run_id}","ts":"2026-11-30T10:{:02}:{:02}.000Z","status":"running","message":"step {i}"}}"#,
+            i / 60,
+            i % 60
+        ));
+    }
+    if ended {
+        lines.push(format!(
+            r#"{{"type":"run.end","run_id":"{run_id}","ts":"2026-11-30T11:00:00.000Z","outcome":"cancelled"}}"#
+        ));
+    }
+    run_file(root, "2026/11/30", &format!("{run_id}.jsonl"), &lines);
+}
+
+#[test]
+fn tail_prints_the_last_n_records_like_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    long_run(&root, "run-long", 30, true);
+    // 33 lines: header, run.start, 30 statuses, run.end. Default: the last 10.
+    let r = sessions(&root, &["tail", "run-long", "--raw"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let stored = std::fs::read_to_string(root.join("2026/11/30/run-long.jsonl")).unwrap();
+    let stored: Vec<&str> = stored.lines().collect();
+    assert_eq!(r.out.lines().collect::<Vec<_>>(), stored[23..]);
+    // -n 3 / --lines 3: the last three, summarised.
+    let r = sessions(&root, &["tail", "-n", "3", "run-long"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let kinds: Vec<&str> = r
+        .out
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(kinds, ["run.status", "run.status", "run.end"]);
+    assert!(
+        r.out.lines().next().unwrap().contains("step 28"),
+        "{}",
+        r.out
+    );
+    assert_eq!(
+        sessions(&root, &["tail", "--lines", "3", "run-long"]).out,
+        r.out
+    );
+    // More than there are: all of them; 0: none.
+    let r = sessions(&root, &["tail", "-n", "100", "run-long", "--raw"]);
+    assert_eq!(r.out.lines().collect::<Vec<_>>(), stored);
+    let r = sessions(&root, &["tail", "-n", "0", "run-long"]);
+    assert_eq!((r.code, r.out.as_str()), (0, ""));
+    // +K: from the K-th on (+1 and +0: all of them).
+    let r = sessions(&root, &["tail", "-n", "+31", "run-long", "--raw"]);
+    assert_eq!(r.out.lines().collect::<Vec<_>>(), stored[30..]);
+    for all in ["+1", "+0"] {
+        let r = sessions(&root, &["tail", "-n", all, "run-long", "--raw"]);
+        assert_eq!(r.out.lines().collect::<Vec<_>>(), stored, "{all}");
+    }
+    // Not a count: usage error.
+    for bad in ["-1", "ten", "1000001", "+-1", "++1"] {
+        let r = sessions(&root, &["tail", "-n", bad, "run-long"]);
+        assert_eq!(r.code, 2, "-n {bad}: {}", r.err);
+    }
+}
+
+#[test]
+fn tail_follow_on_an_ended_run_prints_it_says_so_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    long_run(&root, "run-done", 4, true);
+    // No --timeout: a follower that did not notice the end would wait forever.
+    let r = sessions(&root, &["tail", "-f", "run-done", "-n", "2", "--raw"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let stored = std::fs::read_to_string(root.join("2026/11/30/run-done.jsonl")).unwrap();
+    let stored: Vec<&str> = stored.lines().collect();
+    assert_eq!(r.out.lines().collect::<Vec<_>>(), stored[5..]);
+    assert_eq!(
+        r.err,
+        "sessions: run run-done has already ended (run.end: cancelled); not following\n"
+    );
+    // -n 0 still says so, and prints nothing.
+    let r = sessions(&root, &["tail", "-f", "-n", "0", "run-done"]);
+    assert_eq!((r.code, r.out.as_str()), (0, ""));
+    assert!(r.err.contains("has already ended"), "{}", r.err);
+    // Without -f nothing is said.
+    let r = sessions(&root, &["tail", "run-done"]);
+    assert_eq!((r.code, r.err.as_str()), (0, ""));
+    // A run without run.end is followed (here until the timeout) and not said to have ended.
+    long_run(&root, "run-open", 2, false);
+    let r = sessions(&root, &["tail", "-f", "run-open", "--timeout", "1"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.out.lines().count(), 4, "{}", r.out);
+    assert!(!r.err.contains("has already ended"), "{}", r.err);
+    assert!(r.err.contains("stopped following"), "{}", r.err);
+}
+
+#[test]
+fn export_defaults_to_markdown_and_infers_the_format_from_the_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    plant_run(
+        &root,
+        "run-exp",
+        "s-exp",
+        "2026-11-30T09:00:00.000Z",
+        "hello export",
+    );
+    let out_dir = tempfile::tempdir().unwrap();
+    let md_stdout = sessions(&root, &["export", "run-exp"]);
+    assert_eq!(md_stdout.code, 0, "{}", md_stdout.err);
+    let md = sessions(&root, &["export", "run-exp", "--format", "md"]).out;
+    assert_eq!(md_stdout.out, md, "no --format: Markdown");
+    assert!(md.contains("hello export"));
+    let formats = [
+        ("t.md", "md"),
+        ("t.MARKDOWN", "md"),
+        ("t.json", "json"),
+        ("t.jsonl", "jsonl"),
+        ("t.ndjson", "jsonl"),
+        ("t.html", "html"),
+        ("t.HTM", "html"),
+        ("t.txt", "md"),
+        ("no-extension", "md"),
+    ];
+    for (name, format) in formats {
+        let path = out_dir.path().join(name);
+        let r = sessions(&root, &["export", "run-exp", "-o", path.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{name}: {}", r.err);
+        let inferred = std::fs::read(&path).unwrap();
+        let explicit = sessions(&root, &["export", "run-exp", "--format", format]).out;
+        assert_eq!(
+            String::from_utf8(inferred).unwrap(),
+            explicit,
+            "{name} is {format}"
+        );
+    }
+    // An explicit --format wins over the extension.
+    let path = out_dir.path().join("forced.html");
+    let r = sessions(
+        &root,
+        &[
+            "export",
+            "run-exp",
+            "--format",
+            "jsonl",
+            "-o",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    let stored = std::fs::read(root.join("2026/11/30/run-exp.jsonl")).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), stored);
+}
