@@ -155,7 +155,8 @@ pub(crate) enum OutcomeArg {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunsArgs {
-    /// Only runs of this session.
+    /// Only runs of this session (a unique prefix of at least 4 characters names its session;
+    /// `-`: the newest session of the current directory's workspace).
     #[arg(long, value_name = "SESSION_ID")]
     pub(crate) session: Option<String>,
     /// Only runs started at or after this time: RFC 3339, a date (2026-11-30) or date and
@@ -211,8 +212,14 @@ pub(crate) struct SessionsArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ShowArgs {
-    /// A run id or a session id.
-    pub(crate) id: String,
+    /// A run id or a session id, or a unique prefix of one (at least 4 characters); `-`: the
+    /// newest session of the current directory's workspace (its newest run when it has no
+    /// saved session).
+    #[arg(required_unless_present = "last")]
+    pub(crate) id: Option<String>,
+    /// The newest session of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "id")]
+    pub(crate) last: bool,
     /// Print the records exactly as stored instead of a transcript.
     #[arg(long)]
     pub(crate) raw: bool,
@@ -223,8 +230,13 @@ pub(crate) struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
-    /// The run id.
-    pub(crate) run: String,
+    /// The run id, or a unique prefix of one (at least 4 characters); `-`: the newest run of
+    /// the current directory's workspace.
+    #[arg(required_unless_present = "last")]
+    pub(crate) run: Option<String>,
+    /// The newest run of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "run")]
+    pub(crate) last: bool,
     /// Invocation number (`llm.request.seq`); default: the last one of the run.
     #[arg(long, value_name = "N")]
     pub(crate) seq: Option<i64>,
@@ -235,8 +247,13 @@ pub(crate) struct ReplayArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
-    /// The session id.
-    pub(crate) session: String,
+    /// The session id, or a unique prefix of one (at least 4 characters); `-`: the newest
+    /// session of the current directory's workspace.
+    #[arg(required_unless_present = "last")]
+    pub(crate) session: Option<String>,
+    /// The newest session of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "session")]
+    pub(crate) last: bool,
     /// At most this many runs (newest kept).
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = count_arg)]
     pub(crate) max_runs: usize,
@@ -250,8 +267,13 @@ pub(crate) struct HistoryArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct TailArgs {
-    /// The run id.
-    pub(crate) run: String,
+    /// The run id, or a unique prefix of one (at least 4 characters); `-`: the newest run of
+    /// the current directory's workspace.
+    #[arg(required_unless_present = "last")]
+    pub(crate) run: Option<String>,
+    /// The newest run of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "run")]
+    pub(crate) last: bool,
     /// Print the last N records (lines of the run file: records and damage reports), like
     /// tail(1); 0 prints none (with -f: only what comes next); +K prints from the K-th on
     /// (+1: all of them).
@@ -273,7 +295,8 @@ pub(crate) struct TailArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct VerifyArgs {
-    /// Run ids or run file paths to check (default: the whole store).
+    /// Run ids (or unique prefixes of at least 4 characters; `-`: the newest run of the
+    /// current directory's workspace) or run file paths to check (default: the whole store).
     pub(crate) runs: Vec<String>,
     /// One JSON object per problem, then a summary object.
     #[arg(long)]
@@ -330,6 +353,11 @@ pub(crate) struct StatsArgs {
     pub(crate) json: bool,
 }
 
+/// The id argument of a command with `--last`: the id given, or `-` (the newest).
+pub(crate) fn id_or_newest(id: Option<&String>) -> &str {
+    id.map_or(crate::ids::NEWEST, String::as_str)
+}
+
 /// `export --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ExportFormat {
@@ -370,8 +398,14 @@ impl RedactArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ExportArgs {
-    /// A run id or a session id.
-    pub(crate) id: String,
+    /// A run id or a session id, or a unique prefix of one (at least 4 characters); `-`: the
+    /// newest session of the current directory's workspace (its newest run when it has no
+    /// saved session).
+    #[arg(required_unless_present = "last")]
+    pub(crate) id: Option<String>,
+    /// The newest session of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "id")]
+    pub(crate) last: bool,
     /// Output format [default: from the -o file's extension (.md, .json, .jsonl, .html),
     /// else md]. An explicit format wins over the extension.
     #[arg(long, value_enum)]
@@ -444,7 +478,8 @@ pub(crate) struct ArchiveArgs {
 /// one is required so that a bare `sessions unarchive` restores nothing by accident.
 #[derive(Debug, Args)]
 pub(crate) struct UnarchiveArgs {
-    /// Run ids to restore (their archived files; a run that is not archived is skipped).
+    /// Run ids to restore (their archived files; a run that is not archived is skipped); a
+    /// unique prefix of at least 4 characters names its run.
     #[arg(value_name = "RUN", conflicts_with = "all")]
     pub(crate) runs: Vec<String>,
     /// Every archived run (with --since/--until/--session: every one that matches).
@@ -458,7 +493,8 @@ pub(crate) struct UnarchiveArgs {
     /// Only runs started before this time (same forms as --since).
     #[arg(long, value_name = "TIME")]
     pub(crate) until: Option<String>,
-    /// Only runs of this session (so that the reference can resume it with its history).
+    /// Only runs of this session (so that the reference can resume it with its history; a
+    /// unique prefix of at least 4 characters names its session).
     #[arg(long, value_name = "SESSION_ID")]
     pub(crate) session: Option<String>,
     /// Show what would be restored without writing.

@@ -42,6 +42,7 @@ pub mod error;
 mod hooks;
 mod html;
 mod human;
+mod ids;
 mod jsonw;
 mod progress;
 mod redact;

@@ -219,12 +219,20 @@ fn unknown_ids_and_missing_stores_exit_3() {
         &["history", "00000000-0000-4000-8000-000000000000"],
         &["export", "nope", "--format", "md"],
         &["tail", "nope"],
-        &["show", "../../etc/passwd"],
     ] {
         let r = run_in(&s.root, args);
         assert_eq!(r.code, 3, "{args:?}: {}", r.err);
         assert_eq!(r.err.lines().count(), 1, "one line on stderr: {}", r.err);
         assert!(r.err.starts_with("sessions: "));
+    }
+    // An id that is no safe file name is a usage error (2), in `show` as in `tail`.
+    for args in [
+        &["show", "../../etc/passwd"][..],
+        &["tail", "../../etc/passwd"],
+    ] {
+        let r = run_in(&s.root, args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.err);
+        assert_eq!(r.err.lines().count(), 1, "one line on stderr: {}", r.err);
     }
     let missing = s.root.join("does-not-exist");
     for args in [

@@ -482,3 +482,329 @@ fn export_defaults_to_markdown_and_infers_the_format_from_the_file_name() {
     let stored = std::fs::read(root.join("2026/11/30/run-exp.jsonl")).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), stored);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Short ids, `-` and --last, unsafe ids.
+
+/// A private copy of the sample store (runs `7a1e0001-…-0101` and `…-0102` share their first
+/// 34 characters; sessions are `5a1e000N-…`).
+fn sample_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    common::copy_tree(&session_test_support::sample_sessions_dir(), &root);
+    (dir, root)
+}
+
+const RUN_101: &str = "7a1e0001-0000-4000-8000-000000000101";
+const RUN_201: &str = "7a1e0002-0000-4000-8000-000000000201";
+const SESSION_3: &str = "5a1e0003-0000-4000-8000-000000000003";
+
+#[test]
+fn a_unique_prefix_names_its_run_or_session_in_every_command() {
+    let (_dir, root) = sample_copy();
+    let same = |short: &[&str], long: &[&str]| {
+        let a = sessions(&root, short);
+        let b = sessions(&root, long);
+        assert_eq!(a.code, 0, "{short:?}: {}", a.err);
+        assert_eq!((a.code, &a.out), (b.code, &b.out), "{short:?} vs {long:?}");
+    };
+    // Eight characters, as the tables show them, and shorter ones down to four.
+    same(&["show", "7a1e0002"], &["show", RUN_201]);
+    same(&["show", "7a1e0002-00"], &["show", RUN_201]);
+    same(&["show", "5a1e0003"], &["show", SESSION_3]);
+    same(
+        &["show", "5a1e0003", "--raw"],
+        &["show", SESSION_3, "--raw"],
+    );
+    same(&["export", "7a1e0002"], &["export", RUN_201]);
+    same(
+        &["export", "5a1e0003", "--format", "json"],
+        &["export", SESSION_3, "--format", "json"],
+    );
+    same(&["replay", "7a1e0002"], &["replay", RUN_201]);
+    same(
+        &["tail", "7a1e0002", "-n", "+1"],
+        &["tail", RUN_201, "-n", "+1"],
+    );
+    same(
+        &["history", "5a1e0003", "--json"],
+        &["history", SESSION_3, "--json"],
+    );
+    same(
+        &["verify", "7a1e0002", "--json"],
+        &["verify", RUN_201, "--json"],
+    );
+    same(
+        &["runs", "--session", "5a1e0003", "--json"],
+        &["runs", "--session", SESSION_3, "--json"],
+    );
+    // A whole id that begins another id is that id, not ambiguous.
+    same(&["show", RUN_101], &["show", RUN_101]);
+    // Four characters are enough when they are unique.
+    let r = sessions(&root, &["history", "5a1e", "--json"]);
+    assert_eq!(r.code, 2, "5a1e begins seven sessions: {}", r.err);
+    // A prefix of nothing, and a prefix shorter than four characters, are not found (3).
+    let r = sessions(&root, &["show", "ffff0000"]);
+    assert_eq!(r.code, 3, "{}", r.err);
+    let r = sessions(&root, &["show", "7a1"]);
+    assert_eq!(r.code, 3);
+    assert!(
+        r.err.contains("an id prefix needs at least 4 characters"),
+        "{}",
+        r.err
+    );
+    // Nothing was written to the store by the look-ups but the run index.
+    let r = sessions(&root, &["tail", "5a1e0003"]);
+    assert_eq!(r.code, 3, "a session prefix names no run: {}", r.err);
+}
+
+#[test]
+fn an_ambiguous_prefix_is_a_usage_error_listing_the_candidates() {
+    let (_dir, root) = sample_copy();
+    let want = "sessions: id prefix `7a1e0001` is ambiguous: 2 runs match; give more characters\n  \
+         run     7a1e0001-0000-4000-8000-000000000101  2026-11-24 09:12:03Z  What does this \
+         project do? One sentence, please.\n  \
+         run     7a1e0001-0000-4000-8000-000000000102  2026-11-24 09:14:40Z  List the files \
+         and show me the Japanese release notes.\n";
+    for args in [
+        &["show", "7a1e0001"][..],
+        &["export", "7a1e0001", "--format", "md"],
+        &["tail", "7a1e0001"],
+        &["replay", "7a1e0001"],
+        &["verify", "7a1e0001"],
+    ] {
+        let r = sessions(&root, args);
+        assert_eq!(r.code, 2, "{args:?}");
+        assert_eq!(r.out, "", "{args:?}");
+        assert_eq!(r.err, want, "{args:?}");
+    }
+    // Sessions are listed with their updated time and last user message.
+    let r = sessions(&root, &["history", "5a1e000"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err.starts_with(
+            "sessions: id prefix `5a1e000` is ambiguous: 7 sessions match; give more characters\n"
+        ),
+        "{}",
+        r.err
+    );
+    assert!(
+        r.err.contains(
+            "\n  session 5a1e0003-0000-4000-8000-000000000003  2026-11-26 08:31:16Z  Try again please.\n"
+        ),
+        "{}",
+        r.err
+    );
+    // For show, runs and sessions both count; at most ten of each are listed.
+    let r = sessions(&root, &["show", "7a1e"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("10 runs match"), "{}", r.err);
+    assert_eq!(r.err.lines().count(), 11, "{}", r.err);
+    let dir = tempfile::tempdir().unwrap();
+    let many = dir.path().join("sessions");
+    for i in 0..12 {
+        plant_run(
+            &many,
+            &format!("abcd{i:04}"),
+            "s-many",
+            "2026-11-30T09:00:00.000Z",
+            "x",
+        );
+    }
+    // Short ids are looked up in the run index, which `runs` builds.
+    assert_eq!(sessions(&many, &["runs"]).code, 0);
+    let r = sessions(&many, &["tail", "abcd"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("more than 10 runs match"), "{}", r.err);
+    assert_eq!(r.err.lines().count(), 11, "{}", r.err);
+}
+
+#[test]
+fn an_unsafe_id_is_a_usage_error_in_every_command() {
+    let (_dir, root) = sample_copy();
+    for bad in ["../x", "a/b", ".hidden", "x y", "é1234"] {
+        for args in [
+            vec!["show", bad],
+            vec!["export", bad],
+            vec!["export", bad, "--format", "json"],
+            vec!["replay", bad],
+            vec!["history", bad],
+            vec!["tail", bad],
+            vec!["tail", "-f", bad],
+            vec!["verify", bad],
+            vec!["unarchive", bad],
+            vec!["unarchive", "--session", bad, "--dry-run"],
+            vec!["runs", "--session", bad],
+        ] {
+            let r = sessions(&root, &args);
+            assert_eq!(r.code, 2, "{args:?}: {}{}", r.out, r.err);
+            assert!(r.err.contains("is not a"), "{args:?}: {}", r.err);
+        }
+    }
+    // Whole ids that name nothing are "not found" (3) everywhere.
+    let unknown = "0000ffff-0000-4000-8000-000000000000";
+    for args in [
+        vec!["show", unknown],
+        vec!["export", unknown],
+        vec!["replay", unknown],
+        vec!["history", unknown],
+        vec!["tail", unknown],
+        vec!["verify", unknown],
+        vec!["unarchive", unknown],
+    ] {
+        let r = sessions(&root, &args);
+        assert_eq!(r.code, 3, "{args:?}: {}", r.err);
+    }
+}
+
+/// A store whose newest session and run belong to a workspace directory (a `.git` inside), and
+/// a newer session and run of another workspace.
+fn workspace_store() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    use common::plant::{SessionRow, session};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let ws = dir.path().join("project");
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::create_dir_all(ws.join("src/deep")).unwrap();
+    let ws_text = ws.to_str().unwrap().to_owned();
+    let row = |id: &'static str, updated: &'static str, w: &str| SessionRow {
+        session_id: id,
+        updated_at: updated,
+        run_id: None,
+        last_user_message: Some("hello"),
+        workspace_root: Some(w).map(|w| Box::leak(w.to_owned().into_boxed_str()) as &str),
+        meta_json: None,
+        messages: Some(&[r#"{"role":"user","content":"hello"}"#]),
+    };
+    session(
+        &root,
+        &row("sess-old", "2026-11-28T10:00:00.000Z", &ws_text),
+    );
+    session(
+        &root,
+        &row("sess-new", "2026-11-29T10:00:00.000Z", &ws_text),
+    );
+    session(
+        &root,
+        &row("sess-elsewhere", "2026-11-30T10:00:00.000Z", "/elsewhere"),
+    );
+    plant_run(
+        &root,
+        "run-a",
+        "sess-old",
+        "2026-11-28T09:00:00.000Z",
+        "first",
+    );
+    plant_run(
+        &root,
+        "run-b",
+        "sess-new",
+        "2026-11-29T09:00:00.000Z",
+        "second",
+    );
+    plant_run(
+        &root,
+        "run-c",
+        "sess-old",
+        "2026-11-29T11:00:00.000Z",
+        "third",
+    );
+    plant_run(
+        &root,
+        "run-x",
+        "sess-elsewhere",
+        "2026-11-30T09:00:00.000Z",
+        "other",
+    );
+    (dir, root, ws)
+}
+
+fn sessions_in(cwd: &Path, root: &Path, args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_sessions"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("TZ", "UTC")
+        .env("SESSIONS_NOW", NOW)
+        .current_dir(cwd)
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .output()
+        .unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8(o.stdout).unwrap(),
+        err: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn dash_and_last_mean_the_newest_of_the_current_workspace() {
+    let (_dir, root, ws) = workspace_store();
+    let deep = ws.join("src/deep");
+    let same = |a: &[&str], b: &[&str]| {
+        let x = sessions_in(&deep, &root, a);
+        let y = sessions_in(&deep, &root, b);
+        assert_eq!(x.code, 0, "{a:?}: {}", x.err);
+        assert_eq!((x.code, &x.out), (y.code, &y.out), "{a:?} vs {b:?}");
+    };
+    // Runs: the newest start of the workspace (run-c of sess-old), not run-x of elsewhere.
+    same(&["tail", "-", "-n", "+1"], &["tail", "run-c", "-n", "+1"]);
+    same(
+        &["tail", "--last", "-n", "+1"],
+        &["tail", "run-c", "-n", "+1"],
+    );
+    let (x, y) = (
+        sessions_in(&deep, &root, &["replay", "--last"]),
+        sessions_in(&deep, &root, &["replay", "run-c"]),
+    );
+    assert_eq!(
+        (x.code, &x.err),
+        (y.code, &y.err),
+        "replay --last is replay run-c"
+    );
+    assert!(x.err.contains("run run-c has no"), "{}", x.err);
+    same(&["verify", "-", "--json"], &["verify", "run-c", "--json"]);
+    // Sessions: the most recently updated of the workspace (sess-new), as `sessions` lists.
+    same(
+        &["history", "-", "--json"],
+        &["history", "sess-new", "--json"],
+    );
+    same(
+        &["history", "--last", "--json"],
+        &["history", "sess-new", "--json"],
+    );
+    same(&["show", "-"], &["show", "sess-new"]);
+    same(&["show", "--last"], &["show", "sess-new"]);
+    same(
+        &["export", "--last", "--format", "json"],
+        &["export", "sess-new", "--format", "json"],
+    );
+    same(
+        &["runs", "--session", "-", "--json"],
+        &["runs", "--session", "sess-new", "--json"],
+    );
+    let listed = sessions_in(&deep, &root, &["sessions", "--json"]);
+    let first: Value = serde_json::from_str(listed.out.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["session_id"], "sess-new",
+        "the first row of `sessions`"
+    );
+    // A workspace without runs or sessions: not found (3), saying where it looked.
+    let empty = tempfile::tempdir().unwrap();
+    let r = sessions_in(empty.path(), &root, &["show", "--last"]);
+    assert_eq!(r.code, 3, "{}", r.err);
+    assert!(
+        r.err.contains("no run or session in workspace"),
+        "{}",
+        r.err
+    );
+    // An id and --last together, or neither: usage errors.
+    assert_eq!(
+        sessions_in(&deep, &root, &["show", "run-a", "--last"]).code,
+        2
+    );
+    assert_eq!(sessions_in(&deep, &root, &["show"]).code, 2);
+    assert_eq!(sessions_in(&deep, &root, &["tail"]).code, 2);
+}

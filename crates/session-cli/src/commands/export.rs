@@ -39,7 +39,7 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         None
     };
     let format = args.effective_format();
-    let target = super::resolve_target(ctx, &args.id)?;
+    let target = super::resolve_target(ctx, crate::cli::id_or_newest(args.id.as_ref()))?;
     let mut runs = Vec::with_capacity(target.paths.len());
     for p in &target.paths {
         runs.push(load_run_file(p, true)?);

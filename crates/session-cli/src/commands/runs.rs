@@ -251,6 +251,11 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     if args.limit == 0 {
         return Err(CliError::Usage("--limit must be at least 1".into()));
     }
+    let session = args
+        .session
+        .as_deref()
+        .map(|s| crate::ids::session_arg(ctx, s))
+        .transpose()?;
     let (store, why) = if args.no_refresh {
         (open_store_read_only(ctx)?, None)
     } else {
@@ -259,7 +264,7 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         (store, why)
     };
     let mut query = RunQuery::default();
-    query.session = args.session.clone();
+    query.session = session;
     query.since = bound(args.since.as_deref(), ctx.now, &ctx.zone)?;
     query.until = bound(args.until.as_deref(), ctx.now, &ctx.zone)?;
     let workspace = match args.workspace.as_deref() {

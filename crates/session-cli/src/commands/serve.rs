@@ -561,7 +561,9 @@ fn sessions_page(
 }
 
 fn session_page(ctx: &mut Ctx<'_>, h: &mut Html<'_>, id: &str) -> Result<Reply, CliError> {
-    let target = super::resolve_target(ctx, id)?;
+    // Links name whole ids: no prefix expansion, no `-`.
+    let target = super::resolve_exact(ctx, id)?
+        .ok_or_else(|| CliError::NotFound(format!("no run or session {id}")))?;
     let Some(session) = target.session.clone() else {
         return Err(CliError::NotFound(format!("no session {id}")));
     };

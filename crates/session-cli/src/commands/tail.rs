@@ -76,8 +76,9 @@ fn say_ended(ctx: &mut Ctx<'_>, run: &str, outcome: &str) {
 }
 
 pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
-    let path = locate_run(ctx, &args.run)?;
-    let run = crate::store::run_id_of_path(&path).unwrap_or_else(|| args.run.clone());
+    let arg = crate::cli::id_or_newest(args.run.as_ref());
+    let path = locate_run(ctx, arg)?;
+    let run = crate::store::run_id_of_path(&path).unwrap_or_else(|| arg.to_owned());
     let times = ctx.times(false);
     let mut last = LastItems::new(args.lines);
     if session_jsonl::is_archived(&path) {
