@@ -9,12 +9,15 @@ Store location: --root DIR wins, then $SESSIONS_ROOT; otherwise CODELIA_LAYOUT=x
 selects ${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as
 unset), else ~/.codelia/sessions. `sessions where` shows the choice.
 
-Exit status:
-  0  success (verify: no problems found)
-  1  verify found problems
-  2  usage error (bad arguments)
-  3  not found (no such run, session or store)
+Exit status (the same in every command):
+  0  success (verify: no problems found; tail -f: the run ended)
+  1  verify found problems; sync left something unshipped (findings, not failures)
+  2  usage error (bad arguments, an unsafe id, an ambiguous id prefix, a bad time or zone)
+  3  not found (no such run, session, invocation or store; `-` in a workspace without any)
   4  data or I/O error (the message names the file and byte offset where known)
+
+Ids: a unique prefix (4+ characters) of a run or session id works wherever an id does;
+`-` or --last is the newest of the current directory's workspace.
 
 Colour is used only when stdout is a terminal and NO_COLOR is unset (override with --color).
 Progress bars appear on stderr only when stderr is a terminal.";

@@ -9,8 +9,9 @@
 //! [`run`] drives the tool in-process (tests use it with in-memory buffers); the binary calls
 //! [`main_with_std`].
 //!
-//! Exit codes: 0 success, 1 `verify` found problems, 2 usage error, 3 not found, 4 data or I/O
-//! error (see [`error`]).
+//! Exit codes, the same in every command: 0 success, 1 findings (`verify` found problems,
+//! `sync` left something unshipped), 2 usage error (including an unsafe id or an ambiguous id
+//! prefix), 3 not found, 4 data or I/O error (see [`error`]).
 //!
 //! ```
 //! use session_cli::{Env, Terminal, run_with};
