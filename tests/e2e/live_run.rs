@@ -95,7 +95,7 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
         "no run.end yet is a note: {}",
         verify.stdout
     );
-    let tail = sessions(&root, NOW, &["tail", RUN, "--raw"]);
+    let tail = sessions(&root, NOW, &["tail", "-n", "+1", RUN, "--raw"]);
     assert_eq!(tail.code, 0, "{}", tail.stderr);
     assert_eq!(tail.stdout.as_bytes(), written);
     assert_eq!(
@@ -160,7 +160,16 @@ fn tail_follow_prints_every_record_as_it_lands_and_stops_at_run_end() {
             sessions(
                 &root,
                 NOW,
-                &["tail", "-f", "--raw", "--timeout", "30", &run_id],
+                &[
+                    "tail",
+                    "-f",
+                    "-n",
+                    "+1",
+                    "--raw",
+                    "--timeout",
+                    "30",
+                    &run_id,
+                ],
             )
         })
     };

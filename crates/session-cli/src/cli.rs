@@ -5,16 +5,19 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
-Store location: --root DIR wins; otherwise CODELIA_LAYOUT=xdg (any case) selects
-${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as unset),
-else ~/.codelia/sessions. `sessions where` shows the choice.
+Store location: --root DIR wins, then $SESSIONS_ROOT; otherwise CODELIA_LAYOUT=xdg (any case)
+selects ${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as
+unset), else ~/.codelia/sessions. `sessions where` shows the choice.
 
-Exit status:
-  0  success (verify: no problems found)
-  1  verify found problems
-  2  usage error (bad arguments)
-  3  not found (no such run, session or store)
+Exit status (the same in every command):
+  0  success (verify: no problems found; tail -f: the run ended)
+  1  verify found problems; sync left something unshipped (findings, not failures)
+  2  usage error (bad arguments, an unsafe id, an ambiguous id prefix, a bad time or zone)
+  3  not found (no such run, session, invocation or store; `-` in a workspace without any)
   4  data or I/O error (the message names the file and byte offset where known)
+
+Ids: a unique prefix (4+ characters) of a run or session id works wherever an id does;
+`-` or --last is the newest of the current directory's workspace.
 
 Colour is used only when stdout is a terminal and NO_COLOR is unset (override with --color).
 Progress bars appear on stderr only when stderr is a terminal.";
@@ -40,10 +43,29 @@ fn count_arg(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{text} is too large: use {range}"))
 }
 
+/// `tail -n`: which records to print first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TailLines {
+    /// The last N (`-n N`).
+    Last(usize),
+    /// From the K-th on, counting from 1 (`-n +K`; `+0` counts as `+1`, as in tail(1)).
+    From(usize),
+}
+
+/// Parses `tail -n`: `N` or `+K`, each a count from 0 to [`MAX_COUNT`].
+fn tail_lines_arg(text: &str) -> Result<TailLines, String> {
+    match text.trim().strip_prefix('+') {
+        Some(k) if k.starts_with('+') => Err(format!("`{text}` is not N or +K")),
+        Some(k) => count_arg(k).map(TailLines::From),
+        None => count_arg(text).map(TailLines::Last),
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "sessions", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub(crate) struct Cli {
-    /// Session store directory (the `sessions/` folder); overrides the environment.
+    /// Session store directory (the `sessions/` folder); overrides $SESSIONS_ROOT and the
+    /// layout variables.
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) root: Option<PathBuf>,
     /// Open the store read-only: no file under the root is created or changed (the run
@@ -85,7 +107,7 @@ pub(crate) enum Command {
     Replay(ReplayArgs),
     /// Replay a session's history the way the reference's `session.history` does.
     History(HistoryArgs),
-    /// Print a run's records as they are written (`-f` keeps following).
+    /// Print the last records of a run (`-n N`, default 10; `-f` keeps following).
     Tail(TailArgs),
     /// Check run files and message logs; exit 1 when problems are found.
     Verify(VerifyArgs),
@@ -136,10 +158,13 @@ pub(crate) enum OutcomeArg {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunsArgs {
-    /// Only runs of this session.
+    /// Only runs of this session (a unique prefix of at least 4 characters names its session;
+    /// `-`: the newest session of the current directory's workspace).
     #[arg(long, value_name = "SESSION_ID")]
     pub(crate) session: Option<String>,
-    /// Only runs started at or after this time (RFC 3339, YYYY-MM-DD, or an age like 7d).
+    /// Only runs started at or after this time: RFC 3339, a date (2026-11-30) or date and
+    /// time (2026-11-30 14:00) in the local zone, today, yesterday, or an age (90m, 1d12h, 7d,
+    /// 2 weeks, 1y, 2 days ago).
     #[arg(long, value_name = "TIME")]
     pub(crate) since: Option<String>,
     /// Only runs started before this time (same forms as --since).
@@ -190,8 +215,14 @@ pub(crate) struct SessionsArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ShowArgs {
-    /// A run id or a session id.
-    pub(crate) id: String,
+    /// A run id or a session id, or a unique prefix of one (at least 4 characters); `-`: the
+    /// newest session of the current directory's workspace (its newest run when it has no
+    /// saved session).
+    #[arg(required_unless_present = "last")]
+    pub(crate) id: Option<String>,
+    /// The newest session of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "id")]
+    pub(crate) last: bool,
     /// Print the records exactly as stored instead of a transcript.
     #[arg(long)]
     pub(crate) raw: bool,
@@ -202,8 +233,13 @@ pub(crate) struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
-    /// The run id.
-    pub(crate) run: String,
+    /// The run id, or a unique prefix of one (at least 4 characters); `-`: the newest run of
+    /// the current directory's workspace.
+    #[arg(required_unless_present = "last")]
+    pub(crate) run: Option<String>,
+    /// The newest run of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "run")]
+    pub(crate) last: bool,
     /// Invocation number (`llm.request.seq`); default: the last one of the run.
     #[arg(long, value_name = "N")]
     pub(crate) seq: Option<i64>,
@@ -214,8 +250,13 @@ pub(crate) struct ReplayArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
-    /// The session id.
-    pub(crate) session: String,
+    /// The session id, or a unique prefix of one (at least 4 characters); `-`: the newest
+    /// session of the current directory's workspace.
+    #[arg(required_unless_present = "last")]
+    pub(crate) session: Option<String>,
+    /// The newest session of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "session")]
+    pub(crate) last: bool,
     /// At most this many runs (newest kept).
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = count_arg)]
     pub(crate) max_runs: usize,
@@ -229,9 +270,20 @@ pub(crate) struct HistoryArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct TailArgs {
-    /// The run id.
-    pub(crate) run: String,
-    /// Keep following the file until the run ends (or Ctrl-C).
+    /// The run id, or a unique prefix of one (at least 4 characters); `-`: the newest run of
+    /// the current directory's workspace.
+    #[arg(required_unless_present = "last")]
+    pub(crate) run: Option<String>,
+    /// The newest run of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "run")]
+    pub(crate) last: bool,
+    /// Print the last N records (lines of the run file: records and damage reports), like
+    /// tail(1); 0 prints none (with -f: only what comes next); +K prints from the K-th on
+    /// (+1: all of them).
+    #[arg(short = 'n', long = "lines", default_value = "10", value_name = "N", value_parser = tail_lines_arg)]
+    pub(crate) lines: TailLines,
+    /// Keep following the file until the run ends (or Ctrl-C). A run that has already ended
+    /// is printed and not followed (stderr says so; exit 0).
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
     /// Print the records as stored (one JSON object per line) instead of one summary line each.
@@ -246,7 +298,8 @@ pub(crate) struct TailArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct VerifyArgs {
-    /// Run ids or run file paths to check (default: the whole store).
+    /// Run ids (or unique prefixes of at least 4 characters; `-`: the newest run of the
+    /// current directory's workspace) or run file paths to check (default: the whole store).
     pub(crate) runs: Vec<String>,
     /// One JSON object per problem, then a summary object.
     #[arg(long)]
@@ -270,8 +323,13 @@ pub(crate) struct RepairArgs {
 /// `stats --by`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StatsBy {
-    /// UTC day of the run's start.
+    /// Day of the run's start in the --tz zone (`2026-11-30`).
     Day,
+    /// ISO week of the run's start in the --tz zone, Monday to Sunday (`2026-W48`; the
+    /// ISO week-numbering year, so 2026-12-31 is in `2026-W53` and 2027-01-01 too).
+    Week,
+    /// Month of the run's start in the --tz zone (`2026-11`).
+    Month,
     /// Model name.
     Model,
     /// Session id.
@@ -283,15 +341,24 @@ pub(crate) struct StatsArgs {
     /// Group by.
     #[arg(long, value_enum, default_value_t = StatsBy::Day)]
     pub(crate) by: StatsBy,
-    /// Only runs started at or after this time.
+    /// The time zone of the day, week and month groups and of dates in --since/--until:
+    /// an IANA name (Europe/Paris), UTC, or local ($TZ, else the system's zone).
+    #[arg(long, value_name = "ZONE", default_value = "local")]
+    pub(crate) tz: String,
+    /// Only runs started at or after this time (same forms as `runs --since`).
     #[arg(long, value_name = "TIME")]
     pub(crate) since: Option<String>,
-    /// Only runs started before this time.
+    /// Only runs started before this time (same forms as --since).
     #[arg(long, value_name = "TIME")]
     pub(crate) until: Option<String>,
     /// One JSON object per group.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// The id argument of a command with `--last`: the id given, or `-` (the newest).
+pub(crate) fn id_or_newest(id: Option<&String>) -> &str {
+    id.map_or(crate::ids::NEWEST, String::as_str)
 }
 
 /// `export --format`.
@@ -334,11 +401,18 @@ impl RedactArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ExportArgs {
-    /// A run id or a session id.
-    pub(crate) id: String,
-    /// Output format.
+    /// A run id or a session id, or a unique prefix of one (at least 4 characters); `-`: the
+    /// newest session of the current directory's workspace (its newest run when it has no
+    /// saved session).
+    #[arg(required_unless_present = "last")]
+    pub(crate) id: Option<String>,
+    /// The newest session of the current directory's workspace (as `-`).
+    #[arg(long, conflicts_with = "id")]
+    pub(crate) last: bool,
+    /// Output format [default: from the -o file's extension (.md, .json, .jsonl, .html),
+    /// else md]. An explicit format wins over the extension.
     #[arg(long, value_enum)]
-    pub(crate) format: ExportFormat,
+    pub(crate) format: Option<ExportFormat>,
     /// Write to this file instead of stdout (never inside the store root; an existing file
     /// only with --force).
     #[arg(short, long, value_name = "FILE")]
@@ -351,9 +425,32 @@ pub(crate) struct ExportArgs {
     pub(crate) redact: RedactArgs,
 }
 
+impl ExportArgs {
+    /// The format to write: `--format` when given, else the one the `-o` file's extension
+    /// names (`.md`/`.markdown`, `.json`, `.jsonl`/`.ndjson`, `.html`/`.htm`, any case), else
+    /// Markdown.
+    pub(crate) fn effective_format(&self) -> ExportFormat {
+        if let Some(f) = self.format {
+            return f;
+        }
+        let ext = self
+            .output
+            .as_deref()
+            .and_then(|p| p.extension())
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("json") => ExportFormat::Json,
+            Some("jsonl" | "ndjson") => ExportFormat::Jsonl,
+            Some("html" | "htm") => ExportFormat::Html,
+            _ => ExportFormat::Md,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// Age threshold (e.g. 30d, 12h, 2w).
+    /// Age threshold (e.g. 30d, 12h, 2w, 1d12h, 6 months, 1y).
     #[arg(long, value_name = "AGE", required_unless_present = "empty_trash")]
     pub(crate) older_than: Option<String>,
     /// Show what would move without moving anything.
@@ -369,7 +466,7 @@ pub(crate) struct GcArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ArchiveArgs {
-    /// Age threshold (e.g. 90d).
+    /// Age threshold (e.g. 90d, 3 months, 1y).
     #[arg(long, value_name = "AGE")]
     pub(crate) older_than: String,
     /// Show what would be compressed without writing.
@@ -384,19 +481,23 @@ pub(crate) struct ArchiveArgs {
 /// one is required so that a bare `sessions unarchive` restores nothing by accident.
 #[derive(Debug, Args)]
 pub(crate) struct UnarchiveArgs {
-    /// Run ids to restore (their archived files; a run that is not archived is skipped).
+    /// Run ids to restore (their archived files; a run that is not archived is skipped); a
+    /// unique prefix of at least 4 characters names its run.
     #[arg(value_name = "RUN", conflicts_with = "all")]
     pub(crate) runs: Vec<String>,
     /// Every archived run (with --since/--until/--session: every one that matches).
     #[arg(long)]
     pub(crate) all: bool,
-    /// Only runs started at or after this time (RFC 3339, YYYY-MM-DD, or an age like 7d).
+    /// Only runs started at or after this time: RFC 3339, a date (2026-11-30) or date and
+    /// time (2026-11-30 14:00) in the local zone, today, yesterday, or an age (90m, 1d12h, 7d,
+    /// 2 weeks, 1y, 2 days ago).
     #[arg(long, value_name = "TIME")]
     pub(crate) since: Option<String>,
     /// Only runs started before this time (same forms as --since).
     #[arg(long, value_name = "TIME")]
     pub(crate) until: Option<String>,
-    /// Only runs of this session (so that the reference can resume it with its history).
+    /// Only runs of this session (so that the reference can resume it with its history; a
+    /// unique prefix of at least 4 characters names its session).
     #[arg(long, value_name = "SESSION_ID")]
     pub(crate) session: Option<String>,
     /// Show what would be restored without writing.

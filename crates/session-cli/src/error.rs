@@ -1,19 +1,21 @@
 //! Errors of the `sessions` tool and their exit codes.
 //!
+//! The same codes in every command:
+//!
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success (for `verify`: no problems found) |
-//! | 1 | `verify` found problems (files were readable; the report says what is wrong) |
-//! | 2 | usage error: bad arguments, unknown flag, invalid value |
-//! | 3 | not found: no run or session with that id, or no store at the root |
-//! | 4 | data or I/O error: a file could not be read, written or understood |
+//! | 1 | findings: `verify` found problems (files were readable; the report says what is wrong), `sync` left something unshipped (a conflict, a divergent line) |
+//! | 2 | usage error: bad arguments, unknown flag, invalid value, an id that is no safe file name, an ambiguous id prefix |
+//! | 3 | not found: no run or session with that id (or prefix), no such invocation, no store at the root, `-`/`--last` in a workspace without runs or sessions |
+//! | 4 | data or I/O error: a file could not be read, written or understood; actions that failed; an incomplete `export` |
 
 use std::io;
 use std::path::PathBuf;
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
-/// Exit code: `verify` found problems.
+/// Exit code: findings (`verify` found problems, `sync` left something unshipped).
 pub const EXIT_PROBLEMS: i32 = 1;
 /// Exit code: usage error.
 pub const EXIT_USAGE: i32 = 2;

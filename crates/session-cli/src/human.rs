@@ -35,7 +35,7 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Repair(a) => !a.json,
         Command::Stats(a) => !a.json,
         // An HTML page is a document (its stored text is escaped by the renderer).
-        Command::Export(a) => a.format == ExportFormat::Md,
+        Command::Export(a) => a.effective_format() == ExportFormat::Md,
         Command::Gc(a) => !a.json,
         Command::Archive(a) => !a.json,
         Command::Unarchive(a) => !a.json,

@@ -9,8 +9,9 @@
 //! [`run`] drives the tool in-process (tests use it with in-memory buffers); the binary calls
 //! [`main_with_std`].
 //!
-//! Exit codes: 0 success, 1 `verify` found problems, 2 usage error, 3 not found, 4 data or I/O
-//! error (see [`error`]).
+//! Exit codes, the same in every command: 0 success, 1 findings (`verify` found problems,
+//! `sync` left something unshipped), 2 usage error (including an unsafe id or an ambiguous id
+//! prefix), 3 not found, 4 data or I/O error (see [`error`]).
 //!
 //! ```
 //! use session_cli::{Env, Terminal, run_with};
@@ -42,6 +43,7 @@ pub mod error;
 mod hooks;
 mod html;
 mod human;
+mod ids;
 mod jsonw;
 mod progress;
 mod redact;
@@ -88,6 +90,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) root: root::Root,
     pub(crate) local: UtcOffset,
     pub(crate) now: OffsetDateTime,
+    /// The zone in which dates, `today` and calendar ages of time arguments are read
+    /// ([`timefmt::input_zone`]).
+    pub(crate) zone: jiff::tz::TimeZone,
     /// `--read-only`: open the store read-only whatever the command.
     pub(crate) read_only: bool,
     /// Fault-injection hooks of the tests (none in normal use).
@@ -171,10 +176,12 @@ pub fn run_with(
         ColorChoice::Auto => term.stdout && env.get("NO_COLOR").is_none(),
     };
     let now = match env.get("SESSIONS_NOW") {
-        Some(raw) => match timefmt::parse_instant(raw, OffsetDateTime::now_utc()) {
-            Ok(t) => t,
-            Err(e) => return report(stderr, &e),
-        },
+        Some(raw) => {
+            match timefmt::parse_instant(raw, OffsetDateTime::now_utc(), &jiff::tz::TimeZone::UTC) {
+                Ok(t) => t,
+                Err(e) => return report(stderr, &e),
+            }
+        }
         None => OffsetDateTime::now_utc(),
     };
     let root = match root::resolve(cli.root.clone(), env) {
@@ -195,6 +202,7 @@ pub fn run_with(
         root,
         local,
         now,
+        zone: timefmt::input_zone(env),
         read_only: cli.read_only,
         hooks: hooks::Hooks::from_env(env),
     };

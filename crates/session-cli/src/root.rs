@@ -1,6 +1,7 @@
 //! Where the session store lives (compat notes §2.1).
 //!
-//! `--root DIR` wins. Otherwise the reference's layout: `CODELIA_LAYOUT=xdg` (any case) puts the
+//! `--root DIR` wins, then the environment variable `SESSIONS_ROOT` (our own; the reference
+//! does not read it). Otherwise the reference's layout: `CODELIA_LAYOUT=xdg` (any case) puts the
 //! store under `${XDG_STATE_HOME:-~/.local/state}/codelia/sessions`, anything else under
 //! `~/.codelia/sessions`. Unlike the reference, an empty `XDG_STATE_HOME` counts as unset (the
 //! XDG rule), so the store never silently becomes the relative path `codelia/sessions`.
@@ -16,6 +17,8 @@ use crate::error::CliError;
 pub(crate) enum RootSource {
     /// `--root DIR` on the command line.
     Flag,
+    /// The [`ROOT_VAR`] environment variable (set and non-empty).
+    EnvVar,
     /// `CODELIA_LAYOUT=xdg` with `XDG_STATE_HOME` set and non-empty.
     XdgStateHome,
     /// `CODELIA_LAYOUT=xdg` with `XDG_STATE_HOME` unset or empty: `~/.local/state`.
@@ -29,6 +32,7 @@ impl RootSource {
     pub(crate) fn key(&self) -> &'static str {
         match self {
             RootSource::Flag => "flag",
+            RootSource::EnvVar => "env",
             RootSource::XdgStateHome => "xdg_state_home",
             RootSource::XdgDefault => "xdg_default",
             RootSource::Home => "home",
@@ -40,6 +44,7 @@ impl fmt::Display for RootSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             RootSource::Flag => "from --root",
+            RootSource::EnvVar => "from $SESSIONS_ROOT",
             RootSource::XdgStateHome => "CODELIA_LAYOUT=xdg, from $XDG_STATE_HOME/codelia/sessions",
             RootSource::XdgDefault => {
                 "CODELIA_LAYOUT=xdg, $XDG_STATE_HOME unset or empty: ~/.local/state/codelia/sessions"
@@ -58,7 +63,22 @@ pub(crate) struct Root {
     pub(crate) source: RootSource,
 }
 
-/// Resolves the store root from the `--root` flag and the environment.
+/// The environment variable naming the store root when `--root` is not given.
+pub(crate) const ROOT_VAR: &str = "SESSIONS_ROOT";
+
+/// The ways the root is chosen, first match wins: the `--json` key of each ([`RootSource::key`])
+/// and how `sessions where` names it.
+pub(crate) const PRECEDENCE: [(&str, &str); 5] = [
+    ("flag", "--root"),
+    ("env", "$SESSIONS_ROOT"),
+    ("xdg_state_home", "CODELIA_LAYOUT=xdg with $XDG_STATE_HOME"),
+    ("xdg_default", "CODELIA_LAYOUT=xdg: ~/.local/state"),
+    ("home", "~/.codelia/sessions"),
+];
+
+/// Resolves the store root from the `--root` flag and the environment, in this order:
+/// `--root DIR`; `$SESSIONS_ROOT` (an empty value counts as unset); `CODELIA_LAYOUT=xdg`
+/// with `$XDG_STATE_HOME`; the XDG default; `~/.codelia/sessions`.
 ///
 /// # Errors
 /// [`CliError::Usage`] when no flag is given and `HOME` is unset or empty (nothing to resolve
@@ -68,6 +88,12 @@ pub(crate) fn resolve(flag: Option<PathBuf>, env: &Env) -> Result<Root, CliError
         return Ok(Root {
             path,
             source: RootSource::Flag,
+        });
+    }
+    if let Some(path) = env.get(ROOT_VAR) {
+        return Ok(Root {
+            path: PathBuf::from(path),
+            source: RootSource::EnvVar,
         });
     }
     let home = || {
@@ -114,6 +140,28 @@ mod tests {
         let r = resolve(Some("/x".into()), &e).unwrap();
         assert_eq!(r.path, PathBuf::from("/x"));
         assert_eq!(r.source, RootSource::Flag);
+    }
+
+    #[test]
+    fn sessions_root_comes_after_the_flag_and_before_the_layouts() {
+        let e = env(&[
+            ("HOME", "/h"),
+            ("CODELIA_LAYOUT", "xdg"),
+            ("XDG_STATE_HOME", "/s"),
+            ("SESSIONS_ROOT", "/env/store"),
+        ]);
+        let r = resolve(None, &e).unwrap();
+        assert_eq!(r.path, PathBuf::from("/env/store"));
+        assert_eq!(r.source, RootSource::EnvVar);
+        assert_eq!(r.source.key(), "env");
+        let r = resolve(Some("/x".into()), &e).unwrap();
+        assert_eq!(r.path, PathBuf::from("/x"));
+        assert_eq!(r.source, RootSource::Flag);
+        // Without HOME the variable alone is enough; an empty one counts as unset.
+        let r = resolve(None, &env(&[("SESSIONS_ROOT", "/only")])).unwrap();
+        assert_eq!(r.path, PathBuf::from("/only"));
+        let r = resolve(None, &env(&[("HOME", "/h"), ("SESSIONS_ROOT", "")])).unwrap();
+        assert_eq!(r.source, RootSource::Home);
     }
 
     #[test]

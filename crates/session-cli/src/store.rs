@@ -30,9 +30,37 @@ pub(crate) fn jsonl_err(e: JsonlError) -> CliError {
 /// (no `state.db`, an older or damaged one), every date directory is probed by name
 /// ([`session_jsonl::find_run`]).
 ///
+/// `-` is the newest run of the current directory's workspace, and an id that names no run
+/// is expanded as a unique prefix of one ([`crate::ids`]); [`locate_run_exact`] does
+/// neither.
+///
+/// # Errors
+/// Not found (3) when no file has that id (or prefix); usage (2) for an id that is not a safe
+/// file name or a prefix of several run ids.
+pub(crate) fn locate_run(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, CliError> {
+    use crate::ids::{self, Want};
+    ids::check(id, Want::Run)?;
+    if id == ids::NEWEST {
+        let (_, full) = ids::newest(ctx, Want::Run)?;
+        return locate_run_exact(ctx, &full);
+    }
+    if let Some(full) = ids::lookup_indexed(ctx, id, Want::Run)? {
+        return locate_run_exact(ctx, &full);
+    }
+    match locate_run_exact(ctx, id) {
+        Err(CliError::NotFound(_)) => match ids::expand(ctx, id, Want::Run)? {
+            Some((_, full)) => locate_run_exact(ctx, &full),
+            None => Err(ids::not_found(ctx, id, Want::Run)),
+        },
+        other => other,
+    }
+}
+
+/// [`locate_run`] for a whole run id (no `-`, no prefix).
+///
 /// # Errors
 /// Not found (3) when no file has that id; usage (2) for an id that is not a safe file name.
-pub(crate) fn locate_run(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, CliError> {
+pub(crate) fn locate_run_exact(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, CliError> {
     let root = ctx.root.path.clone();
     let indexed = indexed_run_files(&root, id);
     let found = match session_jsonl::find_run_in_dirs_of(&root, id, &indexed).map_err(jsonl_err)? {
@@ -75,8 +103,8 @@ pub(crate) fn duplicate_warning(
     )
 }
 
-/// [`locate_run`] for an argument that may name a run: `None` for unsafe ids and unknown
-/// runs.
+/// [`locate_run_exact`] for an argument that may name a run: `None` for unsafe ids and
+/// unknown runs.
 ///
 /// # Errors
 /// Data (4) when the store cannot be searched.
@@ -84,7 +112,7 @@ pub(crate) fn try_locate_run(
     ctx: &mut crate::Ctx<'_>,
     id: &str,
 ) -> Result<Option<PathBuf>, CliError> {
-    match locate_run(ctx, id) {
+    match locate_run_exact(ctx, id) {
         Ok(p) => Ok(Some(p)),
         Err(CliError::NotFound(_) | CliError::Usage(_)) => Ok(None),
         Err(e) => Err(e),

@@ -196,8 +196,11 @@ fn help_documents_exit_codes_and_bad_usage_exits_2() {
     let r = finish(sessions_cmd().args(["gc"]).output().unwrap());
     assert_eq!(r.code, 2, "gc needs --older-than or --empty-trash");
     let s = sample_store();
-    assert_eq!(run_in(&s.root, &["runs", "--since", "yesterday"]).code, 2);
-    assert_eq!(run_in(&s.root, &["gc", "--older-than", "3y"]).code, 2);
+    assert_eq!(
+        run_in(&s.root, &["runs", "--since", "the day before"]).code,
+        2
+    );
+    assert_eq!(run_in(&s.root, &["gc", "--older-than", "3 eons"]).code, 2);
     assert_eq!(run_in(&s.root, &["runs", "--cursor", "garbage"]).code, 2);
 }
 
@@ -216,12 +219,20 @@ fn unknown_ids_and_missing_stores_exit_3() {
         &["history", "00000000-0000-4000-8000-000000000000"],
         &["export", "nope", "--format", "md"],
         &["tail", "nope"],
-        &["show", "../../etc/passwd"],
     ] {
         let r = run_in(&s.root, args);
         assert_eq!(r.code, 3, "{args:?}: {}", r.err);
         assert_eq!(r.err.lines().count(), 1, "one line on stderr: {}", r.err);
         assert!(r.err.starts_with("sessions: "));
+    }
+    // An id that is no safe file name is a usage error (2), in `show` as in `tail`.
+    for args in [
+        &["show", "../../etc/passwd"][..],
+        &["tail", "../../etc/passwd"],
+    ] {
+        let r = run_in(&s.root, args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.err);
+        assert_eq!(r.err.lines().count(), 1, "one line on stderr: {}", r.err);
     }
     let missing = s.root.join("does-not-exist");
     for args in [

@@ -20,7 +20,11 @@ fn run_id(n: u32) -> String {
 }
 
 fn write_run(root: &Path, n: u32, started_at: &str) {
-    let id = run_id(n);
+    write_run_id(root, &run_id(n), n, started_at);
+}
+
+fn write_run_id(root: &Path, id: &str, n: u32, started_at: &str) {
+    let id = id.to_owned();
     let header = Header {
         schema_version: 1,
         run_id: id.clone(),
@@ -108,6 +112,30 @@ fn an_indexed_run_is_found_without_probing_the_tree() {
         }
         assert_eq!(lookups, 6, "{args:?}");
     }
+    // A unique prefix costs the same: a range of the run-id index, then the run's own days.
+    let target = "cafe0000-0000-4000-8000-000000000001";
+    write_run_id(root, target, 500, "2026-01-20T12:00:00.000Z");
+    let (code, _, err, _) = sessions(root, &["runs", "--limit", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let prefix = "cafe0000";
+    for args in [
+        vec!["show", prefix],
+        vec!["tail", prefix],
+        vec!["verify", prefix],
+        vec!["export", prefix, "--format", "jsonl"],
+    ] {
+        let (code, out, err, lookups) = sessions(root, &args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert_eq!(lookups, 6, "{args:?}");
+    }
+    let (_, whole, _, _) = sessions(root, &["export", target, "--format", "jsonl"]);
+    let (_, short, _, _) = sessions(root, &["export", prefix, "--format", "jsonl"]);
+    assert_eq!(short, whole);
+    // An ambiguous one is refused from the index alone: no date directory looked at.
+    let (code, _, err, lookups) = sessions(root, &["show", "00000000-0000-4000-8000-00000000003"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is ambiguous: 10 runs match"), "{err}");
+    assert_eq!(lookups, 0);
 }
 
 #[test]

@@ -108,7 +108,7 @@ fn every_emitted_json_is_strict_and_byte_exact_outputs_keep_the_stored_bytes() {
     assert_eq!(code, 0);
     assert_eq!(text.as_bytes(), stored.as_slice());
     // `tail --raw` too; its damage reports (here: the repairs) go to stderr.
-    let (code, text, err) = out(&root, &["tail", RUN, "--raw"]);
+    let (code, text, err) = out(&root, &["tail", "-n", "+1", RUN, "--raw"]);
     assert_eq!(code, 0);
     assert_eq!(text.as_bytes(), stored.as_slice());
     assert_eq!(err.matches("damage: lone_surrogate").count(), 4, "{err}");

@@ -90,6 +90,7 @@ mod lease;
 mod legacy;
 mod list;
 mod messages;
+mod prefix;
 mod recovery;
 mod redigest;
 mod runs;
@@ -112,6 +113,7 @@ pub use lease::{
     LEASE_DIR, LeaseHolder, LeasePurpose, MAX_LABEL, OpenSession, SessionLease,
     UNKNOWN_HOLDER_GRACE,
 };
+pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,
     RunOutcome, RunPage, RunQuery, RunRow,

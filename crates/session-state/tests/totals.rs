@@ -92,6 +92,7 @@ fn by_rows(store: &StateStore, by: RunGrouping) -> (BTreeMap<String, RunTotals>,
     for r in &rows {
         let key = match by {
             RunGrouping::Day => r.started_at_utc.clone().unwrap()[..10].to_owned(),
+            RunGrouping::Minute => r.started_at_utc.clone().unwrap()[..16].to_owned(),
             RunGrouping::Model => match (&r.model_provider, &r.model_name) {
                 (Some(p), Some(n)) => format!("{p}/{n}"),
                 (None, Some(n)) => n.clone(),
@@ -113,7 +114,12 @@ fn totals_summed_in_sql_match_the_rows_and_read_only_duplicated_runs() {
     let paths: Vec<PathBuf> = (0..24).map(|n| write_run(root, n)).collect();
     let store = StateStore::open(root).unwrap();
     store.index_runs().unwrap();
-    for by in [RunGrouping::Day, RunGrouping::Model, RunGrouping::Session] {
+    for by in [
+        RunGrouping::Day,
+        RunGrouping::Minute,
+        RunGrouping::Model,
+        RunGrouping::Session,
+    ] {
         let t = store.run_totals(&RunQuery::default(), by).unwrap();
         let (groups, all) = by_rows(&store, by);
         assert_eq!(t.groups, groups, "{by:?}");
@@ -131,6 +137,21 @@ fn totals_summed_in_sql_match_the_rows_and_read_only_duplicated_runs() {
         .run_totals(&RunQuery::default(), RunGrouping::Day)
         .unwrap();
     assert!(t.groups.contains_key("2026-11-01"), "{:?}", t.groups.keys());
+    // By minute: the UTC minute, `YYYY-MM-DDTHH:MM` (10:00+02:00 is 08:00Z; runs 0 and 15).
+    let t = store
+        .run_totals(&RunQuery::default(), RunGrouping::Minute)
+        .unwrap();
+    assert_eq!(
+        t.groups["2026-11-01T08:00"].runs,
+        2,
+        "{:?}",
+        t.groups.keys()
+    );
+    assert!(
+        t.groups.keys().all(|k| k.len() == 16),
+        "{:?}",
+        t.groups.keys()
+    );
 
     // A copy of one run in another day directory: counted once, from the more complete
     // file; only the two rows of that run are read.

@@ -1,5 +1,8 @@
-//! `sessions export <run-id|session-id> --format md|json|jsonl|html [-o FILE [--force]]
+//! `sessions export <run-id|session-id> [--format md|json|jsonl|html] [-o FILE [--force]]
 //! [--redact [--redact-pattern REGEX]… [--redact-patterns FILE]…]`.
+//!
+//! The format is `--format`, else the one `-o FILE`'s extension names, else Markdown
+//! ([`ExportArgs::effective_format`]).
 //!
 //! With `--redact` the secrets in the exported text are replaced (see [`crate::redact`]); a
 //! JSON or JSONL export keeps every byte outside the changed string literals, but its records
@@ -35,7 +38,8 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
     } else {
         None
     };
-    let target = super::resolve_target(ctx, &args.id)?;
+    let format = args.effective_format();
+    let target = super::resolve_target(ctx, crate::cli::id_or_newest(args.id.as_ref()))?;
     let mut runs = Vec::with_capacity(target.paths.len());
     for p in &target.paths {
         runs.push(load_run_file(p, true)?);
@@ -73,7 +77,7 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         let (kind, detail, _) = note_parts(&root, n);
         ctx.warn(&format!("saved state: {kind}: {detail}"));
     }
-    let body = match args.format {
+    let body = match format {
         ExportFormat::Md => escape_controls(&markdown(&target, &runs))
             .into_owned()
             .into_bytes(),
@@ -101,7 +105,7 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
             .into_bytes()
         }
     };
-    let body = match (&mut redactor, args.format) {
+    let body = match (&mut redactor, format) {
         (None, _) | (Some(_), ExportFormat::Html) => body,
         (Some(r), ExportFormat::Md) => r
             .redact(&String::from_utf8_lossy(&body))
@@ -119,7 +123,7 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
     if let Some(r) = &redactor {
         let n = r.replaced();
         let mut msg = format!("--redact: {n} secret(s) replaced");
-        if n > 0 && matches!(args.format, ExportFormat::Json | ExportFormat::Jsonl) {
+        if n > 0 && matches!(format, ExportFormat::Json | ExportFormat::Jsonl) {
             msg.push_str("; the records are no longer byte-exact copies of the stored lines");
         }
         say(ctx, &msg);

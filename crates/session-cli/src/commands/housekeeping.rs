@@ -18,7 +18,7 @@ use crate::jsonw::JsonObj;
 use crate::progress::Progress;
 use crate::store::{jsonl_err, rel};
 use crate::style::{Paint, bytes as fmt_bytes};
-use crate::timefmt::{before, parse_age};
+use crate::timefmt::older_than;
 
 /// Name of the trash folder under the root (never a date directory, so no reader sees it).
 pub(crate) const TRASH_DIR: &str = "trash";
@@ -826,8 +826,8 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     if args.empty_trash {
         return empty_trash(ctx, args);
     }
-    let older_than = args.older_than.as_deref().unwrap_or_default();
-    let cutoff = before(ctx.now, parse_age(older_than)?, older_than)?;
+    let age = args.older_than.as_deref().unwrap_or_default();
+    let cutoff = older_than(age, ctx.now, &ctx.zone)?;
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let runs = scan_runs(ctx)?;
@@ -1198,7 +1198,7 @@ pub(super) fn note(ctx: &mut Ctx<'_>, json: bool, message: &str) -> Result<(), C
 }
 
 pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliError> {
-    let cutoff = before(ctx.now, parse_age(&args.older_than)?, &args.older_than)?;
+    let cutoff = older_than(&args.older_than, ctx.now, &ctx.zone)?;
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let runs = scan_runs(ctx)?;

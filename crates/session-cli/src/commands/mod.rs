@@ -30,7 +30,7 @@ pub(crate) fn serve(_ctx: &mut Ctx<'_>, _args: &crate::cli::ServeArgs) -> Result
     ))
 }
 pub(crate) use runs::runs;
-pub(crate) use sessions::{history, sessions};
+pub(crate) use sessions::{history, sessions, workspace_of};
 pub(crate) use show::show;
 pub(crate) use state::reindex;
 pub(crate) use stats::stats;
@@ -63,11 +63,17 @@ pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliE
             "root": root.path.to_string_lossy(),
             "source": root.source.key(),
             "exists": exists,
+            "precedence": crate::root::PRECEDENCE.iter().map(|(key, _)| *key).collect::<Vec<_>>(),
         });
         json_line(ctx.out, &v)?;
     } else {
         writeln!(ctx.out, "{}", root.path.display())?;
         writeln!(ctx.out, "  chosen: {}", root.source)?;
+        let order: Vec<&str> = crate::root::PRECEDENCE
+            .iter()
+            .map(|(_, how)| *how)
+            .collect();
+        writeln!(ctx.out, "  precedence: {}", order.join(" > "))?;
         if !exists {
             writeln!(ctx.out, "  (the directory does not exist yet)")?;
         }
@@ -94,21 +100,49 @@ pub(crate) struct Target {
 
 /// Resolves a run id (first) or a session id. A session is found through its runs in the run
 /// index and through its saved state (a legacy session may have no run files at all; loading
-/// it migrates it, as the reference's `load` does, unless the store is read-only).
+/// it migrates it, as the reference's `load` does, unless the store is read-only). `-` is the
+/// newest session of the current directory's workspace (its newest run when it has no saved
+/// session), and an id that names nothing is expanded as a unique prefix
+/// ([`crate::ids`]).
 ///
 /// # Errors
-/// Not found (3) when neither a run file nor a session with that id exists.
+/// Usage (2) for an unsafe id or an ambiguous prefix; not found (3) when neither a run file
+/// nor a session with that id (or prefix) exists.
 pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliError> {
-    let root = ctx.root.path.clone();
+    use crate::ids::{self, Want};
+    ids::check(id, Want::Either)?;
+    if id == ids::NEWEST {
+        let (_, full) = ids::newest(ctx, Want::Either)?;
+        return resolve_exact(ctx, &full)?.ok_or_else(|| ids::not_found(ctx, &full, Want::Either));
+    }
+    if let Some(full) = ids::lookup_indexed(ctx, id, Want::Either)?
+        && let Some(t) = resolve_exact(ctx, &full)?
+    {
+        return Ok(t);
+    }
+    if let Some(t) = resolve_exact(ctx, id)? {
+        return Ok(t);
+    }
+    match ids::expand(ctx, id, Want::Either)? {
+        Some((_, full)) => {
+            resolve_exact(ctx, &full)?.ok_or_else(|| ids::not_found(ctx, &full, Want::Either))
+        }
+        None => Err(ids::not_found(ctx, id, Want::Either)),
+    }
+}
+
+/// [`resolve_target`] for a whole id (no `-`, no prefix; the web viewer's links): `None` when
+/// no run or session has it.
+pub(crate) fn resolve_exact(ctx: &mut Ctx<'_>, id: &str) -> Result<Option<Target>, CliError> {
     if let Some(path) = crate::store::try_locate_run(ctx, id)? {
-        return Ok(Target {
+        return Ok(Some(Target {
             session: None,
             state: None,
             paths: vec![path],
             damage: Vec::new(),
             notes: Vec::new(),
             state_error: None,
-        });
+        }));
     }
     let store = state::open_store_for_reading(ctx, state::IndexUse::FindsRuns)?;
     let runs = crate::store::session_runs(ctx, &store, id)?;
@@ -129,17 +163,14 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
         }
     };
     if runs.is_empty() && state.is_none() {
-        return Err(CliError::NotFound(format!(
-            "no run or session {id} under {}",
-            root.display()
-        )));
+        return Ok(None);
     }
-    Ok(Target {
+    Ok(Some(Target {
         session: Some(id.to_owned()),
         state,
         paths: runs,
         damage,
         notes,
         state_error,
-    })
+    }))
 }

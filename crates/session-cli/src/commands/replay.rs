@@ -7,7 +7,7 @@ use crate::jsonw::JsonObj;
 use crate::store::{load_run_file, locate_run};
 
 pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError> {
-    let path = locate_run(ctx, &args.run)?;
+    let path = locate_run(ctx, crate::cli::id_or_newest(args.run.as_ref()))?;
     let run = load_run_file(&path, false)?;
     let (prompt, diags) = session_replay::prompt_at(&run.log.records, args.seq);
     for d in &diags {
@@ -32,7 +32,7 @@ pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliErr
         };
         return Err(CliError::NotFound(format!(
             "run {} has no {which}: {have}",
-            args.run
+            crate::store::run_id_of_path(&path).unwrap_or_default()
         )));
     };
     let line = |i: usize| run.log.line_of(i).map_or(String::new(), |l| l.to_string());

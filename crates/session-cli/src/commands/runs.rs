@@ -55,9 +55,13 @@ fn outcome_name(o: OutcomeArg) -> &'static str {
 
 /// Canonical `YYYY-MM-DDTHH:MM:SS.mmmZ` of a `--since`/`--until` argument (index comparisons
 /// are string comparisons of such timestamps).
-pub(crate) fn bound(text: Option<&str>, now: OffsetDateTime) -> Result<Option<String>, CliError> {
+pub(crate) fn bound(
+    text: Option<&str>,
+    now: OffsetDateTime,
+    zone: &jiff::tz::TimeZone,
+) -> Result<Option<String>, CliError> {
     text.map(|t| {
-        parse_instant(t, now).map(|dt| {
+        parse_instant(t, now, zone).map(|dt| {
             session_schema::Timestamp::from_datetime(dt)
                 .as_str()
                 .to_owned()
@@ -247,6 +251,11 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     if args.limit == 0 {
         return Err(CliError::Usage("--limit must be at least 1".into()));
     }
+    let session = args
+        .session
+        .as_deref()
+        .map(|s| crate::ids::session_arg(ctx, s))
+        .transpose()?;
     let (store, why) = if args.no_refresh {
         (open_store_read_only(ctx)?, None)
     } else {
@@ -255,9 +264,9 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         (store, why)
     };
     let mut query = RunQuery::default();
-    query.session = args.session.clone();
-    query.since = bound(args.since.as_deref(), ctx.now)?;
-    query.until = bound(args.until.as_deref(), ctx.now)?;
+    query.session = session;
+    query.since = bound(args.since.as_deref(), ctx.now, &ctx.zone)?;
+    query.until = bound(args.until.as_deref(), ctx.now, &ctx.zone)?;
     let workspace = match args.workspace.as_deref() {
         Some(w) => Some(WorkspaceMatch::new(&store, &workspace_arg(ctx, w)?)?),
         None => None,

@@ -403,8 +403,8 @@ fn runs_page(
     refresh_index(ctx, &store)?;
     let mut query = RunQuery::default();
     query.session = param(q, "session").map(str::to_owned);
-    query.since = bound(param(q, "since"), ctx.now)?;
-    query.until = bound(param(q, "until"), ctx.now)?;
+    query.since = bound(param(q, "since"), ctx.now, &ctx.zone)?;
+    query.until = bound(param(q, "until"), ctx.now, &ctx.zone)?;
     let outcomes: Vec<OutcomeArg> = q
         .iter()
         .filter(|(k, _)| k == "outcome")
@@ -561,7 +561,9 @@ fn sessions_page(
 }
 
 fn session_page(ctx: &mut Ctx<'_>, h: &mut Html<'_>, id: &str) -> Result<Reply, CliError> {
-    let target = super::resolve_target(ctx, id)?;
+    // Links name whole ids: no prefix expansion, no `-`.
+    let target = super::resolve_exact(ctx, id)?
+        .ok_or_else(|| CliError::NotFound(format!("no run or session {id}")))?;
     let Some(session) = target.session.clone() else {
         return Err(CliError::NotFound(format!("no session {id}")));
     };

@@ -207,8 +207,9 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
 }
 
 pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError> {
+    let session = crate::ids::session_arg(ctx, crate::cli::id_or_newest(args.session.as_ref()))?;
     let store = open_store_for_reading(ctx, IndexUse::FindsRuns)?;
-    let runs = crate::store::session_runs(ctx, &store, &args.session)?;
+    let runs = crate::store::session_runs(ctx, &store, &session)?;
     let mut logs = Vec::with_capacity(runs.len());
     for r in &runs {
         logs.push(crate::store::load_run_file(r, false)?.log);
@@ -221,11 +222,11 @@ pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliE
             .map_err(state_err)?
             .entries
             .iter()
-            .any(|e| e.summary.session_id == args.session);
+            .any(|e| e.summary.session_id == session);
         if !known {
             return Err(CliError::NotFound(format!(
                 "no session {} under {}",
-                args.session,
+                session,
                 ctx.root.path.display()
             )));
         }

@@ -15,7 +15,7 @@ use crate::timefmt::TimeDisplay;
 const TOOL_OUTPUT_LINES: usize = 40;
 
 pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> {
-    let target = super::resolve_target(ctx, &args.id)?;
+    let target = super::resolve_target(ctx, crate::cli::id_or_newest(args.id.as_ref()))?;
     // Values of the session's state.db row that are not what their column should hold (text
     // that is not UTF-8 is shown decoded, with U+FFFD).
     for d in &target.damage {

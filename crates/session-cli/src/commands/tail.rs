@@ -1,5 +1,8 @@
-//! `sessions tail [-f] <run-id>`: print a run's records, and with `-f` keep following it.
+//! `sessions tail [-n N|+K] [-f] <run-id>`: print the last N records of a run (10 by default,
+//! like tail(1); `+K` from the K-th on), and with `-f` keep following it until its `run.end`. `-f` on a run that has
+//! already ended prints the records, says on stderr that the run ended, and exits 0.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -7,15 +10,77 @@ use session_jsonl::{FollowOptions, Follower, Item};
 use session_schema::{AgentEvent, Record, RunInput};
 
 use crate::Ctx;
-use crate::cli::TailArgs;
+use crate::cli::{TailArgs, TailLines};
 use crate::error::{CliError, EXIT_OK};
 use crate::store::{jsonl_err, locate_run, rel};
 use crate::style::{Paint, Style, escape_controls, one_line};
 use crate::timefmt::TimeDisplay;
 
+/// The items of a run `tail -n` keeps (the last N, or those from the K-th on), and how the
+/// run ended when a `run.end` was among all the items seen (not only the kept ones).
+struct LastItems {
+    which: TailLines,
+    seen: usize,
+    items: VecDeque<Item>,
+    ended: Option<String>,
+}
+
+impl LastItems {
+    fn new(which: TailLines) -> Self {
+        LastItems {
+            which,
+            seen: 0,
+            items: VecDeque::new(),
+            ended: None,
+        }
+    }
+
+    fn push(&mut self, item: Item) {
+        if let Item::Record(r) = &item
+            && let Record::RunEnd(end) = r.record()
+        {
+            self.ended = Some(end.outcome.as_str().to_owned());
+        }
+        self.seen += 1;
+        match self.which {
+            TailLines::Last(0) => {}
+            TailLines::Last(n) => {
+                if self.items.len() == n {
+                    self.items.pop_front();
+                }
+                self.items.push_back(item);
+            }
+            TailLines::From(k) => {
+                if self.seen >= k {
+                    self.items.push_back(item);
+                }
+            }
+        }
+    }
+
+    fn print(&mut self, ctx: &mut Ctx<'_>, times: TimeDisplay, raw: bool) -> Result<(), CliError> {
+        for item in self.items.drain(..) {
+            print_item(ctx.out, ctx.err, ctx.style, times, raw, &item)?;
+        }
+        Ok(())
+    }
+}
+
+/// Says on stderr that `-f` does not follow a run that has ended.
+fn say_ended(ctx: &mut Ctx<'_>, run: &str, outcome: &str) {
+    // Best effort, like every message on stderr.
+    let _ = writeln!(
+        ctx.err,
+        "sessions: run {run} has already ended (run.end: {outcome}); not following"
+    );
+}
+
 pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
-    let path = locate_run(ctx, &args.run)?;
+    let arg = crate::cli::id_or_newest(args.run.as_ref());
+    let path = locate_run(ctx, arg)?;
+    let run = crate::store::run_id_of_path(&path).unwrap_or_else(|| arg.to_owned());
     let times = ctx.times(false);
+    let mut last = LastItems::new(args.lines);
     if session_jsonl::is_archived(&path) {
         // Archived runs are finished; print them once.
         let reader = session_jsonl::Reader::open_with(
@@ -27,8 +92,12 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
         )
         .map_err(jsonl_err)?;
         for item in reader {
-            let item = item.map_err(|e| CliError::io(&path, e))?;
-            print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
+            last.push(item.map_err(|e| CliError::io(&path, e))?);
+        }
+        last.print(ctx, times, args.raw)?;
+        if args.follow {
+            let outcome = last.ended.take().unwrap_or_else(|| "none, archived".into());
+            say_ended(ctx, &run, &outcome);
         }
         return Ok(EXIT_OK);
     }
@@ -43,12 +112,29 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
     let identity = FileIdentity::of(&path);
     if !args.follow {
         for item in f.finish().map_err(jsonl_err)? {
-            print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
+            last.push(item);
         }
+        last.print(ctx, times, args.raw)?;
         return Ok(EXIT_OK);
     }
+    // What is in the file now: its last N items, then what comes next.
+    while let Some(item) = f.poll().map_err(jsonl_err)? {
+        last.push(item);
+    }
+    if f.ended() {
+        for item in f.finish().map_err(jsonl_err)? {
+            last.push(item);
+        }
+        last.print(ctx, times, args.raw)?;
+        ctx.out.flush()?;
+        let outcome = last.ended.take().unwrap_or_default();
+        say_ended(ctx, &run, &outcome);
+        return Ok(EXIT_OK);
+    }
+    last.print(ctx, times, args.raw)?;
+    ctx.out.flush()?;
     let idle = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
-    let mut last = Instant::now();
+    let mut last_seen = Instant::now();
     let mut checked = Instant::now();
     let shown = rel(&ctx.root.path, &path).into_owned();
     loop {
@@ -73,13 +159,13 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
             Some(item) => {
                 print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
                 ctx.out.flush()?;
-                last = Instant::now();
+                last_seen = Instant::now();
             }
             None => {
                 if f.ended() {
                     break;
                 }
-                if idle.is_some_and(|d| last.elapsed() >= d) {
+                if idle.is_some_and(|d| last_seen.elapsed() >= d) {
                     // Read whatever partial line is there as final, then stop.
                     for item in f.finish().map_err(jsonl_err)? {
                         print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;

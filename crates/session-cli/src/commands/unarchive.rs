@@ -47,6 +47,36 @@ fn matches(
     Ok(since.is_none_or(|s| started >= s) && until.is_none_or(|u| started < u))
 }
 
+/// The whole run ids and session id of `unarchive`'s arguments: each RUN that names no run
+/// file expanded as a unique prefix ([`crate::ids`]), `--session` likewise.
+///
+/// # Errors
+/// Usage (2) for an unsafe id or an ambiguous prefix.
+fn expand_ids(
+    ctx: &mut Ctx<'_>,
+    args: &UnarchiveArgs,
+) -> Result<(Vec<String>, Option<String>), CliError> {
+    let root = ctx.root.path.clone();
+    let mut runs = Vec::with_capacity(args.runs.len());
+    for id in &args.runs {
+        crate::ids::check(id, crate::ids::Want::Run)?;
+        let known = !session_jsonl::find_all_runs(&root, id)
+            .map_err(jsonl_err)?
+            .is_empty();
+        let full = match known {
+            true => None,
+            false => crate::ids::expand(ctx, id, crate::ids::Want::Run)?,
+        };
+        runs.push(full.map_or_else(|| id.clone(), |(_, full)| full));
+    }
+    let session = args
+        .session
+        .as_deref()
+        .map(|s| crate::ids::session_arg(ctx, s))
+        .transpose()?;
+    Ok((runs, session))
+}
+
 pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, CliError> {
     if args.runs.is_empty()
         && !args.all
@@ -61,18 +91,24 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
     let since = args
         .since
         .as_deref()
-        .map(|t| parse_instant(t, ctx.now))
+        .map(|t| parse_instant(t, ctx.now, &ctx.zone))
         .transpose()?;
     let until = args
         .until
         .as_deref()
-        .map(|t| parse_instant(t, ctx.now))
+        .map(|t| parse_instant(t, ctx.now, &ctx.zone))
         .transpose()?;
+    // Short ids are expanded before anything is restored; a dry run looks them up read-only.
+    let read_only = ctx.read_only;
+    ctx.read_only |= args.dry_run;
+    let wanted = expand_ids(ctx, args);
+    ctx.read_only = read_only;
+    let (run_ids, session) = wanted?;
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let mut chosen: Vec<Chosen> = Vec::new();
     let mut not_archived: Vec<(String, PathBuf)> = Vec::new();
-    if args.runs.is_empty() {
+    if run_ids.is_empty() {
         let listing = session_jsonl::list_run_files(&root).map_err(jsonl_err)?;
         for f in listing.files.into_iter().filter(|f| f.compressed) {
             chosen.push(Chosen {
@@ -82,7 +118,7 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
         }
     } else {
         // Every id is checked before anything is restored: a typo restores nothing.
-        for id in &args.runs {
+        for id in &run_ids {
             let files = session_jsonl::find_all_runs(&root, id).map_err(jsonl_err)?;
             if files.is_empty() {
                 return Err(CliError::NotFound(format!(
@@ -123,7 +159,7 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
             status: "failed",
             detail,
         };
-        match matches(&c.archive, since, until, args.session.as_deref()) {
+        match matches(&c.archive, since, until, session.as_deref()) {
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {
