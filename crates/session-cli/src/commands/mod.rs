@@ -2,6 +2,7 @@
 
 mod export;
 mod housekeeping;
+pub(crate) mod manage;
 mod replay;
 pub(crate) mod runs;
 #[cfg(feature = "serve")]
@@ -13,14 +14,17 @@ mod stats;
 mod sync;
 mod tail;
 mod trash;
+mod trash_cmds;
 mod unarchive;
 pub(crate) mod verify;
 
 pub(crate) use export::export;
 pub(crate) use housekeeping::{archive, gc, repair};
+pub(crate) use manage::{name, pin, storage};
 pub(crate) use replay::replay;
 #[cfg(feature = "serve")]
 pub(crate) use serve::serve;
+pub(crate) use trash_cmds::{delete, restore};
 
 /// `sessions serve` in a build without the `serve` feature: a usage error that says so.
 #[cfg(not(feature = "serve"))]
@@ -92,13 +96,15 @@ pub(crate) struct Target {
     pub(crate) state_error: Option<String>,
 }
 
-/// Resolves a run id (first) or a session id. A session is found through its runs in the run
+/// Resolves a run id (first) or a session id (`@title`: the session with that title). A session is found through its runs in the run
 /// index and through its saved state (a legacy session may have no run files at all; loading
 /// it migrates it, as the reference's `load` does, unless the store is read-only).
 ///
 /// # Errors
 /// Not found (3) when neither a run file nor a session with that id exists.
 pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliError> {
+    let titled = manage::resolve_id(ctx, id)?;
+    let id = titled.as_str();
     let root = ctx.root.path.clone();
     if let Some(path) = crate::store::try_locate_run(ctx, id)? {
         return Ok(Target {
@@ -142,4 +148,27 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
         notes,
         state_error,
     })
+}
+
+/// The bytes of a small file of the store or its trash (a manifest, a session snapshot): never
+/// through a link, at most [`session_state::MAX_SESSION_FILE_BYTES`].
+///
+/// # Errors
+/// I/O (4) naming the file.
+pub(crate) fn trash_read(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| CliError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(CliError::Data(format!(
+            "{}: not a regular file",
+            path.display()
+        )));
+    }
+    if meta.len() > session_state::MAX_SESSION_FILE_BYTES {
+        return Err(CliError::Data(format!(
+            "{}: {} bytes, more than a session file may hold",
+            path.display(),
+            meta.len()
+        )));
+    }
+    std::fs::read(path).map_err(|e| CliError::io(path, e))
 }

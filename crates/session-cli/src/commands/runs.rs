@@ -255,7 +255,10 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         (store, why)
     };
     let mut query = RunQuery::default();
-    query.session = args.session.clone();
+    query.session = match &args.session {
+        Some(s) => Some(super::manage::resolve_title(&store, s)?),
+        None => None,
+    };
     query.since = bound(args.since.as_deref(), ctx.now)?;
     query.until = bound(args.until.as_deref(), ctx.now)?;
     let workspace = match args.workspace.as_deref() {

@@ -93,11 +93,16 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
             BTreeMap::new()
         }
     };
+    // Titles and pins (our table; none in a store without it).
+    let labels = super::manage::titles(&store)?;
     if args.json {
         for e in &page.entries {
             let s = &e.summary;
+            let label = labels.get(&s.session_id);
             let mut o = JsonObj::new();
             o.str("session_id", &s.session_id);
+            o.opt_str("title", label.and_then(|l| l.title.as_deref()));
+            o.bool("pinned", label.is_some_and(|l| l.pinned));
             o.str("updated_at", s.updated_at.as_str());
             o.opt_str("run_id", s.run_id.as_deref());
             match s.message_count {
@@ -172,6 +177,16 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
             last = format!("(legacy) {last}");
             last = one_line(&last, 60);
         }
+        // A title goes first (`@title` names the session), a pin is marked.
+        if let Some(l) = labels.get(&s.session_id) {
+            let title = l
+                .title
+                .as_deref()
+                .map(|t| format!("\"{t}\" "))
+                .unwrap_or_default();
+            let pin = if l.pinned { "[pinned] " } else { "" };
+            last = one_line(&format!("{pin}{title}{last}"), 60);
+        }
         // Who has it open: `pid N` (its lease holder), `yes` when the pid is not known.
         let held = match open.get(&s.session_id) {
             Some(h) => h
@@ -208,7 +223,8 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
 
 pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError> {
     let store = open_store_for_reading(ctx, IndexUse::FindsRuns)?;
-    let runs = crate::store::session_runs(ctx, &store, &args.session)?;
+    let session = super::manage::resolve_title(&store, &args.session)?;
+    let runs = crate::store::session_runs(ctx, &store, &session)?;
     let mut logs = Vec::with_capacity(runs.len());
     for r in &runs {
         logs.push(crate::store::load_run_file(r, false)?.log);
@@ -221,11 +237,11 @@ pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliE
             .map_err(state_err)?
             .entries
             .iter()
-            .any(|e| e.summary.session_id == args.session);
+            .any(|e| e.summary.session_id == session);
         if !known {
             return Err(CliError::NotFound(format!(
                 "no session {} under {}",
-                args.session,
+                session,
                 ctx.root.path.display()
             )));
         }
