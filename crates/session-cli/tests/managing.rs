@@ -562,3 +562,28 @@ fn titles_name_sessions_in_listings_and_as_ids() {
     );
     assert_eq!(run_in(&s.root, &["--read-only", "name", S1, "t"]).code, 2);
 }
+
+#[test]
+fn delete_keeps_a_run_a_writer_holds_and_its_session() {
+    let s = sample_store();
+    let held = s.root.join(S4_RUNS[1]);
+    let writer =
+        session_jsonl::RunWriter::open_append(&held, session_jsonl::WriterOptions::default())
+            .unwrap();
+    let out = ok(&s.root, &["delete", S4]);
+    assert!(held.is_file(), "a locked run was moved");
+    assert!(!s.root.join(S4_RUNS[0]).exists());
+    assert!(
+        session_ids(&s.root).contains(S4),
+        "the session of a held run was moved"
+    );
+    assert!(
+        out.contains("skipped  move-session state.db (a writer has one of its runs open; kept)\n"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("; kept 1 locked run(s), 1 open session(s)\n"),
+        "{out}"
+    );
+    drop(writer);
+}

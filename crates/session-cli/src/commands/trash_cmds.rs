@@ -44,11 +44,8 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
         let id = super::manage::resolve_title(&store, raw)?;
         session_schema::check_id(&id).map_err(|e| CliError::Usage(one_line(&e)))?;
         if let Some(path) = crate::store::try_locate_run(ctx, &id)? {
-            let facts = run_facts(path, id.clone(), false)?;
-            let facts = RunFacts {
-                compressed: facts.path.to_string_lossy().ends_with(".zst"),
-                ..facts
-            };
+            let compressed = is_archive(&path);
+            let facts = run_facts(path, id.clone(), compressed)?;
             if let Some(s) = facts.session_id.as_deref().filter(|s| pins.contains(*s)) {
                 return Err(pinned(&id, s));
             }
@@ -70,7 +67,7 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
         }
         for path in paths {
             if seen_paths.insert(path.clone()) {
-                let compressed = path.to_string_lossy().ends_with(".zst");
+                let compressed = is_archive(&path);
                 let run_id = crate::store::run_id_of_path(&path).unwrap_or_default();
                 runs.push(run_facts(path, run_id, compressed)?);
             }
@@ -89,6 +86,29 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
     );
     header.ser("ids", &args.ids);
     header.str("root", &ctx.root.path.to_string_lossy());
+    // A session one of whose runs a writer holds is being used: it stays (its other runs go,
+    // as named).
+    let mut kept_sessions = 0usize;
+    let busy: BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| r.locked)
+        .filter_map(|r| r.session_id.as_deref())
+        .collect();
+    for e in sessions
+        .iter()
+        .filter(|e| busy.contains(e.summary.session_id.as_str()))
+    {
+        kept_sessions += 1;
+        let a = Action {
+            action: "move-session",
+            file: "state.db".into(),
+            id: Some(e.summary.session_id.clone()),
+            status: "skipped",
+            detail: "a writer has one of its runs open; kept".into(),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    sessions.retain(|e| !busy.contains(e.summary.session_id.as_str()));
     let run_refs: Vec<&RunFacts> = runs.iter().collect();
     let moved = trash_batch(
         ctx,
@@ -119,8 +139,11 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
         if moved.kept_locked > 0 {
             kept.push(format!("{} locked run(s)", moved.kept_locked));
         }
-        if moved.kept_open > 0 {
-            kept.push(format!("{} open session(s)", moved.kept_open));
+        if moved.kept_open + kept_sessions > 0 {
+            kept.push(format!(
+                "{} open session(s)",
+                moved.kept_open + kept_sessions
+            ));
         }
         if moved.kept_changed > 0 {
             kept.push(format!("{} changed since read", moved.kept_changed));
@@ -139,6 +162,11 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
         )?;
     }
     moved.result()
+}
+
+/// Whether `path` is an archived run (`.jsonl.zst`).
+fn is_archive(path: &Path) -> bool {
+    path.to_string_lossy().ends_with(".jsonl.zst")
 }
 
 fn pinned(id: &str, session: &str) -> CliError {
