@@ -142,7 +142,8 @@ pub(crate) struct DeleteArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RestoreArgs {
     /// A trash batch (its directory name under trash/, as `delete` and `gc` print it), or a
-    /// run or session id (its newest copy in the trash; a session comes back with its runs).
+    /// run or session id or @title (its newest copy in the trash; a session comes back with
+    /// its runs).
     #[arg(value_name = "BATCH|ID")]
     pub(crate) target: String,
     /// Show what would be restored without restoring anything.

@@ -205,7 +205,13 @@ fn delete_moves_a_session_with_its_runs_and_restore_puts_everything_back() {
 #[test]
 fn restore_of_one_run_leaves_the_rest_of_the_batch() {
     let s = sample_store();
-    ok(&s.root, &["delete", S4]);
+    ok(&s.root, &["name", S4, "slow check"]);
+    ok(&s.root, &["delete", "@slow check"]);
+    let before = files(&s.root);
+    let out = ok(&s.root, &["restore", BATCH, "--dry-run", "--json"]);
+    assert_eq!(json_lines(&out).len(), 3);
+    assert!(json_lines(&out).iter().all(|a| a["status"] == "planned"));
+    assert_same(&files(&s.root), &before, "restore --dry-run");
     let out = ok(
         &s.root,
         &["restore", "7a1e0004-0000-4000-8000-000000000401"],
@@ -219,8 +225,8 @@ fn restore_of_one_run_leaves_the_rest_of_the_batch() {
     );
     assert!(s.root.join(S4_RUNS[0]).is_file());
     assert!(s.root.join("trash").join(BATCH).join(S4_RUNS[1]).is_file());
-    // The session brings back what is left of it.
-    let out = ok(&s.root, &["restore", S4, "--json"]);
+    // The session, by the title it had, brings back what is left of it.
+    let out = ok(&s.root, &["restore", "@slow check", "--json"]);
     assert_eq!(
         actions(&out),
         set(&[
@@ -229,6 +235,7 @@ fn restore_of_one_run_leaves_the_rest_of_the_batch() {
         ])
     );
     assert!(!s.root.join("trash").exists());
+    assert!(ok(&s.root, &["sessions", "--all"]).contains("\"slow check\""));
 }
 
 #[test]

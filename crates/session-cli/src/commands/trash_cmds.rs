@@ -274,7 +274,8 @@ fn batches(root: &Path) -> Result<Vec<PathBuf>, CliError> {
 }
 
 /// `sessions restore BATCH|ID`: every item of a trash batch still in the trash, or the newest
-/// trash copy of one run (that run) or session (the session and its runs of the same batch).
+/// trash copy of one run (that run) or session (the session and its runs of the same batch;
+/// `@title` names a session by the title it had).
 pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliError> {
     if ctx.read_only && !args.dry_run {
         return Err(CliError::Usage(
@@ -284,7 +285,9 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
     super::state::check_root(ctx)?;
     let root = ctx.root.path.clone();
     let all = batches(&root)?;
-    let target = args.target.as_str();
+    // A title outlives the session's stay in the trash: `@title` names it there too.
+    let titled = super::manage::resolve_id(ctx, &args.target)?;
+    let target = titled.as_str();
     let (batch, items) = if let Some(b) = all
         .iter()
         .find(|b| b.file_name().is_some_and(|n| n == target))
