@@ -274,6 +274,27 @@ fn restore_never_overwrites_and_changes_nothing_when_it_refuses() {
         r.err
     );
     assert_same(&files(&s.root), &before, "a refused restore changed files");
+    // A message log of the session without a state.db row is not overwritten either.
+    let s2 = sample_store();
+    ok(&s2.root, &["delete", S2]);
+    std::fs::write(
+        s2.root.join(format!("messages/{S2}.jsonl")),
+        b"{\"role\":\"user\",\"content\":\"other\"}\n",
+    )
+    .unwrap();
+    let r = run_in(&s2.root, &["restore", S2]);
+    assert_eq!(r.code, 4, "{}", r.out);
+    assert_eq!(
+        r.err,
+        format!(
+            "sessions: nothing restored: session {S2}: messages/{S2}.jsonl exists in the store; not overwriting it\n"
+        )
+    );
+    assert!(
+        s2.root
+            .join(format!("trash/{BATCH}/state/{S2}.json"))
+            .is_file()
+    );
     // An unknown batch or id is not found.
     let r = run_in(&s.root, &["restore", "20990101T000000Z"]);
     assert_eq!(r.code, 3, "{}", r.err);

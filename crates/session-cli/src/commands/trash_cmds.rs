@@ -358,6 +358,15 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
                 let bytes = crate::commands::trash_read(&path)?;
                 let state: session_schema::SessionState = serde_json::from_slice(&bytes)
                     .map_err(|e| CliError::Data(format!("{}: {e}", path.display())))?;
+                // A message log without a row (another writer's, a restored backup) would
+                // refuse the save half way: it is a conflict like any other.
+                let messages = store.messages_path(session_id).map_err(state_err)?;
+                if fs::symlink_metadata(&messages).is_ok() {
+                    conflicts.push(format!(
+                        "session {session_id}: {} exists in the store; not overwriting it",
+                        rel(&root, &messages)
+                    ));
+                }
                 // The listing, not `load`: loading a legacy snapshot would migrate it, and a
                 // refused restore changes nothing.
                 if let Some(now) = listed
