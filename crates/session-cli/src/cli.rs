@@ -47,8 +47,8 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) root: Option<PathBuf>,
     /// Open the store read-only: no file under the root is created or changed (the run
-    /// index is used as the last writer left it; `repair`, `gc`, `archive` and `reindex`
-    /// accept only `--dry-run`). Used automatically, with a warning, when the store cannot be
+    /// index is used as the last writer left it; `repair`, `gc`, `archive`, `reindex`,
+    /// `delete` and `restore` accept only `--dry-run`; `pin`, `unpin` and `name` refuse). Used automatically, with a warning, when the store cannot be
     /// written.
     #[arg(long, global = true)]
     pub(crate) read_only: bool,
@@ -96,7 +96,8 @@ pub(crate) enum Command {
     Stats(StatsArgs),
     /// Export a run or a session as Markdown, JSON, JSONL or one HTML page.
     Export(ExportArgs),
-    /// Move old runs and sessions to the trash under the root, or empty the trash.
+    /// Move runs and sessions to the trash under the root by age, count or size (never pinned
+    /// ones), or empty the trash.
     Gc(GcArgs),
     /// Compress old run files to `.jsonl.zst` (still readable by every command, but not by the
     /// reference runtime: `unarchive` brings them back).

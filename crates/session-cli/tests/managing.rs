@@ -310,6 +310,10 @@ fn delete_refuses_unknown_ids_and_pinned_sessions_before_moving_anything() {
     );
     assert_eq!(r.code, 3, "{}", r.err);
     assert_same(&files(&s.root), &before, "unknown id");
+    assert_eq!(run_in(&s.root, &["--read-only", "delete", S4]).code, 2);
+    assert_eq!(run_in(&s.root, &["--read-only", "restore", BATCH]).code, 2);
+    ok(&s.root, &["--read-only", "delete", S4, "--dry-run"]);
+    assert_same(&files(&s.root), &before, "--read-only");
     let r = run_in(&s.root, &["delete", "../x"]);
     assert_eq!(r.code, 2, "{}", r.err);
 
