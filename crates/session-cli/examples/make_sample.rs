@@ -12,7 +12,8 @@
 //! Contents (workspace `/home/dev/acme-app` unless noted), one session per day from
 //! 2026-10-20 to 2026-11-29:
 //! * S1 — two runs: a plain question with a reasoning block, then a follow-up with tool calls
-//!   (`shell`, `read` of a Japanese file).
+//!   (`shell`, whose result is the reference's JSON object with stdout, stderr and exit code;
+//!   `read` of a Japanese file).
 //! * S2 — a user message with an image part and Japanese/emoji text; a `view_image` tool.
 //! * S3 — an errored run (rate-limit retry, then overload errors → `run.error`), then a run
 //!   that succeeds; `llm.request.seq` continues across the runs.
@@ -624,7 +625,11 @@ fn write_sample(root: &Path) -> Res<()> {
         seq,
         vec![
             assistant("Let me look at the repository first."),
-            call("toolu_sample_0001", "shell", r#"{"command":"ls"}"#),
+            call(
+                "toolu_sample_0001",
+                "shell",
+                r#"{"command":"ls; cat CHANGELOG.md"}"#,
+            ),
             call(
                 "toolu_sample_0002",
                 "read",
@@ -639,8 +644,9 @@ fn write_sample(root: &Path) -> Res<()> {
         &mut s1,
         "toolu_sample_0001",
         "shell",
-        r#"{"command":"ls"}"#,
-        "AGENTS.md\nREADME.md\ndocs\npackage.json\nsrc\n",
+        r#"{"command":"ls; cat CHANGELOG.md"}"#,
+        // The reference's shell result: a JSON object (`stdout`, `stderr`, `exit_code`, …).
+        r#"{"key":"shell-5a1e0001","state":"completed","command":"ls; cat CHANGELOG.md","exit_code":1,"duration_ms":12,"stdout":"AGENTS.md\nREADME.md\ndocs\npackage.json\nsrc\n","stderr":"cat: CHANGELOG.md: No such file or directory\n"}"#,
         false,
     )?;
     r.tool(&mut s1, "toolu_sample_0002", "read", r#"{"file_path":"docs/notes-ja.md"}"#, "    1  # リリースノート 0.3.1\n    2  \n    3  - 挨拶メッセージを改善しました 🎉\n    4  - `slugify` を追加しました（英数字のみ対応）\n", false)?;

@@ -69,8 +69,8 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) root: Option<PathBuf>,
     /// Open the store read-only: no file under the root is created or changed (the run
-    /// index is used as the last writer left it; `repair`, `gc`, `archive` and `reindex`
-    /// accept only `--dry-run`). Used automatically, with a warning, when the store cannot be
+    /// index is used as the last writer left it; `repair`, `gc`, `archive`, `reindex`,
+    /// `delete` and `restore` accept only `--dry-run`; `pin`, `unpin` and `name` refuse). Used automatically, with a warning, when the store cannot be
     /// written.
     #[arg(long, global = true)]
     pub(crate) read_only: bool,
@@ -118,7 +118,8 @@ pub(crate) enum Command {
     Stats(StatsArgs),
     /// Export a run or a session as Markdown, JSON, JSONL or one HTML page.
     Export(ExportArgs),
-    /// Move old runs and sessions to the trash under the root, or empty the trash.
+    /// Move runs and sessions to the trash under the root by age, count or size (never pinned
+    /// ones), or empty the trash.
     Gc(GcArgs),
     /// Compress old run files to `.jsonl.zst` (still readable by every command, but not by the
     /// reference runtime: `unarchive` brings them back).
@@ -132,6 +133,78 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Ship the store to a shared PostgreSQL store, exactly once (--follow keeps shipping).
     Sync(crate::commands::SyncArgs),
+    /// Move runs and sessions to the trash, as gc does (`restore` puts them back; only
+    /// `gc --empty-trash` deletes).
+    Delete(DeleteArgs),
+    /// Put a trash batch, or one run or session from the trash, back into the store (refused
+    /// when it would overwrite anything).
+    Restore(RestoreArgs),
+    /// Pin sessions: no gc rule ever moves them or their runs.
+    Pin(PinArgs),
+    /// Unpin sessions.
+    Unpin(PinArgs),
+    /// Give a session a title, shown in listings and usable as an id (`show @title`).
+    Name(NameArgs),
+    /// Bytes by area (runs, archives, messages, state.db, trash), day, session and trash batch.
+    Storage(StorageArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeleteArgs {
+    /// Run ids (that run), session ids (the session and all its runs) or @titles.
+    #[arg(required = true, value_name = "ID")]
+    pub(crate) ids: Vec<String>,
+    /// Show what would move without moving anything.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// One JSON object per moved item.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RestoreArgs {
+    /// A trash batch (its directory name under trash/, as `delete` and `gc` print it), or a
+    /// run or session id or @title (its newest copy in the trash; a session comes back with
+    /// its runs).
+    #[arg(value_name = "BATCH|ID")]
+    pub(crate) target: String,
+    /// Show what would be restored without restoring anything.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// One JSON object per restored item.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PinArgs {
+    /// Session ids or @titles.
+    #[arg(required = true, value_name = "SESSION")]
+    pub(crate) ids: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct NameArgs {
+    /// The session id (or its current @title).
+    #[arg(value_name = "SESSION")]
+    pub(crate) id: String,
+    /// The title.
+    #[arg(value_name = "TITLE", required_unless_present = "clear")]
+    pub(crate) title: Option<String>,
+    /// Remove the session's title.
+    #[arg(long, conflicts_with = "title")]
+    pub(crate) clear: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StorageArgs {
+    /// Rows of the day and session tables (the largest sessions, the latest days).
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = count_arg)]
+    pub(crate) limit: usize,
+    /// One JSON object per line: a total, then days, sessions and trash batches.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -451,13 +524,21 @@ impl ExportArgs {
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
     /// Age threshold (e.g. 30d, 12h, 2w, 1d12h, 6 months, 1y).
-    #[arg(long, value_name = "AGE", required_unless_present = "empty_trash")]
+    #[arg(long, value_name = "AGE", required_unless_present_any = ["empty_trash", "keep_last", "max_size"])]
     pub(crate) older_than: Option<String>,
+    /// Keep the newest N sessions (by last save) and their runs; alone, move every other
+    /// session; with --older-than, only the old ones beyond the newest N.
+    #[arg(long, value_name = "N", value_parser = count_arg)]
+    pub(crate) keep_last: Option<usize>,
+    /// After the other rules, move the oldest sessions (with their runs) and runs until the
+    /// store's runs, messages and snapshots take at most SIZE (e.g. 500M, 5G; powers of 1024).
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) max_size: Option<String>,
     /// Show what would move without moving anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
     /// Delete the trash folder for real.
-    #[arg(long, conflicts_with = "older_than")]
+    #[arg(long, conflicts_with_all = ["older_than", "keep_last", "max_size"])]
     pub(crate) empty_trash: bool,
     /// One JSON object per moved item.
     #[arg(long)]

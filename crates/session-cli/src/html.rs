@@ -384,47 +384,37 @@ impl<'r> Html<'r> {
     /// reference's shell tool returns) as its command, exit code and the two streams as text;
     /// anything else as preformatted text.
     fn tool_output(&mut self, out: &mut String, output: &str) {
-        let shell = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(output)
-            .ok()
-            .filter(|m| {
-                m.get("stdout").is_some_and(serde_json::Value::is_string)
-                    || m.get("stderr").is_some_and(serde_json::Value::is_string)
-            });
-        let Some(m) = shell else {
-            self.block(out, output, true, "Output");
-            return;
-        };
-        let field = |k: &str| {
-            m.get(k).filter(|v| !v.is_null()).map(|v| match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-        };
-        let mut facts = Vec::new();
-        if let Some(c) = field("command") {
-            facts.push(format!("<code>$ {}</code>", self.text(&c)));
-        }
-        if let Some(c) = field("exit_code") {
-            facts.push(format!("exit code {}", self.text(&c)));
-        }
-        if let Some(s) = field("state") {
-            facts.push(self.text(&s));
-        }
-        if let Some(d) = field("duration_ms") {
-            facts.push(format!("{} ms", self.text(&d)));
-        }
-        if !facts.is_empty() {
-            let _ = write!(out, "<div>{}</div>", facts.join(" · "));
-        }
-        let stdout = field("stdout").unwrap_or_default();
-        let stderr = field("stderr").unwrap_or_default();
-        if !stdout.is_empty() || stderr.is_empty() {
-            self.block(out, &stdout, true, "stdout");
-        }
-        if !stderr.is_empty() {
-            out.push_str("<div class=\"stderr\">");
-            self.block(out, &stderr, true, "stderr");
-            out.push_str("</div>");
+        use session_replay::ToolOutputView;
+        match session_replay::view_tool_output(output) {
+            ToolOutputView::Shell(sh) => {
+                let mut facts = Vec::new();
+                if let Some(c) = &sh.command {
+                    facts.push(format!("<code>$ {}</code>", self.text(c)));
+                }
+                let status = sh.status_line();
+                if !status.is_empty() {
+                    facts.push(self.text(&status));
+                }
+                if !facts.is_empty() {
+                    let _ = write!(out, "<div>{}</div>", facts.join(" · "));
+                }
+                if !sh.stdout.is_empty() || sh.stderr.is_empty() {
+                    self.block(out, &sh.stdout, true, "stdout");
+                }
+                if !sh.stderr.is_empty() {
+                    out.push_str("<div class=\"stderr\">");
+                    self.block(out, &sh.stderr, true, "stderr");
+                    out.push_str("</div>");
+                }
+            }
+            ToolOutputView::Edit(e) => {
+                if let Some(summary) = &e.summary {
+                    let _ = write!(out, "<div>{}</div>", self.text(summary));
+                }
+                self.block(out, &e.diff, true, "Diff");
+            }
+            ToolOutputView::Json { pretty } => self.block(out, &pretty, true, "Output"),
+            _ => self.block(out, output, true, "Output"),
         }
     }
 

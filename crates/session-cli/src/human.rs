@@ -43,6 +43,10 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Reindex(a) => !a.json,
         // The URL line; the pages go to the browser.
         Command::Serve(_) => true,
+        Command::Delete(a) => !a.json,
+        Command::Restore(a) => !a.json,
+        Command::Pin(_) | Command::Unpin(_) | Command::Name(_) => true,
+        Command::Storage(a) => !a.json,
     }
 }
 

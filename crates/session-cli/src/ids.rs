@@ -254,7 +254,7 @@ pub(crate) fn newest(ctx: &mut Ctx<'_>, want: Want) -> Result<(IdKind, String), 
     )))
 }
 
-/// `id` as a whole id for a command that wants `want`: `-` is the [`newest`]; an id that
+/// `id` as a whole session id: `@title` is the session with that title, `-` is the [`newest`]; an id that
 /// names nothing is expanded as a prefix ([`expand`]); anything else is returned as it is
 /// (for the command to find, or report as not found).
 ///
@@ -262,6 +262,9 @@ pub(crate) fn newest(ctx: &mut Ctx<'_>, want: Want) -> Result<(IdKind, String), 
 /// Usage (2) for an unsafe id or an ambiguous prefix; not found (3) for `-` in a workspace
 /// without runs or sessions.
 pub(crate) fn session_arg(ctx: &mut Ctx<'_>, id: &str) -> Result<String, CliError> {
+    if id.starts_with('@') {
+        return crate::commands::manage::resolve_id(ctx, id);
+    }
     check(id, Want::Session)?;
     if id == NEWEST {
         return newest(ctx, Want::Session).map(|(_, id)| id);

@@ -258,5 +258,11 @@ fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
         Command::Reindex(a) => commands::reindex(ctx, &a),
         Command::Serve(a) => commands::serve(ctx, &a),
         Command::Sync(a) => commands::sync(ctx, &a),
+        Command::Delete(a) => commands::delete(ctx, &a),
+        Command::Restore(a) => commands::restore(ctx, &a),
+        Command::Pin(a) => commands::pin(ctx, &a, true),
+        Command::Unpin(a) => commands::pin(ctx, &a, false),
+        Command::Name(a) => commands::name(ctx, &a),
+        Command::Storage(a) => commands::storage(ctx, &a),
     }
 }

@@ -478,3 +478,52 @@ fn tail_follow_stops_when_the_run_file_shrinks() {
     assert!(r.err.contains("stopped following"), "{}", r.err);
     assert!(r.err.contains("shrank"), "{}", r.err);
 }
+
+/// The reference's shell tool result (a JSON object) is shown as its command, stdout, stderr
+/// and exit code by `show` and `export --format md`, other JSON results indented, plain text
+/// as it is; the sample store holds such a result (its S1 second run).
+#[test]
+fn shell_results_are_shown_as_their_text() {
+    let s = sample_store();
+    let run = "7a1e0001-0000-4000-8000-000000000102";
+    let r = run_in(&s.root, &["show", run]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let out = text(&r);
+    let block = "09:14:42 tool result shell toolu_sample_0001\n           $ ls; cat CHANGELOG.md\n           AGENTS.md\n           README.md\n           docs\n           package.json\n           src\n           stderr:\n           cat: CHANGELOG.md: No such file or directory\n           exit code 1 · 12 ms\n";
+    assert!(out.contains(block), "{out}");
+    assert!(!out.contains("\\n"), "escaped newlines in {out}");
+
+    let r = run_in(&s.root, &["export", run, "--format", "md"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let md = text(&r);
+    let block = "```sh\n$ ls; cat CHANGELOG.md\n```\n```\nAGENTS.md\nREADME.md\ndocs\npackage.json\nsrc\n```\nstderr:\n\n```\ncat: CHANGELOG.md: No such file or directory\n```\n\n_exit code 1 · 12 ms_\n";
+    assert!(md.contains(block), "{md}");
+    assert!(!md.contains("\"stdout\""), "{md}");
+
+    // Another JSON result is indented (keys in stored order); text stays as it is.
+    plant_run(
+        &s.root,
+        &[
+            &run_start("go"),
+            &(r#"{"type":"tool.output","run_id":"0e0e0e0e-0000-4000-8000-00000000e0e0","ts":"2026-11-30T10:00:01.000Z","tool":"ide_open_file","tool_call_id":"c1","result_raw":"{\"opened\":\"src/a.js\",\"editor\":\"demo-ide\"}"}"#.to_owned() + "\n"),
+            &(r#"{"type":"tool.output","run_id":"0e0e0e0e-0000-4000-8000-00000000e0e0","ts":"2026-11-30T10:00:02.000Z","tool":"shell","tool_call_id":"c2","result_raw":"12\n"}"#.to_owned() + "\n"),
+            &run_end(),
+        ],
+    );
+    let md = text(&run_in(&s.root, &["export", RUN, "--format", "md"]));
+    assert!(
+        md.contains(
+            "```json\n{\n  \"opened\": \"src/a.js\",\n  \"editor\": \"demo-ide\"\n}\n```\n"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("(c2) · 2026-11-30T10:00:02.000Z\n\n```\n12\n```\n"),
+        "{md}"
+    );
+    let out = text(&run_in(&s.root, &["show", RUN]));
+    assert!(
+        out.contains("           {\n             \"opened\": \"src/a.js\",\n             \"editor\": \"demo-ide\"\n           }\n"),
+        "{out}"
+    );
+}

@@ -221,6 +221,15 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
     plant(&root);
     let r = root.to_str().unwrap();
     let mut seen = String::new();
+    // A title holding the hostile text, written into our table the way another tool could.
+    seen.push_str(&human(&root, &["pin", SESSION]));
+    rusqlite::Connection::open(root.join("state.db"))
+        .unwrap()
+        .execute(
+            "UPDATE session_labels SET title = ?1 WHERE session_id = ?2",
+            rusqlite::params![H, SESSION],
+        )
+        .unwrap();
     // Reading commands, in human mode.
     for args in [
         &["where"][..],
@@ -245,6 +254,9 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["gc", "--older-than", "30d", "--dry-run"],
         &["archive", "--older-than", "30d", "--dry-run"],
         &["show", "sess-legacy"],
+        &["storage"],
+        &["delete", "sess-legacy", "--dry-run"],
+        &["gc", "--keep-last", "0", "--max-size", "1", "--dry-run"],
     ] {
         seen.push_str(&human(&root, args));
     }
@@ -260,6 +272,8 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["replay", RUN],
         &["export", RUN, "--format", "json"],
         &["export", SESSION, "--format", "json"],
+        &["storage", "--json"],
+        &["delete", "sess-legacy", "--dry-run", "--json"],
     ] {
         json(&root, args);
     }
@@ -291,6 +305,10 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["runs"],
         &["sessions", "--all"],
         &["verify"],
+        &["unpin", SESSION],
+        &["delete", SESSION],
+        &["restore", SESSION],
+        &["delete", SESSION],
         &["gc", "--empty-trash"],
     ] {
         seen.push_str(&human(&root, args));

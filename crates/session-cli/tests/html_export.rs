@@ -115,7 +115,7 @@ fn html_run_export_shows_turns_images_and_shell_streams() {
     let (code, html, _) = export(&root, &[SHELL_RUN, "--format", "html"]);
     assert_eq!(code, 0);
     // The shell tool's JSON result is shown as its command, exit code and stdout text.
-    assert!(html.contains("<div><code>$ node src/index.js Dev</code> · exit code 0 · completed · 66 ms</div><pre>Hello, Dev! 👋</pre>"), "{html}");
+    assert!(html.contains("<div><code>$ node src/index.js Dev</code> · exit code 0 · 66 ms</div><pre>Hello, Dev! 👋</pre>"), "{html}");
     assert!(!html.contains("&quot;stdout&quot;"));
     assert!(html.contains("Tool call <code>shell</code>"));
     assert_self_contained(&html);

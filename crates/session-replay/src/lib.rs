@@ -14,6 +14,9 @@
 //!   compaction happened in between; the first divergence of each pair is reported.
 //! * [`transcript`] / [`render_markdown`]: a typed, timestamped account of a run and its
 //!   Markdown rendering; a crashed run ends with [`EntryKind::Incomplete`].
+//! * [`view_tool_output`]: a tool result sorted into the shapes renderers show as text (a
+//!   shell result's command, stdout, stderr and exit code; an edit's diff; other JSON
+//!   indented).
 //! * [`session_history`]: the reference's `session.history` replay.
 //! * [`prepare_resume`]: a saved history made ready for resuming (reminders and saved startup
 //!   system messages stripped, tool-call pairing repaired, current system prompt first).
@@ -65,6 +68,7 @@ mod recover;
 mod resume;
 mod run;
 mod stats;
+mod tool_output;
 mod transcript;
 
 pub use diagnostic::{Diagnostic, DiagnosticKind, Severity};
@@ -80,6 +84,9 @@ pub use resume::{
 };
 pub use run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 pub use stats::{InvocationStats, RunStats, Stats, Tokens, ToolStats, stats};
+pub use tool_output::{
+    EditOutput, ShellOutput, ToolOutputView, tool_output_markdown, view_tool_output,
+};
 pub use transcript::{
     Entry, EntryKind, IncompleteReason, Transcript, describe_retry, render_markdown, transcript,
     transcript_with,

@@ -546,7 +546,7 @@ pub fn render_markdown(t: &Transcript) -> String {
             } => {
                 let err = if *is_error { " — error" } else { "" };
                 let _ = writeln!(out, "## Tool result `{tool}` ({call_id}){err}{ts}\n");
-                push_fenced(&mut out, "", output);
+                crate::tool_output::push_markdown(&mut out, output);
             }
             EntryKind::CompactionStarted => {
                 let _ = writeln!(out, "_Compaction started{ts}_");
@@ -609,7 +609,7 @@ fn push_quoted_text(out: &mut String, text: &str) {
     }
 }
 
-fn push_fenced(out: &mut String, lang: &str, text: &str) {
+pub(crate) fn push_fenced(out: &mut String, lang: &str, text: &str) {
     // A fence longer than any backtick run in the text keeps the block closed correctly.
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);

@@ -67,6 +67,12 @@ CREATE TABLE IF NOT EXISTS run_dirs (
 CREATE TABLE IF NOT EXISTS run_watch (
     path TEXT PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS session_labels (
+    session_id TEXT PRIMARY KEY,
+    title TEXT,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    updated_at TEXT NOT NULL
+);
 ";
 
 /// Indexes of the run listing, on the normalised start time (created after the migration that
@@ -95,8 +101,11 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// (what the messages file held when a pending rewrite was committed, checked before the
 /// rewrite's interrupted rename is completed), 6 moved `file_digest` and the digest in
 /// `pending_base` to the XXH3-64 chain of `docs/format.md` (recomputed from the messages files,
-/// see `redigest`).
-const OUR_USER_VERSION: i64 = crate::redigest::DIGEST_USER_VERSION;
+/// see `redigest`), 7 added `session_labels` (titles and pins of sessions, see `labels`).
+const OUR_USER_VERSION: i64 = LABELS_USER_VERSION;
+
+/// The `user_version` that added `session_labels`.
+const LABELS_USER_VERSION: i64 = 7;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -497,6 +506,7 @@ fn has_workspace_column(conn: &Connection) -> rusqlite::Result<bool> {
 fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
     let v = query_int(conn, "PRAGMA user_version", [])?;
     Ok(v >= OUR_USER_VERSION
+        && table_exists(conn, "session_labels")?
         && has_workspace_column(conn)?
         && has_column(conn, "runs", "started_at_utc")?
         && has_column(conn, "runs", "diagnostic")?

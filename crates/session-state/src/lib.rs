@@ -86,6 +86,7 @@ mod error;
 mod fallback;
 mod faults;
 mod fsutil;
+mod labels;
 mod lease;
 mod legacy;
 mod list;
@@ -109,6 +110,7 @@ pub use fallback::{ReadOnlyFallback, WriteUnavailable};
 
 pub use error::{Result, StateError};
 pub use fsutil::MAX_SESSION_FILE_BYTES;
+pub use labels::SessionLabel;
 pub use lease::{
     LEASE_DIR, LeaseHolder, LeasePurpose, MAX_LABEL, OpenSession, SessionLease,
     UNKNOWN_HOLDER_GRACE,

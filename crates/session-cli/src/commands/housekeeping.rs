@@ -595,19 +595,19 @@ fn recent_write(path: &Path, now: OffsetDateTime) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // gc
 
-/// A run file as `gc`/`archive` see it.
-struct RunFacts {
-    path: PathBuf,
-    run_id: String,
-    session_id: Option<String>,
-    started_at: Option<String>,
-    last_ts: Option<String>,
+/// A run file as `gc`/`archive`/`delete` see it.
+pub(super) struct RunFacts {
+    pub(super) path: PathBuf,
+    pub(super) run_id: String,
+    pub(super) session_id: Option<String>,
+    pub(super) started_at: Option<String>,
+    pub(super) last_ts: Option<String>,
     /// Latest of `started_at` and the last record's `ts`; `None` when neither parses.
-    activity: Option<OffsetDateTime>,
-    ended: bool,
-    locked: bool,
-    compressed: bool,
-    size: u64,
+    pub(super) activity: Option<OffsetDateTime>,
+    pub(super) ended: bool,
+    pub(super) locked: bool,
+    pub(super) compressed: bool,
+    pub(super) size: u64,
 }
 
 fn parse_ts(s: Option<&str>) -> Option<OffsetDateTime> {
@@ -624,36 +624,46 @@ fn scan_runs(ctx: &Ctx<'_>) -> Result<Vec<RunFacts>, CliError> {
     let mut out = Vec::with_capacity(listing.files.len());
     for f in listing.files {
         bar.inc();
-        let head = session_jsonl::read_header(&f.path).map_err(jsonl_err)?;
-        let tail = session_jsonl::terminal_state(&f.path).map_err(jsonl_err)?;
-        let started_at = head
-            .facts
-            .started_at
-            .as_ref()
-            .map(|t| t.as_str().to_owned());
-        let last_ts = tail.last_ts.as_ref().map(|t| t.as_str().to_owned());
-        let activity = match (
-            parse_ts(started_at.as_deref()),
-            parse_ts(last_ts.as_deref()),
-        ) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        out.push(RunFacts {
-            locked: !f.compressed && session_jsonl::is_locked(&f.path).unwrap_or(true),
-            size: fs::metadata(&f.path).map(|m| m.len()).unwrap_or(0),
-            ended: !matches!(tail.end, RunEndState::Open),
-            run_id: head.facts.run_id.clone().unwrap_or(f.run_id),
-            session_id: head.facts.session_id.clone(),
-            compressed: f.compressed,
-            path: f.path,
-            started_at,
-            last_ts,
-            activity,
-        });
+        out.push(run_facts(f.path, f.run_id, f.compressed)?);
     }
     bar.finish();
     Ok(out)
+}
+
+/// The facts of one run file (`run_id` from its name, replaced by its header's when it has
+/// one; `compressed` for a `.jsonl.zst` archive).
+pub(super) fn run_facts(
+    path: PathBuf,
+    run_id: String,
+    compressed: bool,
+) -> Result<RunFacts, CliError> {
+    let head = session_jsonl::read_header(&path).map_err(jsonl_err)?;
+    let tail = session_jsonl::terminal_state(&path).map_err(jsonl_err)?;
+    let started_at = head
+        .facts
+        .started_at
+        .as_ref()
+        .map(|t| t.as_str().to_owned());
+    let last_ts = tail.last_ts.as_ref().map(|t| t.as_str().to_owned());
+    let activity = match (
+        parse_ts(started_at.as_deref()),
+        parse_ts(last_ts.as_deref()),
+    ) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(RunFacts {
+        locked: !compressed && session_jsonl::is_locked(&path).unwrap_or(true),
+        size: fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+        ended: !matches!(tail.end, RunEndState::Open),
+        run_id: head.facts.run_id.clone().unwrap_or(run_id),
+        session_id: head.facts.session_id.clone(),
+        compressed,
+        path,
+        started_at,
+        last_ts,
+        activity,
+    })
 }
 
 fn trash_stamp(now: OffsetDateTime) -> String {
@@ -669,7 +679,7 @@ fn trash_stamp(now: OffsetDateTime) -> String {
 }
 
 /// Appends one manifest line and fsyncs it (the record of a move exists before the move).
-fn manifest_line(path: &Path, line: &str) -> Result<(), CliError> {
+pub(super) fn manifest_line(path: &Path, line: &str) -> Result<(), CliError> {
     let mut f = super::trash::open_private_append(path).map_err(|e| CliError::io(path, e))?;
     f.write_all(line.as_bytes())
         .and_then(|()| f.write_all(b"\n"))
@@ -826,50 +836,391 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     if args.empty_trash {
         return empty_trash(ctx, args);
     }
-    let age = args.older_than.as_deref().unwrap_or_default();
-    let cutoff = older_than(age, ctx.now, &ctx.zone)?;
+    let cutoff = match args.older_than.as_deref() {
+        Some(age) => Some(older_than(age, ctx.now, &ctx.zone)?),
+        None => None,
+    };
+    let max_size = args
+        .max_size
+        .as_deref()
+        .map(super::manage::parse_size)
+        .transpose()?;
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
     let runs = scan_runs(ctx)?;
     let sessions = store.list(&ListQuery::all()).map_err(state_err)?;
-    // Sessions saved within the window keep all their runs.
-    let mut session_updated: BTreeMap<String, Option<OffsetDateTime>> = BTreeMap::new();
-    for e in &sessions.entries {
-        session_updated.insert(e.summary.session_id.clone(), e.summary.updated_at.parse());
+    let plan = plan_gc(
+        &store,
+        &runs,
+        &sessions.entries,
+        cutoff,
+        args.keep_last,
+        max_size,
+    )?;
+    let GcPlan {
+        moving,
+        moving_sessions,
+        kept_locked,
+        kept_active,
+        kept_undated,
+        kept_pinned,
+        kept_recent,
+        over_size,
+    } = plan;
+    let mut header = JsonObj::new();
+    header.str("op", "gc");
+    header.str(
+        "created_at",
+        session_schema::Timestamp::from_datetime(ctx.now).as_str(),
+    );
+    if let (Some(age), Some(cutoff)) = (args.older_than.as_deref(), cutoff) {
+        header.str("older_than", age);
+        header.str(
+            "cutoff",
+            session_schema::Timestamp::from_datetime(cutoff).as_str(),
+        );
     }
-    let active = |sid: &Option<String>| -> bool {
-        sid.as_ref()
-            .and_then(|s| session_updated.get(s))
+    if let Some(n) = args.keep_last {
+        header.unum("keep_last", n as u64);
+    }
+    if let Some(m) = max_size {
+        header.unum("max_size", m);
+    }
+    header.str("root", &root.to_string_lossy());
+    let moved = trash_batch(
+        ctx,
+        &store,
+        &moving,
+        &moving_sessions,
+        &header.finish(),
+        args.dry_run,
+        args.json,
+    )?;
+    let kept_locked = kept_locked + moved.kept_locked;
+    if !args.json {
+        let verb = if args.dry_run { "would move" } else { "moved" };
+        let whereto = if moved.runs == 0 && moved.sessions == 0 {
+            String::new()
+        } else {
+            format!(" to {}", rel(&root, &moved.batch))
+        };
+        let mut kept_more = String::new();
+        if moved.kept_open > 0 {
+            kept_more.push_str(&format!(", {} open session(s)", moved.kept_open));
+        }
+        if moved.kept_changed > 0 {
+            kept_more.push_str(&format!(
+                ", {} changed since they were read",
+                moved.kept_changed
+            ));
+        }
+        if kept_pinned > 0 {
+            kept_more.push_str(&format!(", {kept_pinned} of pinned sessions"));
+        }
+        if kept_recent > 0 {
+            kept_more.push_str(&format!(
+                ", {kept_recent} of the newest {} sessions",
+                args.keep_last.unwrap_or_default()
+            ));
+        }
+        let window = match args.older_than.as_deref() {
+            Some(age) => format!(", {kept_active} of sessions saved within {age}"),
+            None => String::new(),
+        };
+        writeln!(
+            ctx.out,
+            "{verb} {} run(s) ({}) and {} session(s){whereto}; kept {kept_locked} locked{window}, {kept_undated} undated{kept_more}",
+            moved.runs,
+            fmt_bytes(moved.bytes),
+            moved.sessions,
+        )?;
+        if let (Some(max), Some(over)) = (max_size, over_size) {
+            writeln!(
+                ctx.out,
+                "the store stays {} over --max-size {}: what is left is pinned, among the newest kept, open, locked or undated",
+                fmt_bytes(over),
+                fmt_bytes(max)
+            )?;
+        }
+    }
+    moved.result()
+}
+
+/// What `gc`'s rules select.
+struct GcPlan<'a> {
+    moving: Vec<&'a RunFacts>,
+    moving_sessions: Vec<&'a session_state::ListEntry>,
+    kept_locked: usize,
+    kept_active: usize,
+    kept_undated: usize,
+    /// Runs kept because their session is pinned.
+    kept_pinned: usize,
+    /// Runs kept because their session is among the newest `--keep-last`.
+    kept_recent: usize,
+    /// With `--max-size`: by how much the store stays over it after the move.
+    over_size: Option<u64>,
+}
+
+/// `gc`'s selection. Pinned sessions and their runs never move. `keep_last`: the newest N
+/// sessions (by `updated_at`; undated ones count as new) and their runs are kept; alone, every
+/// other dated session moves with its runs. `cutoff` (`--older-than`): runs whose last
+/// activity is before it move unless locked, undated, or of a session saved since; sessions
+/// saved before it move when none of their runs is kept. `max_size`: then, while the runs,
+/// messages logs and legacy snapshots of the store take more, the oldest remaining session
+/// (with its runs, none locked) or run without a session moves.
+fn plan_gc<'a>(
+    store: &session_state::StateStore,
+    runs: &'a [RunFacts],
+    sessions: &'a [session_state::ListEntry],
+    cutoff: Option<OffsetDateTime>,
+    keep_last: Option<usize>,
+    max_size: Option<u64>,
+) -> Result<GcPlan<'a>, CliError> {
+    let pinned = super::manage::pinned_sessions(store)?;
+    let updated: BTreeMap<&str, Option<OffsetDateTime>> = sessions
+        .iter()
+        .map(|e| (e.summary.session_id.as_str(), e.summary.updated_at.parse()))
+        .collect();
+    // Newest first; undated sessions first of all (never taken for old).
+    let mut by_age: Vec<(&str, Option<OffsetDateTime>)> =
+        updated.iter().map(|(k, v)| (*k, *v)).collect();
+    by_age.sort_by(|a, b| match (a.1, b.1) {
+        (None, None) => a.0.cmp(b.0),
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(x), Some(y)) => y.cmp(&x).then(a.0.cmp(b.0)),
+    });
+    let recent: BTreeSet<&str> = match keep_last {
+        Some(n) => by_age.iter().take(n).map(|(id, _)| *id).collect(),
+        None => BTreeSet::new(),
+    };
+    // Sessions the count rule alone expires (`beyond`, less the pinned ones).
+    let beyond: BTreeSet<&str> = match (keep_last, cutoff) {
+        (Some(n), None) => by_age
+            .iter()
+            .skip(n)
+            .filter(|(_, t)| t.is_some())
+            .map(|(id, _)| *id)
+            .collect(),
+        _ => BTreeSet::new(),
+    };
+    let expired: BTreeSet<&str> = beyond
+        .iter()
+        .copied()
+        .filter(|id| !pinned.contains(*id))
+        .collect();
+    let active = |sid: &str, cutoff: OffsetDateTime| -> bool {
+        updated
+            .get(sid)
             .is_some_and(|u| u.is_none_or(|t| t >= cutoff))
     };
-    let mut moving: Vec<&RunFacts> = Vec::new();
-    let mut kept_sessions: BTreeSet<String> = BTreeSet::new();
-    let (mut kept_locked, mut kept_active, mut kept_undated) = (0, 0, 0);
-    for r in &runs {
-        let old = r.activity.is_some_and(|a| a < cutoff);
-        if old && r.locked {
-            kept_locked += 1;
-        } else if old && active(&r.session_id) {
-            kept_active += 1;
+    let mut plan = GcPlan {
+        moving: Vec::new(),
+        moving_sessions: Vec::new(),
+        kept_locked: 0,
+        kept_active: 0,
+        kept_undated: 0,
+        kept_pinned: 0,
+        kept_recent: 0,
+        over_size: None,
+    };
+    let mut kept_sessions: BTreeSet<&str> = BTreeSet::new();
+    for r in runs {
+        let sid = r.session_id.as_deref();
+        let old = cutoff.is_some_and(|c| r.activity.is_some_and(|a| a < c));
+        let chosen = sid.is_some_and(|s| expired.contains(s));
+        if sid.is_some_and(|s| pinned.contains(s)) {
+            plan.kept_pinned += usize::from(old || sid.is_some_and(|s| beyond.contains(s)));
+        } else if sid.is_some_and(|s| recent.contains(s)) {
+            plan.kept_recent += usize::from(old);
+        } else if (old || chosen) && r.locked {
+            plan.kept_locked += 1;
+        } else if chosen {
+            plan.moving.push(r);
+            continue;
+        } else if old && sid.zip(cutoff).is_some_and(|(s, c)| active(s, c)) {
+            plan.kept_active += 1;
         } else if r.activity.is_none() {
-            kept_undated += 1;
+            plan.kept_undated += 1;
         } else if old {
-            moving.push(r);
+            plan.moving.push(r);
             continue;
         }
-        if let Some(s) = &r.session_id {
-            kept_sessions.insert(s.clone());
+        if let Some(s) = sid {
+            kept_sessions.insert(s);
         }
     }
-    // Sessions untouched since the cutoff whose runs all go (or that have none).
-    let moving_sessions: Vec<_> = sessions
-        .entries
+    let movable = |e: &session_state::ListEntry| {
+        let id = e.summary.session_id.as_str();
+        !pinned.contains(id) && !recent.contains(id) && !kept_sessions.contains(id)
+    };
+    plan.moving_sessions = sessions
         .iter()
         .filter(|e| {
-            e.summary.updated_at.parse().is_some_and(|t| t < cutoff)
-                && !kept_sessions.contains(&e.summary.session_id)
+            let id = e.summary.session_id.as_str();
+            let old = cutoff.is_some_and(|c| e.summary.updated_at.parse().is_some_and(|t| t < c));
+            (old || expired.contains(id)) && movable(e)
         })
         .collect();
+    if let Some(max) = max_size {
+        shrink_to(store, runs, sessions, &pinned, &recent, max, &mut plan)?;
+    }
+    Ok(plan)
+}
+
+/// `--max-size`: adds the oldest sessions (with all their runs; skipped when one is locked)
+/// and runs without a saved session to `plan` until the store's runs, messages logs and
+/// legacy snapshots take at most `max` bytes; notes in [`GcPlan::over_size`] what remains
+/// over.
+fn shrink_to<'a>(
+    store: &session_state::StateStore,
+    runs: &'a [RunFacts],
+    sessions: &'a [session_state::ListEntry],
+    pinned: &BTreeSet<String>,
+    recent: &BTreeSet<&str>,
+    max: u64,
+    plan: &mut GcPlan<'a>,
+) -> Result<(), CliError> {
+    let file_size = |p: Result<PathBuf, session_state::StateError>| {
+        p.ok()
+            .and_then(|p| fs::symlink_metadata(p).ok())
+            .filter(fs::Metadata::is_file)
+            .map_or(0, |m| m.len())
+    };
+    let session_bytes =
+        |id: &str| file_size(store.messages_path(id)) + file_size(store.legacy_path(id));
+    let listed: BTreeSet<&str> = sessions
+        .iter()
+        .map(|e| e.summary.session_id.as_str())
+        .collect();
+    let moving_paths: BTreeSet<&Path> = plan.moving.iter().map(|r| r.path.as_path()).collect();
+    let moving_ids: BTreeSet<&str> = plan
+        .moving_sessions
+        .iter()
+        .map(|e| e.summary.session_id.as_str())
+        .collect();
+    let mut total: u64 = runs
+        .iter()
+        .filter(|r| !moving_paths.contains(r.path.as_path()))
+        .map(|r| r.size)
+        .sum();
+    for id in listed.iter().filter(|id| !moving_ids.contains(*id)) {
+        total += session_bytes(id);
+    }
+    // Candidates, oldest first: sessions by their last save, runs without a saved session
+    // by their last activity.
+    enum Unit<'a> {
+        Session(&'a session_state::ListEntry),
+        Run(&'a RunFacts),
+    }
+    let mut units: Vec<(OffsetDateTime, Unit<'a>)> = Vec::new();
+    for e in sessions {
+        let id = e.summary.session_id.as_str();
+        if pinned.contains(id) || recent.contains(id) || moving_ids.contains(id) {
+            continue;
+        }
+        if let Some(t) = e.summary.updated_at.parse() {
+            units.push((t, Unit::Session(e)));
+        }
+    }
+    for r in runs {
+        let orphan = r.session_id.as_deref().is_none_or(|s| !listed.contains(s));
+        let held = r.session_id.as_deref().is_some_and(|s| pinned.contains(s));
+        if orphan
+            && !held
+            && !r.locked
+            && !moving_paths.contains(r.path.as_path())
+            && let Some(t) = r.activity
+        {
+            units.push((t, Unit::Run(r)));
+        }
+    }
+    units.sort_by_key(|(t, _)| *t);
+    for (_, unit) in units {
+        if total <= max {
+            break;
+        }
+        match unit {
+            Unit::Run(r) => {
+                total = total.saturating_sub(r.size);
+                plan.moving.push(r);
+            }
+            Unit::Session(e) => {
+                let id = e.summary.session_id.as_str();
+                let of: Vec<&RunFacts> = runs
+                    .iter()
+                    .filter(|r| r.session_id.as_deref() == Some(id))
+                    .filter(|r| !moving_paths.contains(r.path.as_path()))
+                    .collect();
+                if of.iter().any(|r| r.locked) {
+                    continue;
+                }
+                for r in of {
+                    total = total.saturating_sub(r.size);
+                    plan.moving.push(r);
+                }
+                total = total.saturating_sub(session_bytes(id));
+                plan.moving_sessions.push(e);
+            }
+        }
+    }
+    plan.over_size = (total > max).then(|| total - max);
+    Ok(())
+}
+
+/// What [`trash_batch`] moved and kept.
+pub(super) struct TrashOutcome {
+    /// The batch directory (`<root>/trash/<time>[-n]`; not created when nothing moved or in a
+    /// dry run).
+    pub(super) batch: PathBuf,
+    /// Runs moved (or, in a dry run, to move).
+    pub(super) runs: usize,
+    /// Their bytes.
+    pub(super) bytes: u64,
+    /// Sessions moved (or to move).
+    pub(super) sessions: usize,
+    /// Runs kept because a writer holds them.
+    pub(super) kept_locked: usize,
+    /// Sessions kept because another holder has them open.
+    pub(super) kept_open: usize,
+    /// Runs and sessions kept because they changed since they were read.
+    pub(super) kept_changed: usize,
+    /// Sessions whose move failed (kept).
+    pub(super) failures: usize,
+}
+
+impl TrashOutcome {
+    /// Exit 0, or a data error (4) when a session could not be moved.
+    pub(super) fn result(&self) -> Result<i32, CliError> {
+        if self.failures > 0 {
+            return Err(CliError::Data(format!(
+                "{} session(s) could not be moved to the trash (listed above); they were kept",
+                self.failures
+            )));
+        }
+        Ok(EXIT_OK)
+    }
+}
+
+/// Moves `moving` runs and `moving_sessions` sessions into one new trash batch
+/// (`<root>/trash/<time>[-n]/`, 0700): the manifest (`manifest.jsonl`, 0600) starts with
+/// `header` (one JSON object: `op`, `created_at`, what selected the items) and gets one fsynced
+/// line per item before it moves. A run is moved while its writer lock is held and only if it
+/// is still the file that was read; a session is snapshotted under a housekeeping lease,
+/// copied, and deleted only if still exactly what was snapshotted. One action line per item
+/// (`move-run`, `move-session`); with `dry_run` nothing is written (`planned`). The run index
+/// is refreshed after runs moved. Shared by `gc` and `delete`.
+pub(super) fn trash_batch(
+    ctx: &mut Ctx<'_>,
+    store: &session_state::StateStore,
+    moving: &[&RunFacts],
+    moving_sessions: &[&session_state::ListEntry],
+    header: &str,
+    dry_run: bool,
+    json: bool,
+) -> Result<TrashOutcome, CliError> {
+    let root = ctx.root.path.clone();
+    let mut kept_locked = 0usize;
     trash_meta(&root.join(TRASH_DIR), "move runs into it")?;
     let stamp = trash_stamp(ctx.now);
     let mut batch = root.join(TRASH_DIR).join(&stamp);
@@ -879,29 +1230,17 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         n += 1;
     }
     let manifest = batch.join(MANIFEST);
-    let status = if args.dry_run { "planned" } else { "done" };
-    if !args.dry_run && (!moving.is_empty() || !moving_sessions.is_empty()) {
+    let status = if dry_run { "planned" } else { "done" };
+    if !dry_run && (!moving.is_empty() || !moving_sessions.is_empty()) {
         // The trash holds session history: 0700 directories, 0600 files, like the store.
         super::trash::create_private_dir(&batch)?;
-        let mut o = JsonObj::new();
-        o.str("op", "gc");
-        o.str(
-            "created_at",
-            session_schema::Timestamp::from_datetime(ctx.now).as_str(),
-        );
-        o.str("older_than", args.older_than.as_deref().unwrap_or_default());
-        o.str(
-            "cutoff",
-            session_schema::Timestamp::from_datetime(cutoff).as_str(),
-        );
-        o.str("root", &root.to_string_lossy());
-        manifest_line(&manifest, &o.finish())?;
+        manifest_line(&manifest, header)?;
     }
     let mut moved_bytes = 0;
     let mut runs_moved = 0usize;
     let mut failures = 0usize;
     let (mut kept_open, mut kept_changed) = (0usize, 0usize);
-    for r in &moving {
+    for r in moving {
         let from_rel = rel(&root, &r.path).into_owned();
         let to = batch.join(&from_rel);
         let action = |status, detail| Action {
@@ -911,7 +1250,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             status,
             detail,
         };
-        if !args.dry_run {
+        if !dry_run {
             // The run's lock is held from the check to the move: a writer reopening the run
             // meanwhile waits, then finds it gone (session-jsonl refuses a lock on a moved
             // file), instead of appending to the copy in the trash.
@@ -923,12 +1262,12 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
                         "a writer has the file open{}; kept",
                         pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
                     );
-                    emit(ctx, args.json, &action("skipped", detail))?;
+                    emit(ctx, json, &action("skipped", detail))?;
                     continue;
                 }
                 super::trash::RunLock::Changed(why) => {
                     kept_changed += 1;
-                    emit(ctx, args.json, &action("skipped", format!("{why}; kept")))?;
+                    emit(ctx, json, &action("skipped", format!("{why}; kept")))?;
                     continue;
                 }
             };
@@ -954,14 +1293,10 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             .as_deref()
             .or(r.started_at.as_deref())
             .unwrap_or("?");
-        emit(
-            ctx,
-            args.json,
-            &action(status, format!("last activity {last}")),
-        )?;
+        emit(ctx, json, &action(status, format!("last activity {last}")))?;
     }
     let mut sessions_moved = 0usize;
-    for e in &moving_sessions {
+    for e in moving_sessions {
         let id = e.summary.session_id.clone();
         if !session_schema::is_safe_id(&id) {
             // A row whose id is not a safe file name (text that is not UTF-8, listed with
@@ -973,7 +1308,7 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
                 status: "skipped",
                 detail: "its session id in state.db is not a safe file name".into(),
             };
-            emit(ctx, args.json, &a)?;
+            emit(ctx, json, &a)?;
             continue;
         }
         let messages = store.messages_path(&id).map_err(state_err)?;
@@ -995,13 +1330,13 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             status,
             detail,
         };
-        let moved = if args.dry_run {
+        let moved = if dry_run {
             match store.lease_holder(&id) {
                 Ok(Some(holder)) => SessionMove::Open(holder.to_string()),
                 _ => SessionMove::Moved,
             }
         } else {
-            move_session(&ctx.hooks, &store, &batch, &manifest, e)?
+            move_session(&ctx.hooks, store, &batch, &manifest, e)?
         };
         let (status, detail) = match moved {
             SessionMove::Moved => {
@@ -1027,9 +1362,9 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
                 ("failed", why)
             }
         };
-        emit(ctx, args.json, &action(status, detail))?;
+        emit(ctx, json, &action(status, detail))?;
     }
-    if !args.dry_run
+    if !dry_run
         && runs_moved == 0
         && sessions_moved == 0
         && (!moving.is_empty() || !moving_sessions.is_empty())
@@ -1039,36 +1374,19 @@ pub(crate) fn gc(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         let _ = fs::remove_dir(&batch);
         let _ = fs::remove_dir(root.join(TRASH_DIR));
     }
-    if !args.dry_run && runs_moved > 0 {
-        refresh_index(ctx, &store)?;
+    if !dry_run && runs_moved > 0 {
+        refresh_index(ctx, store)?;
     }
-    if !args.json {
-        let verb = if args.dry_run { "would move" } else { "moved" };
-        let whereto = if runs_moved == 0 && sessions_moved == 0 {
-            String::new()
-        } else {
-            format!(" to {}", rel(&root, &batch))
-        };
-        let mut kept_more = String::new();
-        if kept_open > 0 {
-            kept_more.push_str(&format!(", {kept_open} open session(s)"));
-        }
-        if kept_changed > 0 {
-            kept_more.push_str(&format!(", {kept_changed} changed since they were read"));
-        }
-        writeln!(
-            ctx.out,
-            "{verb} {runs_moved} run(s) ({}) and {sessions_moved} session(s){whereto}; kept {kept_locked} locked, {kept_active} of sessions saved within {}, {kept_undated} undated{kept_more}",
-            fmt_bytes(moved_bytes),
-            args.older_than.as_deref().unwrap_or_default()
-        )?;
-    }
-    if failures > 0 {
-        return Err(CliError::Data(format!(
-            "{failures} session(s) could not be moved to the trash (listed above); they were kept"
-        )));
-    }
-    Ok(EXIT_OK)
+    Ok(TrashOutcome {
+        batch,
+        runs: runs_moved,
+        bytes: moved_bytes,
+        sessions: sessions_moved,
+        kept_locked,
+        kept_open,
+        kept_changed,
+        failures,
+    })
 }
 
 /// What became of one session `gc` meant to move.

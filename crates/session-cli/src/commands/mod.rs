@@ -2,6 +2,7 @@
 
 mod export;
 mod housekeeping;
+pub(crate) mod manage;
 mod replay;
 pub(crate) mod runs;
 #[cfg(feature = "serve")]
@@ -13,14 +14,17 @@ mod stats;
 mod sync;
 mod tail;
 mod trash;
+mod trash_cmds;
 mod unarchive;
 pub(crate) mod verify;
 
 pub(crate) use export::export;
 pub(crate) use housekeeping::{archive, gc, repair};
+pub(crate) use manage::{name, pin, storage};
 pub(crate) use replay::replay;
 #[cfg(feature = "serve")]
 pub(crate) use serve::serve;
+pub(crate) use trash_cmds::{delete, restore};
 
 /// `sessions serve` in a build without the `serve` feature: a usage error that says so.
 #[cfg(not(feature = "serve"))]
@@ -98,7 +102,7 @@ pub(crate) struct Target {
     pub(crate) state_error: Option<String>,
 }
 
-/// Resolves a run id (first) or a session id. A session is found through its runs in the run
+/// Resolves a run id (first) or a session id (`@title`: the session with that title). A session is found through its runs in the run
 /// index and through its saved state (a legacy session may have no run files at all; loading
 /// it migrates it, as the reference's `load` does, unless the store is read-only). `-` is the
 /// newest session of the current directory's workspace (its newest run when it has no saved
@@ -110,6 +114,10 @@ pub(crate) struct Target {
 /// nor a session with that id (or prefix) exists.
 pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliError> {
     use crate::ids::{self, Want};
+    if id.starts_with('@') {
+        let full = manage::resolve_id(ctx, id)?;
+        return resolve_exact(ctx, &full)?.ok_or_else(|| ids::not_found(ctx, &full, Want::Either));
+    }
     ids::check(id, Want::Either)?;
     if id == ids::NEWEST {
         let (_, full) = ids::newest(ctx, Want::Either)?;
@@ -173,4 +181,27 @@ pub(crate) fn resolve_exact(ctx: &mut Ctx<'_>, id: &str) -> Result<Option<Target
         notes,
         state_error,
     }))
+}
+
+/// The bytes of a small file of the store or its trash (a manifest, a session snapshot): never
+/// through a link, at most [`session_state::MAX_SESSION_FILE_BYTES`].
+///
+/// # Errors
+/// I/O (4) naming the file.
+pub(crate) fn trash_read(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| CliError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(CliError::Data(format!(
+            "{}: not a regular file",
+            path.display()
+        )));
+    }
+    if meta.len() > session_state::MAX_SESSION_FILE_BYTES {
+        return Err(CliError::Data(format!(
+            "{}: {} bytes, more than a session file may hold",
+            path.display(),
+            meta.len()
+        )));
+    }
+    std::fs::read(path).map_err(|e| CliError::io(path, e))
 }

@@ -93,11 +93,16 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
             BTreeMap::new()
         }
     };
+    // Titles and pins (our table; none in a store without it).
+    let labels = super::manage::titles(&store)?;
     if args.json {
         for e in &page.entries {
             let s = &e.summary;
+            let label = labels.get(&s.session_id);
             let mut o = JsonObj::new();
             o.str("session_id", &s.session_id);
+            o.opt_str("title", label.and_then(|l| l.title.as_deref()));
+            o.bool("pinned", label.is_some_and(|l| l.pinned));
             o.str("updated_at", s.updated_at.as_str());
             o.opt_str("run_id", s.run_id.as_deref());
             match s.message_count {
@@ -171,6 +176,16 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         if e.source == EntrySource::Legacy {
             last = format!("(legacy) {last}");
             last = one_line(&last, 60);
+        }
+        // A title goes first (`@title` names the session), a pin is marked.
+        if let Some(l) = labels.get(&s.session_id) {
+            let title = l
+                .title
+                .as_deref()
+                .map(|t| format!("\"{t}\" "))
+                .unwrap_or_default();
+            let pin = if l.pinned { "[pinned] " } else { "" };
+            last = one_line(&format!("{pin}{title}{last}"), 60);
         }
         // Who has it open: `pid N` (its lease holder), `yes` when the pid is not known.
         let held = match open.get(&s.session_id) {

@@ -68,6 +68,48 @@ fn clock(times: TimeDisplay, ts: Option<&session_schema::Timestamp>) -> String {
     }
 }
 
+/// A tool result for the terminal, indented under its heading (each block clipped to
+/// [`TOOL_OUTPUT_LINES`]): a shell result as `$ command`, its stdout, its stderr after a
+/// `stderr:` line and a dim status line (`exit code 1 · 14 ms`); an edit result as its summary
+/// and diff; other JSON indented; text as stored (`session_replay::view_tool_output`).
+fn tool_output_text(s: Style, output: &str) -> String {
+    use session_replay::ToolOutputView;
+    let clip = Some(TOOL_OUTPUT_LINES);
+    match session_replay::view_tool_output(output) {
+        ToolOutputView::Shell(sh) => {
+            let mut text = String::new();
+            if let Some(c) = &sh.command {
+                text.push_str(&indent(&format!("$ {c}"), clip));
+            }
+            if !sh.stdout.is_empty() {
+                text.push_str(&indent(&sh.stdout, clip));
+            }
+            if !sh.stderr.is_empty() {
+                text.push_str(&format!("           {}\n", s.paint(Paint::Red, "stderr:")));
+                text.push_str(&indent(&sh.stderr, clip));
+            }
+            let status = sh.status_line();
+            if !status.is_empty() {
+                text.push_str(&format!(
+                    "           {}\n",
+                    s.paint(Paint::Dim, &v(&status))
+                ));
+            }
+            text
+        }
+        ToolOutputView::Edit(e) => {
+            let mut text = String::new();
+            if let Some(summary) = &e.summary {
+                text.push_str(&indent(summary, None));
+            }
+            text.push_str(&indent(&e.diff, clip));
+            text
+        }
+        ToolOutputView::Json { pretty } => indent(&pretty, clip),
+        _ => indent(output, clip),
+    }
+}
+
 fn indent(text: &str, max_lines: Option<usize>) -> String {
     let text = v(text);
     let mut out = String::new();
@@ -210,7 +252,7 @@ pub(crate) fn render(
                     s.paint(Paint::Bold, &v(tool)),
                     s.paint(Paint::Dim, &v(call_id))
                 )?;
-                out.write_all(indent(output, Some(TOOL_OUTPUT_LINES)).as_bytes())?;
+                out.write_all(tool_output_text(s, output).as_bytes())?;
             }
             EntryKind::CompactionStarted => {
                 writeln!(out, "{at} {}", s.paint(Paint::Yellow, "compaction started"))?;
@@ -346,7 +388,9 @@ fn render_messages(
             session_schema::BaseMessage::Reasoning(r) => r.content.clone().unwrap_or_default(),
             _ => m.content().map(|c| c.display_string()).unwrap_or_default(),
         };
-        if !text.is_empty() {
+        if m.role() == "tool" && !text.is_empty() {
+            out.write_all(tool_output_text(s, &text).as_bytes())?;
+        } else if !text.is_empty() {
             out.write_all(indent(&text, Some(TOOL_OUTPUT_LINES)).as_bytes())?;
         }
     }
@@ -369,7 +413,10 @@ pub(crate) fn messages_markdown(state: &session_schema::SessionState) -> String 
             session_schema::BaseMessage::Reasoning(r) => r.content.clone().unwrap_or_default(),
             _ => m.content().map(|c| c.display_string()).unwrap_or_default(),
         };
-        if !text.is_empty() {
+        if m.role() == "tool" && !text.is_empty() {
+            out.push_str(&session_replay::tool_output_markdown(&text));
+            out.push('\n');
+        } else if !text.is_empty() {
             out.push_str(&text);
             out.push_str("\n\n");
         }

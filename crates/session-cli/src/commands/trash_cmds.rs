@@ -1,0 +1,526 @@
+//! `sessions delete` (runs and sessions into the trash, the way `gc` moves them) and
+//! `sessions restore` (a trash batch, or one run or session of it, back into the store).
+//!
+//! Nothing here deletes: `delete` builds one trash batch through `gc`'s machinery
+//! ([`super::housekeeping::trash_batch`]: manifest line first, runs moved under their lock,
+//! sessions snapshotted and deleted by compare-and-swap); `gc --empty-trash` stays the only
+//! real delete. `restore` checks every item first and changes nothing when one would overwrite
+//! something in the store (a run file of that id, a saved session of that id).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use session_state::ListQuery;
+
+use super::housekeeping::{
+    Action, MANIFEST, RunFacts, TRASH_DIR, emit, open_for, run_facts, trash_batch,
+};
+use super::state::{refresh_index, state_err};
+use crate::Ctx;
+use crate::cli::{DeleteArgs, RestoreArgs};
+use crate::error::{CliError, EXIT_OK, one_line};
+use crate::jsonw::JsonObj;
+use crate::store::rel;
+use crate::style::bytes as fmt_bytes;
+
+/// `sessions delete ID…`: each id names a run (that run) or a session (the session and every
+/// run of it); all go into one trash batch. An id that names nothing is not found (3) and
+/// nothing moves; a pinned session (or a run of one) is refused (2) until unpinned.
+pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliError> {
+    if ctx.read_only && !args.dry_run {
+        return Err(CliError::Usage(
+            "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
+        ));
+    }
+    let store = open_for(ctx, args.dry_run)?;
+    let listing = store.list(&ListQuery::all()).map_err(state_err)?;
+    let pins = super::manage::pinned_sessions(&store)?;
+    let mut runs: Vec<RunFacts> = Vec::new();
+    let mut sessions: Vec<&session_state::ListEntry> = Vec::new();
+    let mut seen_paths: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut seen_sessions: BTreeSet<String> = BTreeSet::new();
+    for raw in &args.ids {
+        let id = super::manage::resolve_title(&store, raw)?;
+        session_schema::check_id(&id).map_err(|e| CliError::Usage(one_line(&e)))?;
+        if let Some(path) = crate::store::try_locate_run(ctx, &id)? {
+            let compressed = is_archive(&path);
+            let facts = run_facts(path, id.clone(), compressed)?;
+            if let Some(s) = facts.session_id.as_deref().filter(|s| pins.contains(*s)) {
+                return Err(pinned(&id, s));
+            }
+            if seen_paths.insert(facts.path.clone()) {
+                runs.push(facts);
+            }
+            continue;
+        }
+        let entry = listing.entries.iter().find(|e| e.summary.session_id == id);
+        let paths = crate::store::session_runs(ctx, &store, &id)?;
+        if entry.is_none() && paths.is_empty() {
+            return Err(CliError::NotFound(format!(
+                "no run or session {id} under {}",
+                ctx.root.path.display()
+            )));
+        }
+        if pins.contains(&id) {
+            return Err(pinned(&id, &id));
+        }
+        for path in paths {
+            if seen_paths.insert(path.clone()) {
+                let compressed = is_archive(&path);
+                let run_id = crate::store::run_id_of_path(&path).unwrap_or_default();
+                runs.push(run_facts(path, run_id, compressed)?);
+            }
+        }
+        if let Some(e) = entry
+            && seen_sessions.insert(id.clone())
+        {
+            sessions.push(e);
+        }
+    }
+    let mut header = JsonObj::new();
+    header.str("op", "delete");
+    header.str(
+        "created_at",
+        session_schema::Timestamp::from_datetime(ctx.now).as_str(),
+    );
+    header.ser("ids", &args.ids);
+    header.str("root", &ctx.root.path.to_string_lossy());
+    // A session one of whose runs a writer holds is being used: it stays (its other runs go,
+    // as named).
+    let mut kept_sessions = 0usize;
+    let busy: BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| r.locked)
+        .filter_map(|r| r.session_id.as_deref())
+        .collect();
+    for e in sessions
+        .iter()
+        .filter(|e| busy.contains(e.summary.session_id.as_str()))
+    {
+        kept_sessions += 1;
+        let a = Action {
+            action: "move-session",
+            file: "state.db".into(),
+            id: Some(e.summary.session_id.clone()),
+            status: "skipped",
+            detail: "a writer has one of its runs open; kept".into(),
+        };
+        emit(ctx, args.json, &a)?;
+    }
+    sessions.retain(|e| !busy.contains(e.summary.session_id.as_str()));
+    let run_refs: Vec<&RunFacts> = runs.iter().collect();
+    let moved = trash_batch(
+        ctx,
+        &store,
+        &run_refs,
+        &sessions,
+        &header.finish(),
+        args.dry_run,
+        args.json,
+    )?;
+    if !args.json {
+        let root = ctx.root.path.clone();
+        let verb = if args.dry_run { "would move" } else { "moved" };
+        let whereto = if moved.runs == 0 && moved.sessions == 0 {
+            String::new()
+        } else {
+            let name = moved
+                .batch
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            format!(
+                " to {} (`sessions restore {}` puts them back)",
+                rel(&root, &moved.batch),
+                name.unwrap_or_default()
+            )
+        };
+        let mut kept = Vec::new();
+        if moved.kept_locked > 0 {
+            kept.push(format!("{} locked run(s)", moved.kept_locked));
+        }
+        if moved.kept_open + kept_sessions > 0 {
+            kept.push(format!(
+                "{} open session(s)",
+                moved.kept_open + kept_sessions
+            ));
+        }
+        if moved.kept_changed > 0 {
+            kept.push(format!("{} changed since read", moved.kept_changed));
+        }
+        let kept = if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; kept {}", kept.join(", "))
+        };
+        writeln!(
+            ctx.out,
+            "{verb} {} run(s) ({}) and {} session(s){whereto}{kept}",
+            moved.runs,
+            fmt_bytes(moved.bytes),
+            moved.sessions
+        )?;
+    }
+    moved.result()
+}
+
+/// Whether `path` is an archived run (`.jsonl.zst`).
+fn is_archive(path: &Path) -> bool {
+    path.to_string_lossy().ends_with(".jsonl.zst")
+}
+
+fn pinned(id: &str, session: &str) -> CliError {
+    CliError::Usage(format!(
+        "{id}: session {session} is pinned; `sessions unpin {session}` first"
+    ))
+}
+
+/// One item of a trash batch, from its manifest.
+#[derive(Debug, Clone)]
+enum Item {
+    /// A run file: moved from `from` to `to` (both relative to the root).
+    Run {
+        run_id: String,
+        session_id: Option<String>,
+        from: String,
+        to: String,
+    },
+    /// A session: its snapshot (`state/<id>.json` in the batch, relative to the root).
+    Session {
+        session_id: String,
+        updated_at: String,
+        snapshot: String,
+    },
+}
+
+/// A batch's items still in the trash, in manifest order: `move_run` / `move_session` lines,
+/// less sessions a `keep_session` line took back and items a `restore_*` line put back.
+///
+/// # Errors
+/// I/O (4) when the manifest cannot be read; data (4) for a line that is not JSON.
+fn batch_items(batch: &Path) -> Result<Vec<Item>, CliError> {
+    let manifest = batch.join(MANIFEST);
+    let bytes = crate::commands::trash_read(&manifest)?;
+    let mut items: Vec<Item> = Vec::new();
+    for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_slice(line)
+            .map_err(|e| CliError::Data(format!("{} line {}: {e}", manifest.display(), n + 1)))?;
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+        match s("op").as_deref() {
+            Some("move_run") => {
+                if let (Some(run_id), Some(from), Some(to)) = (s("run_id"), s("from"), s("to")) {
+                    items.push(Item::Run {
+                        run_id,
+                        session_id: s("session_id"),
+                        from,
+                        to,
+                    });
+                }
+            }
+            Some("move_session") => {
+                if let (Some(session_id), Some(snapshot)) = (s("session_id"), s("snapshot")) {
+                    items.push(Item::Session {
+                        session_id,
+                        updated_at: s("updated_at").unwrap_or_default(),
+                        snapshot,
+                    });
+                }
+            }
+            Some("keep_session") | Some("restore_session") => {
+                let id = s("session_id");
+                items.retain(|i| !matches!(i, Item::Session { session_id, .. } if Some(session_id) == id.as_ref()));
+            }
+            Some("restore_run") => {
+                let to = s("to");
+                items.retain(|i| !matches!(i, Item::Run { to: t, .. } if Some(t) == to.as_ref()));
+            }
+            _ => {}
+        }
+    }
+    Ok(items)
+}
+
+/// The batches under the trash folder, newest first (their names are UTC times).
+fn batches(root: &Path) -> Result<Vec<PathBuf>, CliError> {
+    let trash = root.join(TRASH_DIR);
+    let entries = match fs::read_dir(&trash) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(CliError::io(&trash, e)),
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| p.join(MANIFEST).is_file())
+        .collect();
+    // `20261201T100000Z-2` after `20261201T100000Z`: compare by (stamp, counter).
+    out.sort_by_key(|p| {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (stamp, n) = match name.split_once('-') {
+            Some((a, b)) => (a.to_owned(), b.parse::<u64>().unwrap_or(0)),
+            None => (name.clone(), 0),
+        };
+        (stamp, n)
+    });
+    out.reverse();
+    Ok(out)
+}
+
+/// `sessions restore BATCH|ID`: every item of a trash batch still in the trash, or the newest
+/// trash copy of one run (that run) or session (the session and its runs of the same batch;
+/// `@title` names a session by the title it had).
+pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliError> {
+    if ctx.read_only && !args.dry_run {
+        return Err(CliError::Usage(
+            "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
+        ));
+    }
+    super::state::check_root(ctx)?;
+    let root = ctx.root.path.clone();
+    let all = batches(&root)?;
+    // A title outlives the session's stay in the trash: `@title` names it there too.
+    let titled = super::manage::resolve_id(ctx, &args.target)?;
+    let target = titled.as_str();
+    let (batch, items) = if let Some(b) = all
+        .iter()
+        .find(|b| b.file_name().is_some_and(|n| n == target))
+    {
+        (b.clone(), batch_items(b)?)
+    } else {
+        session_schema::check_id(target).map_err(|e| CliError::Usage(one_line(&e)))?;
+        let mut found = None;
+        for b in &all {
+            let items = batch_items(b)?;
+            let picked: Vec<Item> = items
+                .iter()
+                .filter(|i| match i {
+                    Item::Run {
+                        run_id, session_id, ..
+                    } => run_id == target || session_id.as_deref() == Some(target),
+                    Item::Session { session_id, .. } => session_id == target,
+                })
+                .cloned()
+                .collect();
+            if !picked.is_empty() {
+                found = Some((b.clone(), picked));
+                break;
+            }
+        }
+        found.ok_or_else(|| {
+            CliError::NotFound(format!(
+                "no trash batch named {target} and no run or session {target} in the trash \
+                 under {}",
+                root.join(TRASH_DIR).display()
+            ))
+        })?
+    };
+    let store = open_for(ctx, args.dry_run)?;
+    let listed = store.list(&ListQuery::all()).map_err(state_err)?;
+    // Every item is checked before anything moves.
+    let mut conflicts = Vec::new();
+    let mut states: Vec<Option<session_schema::SessionState>> = Vec::new();
+    for item in &items {
+        match item {
+            Item::Run {
+                run_id, from, to, ..
+            } => {
+                states.push(None);
+                let copy = root.join(to);
+                if !fs::symlink_metadata(&copy).is_ok_and(|m| m.is_file()) {
+                    conflicts.push(format!("run {run_id}: its copy {to} is not in the trash"));
+                    continue;
+                }
+                let dest = root.join(from);
+                if fs::symlink_metadata(&dest).is_ok() {
+                    conflicts.push(format!(
+                        "run {run_id}: {from} exists in the store; not overwriting it"
+                    ));
+                } else if let Ok(found) = session_jsonl::find_run(&root, run_id, None) {
+                    conflicts.push(format!(
+                        "run {run_id}: the store holds it already ({}); not restoring a second file",
+                        rel(&root, &found.path)
+                    ));
+                }
+            }
+            Item::Session {
+                session_id,
+                updated_at,
+                snapshot,
+            } => {
+                let path = root.join(snapshot);
+                let bytes = crate::commands::trash_read(&path)?;
+                let state: session_schema::SessionState = serde_json::from_slice(&bytes)
+                    .map_err(|e| CliError::Data(format!("{}: {e}", path.display())))?;
+                // A message log without a row (another writer's, a restored backup) would
+                // refuse the save half way: it is a conflict like any other.
+                let messages = store.messages_path(session_id).map_err(state_err)?;
+                if fs::symlink_metadata(&messages).is_ok() {
+                    conflicts.push(format!(
+                        "session {session_id}: {} exists in the store; not overwriting it",
+                        rel(&root, &messages)
+                    ));
+                }
+                // The listing, not `load`: loading a legacy snapshot would migrate it, and a
+                // refused restore changes nothing.
+                if let Some(now) = listed
+                    .entries
+                    .iter()
+                    .find(|e| e.summary.session_id == *session_id)
+                {
+                    let stored = now.summary.updated_at.as_str();
+                    let newer = if stored > updated_at.as_str() {
+                        "newer than"
+                    } else {
+                        "not newer than, but still"
+                    };
+                    conflicts.push(format!(
+                        "session {session_id}: the store holds it (updated {stored}, {newer} the \
+                         trash copy's {updated_at}); not overwriting it"
+                    ));
+                }
+                states.push(Some(state));
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(CliError::Data(format!(
+            "nothing restored: {}",
+            conflicts.join("; ")
+        )));
+    }
+    let manifest = batch.join(MANIFEST);
+    let status = if args.dry_run { "planned" } else { "done" };
+    let (mut runs, mut sessions) = (0usize, 0usize);
+    for (item, state) in items.iter().zip(states) {
+        match item {
+            Item::Run {
+                run_id, from, to, ..
+            } => {
+                if !args.dry_run {
+                    put_back(&root.join(to), &root.join(from))?;
+                    let mut o = JsonObj::new();
+                    o.str("op", "restore_run");
+                    o.str("run_id", run_id);
+                    o.str("to", to);
+                    o.str(
+                        "restored_at",
+                        session_schema::Timestamp::from_datetime(ctx.now).as_str(),
+                    );
+                    super::housekeeping::manifest_line(&manifest, &o.finish())?;
+                }
+                runs += 1;
+                let a = Action {
+                    action: "restore-run",
+                    file: from.clone(),
+                    id: Some(run_id.clone()),
+                    status,
+                    detail: format!("from {to}"),
+                };
+                emit(ctx, args.json, &a)?;
+            }
+            Item::Session {
+                session_id,
+                snapshot,
+                ..
+            } => {
+                if let (false, Some(state)) = (args.dry_run, &state) {
+                    // `None`: only if the session still does not exist (compare-and-swap).
+                    store.save_expecting(state, None).map_err(state_err)?;
+                    let dir = root.join(snapshot);
+                    let batch_dir = dir.parent().and_then(Path::parent).unwrap_or(&batch);
+                    let copies = [
+                        dir.clone(),
+                        batch_dir
+                            .join("messages")
+                            .join(format!("{session_id}.jsonl")),
+                        batch_dir
+                            .join("state-legacy")
+                            .join(format!("{session_id}.json")),
+                    ];
+                    super::trash::remove_copies(&copies);
+                    let mut o = JsonObj::new();
+                    o.str("op", "restore_session");
+                    o.str("session_id", session_id);
+                    o.str(
+                        "restored_at",
+                        session_schema::Timestamp::from_datetime(ctx.now).as_str(),
+                    );
+                    super::housekeeping::manifest_line(&manifest, &o.finish())?;
+                }
+                sessions += 1;
+                let n = state.as_ref().map_or(0, |s| s.messages.len());
+                let a = Action {
+                    action: "restore-session",
+                    file: format!("messages/{session_id}.jsonl"),
+                    id: Some(session_id.clone()),
+                    status,
+                    detail: format!("{n} message(s) from {snapshot}"),
+                };
+                emit(ctx, args.json, &a)?;
+            }
+        }
+    }
+    if !args.dry_run {
+        if runs > 0 {
+            refresh_index(ctx, &store)?;
+        }
+        // A batch with nothing left in it but its manifest goes.
+        if batch_items(&batch)?.is_empty() {
+            let _ = fs::remove_file(&manifest);
+            remove_empty_dirs(&batch);
+            let _ = fs::remove_dir(root.join(TRASH_DIR));
+        }
+    }
+    if !args.json {
+        let verb = if args.dry_run {
+            "would restore"
+        } else {
+            "restored"
+        };
+        writeln!(
+            ctx.out,
+            "{verb} {runs} run(s) and {sessions} session(s) from {}",
+            rel(&root, &batch)
+        )?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// Moves the trash copy `from` back to `to` without ever replacing a file there: a hard link
+/// (refused by the kernel when `to` exists), then the copy's name is removed; both directories
+/// are fsynced.
+fn put_back(from: &Path, to: &Path) -> Result<(), CliError> {
+    if let Some(parent) = to.parent() {
+        super::trash::create_private_dir(parent)?;
+    }
+    fs::hard_link(from, to).map_err(|e| CliError::io(to, e))?;
+    fs::remove_file(from).map_err(|e| CliError::io(from, e))?;
+    for dir in [to.parent(), from.parent()].into_iter().flatten() {
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    if let Some(parent) = from.parent() {
+        remove_empty_dirs(parent);
+    }
+    Ok(())
+}
+
+/// Removes `dir` and the directories under it when they hold no file (best effort).
+fn remove_empty_dirs(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&e.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
