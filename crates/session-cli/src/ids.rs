@@ -120,7 +120,7 @@ pub(crate) fn lookup_indexed(
     ctx: &mut Ctx<'_>,
     id: &str,
     want: Want,
-) -> Result<Option<String>, CliError> {
+) -> Result<Option<(IdKind, String)>, CliError> {
     if !ctx.root.path.join("state.db").is_file() || session_schema::check_id(id).is_err() {
         return Ok(None);
     }
@@ -128,15 +128,16 @@ pub(crate) fn lookup_indexed(
         return Ok(None);
     };
     let found = query(&store, id, want)?;
-    if found.iter().any(|m| m.id == id) {
-        return Ok(Some(id.to_owned()));
+    // Runs come first in `found`: a whole id that is a run's and a session's is the run.
+    if let Some(m) = found.iter().find(|m| m.id == id) {
+        return Ok(Some((m.kind, id.to_owned())));
     }
     if id.len() < MIN_PREFIX {
         return Ok(None);
     }
     match found.as_slice() {
         [] => Ok(None),
-        [one] => Ok(Some(one.id.clone())),
+        [one] => Ok(Some((one.kind, one.id.clone()))),
         _ => Err(ambiguous(ctx, id, &found)),
     }
 }

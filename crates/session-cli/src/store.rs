@@ -44,7 +44,7 @@ pub(crate) fn locate_run(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, 
         let (_, full) = ids::newest(ctx, Want::Run)?;
         return locate_run_exact(ctx, &full);
     }
-    if let Some(full) = ids::lookup_indexed(ctx, id, Want::Run)? {
+    if let Some((_, full)) = ids::lookup_indexed(ctx, id, Want::Run)? {
         return locate_run_exact(ctx, &full);
     }
     match locate_run_exact(ctx, id) {

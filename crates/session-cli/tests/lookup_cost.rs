@@ -128,6 +128,14 @@ fn an_indexed_run_is_found_without_probing_the_tree() {
         assert_eq!(code, 0, "{args:?}: {out}{err}");
         assert_eq!(lookups, 6, "{args:?}");
     }
+    // A session the index knows is shown without looking for a run file of its id.
+    let (code, out, err, lookups) = sessions(root, &["show", "s-33"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("00000000-0000-4000-8000-000000000033"),
+        "{out}"
+    );
+    assert_eq!(lookups, 0);
     let (_, whole, _, _) = sessions(root, &["export", target, "--format", "jsonl"]);
     let (_, short, _, _) = sessions(root, &["export", prefix, "--format", "jsonl"]);
     assert_eq!(short, whole);

@@ -123,10 +123,19 @@ pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliE
         let (_, full) = ids::newest(ctx, Want::Either)?;
         return resolve_exact(ctx, &full)?.ok_or_else(|| ids::not_found(ctx, &full, Want::Either));
     }
-    if let Some(full) = ids::lookup_indexed(ctx, id, Want::Either)?
-        && let Some(t) = resolve_exact(ctx, &full)?
-    {
-        return Ok(t);
+    match ids::lookup_indexed(ctx, id, Want::Either)? {
+        // A session the index knows: no run file has its id to look for.
+        Some((session_state::IdKind::Session, full)) => {
+            if let Some(t) = resolve_session(ctx, &full)? {
+                return Ok(t);
+            }
+        }
+        Some((_, full)) => {
+            if let Some(t) = resolve_exact(ctx, &full)? {
+                return Ok(t);
+            }
+        }
+        None => {}
     }
     if let Some(t) = resolve_exact(ctx, id)? {
         return Ok(t);
@@ -152,6 +161,11 @@ pub(crate) fn resolve_exact(ctx: &mut Ctx<'_>, id: &str) -> Result<Option<Target
             state_error: None,
         }));
     }
+    resolve_session(ctx, id)
+}
+
+/// The session `id` (whole): its runs and saved state; `None` when it has neither.
+fn resolve_session(ctx: &mut Ctx<'_>, id: &str) -> Result<Option<Target>, CliError> {
     let store = state::open_store_for_reading(ctx, state::IndexUse::FindsRuns)?;
     let runs = crate::store::session_runs(ctx, &store, id)?;
     let (mut damage, mut notes, mut state_error) = (Vec::new(), Vec::new(), None);
