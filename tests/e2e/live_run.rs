@@ -85,7 +85,7 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
         !repair
             .json_lines()
             .iter()
-            .any(|a| a["action"] == "seal-torn-tail"),
+            .any(|a| a["action"] == "seal_torn_tail"),
         "{}",
         repair.stdout
     );
@@ -131,7 +131,7 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
     let line = &runs.json_lines()[0];
     assert_eq!(line["outcome"], "completed", "{line}");
     assert_eq!(line["records"], 8);
-    assert_eq!(line["tokens"]["total"], 712);
+    assert_eq!(line["total_tokens"], 712);
     let archive = sessions(&root, NOW, &["archive", "--older-than", "1d", "--json"]);
     let actions = archive.json_lines();
     assert_eq!(actions.len(), 2, "{}", archive.stdout);

@@ -42,6 +42,7 @@ pub mod error;
 mod hooks;
 mod html;
 mod human;
+mod json_rows;
 mod jsonw;
 mod progress;
 mod redact;
@@ -52,6 +53,7 @@ mod timefmt;
 
 pub use env::Env;
 pub use error::{CliError, EXIT_DATA, EXIT_NOT_FOUND, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
+pub use json_rows::json_schema;
 
 use cli::{Cli, ColorChoice, Command};
 use style::Style;

@@ -25,13 +25,14 @@ pub(crate) enum RootSource {
 }
 
 impl RootSource {
-    /// Short machine-readable name (`--json`).
-    pub(crate) fn key(&self) -> &'static str {
+    /// Machine-readable name (`where --json`).
+    pub(crate) fn key(&self) -> crate::json_rows::RootSource {
+        use crate::json_rows::RootSource as Key;
         match self {
-            RootSource::Flag => "flag",
-            RootSource::XdgStateHome => "xdg_state_home",
-            RootSource::XdgDefault => "xdg_default",
-            RootSource::Home => "home",
+            RootSource::Flag => Key::Flag,
+            RootSource::XdgStateHome => Key::XdgStateHome,
+            RootSource::XdgDefault => Key::XdgDefault,
+            RootSource::Home => Key::Home,
         }
     }
 }
