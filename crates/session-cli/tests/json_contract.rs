@@ -280,3 +280,46 @@ fn schema_refuses_lines_outside_the_contract() {
         assert!(!validator.is_valid(v), "accepted: {v}");
     }
 }
+
+/// A `run.end` outcome this version does not know is the same word in `runs` and is counted
+/// as `other` by `stats`, so the outcome counts still add up to `runs`.
+#[test]
+fn an_unknown_run_end_outcome_is_one_word_in_runs_and_other_in_stats() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path()).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let day = root.join("2026/11/30");
+    std::fs::create_dir_all(&day).unwrap();
+    let run = "0e0e0e0e-0000-4000-8000-00000000e0e1";
+    std::fs::write(
+        day.join(format!("{run}.jsonl")),
+        format!(
+            "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run}\",\"started_at\":\"2026-11-30T10:00:00.000Z\"}}\n\
+             {{\"type\":\"run.end\",\"run_id\":\"{run}\",\"ts\":\"2026-11-30T10:00:01.000Z\",\"outcome\":\"timed_out\"}}\n"
+        ),
+    )
+    .unwrap();
+    let mut seen = BTreeSet::new();
+    let runs = check_lines(
+        &validator,
+        "runs",
+        &sessions(&root, &["runs", "--json"]),
+        &mut seen,
+    );
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["outcome"], "timed_out");
+    let stats = check_lines(
+        &validator,
+        "stats",
+        &sessions(&root, &["stats", "--json"]),
+        &mut seen,
+    );
+    let want = serde_json::json!({"completed": 0, "error": 0, "cancelled": 0, "running": 0, "crashed": 0, "other": 1});
+    assert_eq!(stats.len(), 2, "{stats:?}");
+    for line in &stats {
+        assert_eq!(line["runs"], 1, "{line}");
+        assert_eq!(line["outcomes"], want, "{line}");
+    }
+}
