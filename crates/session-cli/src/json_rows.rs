@@ -36,7 +36,7 @@ pub(crate) enum Row {
     Run(RunRow),
     /// `runs --json` (after the last run when there is a next page): the cursor to continue.
     Cursor(CursorRow),
-    /// `runs --json`, `stats --json`: a file under the run tree that is no run.
+    /// `runs --json` (first page): a file under the run tree that is no run.
     Diagnostic(DiagnosticRow),
     /// `sessions --json`: one saved session.
     Session(SessionRow),
@@ -46,7 +46,7 @@ pub(crate) enum Row {
     Finding(FindingRow),
     /// `repair`, `gc`, `archive`, `unarchive --json`: one planned or performed action.
     Action(ActionRow),
-    /// `repair`, `gc --json`: a remark about the whole command (nothing done by it).
+    /// `archive`, `unarchive --json`: a remark about the whole command (nothing done by it).
     Note(NoteRow),
     /// `reindex --json`: one run file whose index row changed.
     IndexChange(IndexChangeRow),
