@@ -104,6 +104,24 @@ fn check_lines(
     lines
 }
 
+/// The row types a command writes (the table of docs/cli-json.md).
+fn types_of(command: &str) -> &'static [&'static str] {
+    match command {
+        "where" => &["where"],
+        "runs" => &["run", "diagnostic", "cursor"],
+        "sessions" => &["session"],
+        "history" => &["event", "summary"],
+        "verify" => &["finding", "summary"],
+        "repair" | "gc" => &["action"],
+        "archive" | "unarchive" => &["action", "note"],
+        "reindex" => &["index_change", "summary"],
+        "stats" => &["stats_group", "summary"],
+        "replay" => &["prompt"],
+        "export" => &["run_export", "session_export"],
+        other => panic!("no types listed for {other}"),
+    }
+}
+
 /// Runs every command with `--json` (and the JSON documents) on a copy of `src`, validating
 /// every line.
 fn every_command(validator: &jsonschema::Validator, src: &Path, seen: &mut BTreeSet<String>) {
@@ -118,7 +136,17 @@ fn every_command(validator: &jsonschema::Validator, src: &Path, seen: &mut BTree
     let mut run = |args: &[&str]| -> Vec<Value> {
         let out = sessions(&root, args);
         let what = args.join(" ");
-        check_lines(validator, &what, &out, seen)
+        let lines = check_lines(validator, &what, &out, seen);
+        // Each command writes the types docs/cli-json.md lists for it, and nothing else.
+        let allowed = types_of(args[0]);
+        for l in &lines {
+            assert!(
+                allowed.contains(&l["type"].as_str().unwrap()),
+                "{what}: a {} line: {l}",
+                l["type"]
+            );
+        }
+        lines
     };
     let reindex = run(&["reindex", "--json"]);
     assert_eq!(reindex.last().unwrap()["command"], "reindex", "{reindex:?}");
