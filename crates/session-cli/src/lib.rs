@@ -12,6 +12,10 @@
 //! Exit codes: 0 success, 1 `verify` found problems, 2 usage error, 3 not found, 4 data or I/O
 //! error (see [`error`]).
 //!
+//! Every `--json` line (and the `replay` and `export --format json` documents) is one object
+//! with a `"type"`, of the contract described in the workspace's `docs/cli-json.md`;
+//! [`json_schema`] gives its JSON Schema.
+//!
 //! ```
 //! use session_cli::{Env, Terminal, run_with};
 //!
