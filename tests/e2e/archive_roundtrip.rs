@@ -343,6 +343,7 @@ fn archived_runs_read_the_same_in_every_layer() {
     let reindex = sessions(&root, NOW, &["reindex", "--json"]);
     assert_eq!(reindex.code, 0, "{}", reindex.stderr);
     let summary = reindex.json_lines().pop().expect("summary");
+    assert_eq!(summary["command"], "reindex", "{summary}");
     assert_eq!(summary["total"], 3, "{summary}");
     assert_eq!(summary["unchanged"], 3, "{}", reindex.stdout);
     assert_eq!(

@@ -607,10 +607,10 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     assert_eq!(la["session_id"], SESSION);
     assert_eq!(la["outcome"], "completed");
     assert_eq!(la["invocations"], 2);
-    assert_eq!(la["tokens"]["total"], 2565);
-    assert_eq!(la["tokens"]["cached_input"], 2200);
+    assert_eq!(la["total_tokens"], 2565);
+    assert_eq!(la["cached_input_tokens"], 2200);
     assert_eq!(la["records"], w.records_a.len());
-    assert_eq!(la["damage"], 1);
+    assert_eq!(la["damage_count"], 1);
     assert_eq!(la["model"], MODEL);
     assert_eq!(la["file"], format!("2026/03/04/{RUN_A}.jsonl"));
     let crashed = sessions(&w.root, NOW, &["runs", "--json", "--outcome", "crashed"]);
@@ -618,6 +618,7 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     let page = sessions(&w.root, NOW, &["runs", "--json", "--limit", "2"]);
     let page_lines = page.json_lines();
     assert_eq!(page_lines.len(), 3, "two runs and a cursor");
+    assert_eq!(page_lines[2]["type"], "cursor");
     let cursor = page_lines[2]["next_cursor"]
         .as_str()
         .expect("cursor")
@@ -655,7 +656,8 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     );
     let findings = verify.json_lines();
     let summary = findings.last().expect("summary line");
-    assert_eq!(summary["summary"], true);
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["command"], "verify");
     assert_eq!(summary["run_files"], 3);
     assert_eq!(summary["sessions"], 1);
     let mut damage: Vec<(String, String, u64, u64)> = findings

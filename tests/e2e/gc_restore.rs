@@ -173,9 +173,9 @@ fn gc_moves_an_old_session_out_of_every_view_and_its_batch_restores_it() {
     assert_eq!(
         done,
         [
-            ("move-run".to_owned(), OLD_RUNS[0].to_owned()),
-            ("move-run".to_owned(), OLD_RUNS[1].to_owned()),
-            ("move-session".to_owned(), OLD.to_owned()),
+            ("move_run".to_owned(), OLD_RUNS[0].to_owned()),
+            ("move_run".to_owned(), OLD_RUNS[1].to_owned()),
+            ("move_session".to_owned(), OLD.to_owned()),
         ]
     );
     let planned: Vec<(String, String)> = {

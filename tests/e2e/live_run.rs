@@ -65,6 +65,16 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
     assert_eq!(running.json_lines().len(), 1);
     let crashed = sessions(&root, NOW, &["runs", "--json", "--outcome", "crashed"]);
     assert!(crashed.json_lines().is_empty(), "{}", crashed.stdout);
+    // `stats` counts it under the same word as `runs`.
+    let stats = sessions(&root, NOW, &["stats", "--json", "--by", "session"]);
+    assert_eq!(stats.code, 0, "{}", stats.stderr);
+    let lines = stats.json_lines();
+    let want = serde_json::json!({"completed": 0, "error": 0, "cancelled": 0, "running": 1, "crashed": 0, "other": 0});
+    assert_eq!(lines[0]["type"], "stats_group", "{}", stats.stdout);
+    assert_eq!(lines[0]["key"], SESSION, "{}", stats.stdout);
+    assert_eq!(lines[0]["outcomes"], want, "{}", stats.stdout);
+    assert_eq!(lines[1]["command"], "stats", "{}", stats.stdout);
+    assert_eq!(lines[1]["outcomes"], want, "{}", stats.stdout);
 
     let archive = sessions(&root, NOW, &["archive", "--older-than", "1d", "--json"]);
     assert_eq!(archive.code, 0, "{}", archive.stderr);
@@ -85,7 +95,7 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
         !repair
             .json_lines()
             .iter()
-            .any(|a| a["action"] == "seal-torn-tail"),
+            .any(|a| a["action"] == "seal_torn_tail"),
         "{}",
         repair.stdout
     );
@@ -131,7 +141,7 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
     let line = &runs.json_lines()[0];
     assert_eq!(line["outcome"], "completed", "{line}");
     assert_eq!(line["records"], 8);
-    assert_eq!(line["tokens"]["total"], 712);
+    assert_eq!(line["total_tokens"], 712);
     let archive = sessions(&root, NOW, &["archive", "--older-than", "1d", "--json"]);
     let actions = archive.json_lines();
     assert_eq!(actions.len(), 2, "{}", archive.stdout);

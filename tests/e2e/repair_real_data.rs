@@ -62,7 +62,7 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
         .find(|r| r["run_id"] == S9_RUN)
         .expect("S9 listed");
     assert_eq!(
-        (s9["outcome"].as_str(), s9["damage"].as_u64()),
+        (s9["outcome"].as_str(), s9["damage_count"].as_u64()),
         (Some("crashed"), Some(1))
     );
     let before = tree(&root);
@@ -79,11 +79,11 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
         })
         .collect();
     assert!(
-        plan.contains(&("seal-torn-tail".to_owned(), run_rel.clone())),
+        plan.contains(&("seal_torn_tail".to_owned(), run_rel.clone())),
         "{plan:?}"
     );
     assert!(
-        plan.contains(&("migrate-legacy".to_owned(), format!("state/{L3}.json"))),
+        plan.contains(&("migrate_legacy".to_owned(), format!("state/{L3}.json"))),
         "{plan:?}"
     );
     assert_eq!(tree(&root), before, "the dry run changed a file");
@@ -215,7 +215,7 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
         !again
             .json_lines()
             .iter()
-            .any(|a| a["action"] == "seal-torn-tail" || a["action"] == "migrate-legacy"),
+            .any(|a| a["action"] == "seal_torn_tail" || a["action"] == "migrate_legacy"),
         "nothing left to repair: {}",
         again.stdout
     );

@@ -395,7 +395,7 @@ fn a_session_continued_by_us_stays_intact_for_the_reference() {
     let lines = out.json_lines();
     assert_eq!(lines.len(), 4, "{}", out.stdout);
     assert_eq!(lines[0]["run_id"], NEW_RUN);
-    assert_eq!(lines[0]["tokens"]["total"], 21018);
+    assert_eq!(lines[0]["total_tokens"], 21018);
     assert_eq!(lines[0]["file"], format!("2026/12/01/{NEW_RUN}.jsonl"));
     let verify = sessions(
         &root,

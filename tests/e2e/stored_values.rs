@@ -733,7 +733,7 @@ fn reading_commands_work_when_the_store_cannot_be_opened_for_writing() {
     }
     let runs = sessions(&root, NOW, &["runs", "--json"]);
     let lines = runs.json_lines();
-    let listed: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"].is_null()).collect();
+    let listed: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "run").collect();
     assert_eq!(listed.len(), 2, "{}", runs.stdout);
     // The file that is not a run is reported, not listed.
     let not_runs: Vec<&serde_json::Value> =

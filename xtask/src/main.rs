@@ -4,6 +4,10 @@
 //! * `schema [--check]` — write the JSON Schema of the record union to
 //!   `schema/session-record.schema.json`; with `--check`, compare the committed schema with the
 //!   one the code produces and fail on a breaking change without a `schema_version` bump.
+//! * `schema cli [--check]` — write the JSON Schema of the `--json` lines of `sessions`
+//!   (generated from `crates/session-cli/src/json_rows.rs`) to `docs/cli-json.schema.json`;
+//!   with `--check`, fail when the committed file differs. session-cli's `json_contract` test
+//!   holds the same.
 //! * `bench [jsonl|state|replay|cli|all|pg]` — run the benchmarks (they print ratios); `pg`
 //!   starts a throwaway PostgreSQL cluster (see crates/session-cli/benches/pg.rs).
 //! * `bench scale` — generate stores of 1k and 100k runs (`SESSION_SCALE_SIZES`, e.g.
@@ -54,12 +58,15 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | fullfs [--size SIZE]>";
+const USAGE: &str = "usage: cargo xtask <schema [cli] [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | fullfs [--size SIZE]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
     let rest = args.get(1..).unwrap_or(&[]);
     match task {
+        Some("schema") if rest.first().is_some_and(|a| a == "cli") => {
+            schema::run_cli(rest.iter().any(|a| a == "--check"))
+        }
         Some("schema") => schema::run(rest.iter().any(|a| a == "--check")),
         Some("bench") => bench(rest.first().map(String::as_str).unwrap_or("all")),
         Some("soak") => soak(rest),

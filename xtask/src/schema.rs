@@ -40,6 +40,48 @@ fn generate() -> Result<Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
+/// `cargo xtask schema cli [--check]`: the JSON Schema of the `--json` lines of `sessions`,
+/// printed by session-cli's `emit_json_schema` example, written to (or, with `--check`,
+/// compared with) `docs/cli-json.schema.json`.
+pub(crate) fn run_cli(check: bool) -> Result<()> {
+    let out = crate::cargo()
+        .args([
+            "run",
+            "-q",
+            "-p",
+            "session-cli",
+            "--example",
+            "emit_json_schema",
+        ])
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "emit_json_schema failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let new: Value = serde_json::from_slice(&out.stdout)?;
+    let path = crate::project_root()
+        .join("docs")
+        .join("cli-json.schema.json");
+    let text = format!("{}\n", serde_json::to_string_pretty(&new)?);
+    if check {
+        let old = std::fs::read_to_string(&path)
+            .map_err(|e| format!("{}: {e} (run `cargo xtask schema cli`)", path.display()))?;
+        if old != text {
+            return Err(
+                format!("{} is stale: run `cargo xtask schema cli`", path.display()).into(),
+            );
+        }
+        println!("cli schema unchanged");
+        return Ok(());
+    }
+    std::fs::write(&path, text)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 pub(crate) fn run(check: bool) -> Result<()> {
     let new = generate()?;
     let path = schema_path();

@@ -1,13 +1,9 @@
-//! A tiny JSON object writer that keeps key order and splices raw JSON text in unchanged, so
-//! records and messages come out byte-for-byte as stored (serde_json's `Value` would sort keys).
+//! A tiny JSON object writer that keeps key order and splices raw JSON text in unchanged. It
+//! writes the lines of the trash manifest (`gc`'s `manifest.jsonl`), a file the store keeps;
+//! what the commands print as JSON is built from the rows of [`crate::json_rows`].
 //!
-//! One exception makes every document strict JSON: a lone UTF-16 surrogate escape (`\ud83c`
-//! without its pair, as JavaScript writes a cut emoji) in spliced text becomes `\ufffd`
-//! (docs/format.md "Lines"). Every value passes through [`JsonObj::raw`], so no document built
-//! here can carry one. Byte-exact copies of stored lines (`show --raw`, `tail --raw`,
-//! `export --format jsonl`) do not go through this writer.
-
-use serde::Serialize;
+//! A lone UTF-16 surrogate escape (`\ud83c` without its pair, as JavaScript writes a cut emoji)
+//! in spliced text becomes `\ufffd` (docs/format.md "Lines"), so every line is strict JSON.
 
 /// Builds one JSON object; values are written in the order they are added.
 #[derive(Debug, Default)]
@@ -58,11 +54,6 @@ impl JsonObj {
         }
     }
 
-    /// `key: n`.
-    pub(crate) fn num(&mut self, key: &str, n: i64) -> &mut Self {
-        self.raw(key, &n.to_string())
-    }
-
     /// `key: n` for unsigned values.
     pub(crate) fn unum(&mut self, key: &str, n: u64) -> &mut Self {
         self.raw(key, &n.to_string())
@@ -73,9 +64,8 @@ impl JsonObj {
         self.raw(key, if b { "true" } else { "false" })
     }
 
-    /// `key: <serialized value>` (`null` if serialization fails, which only hand-built raw JSON
-    /// can cause).
-    pub(crate) fn ser<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> &mut Self {
+    /// Adds `key` with `value` serialized by serde (`null` if it cannot be).
+    pub(crate) fn ser<T: serde::Serialize + ?Sized>(&mut self, key: &str, value: &T) -> &mut Self {
         let v = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
         self.raw(key, &v)
     }
@@ -86,20 +76,6 @@ impl JsonObj {
         s.push('}');
         s
     }
-}
-
-/// A JSON array of raw JSON texts (spliced as they are: the array reaches output only through
-/// [`JsonObj::raw`]).
-pub(crate) fn raw_array<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
-    let mut s = String::from("[");
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(item);
-    }
-    s.push(']');
-    s
 }
 
 #[cfg(test)]
@@ -128,8 +104,8 @@ mod tests {
             for k in &keys {
                 o.str(k, &value);
             }
-            o.num("n", n);
-            o.raw("arr", &raw_array(["1", "\"x\"", "null"]));
+            o.raw("n", &n.to_string());
+            o.raw("arr", "[1,\"x\",null]");
             let text = o.finish();
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
             prop_assert_eq!(&v["n"], &serde_json::Value::from(n));

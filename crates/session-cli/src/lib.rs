@@ -13,6 +13,10 @@
 //! `sync` left something unshipped), 2 usage error (including an unsafe id or an ambiguous id
 //! prefix), 3 not found, 4 data or I/O error (see [`error`]).
 //!
+//! Every `--json` line (and the `replay` and `export --format json` documents) is one object
+//! with a `"type"`, of the contract described in the workspace's `docs/cli-json.md`;
+//! [`json_schema`] gives its JSON Schema.
+//!
 //! ```
 //! use session_cli::{Env, Terminal, run_with};
 //!
@@ -44,6 +48,7 @@ mod hooks;
 mod html;
 mod human;
 mod ids;
+mod json_rows;
 mod jsonw;
 mod progress;
 mod redact;
@@ -54,6 +59,7 @@ mod timefmt;
 
 pub use env::Env;
 pub use error::{CliError, EXIT_DATA, EXIT_NOT_FOUND, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
+pub use json_rows::json_schema;
 
 use cli::{Cli, ColorChoice, Command};
 use style::Style;

@@ -28,14 +28,24 @@ pub(crate) enum RootSource {
 }
 
 impl RootSource {
-    /// Short machine-readable name (`--json`).
-    pub(crate) fn key(&self) -> &'static str {
+    /// Every rule, in the order they are tried (the order of [`PRECEDENCE`]).
+    pub(crate) const ORDER: [RootSource; 5] = [
+        RootSource::Flag,
+        RootSource::EnvVar,
+        RootSource::XdgStateHome,
+        RootSource::XdgDefault,
+        RootSource::Home,
+    ];
+
+    /// Machine-readable name (`where --json`).
+    pub(crate) fn key(&self) -> crate::json_rows::RootSource {
+        use crate::json_rows::RootSource as Key;
         match self {
-            RootSource::Flag => "flag",
-            RootSource::EnvVar => "env",
-            RootSource::XdgStateHome => "xdg_state_home",
-            RootSource::XdgDefault => "xdg_default",
-            RootSource::Home => "home",
+            RootSource::Flag => Key::Flag,
+            RootSource::EnvVar => Key::Env,
+            RootSource::XdgStateHome => Key::XdgStateHome,
+            RootSource::XdgDefault => Key::XdgDefault,
+            RootSource::Home => Key::Home,
         }
     }
 }
@@ -153,7 +163,7 @@ mod tests {
         let r = resolve(None, &e).unwrap();
         assert_eq!(r.path, PathBuf::from("/env/store"));
         assert_eq!(r.source, RootSource::EnvVar);
-        assert_eq!(r.source.key(), "env");
+        assert_eq!(serde_json::to_string(&r.source.key()).unwrap(), "\"env\"");
         let r = resolve(Some("/x".into()), &e).unwrap();
         assert_eq!(r.path, PathBuf::from("/x"));
         assert_eq!(r.source, RootSource::Flag);

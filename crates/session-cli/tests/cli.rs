@@ -289,7 +289,8 @@ fn runs_match_the_fixture_facts() {
             .iter()
             .filter_map(|x| x["usage"]["total_tokens"].as_u64())
             .sum();
-        assert_eq!(r["tokens"]["total"].as_u64().unwrap(), total, "{id}");
+        assert_eq!(r["type"], "run", "{id}");
+        assert_eq!(r["total_tokens"].as_u64().unwrap(), total, "{id}");
         let started = r["started_at"].as_str().unwrap().to_owned();
         assert!(started <= prev, "newest first");
         prev = started;
@@ -461,9 +462,16 @@ fn history_matches_session_history_answers() {
             Some(answer["result"]["truncated"].as_bool().unwrap_or(false)),
             "{name}"
         );
+        assert!(events.iter().all(|e| e["type"] == "event"), "{name}");
         let got: Vec<(Value, Value, Value)> = events
             .iter()
-            .map(|e| (e["run_id"].clone(), e["seq"].clone(), e["type"].clone()))
+            .map(|e| {
+                (
+                    e["run_id"].clone(),
+                    e["seq"].clone(),
+                    e["event_type"].clone(),
+                )
+            })
             .collect();
         let want: Vec<(Value, Value, Value)> = answer["events"]
             .as_array()
@@ -491,7 +499,9 @@ fn stats_add_up_to_the_run_index() {
     let exp = expected();
     let lines = json_lines(&ok(&s.root, &["stats", "--by", "model", "--json"]));
     let (total, groups) = lines.split_last().unwrap();
-    assert_eq!(total["total"], true);
+    assert_eq!(total["type"], "summary");
+    assert_eq!(total["command"], "stats");
+    assert_eq!(total["by"], "model");
     assert_eq!(total["runs"].as_u64().unwrap(), 20);
     let invocations: u64 = exp["runs"]
         .as_object()
@@ -509,7 +519,13 @@ fn stats_add_up_to_the_run_index() {
     );
     let models: BTreeSet<&str> = groups
         .iter()
-        .map(|g| g["model"].as_str().unwrap())
+        .map(|g| {
+            assert_eq!(
+                (&g["type"], &g["by"]),
+                (&"stats_group".into(), &"model".into())
+            );
+            g["key"].as_str().unwrap()
+        })
         .collect();
     assert_eq!(
         models,
@@ -519,9 +535,19 @@ fn stats_add_up_to_the_run_index() {
             "openai/gpt-5.6"
         ])
     );
-    assert_eq!(total["error"].as_u64().unwrap(), 1);
-    assert_eq!(total["cancelled"].as_u64().unwrap(), 2);
-    assert_eq!(total["open"].as_u64().unwrap(), 1);
+    // One vocabulary with `runs`: the run without a terminal record and without a writer is
+    // `crashed`, as `runs --outcome crashed` lists it.
+    assert_eq!(
+        total["outcomes"],
+        serde_json::json!({"completed": 16, "error": 1, "cancelled": 2, "running": 0, "crashed": 1, "other": 0})
+    );
+    let crashed = json_lines(&ok(&s.root, &["runs", "--json", "--outcome", "crashed"]));
+    assert_eq!(crashed.len(), 1, "{crashed:?}");
+    let per_group: u64 = groups
+        .iter()
+        .map(|g| g["outcomes"]["crashed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_group, 1);
     // The human table has a bar chart whose longest bar belongs to the biggest group.
     let text = ok(&s.root, &["stats", "--by", "model"]);
     let sonnet = text
@@ -530,7 +556,10 @@ fn stats_add_up_to_the_run_index() {
         .unwrap();
     assert!(sonnet.ends_with(&"█".repeat(30)), "{sonnet}");
     let by_day = json_lines(&ok(&s.root, &["stats", "--json"]));
-    assert_eq!(by_day[0]["day"], "2026-11-30");
+    assert_eq!(
+        (&by_day[0]["by"], &by_day[0]["key"]),
+        (&"day".into(), &"2026-11-30".into())
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -922,9 +951,9 @@ fn repair_dry_run_changes_nothing_and_repair_fixes() {
     assert_eq!(
         planned,
         [
-            ("seal-torn-tail", "planned"),
-            ("migrate-legacy", "planned"),
-            ("rebuild-index", "planned")
+            ("seal_torn_tail", "planned"),
+            ("migrate_legacy", "planned"),
+            ("rebuild_index", "planned")
         ]
     );
 
@@ -967,7 +996,7 @@ fn repair_dry_run_changes_nothing_and_repair_fixes() {
     // Repairing again has nothing left to seal or migrate.
     let again = json_lines(&ok(&s.root, &["repair", "--json"]));
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0]["action"], "rebuild-index");
+    assert_eq!(again[0]["action"], "rebuild_index");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -991,9 +1020,9 @@ fn gc_moves_old_runs_to_the_trash_and_back() {
     assert_eq!(
         planned,
         BTreeSet::from([
-            ("move-run", "7a1e0007-0000-4000-8000-000000000701"),
-            ("move-session", "5a1e0007-0000-4000-8000-000000000007"),
-            ("move-session", "5a1e00a1-0000-4000-8000-0000000000a1"),
+            ("move_run", "7a1e0007-0000-4000-8000-000000000701"),
+            ("move_session", "5a1e0007-0000-4000-8000-000000000007"),
+            ("move_session", "5a1e00a1-0000-4000-8000-0000000000a1"),
         ])
     );
 
@@ -1033,7 +1062,7 @@ fn gc_moves_old_runs_to_the_trash_and_back() {
     ));
     // Nothing newer moves; the trash empties for real.
     let r = run_in(&s.root, &["gc", "--older-than", "30d", "--json"]);
-    assert!(json_lines(&r.out).iter().all(|a| a["action"] != "move-run"));
+    assert!(json_lines(&r.out).iter().all(|a| a["action"] != "move_run"));
     ok(&s.root, &["gc", "--empty-trash"]);
     assert!(!s.root.join("trash").exists());
 }
@@ -1069,7 +1098,7 @@ fn gc_never_touches_locked_runs_or_recent_sessions() {
     let r = finish(c.output().unwrap());
     let moved: Vec<String> = json_lines(&r.out)
         .iter()
-        .filter(|a| a["action"] == "move-run")
+        .filter(|a| a["action"] == "move_run")
         .map(|a| a["id"].as_str().unwrap().to_owned())
         .collect();
     assert!(
@@ -1602,7 +1631,7 @@ const SAMPLE_TORN: &str = "2026/11/29/7a1e0006-0000-4000-8000-000000000601.jsonl
 fn seal_actions(out: &str) -> Vec<(String, String)> {
     json_lines(out)
         .iter()
-        .filter(|a| a["action"] == "seal-torn-tail")
+        .filter(|a| a["action"] == "seal_torn_tail")
         .map(|a| {
             (
                 a["status"].as_str().unwrap().to_owned(),
@@ -2215,9 +2244,9 @@ fn message_logs_without_a_row_and_an_emptied_state_db_are_reported() {
             .map(|a| a["id"].as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(planned("rebuild-row"), logs);
+    assert_eq!(planned("rebuild_row"), logs);
     assert_eq!(
-        planned("migrate-legacy"),
+        planned("migrate_legacy"),
         legacy.difference(&logs).cloned().collect()
     );
     assert_eq!(tree_state(&z.root), before);
@@ -2226,7 +2255,7 @@ fn message_logs_without_a_row_and_an_emptied_state_db_are_reported() {
     let done = json_lines(&ok(&z.root, &["repair", "--json"]));
     let rebuilt: BTreeSet<String> = done
         .iter()
-        .filter(|a| a["action"] == "rebuild-row" && a["status"] == "done")
+        .filter(|a| a["action"] == "rebuild_row" && a["status"] == "done")
         .map(|a| a["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(rebuilt, logs);
@@ -2341,11 +2370,11 @@ fn repair_goes_on_past_a_failed_item_and_a_damaged_state_db_gets_one_hint() {
             .any(|(a, f, s)| a == action && f == file && s == status)
     };
     assert!(
-        has("migrate-legacy", "state/dir.json", "failed"),
+        has("migrate_legacy", "state/dir.json", "failed"),
         "{actions:?}"
     );
-    assert!(has("seal-torn-tail", SAMPLE_TORN, "done"), "{actions:?}");
-    assert!(has("rebuild-index", "state.db", "done"), "{actions:?}");
+    assert!(has("seal_torn_tail", SAMPLE_TORN, "done"), "{actions:?}");
+    assert!(has("rebuild_index", "state.db", "done"), "{actions:?}");
     // The index was rebuilt although an item failed.
     let indexed = json_lines(&ok(
         &s.root,
@@ -2395,7 +2424,7 @@ fn repair_reports_what_a_legacy_migration_left_out() {
         let r = run_in(&s.root, &args);
         let entry = json_lines(&r.out)
             .into_iter()
-            .find(|a| a["action"] == "migrate-legacy" && a["id"] == "bbbb0001")
+            .find(|a| a["action"] == "migrate_legacy" && a["id"] == "bbbb0001")
             .unwrap_or_else(|| panic!("no migration entry: {}", r.out));
         let detail = entry["detail"].as_str().unwrap();
         // Two messages are stored; the two non-object elements (2 and 3) and the wrong-typed

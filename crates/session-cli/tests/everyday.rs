@@ -91,15 +91,16 @@ fn calendar_store() -> (tempfile::TempDir, PathBuf) {
     (dir, root)
 }
 
-/// `(key, runs)` of each group line of `stats --json`, the total line left out.
+/// `(key, runs)` of each group line of `stats --json` grouped `by`, the summary left out.
 fn groups(out: &Out, by: &str) -> Vec<(String, u64)> {
     assert_eq!(out.code, 0, "{}", out.err);
     json_lines(&out.out)
         .iter()
-        .filter(|v| v.get("total").is_none())
+        .filter(|v| v["type"] == "stats_group")
         .map(|v| {
+            assert_eq!(v["by"], by);
             (
-                v[by].as_str().unwrap().to_owned(),
+                v["key"].as_str().unwrap().to_owned(),
                 v["runs"].as_u64().unwrap(),
             )
         })
@@ -173,7 +174,8 @@ fn stats_groups_by_iso_week_and_month_in_the_zone_asked_for() {
     );
     let lines = json_lines(&local.out);
     assert!(lines.iter().all(|l| l["tz"] == "Asia/Tokyo"), "{lines:?}");
-    assert_eq!(lines.last().unwrap()["total"], true);
+    assert_eq!(lines.last().unwrap()["type"], "summary");
+    assert_eq!(lines.last().unwrap()["command"], "stats");
     assert_eq!(lines.last().unwrap()["runs"], 4);
     // The table says the same.
     let text = sessions(&root, &["stats", "--by", "month", "--tz", "Asia/Tokyo"]);

@@ -189,9 +189,9 @@ fn delete_moves_a_session_with_its_runs_and_restore_puts_everything_back() {
     assert_eq!(
         actions(&out),
         set(&[
-            ("restore-run", "7a1e0004-0000-4000-8000-000000000401"),
-            ("restore-run", "7a1e0004-0000-4000-8000-000000000402"),
-            ("restore-session", S4),
+            ("restore_run", "7a1e0004-0000-4000-8000-000000000401"),
+            ("restore_run", "7a1e0004-0000-4000-8000-000000000402"),
+            ("restore_session", S4),
         ])
     );
     // Everything is back byte for byte, and the emptied batch is gone.
@@ -230,8 +230,8 @@ fn restore_of_one_run_leaves_the_rest_of_the_batch() {
     assert_eq!(
         actions(&out),
         set(&[
-            ("restore-run", "7a1e0004-0000-4000-8000-000000000402"),
-            ("restore-session", S4),
+            ("restore_run", "7a1e0004-0000-4000-8000-000000000402"),
+            ("restore_session", S4),
         ])
     );
     assert!(!s.root.join("trash").exists());
@@ -342,7 +342,7 @@ fn pinned_sessions_and_their_runs_never_expire() {
         &s.root,
         &["gc", "--older-than", "30d", "--dry-run", "--json"],
     );
-    assert_eq!(actions(&out), set(&[("move-session", L1)]));
+    assert_eq!(actions(&out), set(&[("move_session", L1)]));
     let out = ok(&s.root, &["gc", "--keep-last", "6", "--dry-run"]);
     assert!(
         out.contains("kept 0 locked, 0 undated, 1 of pinned sessions"),
@@ -358,9 +358,9 @@ fn pinned_sessions_and_their_runs_never_expire() {
     assert_eq!(
         actions(&out),
         set(&[
-            ("move-run", S7_RUN),
-            ("move-session", S7),
-            ("move-session", L1)
+            ("move_run", S7_RUN),
+            ("move_session", S7),
+            ("move_session", L1)
         ])
     );
 }
@@ -372,9 +372,9 @@ fn keep_last_keeps_the_newest_sessions_and_moves_the_rest() {
     assert_eq!(
         actions(&out),
         set(&[
-            ("move-run", S7_RUN),
-            ("move-session", S7),
-            ("move-session", L1)
+            ("move_run", S7_RUN),
+            ("move_session", S7),
+            ("move_session", L1)
         ])
     );
     // With an age: only sessions beyond the newest N that are also old (S1 is 6 days old).
@@ -393,12 +393,12 @@ fn keep_last_keeps_the_newest_sessions_and_moves_the_rest() {
     assert_eq!(
         actions(&out),
         set(&[
-            ("move-run", "7a1e0001-0000-4000-8000-000000000101"),
-            ("move-run", "7a1e0001-0000-4000-8000-000000000102"),
-            ("move-run", S7_RUN),
-            ("move-session", S1),
-            ("move-session", S7),
-            ("move-session", L1),
+            ("move_run", "7a1e0001-0000-4000-8000-000000000101"),
+            ("move_run", "7a1e0001-0000-4000-8000-000000000102"),
+            ("move_run", S7_RUN),
+            ("move_session", S1),
+            ("move_session", S7),
+            ("move_session", L1),
         ])
     );
     let r = run_in(&s.root, &["gc", "--keep-last", "2", "--empty-trash"]);
@@ -432,9 +432,9 @@ fn max_size_moves_the_oldest_until_the_store_fits() {
     assert_eq!(
         actions(&out),
         set(&[
-            ("move-run", S7_RUN),
-            ("move-session", S7),
-            ("move-session", L1)
+            ("move_run", S7_RUN),
+            ("move_session", S7),
+            ("move_session", L1)
         ])
     );
     // One byte less and the next oldest, S1, goes too.
@@ -448,7 +448,7 @@ fn max_size_moves_the_oldest_until_the_store_fits() {
             "--json",
         ],
     );
-    assert!(actions(&out).contains(&("move-session".to_owned(), S1.to_owned())));
+    assert!(actions(&out).contains(&("move_session".to_owned(), S1.to_owned())));
     // Pinned and the newest kept: the store cannot get that small, and gc says so.
     ok(&s.root, &["pin", S1]);
     let out = ok(&s.root, &["gc", "--max-size", "1K", "--keep-last", "5"]);

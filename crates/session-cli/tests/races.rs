@@ -165,7 +165,7 @@ fn gc_keeps_a_session_saved_between_its_snapshot_and_its_delete() {
     let r = gc.join().unwrap();
     assert_eq!(r.code, 0, "{}", r.err);
     let lines = json_lines(&r.out);
-    let kept = action(&lines, "move-session", OLD);
+    let kept = action(&lines, "move_session", OLD);
     assert_eq!(kept["status"], "skipped");
     assert!(
         kept["detail"]
@@ -174,7 +174,7 @@ fn gc_keeps_a_session_saved_between_its_snapshot_and_its_delete() {
             .contains("saved since it was snapshotted"),
         "{kept}"
     );
-    assert_eq!(action(&lines, "move-session", OLD_LEGACY)["status"], "done");
+    assert_eq!(action(&lines, "move_session", OLD_LEGACY)["status"], "done");
     // Nothing of the saved session was lost, and the trash holds no stale copy of it.
     let loaded = StateStore::open(&s.root)
         .unwrap()
@@ -271,7 +271,7 @@ fn gc_holds_a_runs_lock_across_the_move_and_the_trash_keeps_locked_files() {
     let r = run(&s.root, &["gc", "--empty-trash", "--json"], &[]);
     assert_eq!(r.code, 0, "{}", r.err);
     let lines = json_lines(&r.out);
-    let keep = lines.iter().find(|a| a["action"] == "keep-locked").unwrap();
+    let keep = lines.iter().find(|a| a["action"] == "keep_locked").unwrap();
     assert_eq!(keep["file"], format!("trash/20261130T120000Z/{OLD_RUN}"));
     assert!(trashed.is_file());
     let human = run(&s.root, &["gc", "--empty-trash"], &[]);
@@ -298,7 +298,7 @@ fn gc_on_a_full_disk_leaves_no_partial_copy_and_keeps_the_sessions() {
     assert!(r.err.contains("could not be moved"), "{}", r.err);
     let lines = json_lines(&r.out);
     for id in [OLD, OLD_LEGACY] {
-        let a = action(&lines, "move-session", id);
+        let a = action(&lines, "move_session", id);
         assert_eq!(a["status"], "failed");
         assert!(
             a["detail"]
@@ -391,10 +391,10 @@ fn a_session_a_runtime_has_open_is_shown_and_kept_by_gc() {
         )
         .out,
     );
-    assert_eq!(action(&plan, "move-session", OLD)["status"], "skipped");
+    assert_eq!(action(&plan, "move_session", OLD)["status"], "skipped");
     let r = run(&s.root, &["gc", "--older-than", "30d", "--json"], &[]);
     assert_eq!(r.code, 0, "{}", r.err);
-    let kept = action(&json_lines(&r.out), "move-session", OLD).clone();
+    let kept = action(&json_lines(&r.out), "move_session", OLD).clone();
     assert_eq!(kept["status"], "skipped");
     assert!(
         kept["detail"]
@@ -475,7 +475,7 @@ fn a_fifo_in_the_store_never_makes_a_command_wait() {
         );
     }
     let repair = json_lines(&results[3].out);
-    let skipped = action(&repair, "rebuild-row", orphan);
+    let skipped = action(&repair, "rebuild_row", orphan);
     assert_eq!(skipped["status"], "skipped");
     assert!(
         skipped["detail"].as_str().unwrap().contains("FIFO"),

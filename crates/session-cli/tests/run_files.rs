@@ -451,7 +451,7 @@ fn repair_removes_the_temporary_file_of_a_killed_archive_once_nobody_holds_the_r
     let planned = json_lines(&ok(root, &["repair", "--dry-run", "--json"]).out);
     let action = planned
         .iter()
-        .find(|a| a["action"] == "remove-stale-temp")
+        .find(|a| a["action"] == "remove_stale_temp")
         .unwrap();
     assert_eq!(action["status"], "planned");
     assert_eq!(action["file"], temp_rel.as_str());
@@ -465,7 +465,7 @@ fn repair_removes_the_temporary_file_of_a_killed_archive_once_nobody_holds_the_r
     let r = json_lines(&ok(root, &["repair", "--json"]).out);
     let action = r
         .iter()
-        .find(|a| a["action"] == "remove-stale-temp")
+        .find(|a| a["action"] == "remove_stale_temp")
         .unwrap();
     assert_eq!(action["status"], "skipped");
     assert!(temp.exists());
@@ -473,7 +473,7 @@ fn repair_removes_the_temporary_file_of_a_killed_archive_once_nobody_holds_the_r
     let r = json_lines(&ok(root, &["repair", "--json"]).out);
     let action = r
         .iter()
-        .find(|a| a["action"] == "remove-stale-temp")
+        .find(|a| a["action"] == "remove_stale_temp")
         .unwrap();
     assert_eq!(action["status"], "done");
     assert!(!temp.exists());

@@ -131,7 +131,7 @@ fn every_emitted_json_is_strict_and_byte_exact_outputs_keep_the_stored_bytes() {
     let args: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["type"] == "tool_call")
+        .filter(|v| v["type"] == "event" && v["event_type"] == "tool_call")
         .map(|v| v["event"]["args"].clone())
         .collect();
     assert_eq!(args, [serde_json::json!({"s": "\u{fffd}"})]);

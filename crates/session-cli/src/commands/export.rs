@@ -21,7 +21,7 @@ use session_state::{DamageKind as MsgDamage, LoadNote, MessageDamage};
 use crate::Ctx;
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::error::{CliError, EXIT_DATA, EXIT_OK};
-use crate::jsonw::{JsonObj, raw_array};
+use crate::json_rows::{self, Row, RunDamage, RunExport, SessionExport};
 use crate::redact::Redactor;
 use crate::store::{LoadedRun, load_run_file, rel};
 use crate::style::escape_controls;
@@ -368,57 +368,58 @@ fn record_text(line: &[u8]) -> std::borrow::Cow<'_, str> {
 
 /// One run as a JSON object: identity, outcome, damage, whether every line was exported
 /// (`complete`) and the records byte-exact.
-pub(crate) fn run_json(root: &Path, run: &LoadedRun) -> Result<String, CliError> {
-    let records: Vec<std::borrow::Cow<'_, str>> = run.json.iter().map(|b| record_text(b)).collect();
+pub(crate) fn run_export(root: &Path, run: &LoadedRun) -> Result<RunExport, CliError> {
+    let records = run
+        .json
+        .iter()
+        .map(|b| json_rows::raw_text(&record_text(b)))
+        .collect::<Result<Vec<_>, _>>()?;
     let outcome = run.log.records.iter().rev().find_map(|r| match r {
         session_schema::Record::RunEnd(e) => Some(e.outcome.as_str().to_owned()),
         _ => None,
     });
-    let damage: Vec<String> = run
+    let damage = run
         .damage
         .iter()
-        .map(|d| {
-            let mut o = JsonObj::new();
-            o.str("kind", d.kind.as_str());
-            o.unum("line", d.line);
-            o.unum("offset", d.offset);
-            o.str("message", &d.message);
-            o.finish()
+        .map(|d| RunDamage {
+            kind: d.kind.as_str().to_owned(),
+            line: d.line,
+            offset: d.offset,
+            message: d.message.clone(),
         })
         .collect();
-    let mut o = JsonObj::new();
-    o.str("run_id", &run.log.meta.run_id);
-    o.opt_str("session_id", run.log.meta.session_id.as_deref());
-    o.str("started_at", run.log.meta.started_at.as_str());
-    o.opt_str("outcome", outcome.as_deref());
-    o.str("file", &rel(root, &run.path));
-    o.bool("complete", lost_lines(run) == 0);
-    o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
-    o.raw("records", &raw_array(records.iter().map(|c| c.as_ref())));
-    Ok(o.finish())
+    Ok(RunExport {
+        run_id: run.log.meta.run_id.clone(),
+        session_id: run.log.meta.session_id.clone(),
+        started_at: run.log.meta.started_at.as_str().to_owned(),
+        outcome,
+        file: rel(root, &run.path).into_owned(),
+        complete: lost_lines(run) == 0,
+        damage,
+        records,
+    })
 }
 
-/// The message-log damage of a session as JSON objects (`file`, `line`, `offset`, `kind`,
-/// `kept`, `message`; `expected`/`found` for a count mismatch).
-fn message_damage_json(root: &Path, damage: &[MessageDamage]) -> Vec<String> {
+/// The message-log damage of a session (`file`, `line`, `offset`, `kind`, `kept`, `message`;
+/// `expected`/`found` for a count mismatch).
+fn message_damage(root: &Path, damage: &[MessageDamage]) -> Vec<json_rows::MessageDamage> {
     damage
         .iter()
         .map(|d| {
-            let mut o = JsonObj::new();
-            o.str("file", &rel(root, &d.path));
-            match d.line {
-                Some(l) => o.unum("line", l),
-                None => o.raw("line", "null"),
+            let (expected, found) = match &d.kind {
+                MsgDamage::CountMismatch { expected, found } => (Some(*expected), Some(*found)),
+                _ => (None, None),
             };
-            o.unum("offset", d.byte_offset);
-            o.str("kind", damage_kind(&d.kind));
-            o.bool("kept", !message_lost(d));
-            if let MsgDamage::CountMismatch { expected, found } = &d.kind {
-                o.unum("expected", *expected);
-                o.unum("found", *found);
+            json_rows::MessageDamage {
+                file: Some(rel(root, &d.path).into_owned()),
+                line: d.line,
+                offset: Some(d.byte_offset),
+                kind: damage_kind(&d.kind).to_owned(),
+                kept: !message_lost(d),
+                expected,
+                found,
+                message: d.detail.clone(),
             }
-            o.str("message", &d.detail);
-            o.finish()
         })
         .collect()
 }
@@ -431,54 +432,62 @@ fn json(
 ) -> Result<String, CliError> {
     let session = target.session.as_deref();
     let root = &ctx.root.path;
-    let mut run_objs = Vec::with_capacity(runs.len());
+    let mut run_rows = Vec::with_capacity(runs.len());
     for run in runs {
-        run_objs.push(run_json(root, run)?);
+        run_rows.push(run_export(root, run)?);
     }
-    let mut text = match session {
-        None => run_objs.pop().unwrap_or_else(|| "null".into()),
+    let row = match session {
+        None => match run_rows.pop() {
+            Some(run) => Row::RunExport(run),
+            None => return Ok("null\n".into()),
+        },
         Some(s) => {
-            let mut damage = message_damage_json(root, &target.damage);
+            let mut damage = message_damage(root, &target.damage);
             if let Some(why) = &target.state_error {
                 // `verify`'s kind for a session whose saved state cannot be loaded.
-                let mut o = JsonObj::new();
-                o.raw("file", "null");
-                o.raw("line", "null");
-                o.raw("offset", "null");
-                o.str("kind", "unloadable_session");
-                o.bool("kept", false);
-                o.str("message", why);
-                damage.push(o.finish());
+                damage.push(json_rows::MessageDamage {
+                    file: None,
+                    line: None,
+                    offset: None,
+                    kind: "unloadable_session".into(),
+                    kept: false,
+                    expected: None,
+                    found: None,
+                    message: why.clone(),
+                });
             }
-            let notes: Vec<String> = target
+            let notes = target
                 .notes
                 .iter()
                 .map(|n| {
                     let (kind, detail, at) = note_parts(root, n);
-                    let mut o = JsonObj::new();
-                    o.str("kind", kind);
-                    if let Some((file, line, offset)) = at {
-                        o.str("file", &file);
-                        o.unum("line", line);
-                        o.unum("offset", offset);
+                    let (file, line, offset) = match at {
+                        Some((file, line, offset)) => (Some(file), Some(line), Some(offset)),
+                        None => (None, None, None),
+                    };
+                    json_rows::LoadNote {
+                        kind: kind.to_owned(),
+                        file,
+                        line,
+                        offset,
+                        message: detail,
                     }
-                    o.str("message", &detail);
-                    o.finish()
                 })
                 .collect();
-            let mut o = JsonObj::new();
-            o.str("session_id", s);
-            o.bool("complete", complete);
-            match &target.state {
-                Some(state) => o.ser("state", state),
-                None => o.raw("state", "null"),
-            };
-            o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
-            o.raw("notes", &raw_array(notes.iter().map(String::as_str)));
-            o.raw("runs", &raw_array(run_objs.iter().map(String::as_str)));
-            o.finish()
+            Row::SessionExport(SessionExport {
+                session_id: s.to_owned(),
+                complete,
+                state: match &target.state {
+                    Some(state) => json_rows::raw(state)?,
+                    None => json_rows::raw_text("null")?,
+                },
+                damage,
+                notes,
+                runs: run_rows,
+            })
         }
     };
+    let mut text = json_rows::to_line(&row)?;
     text.push('\n');
     Ok(text)
 }

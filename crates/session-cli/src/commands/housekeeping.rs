@@ -14,6 +14,7 @@ use super::state::{open_store, open_store_read_only, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{ArchiveArgs, GcArgs, RepairArgs};
 use crate::error::{CliError, EXIT_OK, one_line};
+use crate::json_rows::{ActionKind, ActionRow, ActionStatus, NoteRow, Row, write_row};
 use crate::jsonw::JsonObj;
 use crate::progress::Progress;
 use crate::store::{jsonl_err, rel};
@@ -26,37 +27,44 @@ pub(crate) const TRASH_DIR: &str = "trash";
 pub(crate) const MANIFEST: &str = "manifest.jsonl";
 
 /// One line of output of a housekeeping command.
-pub(super) struct Action<'a> {
-    pub(super) action: &'a str,
+pub(super) struct Action {
+    pub(super) action: ActionKind,
     pub(super) file: String,
     pub(super) id: Option<String>,
-    pub(super) status: &'a str,
+    pub(super) status: ActionStatus,
     pub(super) detail: String,
 }
 
-pub(super) fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action<'_>) -> Result<(), CliError> {
+pub(super) fn emit(ctx: &mut Ctx<'_>, json: bool, a: &Action) -> Result<(), CliError> {
     if json {
-        let mut o = JsonObj::new();
-        o.str("action", a.action);
-        o.str("file", &a.file);
-        o.opt_str("id", a.id.as_deref());
-        o.str("status", a.status);
-        o.str("detail", &a.detail);
-        writeln!(ctx.out, "{}", o.finish())?;
+        let row = ActionRow {
+            action: a.action,
+            file: a.file.clone(),
+            id: a.id.clone(),
+            status: a.status,
+            detail: a.detail.clone(),
+        };
+        write_row(ctx.out, &Row::Action(row))?;
     } else {
         let s = ctx.style;
+        let word = a.status.as_str();
         let status = match a.status {
-            "done" => s.paint(Paint::Green, a.status),
-            "planned" => s.paint(Paint::Yellow, a.status),
-            "failed" => s.paint(Paint::Red, a.status),
-            other => s.paint(Paint::Dim, other),
+            ActionStatus::Done => s.paint(Paint::Green, word),
+            ActionStatus::Planned => s.paint(Paint::Yellow, word),
+            ActionStatus::Failed => s.paint(Paint::Red, word),
+            ActionStatus::Skipped => s.paint(Paint::Dim, word),
         };
         let detail = if a.detail.is_empty() {
             String::new()
         } else {
             format!(" ({})", a.detail)
         };
-        writeln!(ctx.out, "{status:<8} {} {}{detail}", a.action, a.file)?;
+        writeln!(
+            ctx.out,
+            "{status:<8} {} {}{detail}",
+            a.action.human(),
+            a.file
+        )?;
     }
     Ok(())
 }
@@ -80,7 +88,11 @@ pub(super) fn open_for(
 pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliError> {
     let store = open_for(ctx, args.dry_run)?;
     let root = ctx.root.path.clone();
-    let planned_or_done = if args.dry_run { "planned" } else { "done" };
+    let planned_or_done = if args.dry_run {
+        ActionStatus::Planned
+    } else {
+        ActionStatus::Done
+    };
     let mut changes = 0usize;
     let mut failures = 0usize;
     // 1. Torn tails: append `\n` so the fragment stays a separate damaged line and the next
@@ -92,10 +104,10 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         Err(e) => {
             failures += 1;
             let a = Action {
-                action: "seal-torn-tail",
+                action: ActionKind::SealTornTail,
                 file: ".".into(),
                 id: None,
-                status: "failed",
+                status: ActionStatus::Failed,
                 detail: format!("cannot list the run files: {}", one_line(&e)),
             };
             emit(ctx, args.json, &a)?;
@@ -114,10 +126,10 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             Err(e) => {
                 failures += 1;
                 let a = Action {
-                    action: "seal-torn-tail",
+                    action: ActionKind::SealTornTail,
                     file: rel(&root, &f.path).into_owned(),
                     id: Some(f.run_id.clone()),
-                    status: "failed",
+                    status: ActionStatus::Failed,
                     detail: one_line(&e),
                 };
                 emit(ctx, args.json, &a)?;
@@ -134,10 +146,13 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             recent_write(&f.path, ctx.now)
         };
         let (status, detail) = if session_jsonl::is_locked(&f.path).unwrap_or(false) {
-            ("skipped", "a writer has the file open".to_owned())
+            (
+                ActionStatus::Skipped,
+                "a writer has the file open".to_owned(),
+            )
         } else if let Some(why) = recent {
             (
-                "skipped",
+                ActionStatus::Skipped,
                 format!(
                     "{why}, so a runtime that takes no lock, like the reference, may still be \
                      writing it; `sessions repair --force` seals it anyway"
@@ -145,27 +160,31 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             )
         } else if args.dry_run {
             (
-                "planned",
+                ActionStatus::Planned,
                 format!("would append a newline at byte offset {len}"),
             )
         } else {
             match session_jsonl::seal_torn_tail(&f.path) {
                 Ok(true) => {
                     changes += 1;
-                    ("done", format!("appended a newline at byte offset {len}"))
+                    (
+                        ActionStatus::Done,
+                        format!("appended a newline at byte offset {len}"),
+                    )
                 }
-                Ok(false) => ("skipped", "already sealed".to_owned()),
-                Err(JsonlError::Locked { .. }) => {
-                    ("skipped", "a writer has the file open".to_owned())
-                }
+                Ok(false) => (ActionStatus::Skipped, "already sealed".to_owned()),
+                Err(JsonlError::Locked { .. }) => (
+                    ActionStatus::Skipped,
+                    "a writer has the file open".to_owned(),
+                ),
                 Err(e) => {
                     failures += 1;
-                    ("failed", one_line(&e))
+                    (ActionStatus::Failed, one_line(&e))
                 }
             }
         };
         let a = Action {
-            action: "seal-torn-tail",
+            action: ActionKind::SealTornTail,
             file: rel(&root, &f.path).into_owned(),
             id: Some(f.run_id.clone()),
             status,
@@ -204,13 +223,13 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
                 }
                 let (status, detail) = match &e.outcome {
                     MigrationOutcome::WouldMigrate(s) => (
-                        "planned",
+                        ActionStatus::Planned,
                         format!("would migrate {} message(s)", s.message_count.unwrap_or(0)),
                     ),
                     MigrationOutcome::Migrated(s) => {
                         changes += 1;
                         (
-                            "done",
+                            ActionStatus::Done,
                             format!(
                                 "migrated {} message(s); the legacy file stays",
                                 s.message_count.unwrap_or(0)
@@ -220,12 +239,13 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
                     MigrationOutcome::AlreadyIndexed => continue,
                     MigrationOutcome::Invalid { detail } => {
                         failures += 1;
-                        ("failed", detail.clone())
+                        (ActionStatus::Failed, detail.clone())
                     }
-                    MigrationOutcome::UnsafeName => {
-                        ("skipped", "file name is not a safe session id".to_owned())
-                    }
-                    _ => ("skipped", String::new()),
+                    MigrationOutcome::UnsafeName => (
+                        ActionStatus::Skipped,
+                        "file name is not a safe session id".to_owned(),
+                    ),
+                    _ => (ActionStatus::Skipped, String::new()),
                 };
                 // What the migration left out or kept raw is part of the report.
                 let mut detail = detail;
@@ -238,7 +258,7 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
                     detail.push_str(&super::export::note_parts(&root, n).1);
                 }
                 let a = Action {
-                    action: "migrate-legacy",
+                    action: ActionKind::MigrateLegacy,
                     file: rel(&root, &e.path).into_owned(),
                     id: Some(e.session_id.clone()),
                     status,
@@ -259,7 +279,7 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
     if args.dry_run {
         let n = listing.files.len();
         let a = Action {
-            action: "rebuild-index",
+            action: ActionKind::RebuildIndex,
             file: "state.db".into(),
             id: None,
             status: planned_or_done,
@@ -274,10 +294,10 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             Ok(r) => {
                 changes += r.changes.len();
                 Action {
-                    action: "rebuild-index",
+                    action: ActionKind::RebuildIndex,
                     file: "state.db".into(),
                     id: None,
-                    status: "done",
+                    status: ActionStatus::Done,
                     detail: format!(
                         "{} run(s), {} difference(s), {} unreadable",
                         r.total,
@@ -289,10 +309,10 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
             Err(e) => {
                 failures += 1;
                 Action {
-                    action: "rebuild-index",
+                    action: ActionKind::RebuildIndex,
                     file: "state.db".into(),
                     id: None,
-                    status: "failed",
+                    status: ActionStatus::Failed,
                     detail: one_line(&e),
                 }
             }
@@ -327,10 +347,10 @@ fn remove_stale_temps(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<(usize, us
         Ok(t) => t,
         Err(e) => {
             let a = Action {
-                action: "remove-stale-temp",
+                action: ActionKind::RemoveStaleTemp,
                 file: ".".into(),
                 id: None,
-                status: "failed",
+                status: ActionStatus::Failed,
                 detail: format!("cannot look for temporary files: {}", one_line(&e)),
             };
             emit(ctx, args.json, &a)?;
@@ -340,7 +360,7 @@ fn remove_stale_temps(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<(usize, us
     for t in temps {
         let (status, detail) = if args.dry_run {
             (
-                "planned",
+                ActionStatus::Planned,
                 "would remove this temporary file of an interrupted archive or unarchive, \
                  unless a process still holds its run"
                     .to_owned(),
@@ -350,24 +370,24 @@ fn remove_stale_temps(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<(usize, us
                 Ok(true) => {
                     changes += 1;
                     (
-                        "done",
+                        ActionStatus::Done,
                         "removed a temporary file of an interrupted archive or unarchive"
                             .to_owned(),
                     )
                 }
                 Ok(false) => (
-                    "skipped",
+                    ActionStatus::Skipped,
                     "in use: a process holds its run (an archive or unarchive running now)"
                         .to_owned(),
                 ),
                 Err(e) => {
                     failures += 1;
-                    ("failed", one_line(&e))
+                    (ActionStatus::Failed, one_line(&e))
                 }
             }
         };
         let a = Action {
-            action: "remove-stale-temp",
+            action: ActionKind::RemoveStaleTemp,
             file: rel(&root, &t).into_owned(),
             id: None,
             status,
@@ -394,10 +414,10 @@ fn rebuild_rows(
         Err(e) => {
             *failures += 1;
             let a = Action {
-                action: "rebuild-row",
+                action: ActionKind::RebuildRow,
                 file: "messages".into(),
                 id: None,
-                status: "failed",
+                status: ActionStatus::Failed,
                 detail: one_line(&e),
             };
             emit(ctx, args.json, &a)?;
@@ -407,18 +427,18 @@ fn rebuild_rows(
     let mut rebuilt = BTreeSet::new();
     for e in &report.entries {
         let (status, verb) = match &e.outcome {
-            ReconstructionOutcome::WouldRebuild => ("planned", "would rebuild"),
+            ReconstructionOutcome::WouldRebuild => (ActionStatus::Planned, "would rebuild"),
             ReconstructionOutcome::Rebuilt => {
                 *changes += 1;
-                ("done", "rebuilt")
+                (ActionStatus::Done, "rebuilt")
             }
             ReconstructionOutcome::AlreadyIndexed => continue,
             ReconstructionOutcome::Skipped { reason } => {
                 let a = Action {
-                    action: "rebuild-row",
+                    action: ActionKind::RebuildRow,
                     file: rel(&root, &e.path).into_owned(),
                     id: Some(e.session_id.clone()),
-                    status: "skipped",
+                    status: ActionStatus::Skipped,
                     detail: format!("message log without a state.db row: {reason}"),
                 };
                 emit(ctx, args.json, &a)?;
@@ -454,7 +474,7 @@ fn rebuild_rows(
             detail.push_str(&format!("; legacy snapshot not used: {err}"));
         }
         let a = Action {
-            action: "rebuild-row",
+            action: ActionKind::RebuildRow,
             file: rel(&root, &e.path).into_owned(),
             id: Some(e.session_id.clone()),
             status,
@@ -483,10 +503,10 @@ fn migrate_one_by_one(
         Ok(p) => p,
         Err(e) => {
             let a = Action {
-                action: "migrate-legacy",
+                action: ActionKind::MigrateLegacy,
                 file: "state".into(),
                 id: None,
-                status: "failed",
+                status: ActionStatus::Failed,
                 detail: format!("{batch_error}; listing the sessions: {}", one_line(&e)),
             };
             emit(ctx, args.json, &a)?;
@@ -496,10 +516,10 @@ fn migrate_one_by_one(
     for d in &page.diagnostics {
         failures += 1;
         let a = Action {
-            action: "migrate-legacy",
+            action: ActionKind::MigrateLegacy,
             file: rel(&root, &d.path).into_owned(),
             id: None,
-            status: "failed",
+            status: ActionStatus::Failed,
             detail: d.detail.clone(),
         };
         emit(ctx, args.json, &a)?;
@@ -508,10 +528,10 @@ fn migrate_one_by_one(
         // The listing saw nothing wrong: name the batch's own error once.
         failures += 1;
         let a = Action {
-            action: "migrate-legacy",
+            action: ActionKind::MigrateLegacy,
             file: "state".into(),
             id: None,
-            status: "failed",
+            status: ActionStatus::Failed,
             detail: batch_error.to_owned(),
         };
         emit(ctx, args.json, &a)?;
@@ -527,7 +547,7 @@ fn migrate_one_by_one(
         let (status, detail) = if e.source != EntrySource::Legacy {
             changes += 1;
             (
-                "done",
+                ActionStatus::Done,
                 format!(
                     "migrated {} message(s); the legacy file stays",
                     e.summary.message_count.unwrap_or(0)
@@ -535,7 +555,7 @@ fn migrate_one_by_one(
             )
         } else if args.dry_run {
             (
-                "planned",
+                ActionStatus::Planned,
                 format!(
                     "would migrate {} message(s)",
                     e.summary.message_count.unwrap_or(0)
@@ -546,22 +566,22 @@ fn migrate_one_by_one(
                 Ok(Some(l)) => {
                     changes += 1;
                     (
-                        "done",
+                        ActionStatus::Done,
                         format!(
                             "migrated {} message(s); the legacy file stays",
                             l.state.messages.len()
                         ),
                     )
                 }
-                Ok(None) => ("skipped", "the snapshot is gone".to_owned()),
+                Ok(None) => (ActionStatus::Skipped, "the snapshot is gone".to_owned()),
                 Err(err) => {
                     failures += 1;
-                    ("failed", one_line(&err))
+                    (ActionStatus::Failed, one_line(&err))
                 }
             }
         };
         let a = Action {
-            action: "migrate-legacy",
+            action: ActionKind::MigrateLegacy,
             file,
             id: Some(id),
             status,
@@ -754,15 +774,14 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
     let meta = trash_meta(&trash, "empty it")?;
     if meta.is_none() {
         if args.json {
-            writeln!(
-                ctx.out,
-                "{}",
-                JsonObj::new()
-                    .str("action", "empty-trash")
-                    .str("status", "skipped")
-                    .str("detail", "no trash folder")
-                    .finish()
-            )?;
+            let row = ActionRow {
+                action: ActionKind::EmptyTrash,
+                file: String::new(),
+                id: None,
+                status: ActionStatus::Skipped,
+                detail: "no trash folder".into(),
+            };
+            write_row(ctx.out, &Row::Action(row))?;
         } else {
             writeln!(ctx.out, "the trash is empty")?;
         }
@@ -787,10 +806,10 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
         kept += emptied.kept.len();
         for (path, pid) in &emptied.kept {
             let a = Action {
-                action: "keep-locked",
+                action: ActionKind::KeepLocked,
                 file: rel(&root, path).into_owned(),
                 id: None,
-                status: "skipped",
+                status: ActionStatus::Skipped,
                 detail: format!(
                     "a writer has the file open{}; not deleted",
                     pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
@@ -798,9 +817,13 @@ fn empty_trash(ctx: &mut Ctx<'_>, args: &GcArgs) -> Result<i32, CliError> {
             };
             emit(ctx, args.json, &a)?;
         }
-        let status = if args.dry_run { "planned" } else { "done" };
+        let status = if args.dry_run {
+            ActionStatus::Planned
+        } else {
+            ActionStatus::Done
+        };
         let a = Action {
-            action: "delete",
+            action: ActionKind::Delete,
             file: rel(&root, b).into_owned(),
             id: None,
             status,
@@ -1230,7 +1253,11 @@ pub(super) fn trash_batch(
         n += 1;
     }
     let manifest = batch.join(MANIFEST);
-    let status = if dry_run { "planned" } else { "done" };
+    let status = if dry_run {
+        ActionStatus::Planned
+    } else {
+        ActionStatus::Done
+    };
     if !dry_run && (!moving.is_empty() || !moving_sessions.is_empty()) {
         // The trash holds session history: 0700 directories, 0600 files, like the store.
         super::trash::create_private_dir(&batch)?;
@@ -1244,7 +1271,7 @@ pub(super) fn trash_batch(
         let from_rel = rel(&root, &r.path).into_owned();
         let to = batch.join(&from_rel);
         let action = |status, detail| Action {
-            action: "move-run",
+            action: ActionKind::MoveRun,
             file: from_rel.clone(),
             id: Some(r.run_id.clone()),
             status,
@@ -1262,12 +1289,16 @@ pub(super) fn trash_batch(
                         "a writer has the file open{}; kept",
                         pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
                     );
-                    emit(ctx, json, &action("skipped", detail))?;
+                    emit(ctx, json, &action(ActionStatus::Skipped, detail))?;
                     continue;
                 }
                 super::trash::RunLock::Changed(why) => {
                     kept_changed += 1;
-                    emit(ctx, json, &action("skipped", format!("{why}; kept")))?;
+                    emit(
+                        ctx,
+                        json,
+                        &action(ActionStatus::Skipped, format!("{why}; kept")),
+                    )?;
                     continue;
                 }
             };
@@ -1302,10 +1333,10 @@ pub(super) fn trash_batch(
             // A row whose id is not a safe file name (text that is not UTF-8, listed with
             // U+FFFD): it names no files to move or snapshot; `verify` reports it.
             let a = Action {
-                action: "move-session",
+                action: ActionKind::MoveSession,
                 file: "state.db".into(),
                 id: Some(id.clone()),
-                status: "skipped",
+                status: ActionStatus::Skipped,
                 detail: "its session id in state.db is not a safe file name".into(),
             };
             emit(ctx, json, &a)?;
@@ -1324,7 +1355,7 @@ pub(super) fn trash_batch(
         )
         .into_owned();
         let action = |status, detail| Action {
-            action: "move-session",
+            action: ActionKind::MoveSession,
             file: session_file.clone(),
             id: Some(id.clone()),
             status,
@@ -1346,20 +1377,23 @@ pub(super) fn trash_batch(
             SessionMove::Gone => continue,
             SessionMove::Open(holder) => {
                 kept_open += 1;
-                ("skipped", format!("the session is open ({holder}); kept"))
+                (
+                    ActionStatus::Skipped,
+                    format!("the session is open ({holder}); kept"),
+                )
             }
-            SessionMove::Unloadable(why) => ("skipped", format!("cannot load: {why}")),
+            SessionMove::Unloadable(why) => (ActionStatus::Skipped, format!("cannot load: {why}")),
             SessionMove::Changed => {
                 kept_changed += 1;
                 (
-                    "skipped",
+                    ActionStatus::Skipped,
                     "saved since it was snapshotted; kept (its copy in the trash was removed)"
                         .to_owned(),
                 )
             }
             SessionMove::Failed(why) => {
                 failures += 1;
-                ("failed", why)
+                (ActionStatus::Failed, why)
             }
         };
         emit(ctx, json, &action(status, detail))?;
@@ -1504,10 +1538,10 @@ fn reference_note(count: usize, dry_run: bool) -> String {
 /// A note after the actions: `note: …` in text, `{"type":"note","message":…}` with `--json`.
 pub(super) fn note(ctx: &mut Ctx<'_>, json: bool, message: &str) -> Result<(), CliError> {
     if json {
-        let mut o = JsonObj::new();
-        o.str("type", "note");
-        o.str("message", message);
-        writeln!(ctx.out, "{}", o.finish())?;
+        let row = NoteRow {
+            message: message.to_owned(),
+        };
+        write_row(ctx.out, &Row::Note(row))?;
     } else {
         let s = ctx.style;
         writeln!(ctx.out, "{} {message}", s.paint(Paint::Dim, "note:"))?;
@@ -1528,10 +1562,10 @@ pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliE
         let file = rel(&root, &r.path).into_owned();
         if r.locked {
             let a = Action {
-                action: "archive",
+                action: ActionKind::Archive,
                 file,
                 id: Some(r.run_id.clone()),
-                status: "skipped",
+                status: ActionStatus::Skipped,
                 detail: "a writer has the file open".into(),
             };
             emit(ctx, args.json, &a)?;
@@ -1541,10 +1575,10 @@ pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliE
             before += r.size;
             count += 1;
             let a = Action {
-                action: "archive",
+                action: ActionKind::Archive,
                 file,
                 id: Some(r.run_id.clone()),
-                status: "planned",
+                status: ActionStatus::Planned,
                 detail: fmt_bytes(r.size),
             };
             emit(ctx, args.json, &a)?;
@@ -1557,10 +1591,10 @@ pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliE
                 after += size;
                 count += 1;
                 let a = Action {
-                    action: "archive",
+                    action: ActionKind::Archive,
                     file,
                     id: Some(r.run_id.clone()),
-                    status: "done",
+                    status: ActionStatus::Done,
                     detail: format!("{} → {}", fmt_bytes(r.size), fmt_bytes(size)),
                 };
                 emit(ctx, args.json, &a)?;
@@ -1568,10 +1602,10 @@ pub(crate) fn archive(ctx: &mut Ctx<'_>, args: &ArchiveArgs) -> Result<i32, CliE
             Err(e) => {
                 failed += 1;
                 let a = Action {
-                    action: "archive",
+                    action: ActionKind::Archive,
                     file,
                     id: Some(r.run_id.clone()),
-                    status: "failed",
+                    status: ActionStatus::Failed,
                     detail: one_line(&e),
                 };
                 emit(ctx, args.json, &a)?;

@@ -43,33 +43,26 @@ pub(crate) use tail::tail;
 pub(crate) use unarchive::unarchive;
 pub(crate) use verify::verify;
 
-use std::io::Write;
-
-use serde_json::{Value, json};
-
 use crate::Ctx;
 use crate::cli::WhereArgs;
 use crate::error::{CliError, EXIT_OK};
-
-/// Writes one compact JSON object and a newline (the `--json` line format).
-pub(crate) fn json_line(out: &mut dyn Write, value: &Value) -> Result<(), CliError> {
-    serde_json::to_writer(&mut *out, value).map_err(|e| CliError::Output(e.into()))?;
-    out.write_all(b"\n")?;
-    Ok(())
-}
+use crate::json_rows::{Row, WhereRow, write_row};
 
 /// `sessions where`.
 pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliError> {
     let root = &ctx.root;
     let exists = root.path.is_dir();
     if args.json {
-        let v = json!({
-            "root": root.path.to_string_lossy(),
-            "source": root.source.key(),
-            "exists": exists,
-            "precedence": crate::root::PRECEDENCE.iter().map(|(key, _)| *key).collect::<Vec<_>>(),
+        let row = Row::Where(WhereRow {
+            root: root.path.to_string_lossy().into_owned(),
+            source: root.source.key(),
+            exists,
+            precedence: crate::root::RootSource::ORDER
+                .iter()
+                .map(crate::root::RootSource::key)
+                .collect(),
         });
-        json_line(ctx.out, &v)?;
+        write_row(ctx.out, &row)?;
     } else {
         writeln!(ctx.out, "{}", root.path.display())?;
         writeln!(ctx.out, "  chosen: {}", root.source)?;

@@ -3,7 +3,7 @@
 use crate::Ctx;
 use crate::cli::ReplayArgs;
 use crate::error::{CliError, EXIT_OK};
-use crate::jsonw::JsonObj;
+use crate::json_rows::{self, OverInclusive, PromptRow, Row, write_row};
 use crate::store::{load_run_file, locate_run};
 
 pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError> {
@@ -35,41 +35,32 @@ pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliErr
             crate::store::run_id_of_path(&path).unwrap_or_default()
         )));
     };
-    let line = |i: usize| run.log.line_of(i).map_or(String::new(), |l| l.to_string());
-    let mut o = JsonObj::new();
-    o.str("run_id", &p.run_id);
-    o.num("seq", p.seq);
-    o.str("ts", p.ts.as_str());
-    o.raw("line", &line(p.record));
-    o.ser("model", &p.model);
-    o.ser("input_model", &p.input_model);
-    o.ser("session_key", &p.session_key);
-    o.ser("tool_choice", &p.tool_choice);
-    o.ser("tools", &p.tools);
-    match p.over_inclusive {
-        Some(over) => {
-            let mut oi = JsonObj::new();
-            oi.num("own_response_at", over.own_response_at as i64);
-            oi.num("appended", over.appended as i64);
-            o.raw("over_inclusive", &oi.finish());
-            if args.corrected {
-                o.ser("messages", &p.corrected_messages());
-            } else {
-                o.raw("messages", &p.raw_messages);
-            }
-        }
-        None => {
-            o.raw("over_inclusive", "null");
-            o.raw("messages", &p.raw_messages);
-        }
-    }
+    let messages = match (&p.over_inclusive, args.corrected) {
+        (Some(_), true) => json_rows::raw(&p.corrected_messages())?,
+        _ => json_rows::raw_text(&p.raw_messages)?,
+    };
+    let row = PromptRow {
+        run_id: p.run_id.clone(),
+        seq: p.seq,
+        ts: p.ts.as_str().to_owned(),
+        line: run.log.line_of(p.record),
+        model: json_rows::raw(&p.model)?,
+        input_model: json_rows::raw(&p.input_model)?,
+        session_key: json_rows::raw(&p.session_key)?,
+        tool_choice: json_rows::raw(&p.tool_choice)?,
+        tools: json_rows::raw(&p.tools)?,
+        over_inclusive: p.over_inclusive.as_ref().map(|over| OverInclusive {
+            own_response_at: over.own_response_at as u64,
+            appended: over.appended as u64,
+        }),
+        messages,
+    };
     if p.over_inclusive.is_some() && !args.corrected {
         ctx.warn(&format!(
             "the request snapshot of invocation {} already holds its own response (serialized late); --corrected drops it",
             p.seq
         ));
     }
-    ctx.out.write_all(o.finish().as_bytes())?;
-    ctx.out.write_all(b"\n")?;
+    write_row(ctx.out, &Row::Prompt(row))?;
     Ok(EXIT_OK)
 }

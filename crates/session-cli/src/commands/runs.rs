@@ -7,7 +7,7 @@ use super::state::{open_reading, open_store_read_only, refresh_index, state_err}
 use crate::Ctx;
 use crate::cli::{OutcomeArg, RunsArgs};
 use crate::error::{CliError, EXIT_OK};
-use crate::jsonw::JsonObj;
+use crate::json_rows::{self, CursorRow, DiagnosticKind, DiagnosticRow, Outcome, Row, write_row};
 use crate::store::rel;
 use crate::style::{Paint, one_line, pad, thousands};
 use crate::timefmt::parse_instant;
@@ -26,20 +26,23 @@ pub(crate) fn recent_record(last_ts: Option<&str>, now: OffsetDateTime) -> Optio
 }
 
 /// The displayed outcome of an indexed run: `completed`, `error`, `cancelled`, `running`
-/// (locked by a writer, or written to in the last two minutes) or `crashed`.
-pub(crate) fn display_outcome(row: &RunRow, now: OffsetDateTime) -> String {
+/// (locked by a writer, or written to in the last two minutes), `crashed`, or the stored word
+/// of a `run.end` outcome this version does not know.
+pub(crate) fn display_outcome(row: &RunRow, now: OffsetDateTime) -> Outcome {
     match &row.outcome {
         RunOutcome::Open => {
-            if session_jsonl::is_locked(&row.path).unwrap_or(false) {
-                return "running".into();
-            }
-            if recent_record(row.last_ts.as_deref(), now).is_some() {
-                "running".into()
+            if session_jsonl::is_locked(&row.path).unwrap_or(false)
+                || recent_record(row.last_ts.as_deref(), now).is_some()
+            {
+                Outcome::Running
             } else {
-                "crashed".into()
+                Outcome::Crashed
             }
         }
-        other => other.as_str().to_owned(),
+        RunOutcome::Completed => Outcome::Completed,
+        RunOutcome::Error => Outcome::Error,
+        RunOutcome::Cancelled => Outcome::Cancelled,
+        other => Outcome::Other(other.as_str().to_owned()),
     }
 }
 
@@ -145,13 +148,15 @@ pub(crate) fn report_not_runs(
         let path = super::state::real_path(store, &root, &d.path);
         let file = rel(&root, &path).into_owned();
         if json {
-            let mut o = JsonObj::new();
-            o.str("type", "diagnostic");
-            o.str("kind", "not_a_run");
-            o.str("file", &file);
-            o.unum("bytes", d.file_size);
-            o.str("message", &d.message);
-            writeln!(ctx.out, "{}", o.finish())?;
+            write_row(
+                ctx.out,
+                &Row::Diagnostic(DiagnosticRow {
+                    kind: DiagnosticKind::NotARun,
+                    file,
+                    bytes: d.file_size,
+                    message: d.message.clone(),
+                }),
+            )?;
         } else {
             ctx.warn(&format!(
                 "{file}: not a run, not listed: {} (`sessions verify` reports it)",
@@ -163,7 +168,7 @@ pub(crate) fn report_not_runs(
 }
 
 /// An indexed run with its displayed outcome.
-pub(crate) type Shown = (RunRow, String);
+pub(crate) type Shown = (RunRow, Outcome);
 
 /// Fetches up to `limit` rows matching `query` plus the client-side outcome filter, paging
 /// through the index; returns the rows (one per run id; [`warn_other_files`] names the
@@ -299,15 +304,18 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     let first_page = args.cursor.is_none();
     if args.json {
         for (row, outcome) in &rows {
-            writeln!(ctx.out, "{}", row_json(&root, row, outcome))?;
+            write_row(ctx.out, &Row::Run(run_row(&root, row, outcome.clone())))?;
         }
         if first_page {
             report_not_runs(ctx, &store, true)?;
         }
         if let Some(n) = &next {
-            let mut o = JsonObj::new();
-            o.str("next_cursor", n);
-            writeln!(ctx.out, "{}", o.finish())?;
+            write_row(
+                ctx.out,
+                &Row::Cursor(CursorRow {
+                    next_cursor: n.clone(),
+                }),
+            )?;
         }
         return Ok(EXIT_OK);
     }
@@ -344,9 +352,9 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
             .chars()
             .take(8)
             .collect();
-        let paint = match outcome.as_str() {
-            "completed" => Paint::Green,
-            "cancelled" | "running" => Paint::Yellow,
+        let paint = match outcome {
+            Outcome::Completed => Paint::Green,
+            Outcome::Cancelled | Outcome::Running => Paint::Yellow,
             _ => Paint::Red,
         };
         let model = one_line(row.model_name.as_deref().unwrap_or("-"), 18);
@@ -357,7 +365,7 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
             pad(&started, 20),
             pad(&row.run_id, 36),
             pad(&session, 8),
-            s.paint(paint, &pad(outcome, 9)),
+            s.paint(paint, &pad(outcome.as_str(), 9)),
             pad(&model, 18),
             row.invocation_count,
             thousands(row.total_tokens),
@@ -383,31 +391,29 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     Ok(EXIT_OK)
 }
 
-/// One run as a `--json` line.
-pub(crate) fn row_json(root: &std::path::Path, row: &RunRow, outcome: &str) -> String {
-    let mut tokens = JsonObj::new();
-    tokens.unum("input", row.input_tokens);
-    tokens.unum("cached_input", row.cached_input_tokens);
-    tokens.unum("cache_creation", row.cache_creation_tokens);
-    tokens.unum("output", row.output_tokens);
-    tokens.unum("total", row.total_tokens);
-    let mut o = JsonObj::new();
-    o.str("run_id", &row.run_id);
-    o.opt_str("session_id", row.session_id.as_deref());
-    o.opt_str("started_at", row.started_at.as_deref());
-    o.str("outcome", outcome);
-    o.opt_str("last_status", row.last_status.as_deref());
-    o.opt_str("model_provider", row.model_provider.as_deref());
-    o.opt_str("model", row.model_name.as_deref());
-    o.unum("invocations", row.invocation_count);
-    o.raw("tokens", &tokens.finish());
-    o.opt_str("first_input", row.first_input.as_deref());
-    o.opt_str("workspace_root", row.workspace_root.as_deref());
-    o.unum("records", row.record_count);
-    o.unum("damage", row.damage_count);
-    o.opt_str("last_ts", row.last_ts.as_deref());
-    o.str("file", &rel(root, &row.path));
-    o.unum("file_size", row.file_size);
-    o.bool("compressed", row.compressed);
-    o.finish()
+/// One run as a `--json` row.
+pub(crate) fn run_row(root: &std::path::Path, row: &RunRow, outcome: Outcome) -> json_rows::RunRow {
+    json_rows::RunRow {
+        run_id: row.run_id.clone(),
+        session_id: row.session_id.clone(),
+        started_at: row.started_at.clone(),
+        outcome,
+        last_status: row.last_status.clone(),
+        model_provider: row.model_provider.clone(),
+        model: row.model_name.clone(),
+        invocations: row.invocation_count,
+        input_tokens: row.input_tokens,
+        cached_input_tokens: row.cached_input_tokens,
+        cache_creation_tokens: row.cache_creation_tokens,
+        output_tokens: row.output_tokens,
+        total_tokens: row.total_tokens,
+        first_input: row.first_input.clone(),
+        workspace_root: row.workspace_root.clone(),
+        records: row.record_count,
+        damage_count: row.damage_count,
+        last_ts: row.last_ts.clone(),
+        file: rel(root, &row.path).into_owned(),
+        file_size: row.file_size,
+        compressed: row.compressed,
+    }
 }

@@ -456,7 +456,11 @@ fn runs_page(
     );
     b.push_str("<table><thead><tr><th>Started</th><th>Run</th><th>Session</th><th>Outcome</th><th>Model</th><th>Tokens</th><th>Input</th></tr></thead><tbody>");
     for (row, outcome) in &rows {
-        let run_link = if outcome == "running" { "live" } else { "run" };
+        let run_link = if outcome.as_str() == "running" {
+            "live"
+        } else {
+            "run"
+        };
         let session = match &row.session_id {
             Some(s) if valid_id(s) => format!(
                 "<a href=\"/session/{}\">{}</a>",
@@ -486,7 +490,7 @@ fn runs_page(
             b,
             "<tr><td>{}</td><td>{run}</td><td>{session}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             h.text(row.started_at.as_deref().unwrap_or("-")),
-            h.text(outcome),
+            h.text(outcome.as_str()),
             h.text(row.model_name.as_deref().unwrap_or("-")),
             row.total_tokens,
             h.text(&input)
@@ -670,7 +674,7 @@ fn stats_page(ctx: &mut Ctx<'_>) -> Result<Reply, CliError> {
             .to_owned();
         let e = days.entry(day).or_default();
         e.0 += 1;
-        if display_outcome(row, ctx.now) == "completed" {
+        if display_outcome(row, ctx.now).as_str() == "completed" {
             e.1 += 1;
         }
         e.2 = e.2.saturating_add(row.total_tokens);

@@ -11,7 +11,10 @@ use super::state::{IndexUse, open_store_for_reading, open_store_read_only, state
 use crate::Ctx;
 use crate::cli::{HistoryArgs, SessionsArgs};
 use crate::error::{CliError, EXIT_OK};
-use crate::jsonw::JsonObj;
+use crate::json_rows::{
+    self, EventRow, HistorySummary, LeaseHolderRow, Row, SessionRow, SessionSource, SummaryRow,
+    write_row,
+};
 use crate::style::{Paint, one_line, pad};
 
 /// The workspace root of `dir` as the reference's runtime finds it (compat notes Q8): the
@@ -99,44 +102,29 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         for e in &page.entries {
             let s = &e.summary;
             let label = labels.get(&s.session_id);
-            let mut o = JsonObj::new();
-            o.str("session_id", &s.session_id);
-            o.opt_str("title", label.and_then(|l| l.title.as_deref()));
-            o.bool("pinned", label.is_some_and(|l| l.pinned));
-            o.str("updated_at", s.updated_at.as_str());
-            o.opt_str("run_id", s.run_id.as_deref());
-            match s.message_count {
-                Some(n) => o.unum("message_count", n),
-                None => o.raw("message_count", "null"),
-            };
-            o.opt_str("last_user_message", s.last_user_message.as_deref());
-            o.opt_str("workspace_root", s.workspace_root.as_deref());
-            o.str(
-                "source",
-                if e.source == EntrySource::Legacy {
-                    "legacy"
+            let row = SessionRow {
+                session_id: s.session_id.clone(),
+                title: label.and_then(|l| l.title.clone()),
+                pinned: label.is_some_and(|l| l.pinned),
+                updated_at: s.updated_at.as_str().to_owned(),
+                run_id: s.run_id.clone(),
+                message_count: s.message_count,
+                last_user_message: s.last_user_message.clone(),
+                workspace_root: s.workspace_root.clone(),
+                source: if e.source == EntrySource::Legacy {
+                    SessionSource::Legacy
                 } else {
-                    "db"
+                    SessionSource::Db
                 },
-            );
-            match open.get(&s.session_id) {
-                Some(h) => {
-                    let mut holder = JsonObj::new();
-                    match h.pid {
-                        Some(pid) => holder.unum("pid", u64::from(pid)),
-                        None => holder.raw("pid", "null"),
-                    };
-                    holder.opt_str("host", h.host.as_deref());
-                    holder.opt_str("since", h.since.as_ref().map(|t| t.as_str()));
-                    holder.str("purpose", h.purpose.as_str());
-                    holder.opt_str("program", h.program.as_deref());
-                    o.raw("open", &holder.finish());
-                }
-                None => {
-                    o.raw("open", "null");
-                }
-            }
-            writeln!(ctx.out, "{}", o.finish())?;
+                open: open.get(&s.session_id).map(|h| LeaseHolderRow {
+                    pid: h.pid,
+                    host: h.host.clone(),
+                    since: h.since.as_ref().map(|t| t.as_str().to_owned()),
+                    purpose: h.purpose.as_str().to_owned(),
+                    program: h.program.clone(),
+                }),
+            };
+            write_row(ctx.out, &Row::Session(row))?;
         }
         return Ok(EXIT_OK);
     }
@@ -255,19 +243,20 @@ pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliE
     );
     if args.json {
         for e in &h.events {
-            let mut o = JsonObj::new();
-            o.str("run_id", &e.run_id);
-            o.num("seq", e.seq);
-            o.str("type", e.event.tag());
-            o.ser("event", &e.event);
-            writeln!(ctx.out, "{}", o.finish())?;
+            let row = EventRow {
+                run_id: e.run_id.clone(),
+                seq: e.seq,
+                event_type: e.event.tag().to_owned(),
+                event: json_rows::raw(&e.event)?,
+            };
+            write_row(ctx.out, &Row::Event(row))?;
         }
-        let mut o = JsonObj::new();
-        o.bool("summary", true);
-        o.unum("runs", h.runs as u64);
-        o.unum("events_sent", h.events_sent as u64);
-        o.bool("truncated", h.truncated);
-        writeln!(ctx.out, "{}", o.finish())?;
+        let summary = HistorySummary {
+            runs: h.runs as u64,
+            events_sent: h.events_sent as u64,
+            truncated: h.truncated,
+        };
+        write_row(ctx.out, &Row::Summary(SummaryRow::History(summary)))?;
         return Ok(EXIT_OK);
     }
     let st = ctx.style;

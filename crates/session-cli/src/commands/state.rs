@@ -9,7 +9,7 @@ use super::verify::Finding;
 use crate::Ctx;
 use crate::cli::ReindexArgs;
 use crate::error::{CliError, EXIT_OK, one_line};
-use crate::jsonw::JsonObj;
+use crate::json_rows::{IndexChange, IndexChangeRow, ReindexSummary, Row, SummaryRow, write_row};
 use crate::progress::Progress;
 use crate::store::rel;
 
@@ -701,11 +701,16 @@ pub(crate) fn reindex(ctx: &mut Ctx<'_>, args: &ReindexArgs) -> Result<i32, CliE
             _ => continue,
         };
         if args.json {
-            let mut o = JsonObj::new();
-            o.str("change", what);
-            o.str("file", &rel(&root, path));
-            o.ser("columns", &cols);
-            writeln!(ctx.out, "{}", o.finish())?;
+            let row = IndexChangeRow {
+                change: match what {
+                    "added" => IndexChange::Added,
+                    "removed" => IndexChange::Removed,
+                    _ => IndexChange::Changed,
+                },
+                file: rel(&root, path).into_owned(),
+                columns: cols.iter().map(|c| c.to_string()).collect(),
+            };
+            write_row(ctx.out, &Row::IndexChange(row))?;
         } else if cols.is_empty() {
             writeln!(ctx.out, "{what:<8} {}", rel(&root, path))?;
         } else {
@@ -722,15 +727,15 @@ pub(crate) fn reindex(ctx: &mut Ctx<'_>, args: &ReindexArgs) -> Result<i32, CliE
         ctx.warn(&msg);
     }
     if args.json {
-        let mut o = JsonObj::new();
-        o.bool("summary", true);
-        o.unum("total", report.total);
-        o.unum("unchanged", report.unchanged);
-        o.unum("added", added);
-        o.unum("removed", removed);
-        o.unum("changed", changed);
-        o.unum("failed", report.failed.len() as u64);
-        writeln!(ctx.out, "{}", o.finish())?;
+        let summary = ReindexSummary {
+            total: report.total,
+            unchanged: report.unchanged,
+            added,
+            removed,
+            changed,
+            failed: report.failed.len() as u64,
+        };
+        write_row(ctx.out, &Row::Summary(SummaryRow::Reindex(summary)))?;
     } else {
         writeln!(
             ctx.out,

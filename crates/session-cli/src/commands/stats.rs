@@ -7,14 +7,17 @@
 
 use std::collections::BTreeMap;
 
-use session_state::{RunGrouping, RunQuery, RunTotals};
+use session_state::{RunGrouping, RunOutcome, RunQuery, RunTotals};
 
 use super::runs::bound;
 use super::state::{open_reading, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{StatsArgs, StatsBy};
 use crate::error::{CliError, EXIT_OK};
-use crate::jsonw::JsonObj;
+use crate::json_rows::{
+    self, Outcome, OutcomeCounts, Row, RunTotalsRow, StatsGroupRow, StatsSummary, SummaryRow,
+    write_row,
+};
 use crate::style::{Paint, bar, pad, thousands};
 use crate::timefmt::parse_zone;
 
@@ -116,6 +119,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     let zone = parse_zone(&args.tz, &ctx.zone)?;
     query.since = bound(args.since.as_deref(), ctx.now, &zone)?;
     query.until = bound(args.until.as_deref(), ctx.now, &zone)?;
+    let query_filters = (query.since.clone(), query.until.clone());
     let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
     let period = match args.by {
         StatsBy::Day => Some(Period::Day),
@@ -159,12 +163,42 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     };
     let tz = period.map(|_| zone_name(&zone));
     if args.json {
-        for (k, g) in &groups {
-            writeln!(ctx.out, "{}", group_json(by, k, g, tz.as_deref()))?;
+        let split = split_unfinished(
+            ctx,
+            &store,
+            query_filters,
+            grouping,
+            period.map(|p| (p, &zone)),
+            totals.all.open,
+        )?;
+        let by = match args.by {
+            StatsBy::Day => json_rows::StatsBy::Day,
+            StatsBy::Week => json_rows::StatsBy::Week,
+            StatsBy::Month => json_rows::StatsBy::Month,
+            StatsBy::Model => json_rows::StatsBy::Model,
+            StatsBy::Session => json_rows::StatsBy::Session,
+        };
+        let none = Unfinished::default();
+        for (key, g) in &groups {
+            let row = StatsGroupRow {
+                by,
+                key: key.clone(),
+                tz: tz.clone(),
+                totals: totals_row(g, split.get(key).unwrap_or(&none)),
+            };
+            write_row(ctx.out, &Row::StatsGroup(row))?;
         }
-        let mut line = group_json(by, "", &all, tz.as_deref());
-        line = line.replacen(&format!("\"{by}\":\"\""), "\"total\":true", 1);
-        writeln!(ctx.out, "{line}")?;
+        let mut every = Unfinished::default();
+        for u in split.values() {
+            every.running = every.running.saturating_add(u.running);
+            every.crashed = every.crashed.saturating_add(u.crashed);
+        }
+        let summary = StatsSummary {
+            by,
+            tz,
+            totals: totals_row(&all, &every),
+        };
+        write_row(ctx.out, &Row::Summary(SummaryRow::Stats(summary)))?;
         return Ok(EXIT_OK);
     }
     let s = ctx.style;
@@ -239,21 +273,93 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     Ok(EXIT_OK)
 }
 
-fn group_json(by: &str, key: &str, g: &Group, tz: Option<&str>) -> String {
-    let mut o = JsonObj::new();
-    o.str(by, key);
-    if let Some(tz) = tz {
-        o.str("tz", tz);
+/// Runs without a terminal record of one group, told apart the way `runs` does.
+#[derive(Debug, Default, Clone, Copy)]
+struct Unfinished {
+    running: u64,
+    crashed: u64,
+}
+
+/// Splits the runs the index has as open (no terminal record) into `running` and `crashed`
+/// per group, as `runs` shows them: lists only those rows (`open` of them, known from the
+/// totals) and probes each file's lock. Nothing is read when no run is open.
+// RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
+#[allow(clippy::field_reassign_with_default)]
+fn split_unfinished(
+    ctx: &Ctx<'_>,
+    store: &session_state::StateStore,
+    (since, until): (Option<String>, Option<String>),
+    by: RunGrouping,
+    period: Option<(Period, &jiff::tz::TimeZone)>,
+    open: u64,
+) -> Result<BTreeMap<String, Unfinished>, CliError> {
+    let mut out: BTreeMap<String, Unfinished> = BTreeMap::new();
+    if open == 0 {
+        return Ok(out);
     }
-    o.unum("runs", g.runs);
-    o.unum("completed", g.completed);
-    o.unum("error", g.errors);
-    o.unum("cancelled", g.cancelled);
-    o.unum("open", g.open);
-    o.unum("invocations", g.invocations);
-    o.unum("input_tokens", g.input);
-    o.unum("cached_input_tokens", g.cached);
-    o.unum("output_tokens", g.output);
-    o.unum("total_tokens", g.total);
-    o.finish()
+    let mut query = RunQuery::default();
+    query.since = since;
+    query.until = until;
+    query.outcome = Some(RunOutcome::Open);
+    let limit = usize::try_from(open)
+        .unwrap_or(usize::MAX)
+        .min(crate::cli::MAX_COUNT);
+    let (rows, _) = super::runs::fetch(store, &ctx.root.path, query, &[], None, limit, ctx.now)?;
+    for (row, outcome) in &rows {
+        let u = out.entry(group_key(row, by, period)).or_default();
+        match outcome {
+            Outcome::Running => u.running = u.running.saturating_add(1),
+            Outcome::Crashed => u.crashed = u.crashed.saturating_add(1),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The group key of a run for `by`, as the index's totals compute it (a calendar period of
+/// the zone for `period`, from the run's UTC start minute).
+fn group_key(
+    row: &session_state::RunRow,
+    by: RunGrouping,
+    period: Option<(Period, &jiff::tz::TimeZone)>,
+) -> String {
+    match by {
+        RunGrouping::Model => match (&row.model_provider, &row.model_name) {
+            (Some(p), Some(n)) => format!("{p}/{n}"),
+            (None, Some(n)) => n.clone(),
+            _ => "(unknown model)".into(),
+        },
+        RunGrouping::Session => row
+            .session_id
+            .clone()
+            .unwrap_or_else(|| "(no session)".into()),
+        _ => match (row.started_at_utc.as_deref(), period) {
+            (Some(k), Some((p, zone))) if k.len() >= 16 => p.key(k.get(..16).unwrap_or(k), zone),
+            (Some(k), None) if k.len() >= 10 => k.get(..10).unwrap_or(k).to_owned(),
+            _ => "(unknown date)".into(),
+        },
+    }
+}
+
+/// The `--json` totals of a group: the index's counts, its open runs split into running,
+/// crashed and (the rest: a `run.end` outcome this version does not know) other.
+fn totals_row(t: &Group, u: &Unfinished) -> RunTotalsRow {
+    let running = u.running.min(t.open);
+    let crashed = u.crashed.min(t.open - running);
+    RunTotalsRow {
+        runs: t.runs,
+        outcomes: OutcomeCounts {
+            completed: t.completed,
+            error: t.errors,
+            cancelled: t.cancelled,
+            running,
+            crashed,
+            other: t.open - running - crashed,
+        },
+        invocations: t.invocations,
+        input_tokens: t.input,
+        cached_input_tokens: t.cached,
+        output_tokens: t.output,
+        total_tokens: t.total,
+    }
 }

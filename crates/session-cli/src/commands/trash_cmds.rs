@@ -20,6 +20,7 @@ use super::state::{refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{DeleteArgs, RestoreArgs};
 use crate::error::{CliError, EXIT_OK, one_line};
+use crate::json_rows::{ActionKind, ActionStatus};
 use crate::jsonw::JsonObj;
 use crate::store::rel;
 use crate::style::bytes as fmt_bytes;
@@ -100,10 +101,10 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
     {
         kept_sessions += 1;
         let a = Action {
-            action: "move-session",
+            action: ActionKind::MoveSession,
             file: "state.db".into(),
             id: Some(e.summary.session_id.clone()),
-            status: "skipped",
+            status: ActionStatus::Skipped,
             detail: "a writer has one of its runs open; kept".into(),
         };
         emit(ctx, args.json, &a)?;
@@ -396,7 +397,11 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
         )));
     }
     let manifest = batch.join(MANIFEST);
-    let status = if args.dry_run { "planned" } else { "done" };
+    let status = if args.dry_run {
+        ActionStatus::Planned
+    } else {
+        ActionStatus::Done
+    };
     let (mut runs, mut sessions) = (0usize, 0usize);
     for (item, state) in items.iter().zip(states) {
         match item {
@@ -417,7 +422,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
                 }
                 runs += 1;
                 let a = Action {
-                    action: "restore-run",
+                    action: ActionKind::RestoreRun,
                     file: from.clone(),
                     id: Some(run_id.clone()),
                     status,
@@ -457,7 +462,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
                 sessions += 1;
                 let n = state.as_ref().map_or(0, |s| s.messages.len());
                 let a = Action {
-                    action: "restore-session",
+                    action: ActionKind::RestoreSession,
                     file: format!("messages/{session_id}.jsonl"),
                     id: Some(session_id.clone()),
                     status,

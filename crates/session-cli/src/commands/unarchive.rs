@@ -13,6 +13,7 @@ use super::state::refresh_index;
 use crate::Ctx;
 use crate::cli::UnarchiveArgs;
 use crate::error::{CliError, EXIT_OK, one_line};
+use crate::json_rows::{ActionKind, ActionStatus};
 use crate::store::{jsonl_err, rel};
 use crate::style::bytes as fmt_bytes;
 use crate::timefmt::parse_instant;
@@ -140,10 +141,10 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
     }
     for (id, p) in &not_archived {
         let a = Action {
-            action: "unarchive",
+            action: ActionKind::Unarchive,
             file: rel(&root, p).into_owned(),
             id: Some(id.clone()),
-            status: "skipped",
+            status: ActionStatus::Skipped,
             detail: "not archived".into(),
         };
         emit(ctx, args.json, &a)?;
@@ -153,10 +154,10 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
     for c in &chosen {
         let file = rel(&root, &c.archive).into_owned();
         let fail = |detail: String| Action {
-            action: "unarchive",
+            action: ActionKind::Unarchive,
             file: file.clone(),
             id: Some(c.run_id.clone()),
-            status: "failed",
+            status: ActionStatus::Failed,
             detail,
         };
         match matches(&c.archive, since, until, session.as_deref()) {
@@ -173,10 +174,10 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
             count += 1;
             before += size;
             let a = Action {
-                action: "unarchive",
+                action: ActionKind::Unarchive,
                 file,
                 id: Some(c.run_id.clone()),
-                status: "planned",
+                status: ActionStatus::Planned,
                 detail: fmt_bytes(size),
             };
             emit(ctx, args.json, &a)?;
@@ -189,10 +190,10 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
                 before += size;
                 after += restored;
                 let a = Action {
-                    action: "unarchive",
+                    action: ActionKind::Unarchive,
                     file,
                     id: Some(c.run_id.clone()),
-                    status: "done",
+                    status: ActionStatus::Done,
                     detail: format!(
                         "{} → {} ({})",
                         fmt_bytes(size),
@@ -204,10 +205,10 @@ pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, 
             }
             Err(session_jsonl::JsonlError::Locked { .. }) => {
                 let a = Action {
-                    action: "unarchive",
+                    action: ActionKind::Unarchive,
                     file,
                     id: Some(c.run_id.clone()),
-                    status: "skipped",
+                    status: ActionStatus::Skipped,
                     detail: "another unarchive is restoring it now".into(),
                 };
                 emit(ctx, args.json, &a)?;

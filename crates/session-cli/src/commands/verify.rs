@@ -10,7 +10,7 @@ use session_replay::{DiagnosticKind, Severity};
 use crate::Ctx;
 use crate::cli::VerifyArgs;
 use crate::error::{CliError, EXIT_OK, EXIT_PROBLEMS};
-use crate::jsonw::JsonObj;
+use crate::json_rows::{self, FindingRow, Row, SummaryRow, VerifySummary, write_row};
 use crate::progress::Progress;
 use crate::store::{jsonl_err, load_run_file, locate_run, rel};
 use crate::style::{Paint, bytes as fmt_bytes};
@@ -350,31 +350,30 @@ fn report(
         .collect();
     if json {
         for f in findings {
-            let mut o = JsonObj::new();
-            o.str("file", &rel(&root, &f.file));
-            o.opt_str("id", f.id.as_deref());
-            o.str("severity", if f.problem { "problem" } else { "note" });
-            o.str("kind", &f.kind);
-            match f.line {
-                Some(l) => o.unum("line", l),
-                None => o.raw("line", "null"),
+            let row = FindingRow {
+                file: rel(&root, &f.file).into_owned(),
+                id: f.id.clone(),
+                severity: if f.problem {
+                    json_rows::Severity::Problem
+                } else {
+                    json_rows::Severity::Note
+                },
+                kind: f.kind.clone(),
+                line: f.line,
+                offset: f.offset,
+                message: f.message.clone(),
             };
-            match f.offset {
-                Some(l) => o.unum("offset", l),
-                None => o.raw("offset", "null"),
-            };
-            o.str("message", &f.message);
-            writeln!(ctx.out, "{}", o.finish())?;
+            write_row(ctx.out, &Row::Finding(row))?;
         }
-        let mut o = JsonObj::new();
-        o.bool("summary", true);
-        o.unum("run_files", files as u64);
-        o.unum("bytes", bytes);
-        o.unum("content_bytes", content_bytes);
-        o.unum("sessions", sessions as u64);
-        o.unum("problems", problems as u64);
-        o.unum("notes", notes as u64);
-        writeln!(ctx.out, "{}", o.finish())?;
+        let summary = VerifySummary {
+            run_files: files as u64,
+            bytes,
+            content_bytes,
+            sessions: sessions as u64,
+            problems: problems as u64,
+            notes: notes as u64,
+        };
+        write_row(ctx.out, &Row::Summary(SummaryRow::Verify(summary)))?;
         return Ok(());
     }
     let s = ctx.style;
