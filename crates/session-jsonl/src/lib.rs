@@ -19,6 +19,8 @@
 //!   goes, and back ([`archive::decompress_run`]).
 //! * [`duplicates`] — which of several files of one run id is the run ([`rank_files`]).
 //! * [`fault`] — the writer's fault-injection seam for tests ([`FaultPlan`]).
+//! * [`tally`] — a per-thread count of run files opened and bytes read ([`count_file_reads`]),
+//!   for tests that hold a read cost.
 //! * [`text`] — lossy decoding of tool output bytes and code-point-safe truncation.
 //!
 //! ```
@@ -69,6 +71,7 @@ mod holder;
 pub mod layout;
 mod reader;
 pub mod scan;
+pub mod tally;
 pub mod text;
 #[cfg(all(test, not(feature = "archive")))]
 mod without_archive;
@@ -91,7 +94,11 @@ pub use reader::{
     Item, Reader, ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file,
     read_buffer_bytes_on_this_thread, read_run, read_run_with,
 };
-pub use scan::{HeadScan, HeaderFacts, RunEndState, TerminalState, read_header, terminal_state};
+pub use scan::{
+    HeadScan, HeaderFacts, RunEndState, TAIL_PROBE, TerminalState, read_header, terminal_state,
+    terminal_state_exact,
+};
+pub use tally::{FileRead, FileReadCounter, count_file_reads};
 pub use writer::{
     DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Durability, RunWriter, WriterOptions, is_locked,
     needs_seal, seal_torn_tail,

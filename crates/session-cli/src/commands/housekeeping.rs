@@ -625,7 +625,8 @@ fn scan_runs(ctx: &Ctx<'_>) -> Result<Vec<RunFacts>, CliError> {
     for f in listing.files {
         bar.inc();
         let head = session_jsonl::read_header(&f.path).map_err(jsonl_err)?;
-        let tail = session_jsonl::terminal_state(&f.path).map_err(jsonl_err)?;
+        // gc acts on the answer: a run ending in a very long record is read back to its start.
+        let tail = session_jsonl::terminal_state_exact(&f.path).map_err(jsonl_err)?;
         let started_at = head
             .facts
             .started_at
