@@ -86,8 +86,9 @@ pub use fault::{Fault, FaultPlan, FileOp};
 pub use follow::{FollowOptions, Follower};
 pub use holder::{LockHolder, exclusive_holder_pid, lock_holders};
 pub use layout::{
-    FoundRun, RunDate, RunFile, RunIdProbe, RunListing, find_all_runs, find_run,
-    find_run_in_dirs_of, list_run_files, probe_run_id, run_lookups_on_this_thread, run_path,
+    DayDir, DayDirs, FoundRun, RunDate, RunFile, RunIdProbe, RunListing, day_dirs_newest_first,
+    find_all_runs, find_run, find_run_in_dirs_of, list_day, list_run_files, probe_run_id,
+    run_lookups_on_this_thread, run_path,
 };
 pub use reader::{
     DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, INITIAL_READ_BUFFER,
@@ -95,8 +96,8 @@ pub use reader::{
     read_buffer_bytes_on_this_thread, read_run, read_run_with,
 };
 pub use scan::{
-    HeadScan, HeaderFacts, RunEndState, TAIL_PROBE, TerminalState, read_header, terminal_state,
-    terminal_state_exact,
+    HeadScan, HeaderFacts, RunEndState, TAIL_PROBE, TerminalState, read_head_block, read_header,
+    terminal_state, terminal_state_exact, terminal_state_probe,
 };
 pub use tally::{FileRead, FileReadCounter, count_file_reads};
 pub use writer::{

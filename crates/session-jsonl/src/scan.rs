@@ -116,6 +116,16 @@ pub fn scan_facts(prefix: &[u8]) -> HeaderFacts {
 /// [`JsonlError::Io`] when the file cannot be opened or read. A bad first line is reported in
 /// [`HeadScan::damage`], not as an error.
 pub fn read_header(path: &Path) -> Result<HeadScan> {
+    read_head_block(path).map(|(head, _)| head)
+}
+
+/// [`read_header`], also returning the bytes read (the first [`HEAD_LIMIT`] bytes of the
+/// file, decompressed for `.jsonl.zst`; fewer when the file is shorter), so that a caller can
+/// read the records of the head block without reading it again.
+///
+/// # Errors
+/// As [`read_header`].
+pub fn read_head_block(path: &Path) -> Result<(HeadScan, Vec<u8>)> {
     let mut src = open_run_file(path)?;
     let slot = crate::tally::opened(path);
     let mut buf = vec![0u8; HEAD_LIMIT];
@@ -131,8 +141,9 @@ pub fn read_header(path: &Path) -> Result<HeadScan> {
             Err(e) => return Err(JsonlError::io("read", path, e)),
         }
     }
-    let buf = &buf[..n];
-    Ok(head_from_bytes(path, buf, n < HEAD_LIMIT))
+    buf.truncate(n);
+    let head = head_from_bytes(path, &buf, n < HEAD_LIMIT);
+    Ok((head, buf))
 }
 
 fn head_from_bytes(path: &Path, buf: &[u8], at_eof: bool) -> HeadScan {
@@ -460,6 +471,16 @@ pub fn terminal_state(path: &Path) -> Result<TerminalState> {
 /// As [`terminal_state`].
 pub fn terminal_state_exact(path: &Path) -> Result<TerminalState> {
     terminal_state_within(path, u64::MAX)
+}
+
+/// [`terminal_state`] with a probe of at most `max_bytes` (rounded down to whole 64 KiB
+/// blocks, at least one block) instead of [`TAIL_PROBE`]: for a caller with a read budget per
+/// file (a cold listing reads the head block and one tail block).
+///
+/// # Errors
+/// As [`terminal_state`].
+pub fn terminal_state_probe(path: &Path, max_bytes: u64) -> Result<TerminalState> {
+    terminal_state_within(path, max_bytes.max(TAIL_BLOCK))
 }
 
 fn terminal_state_within(path: &Path, budget: u64) -> Result<TerminalState> {

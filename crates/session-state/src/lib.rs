@@ -89,6 +89,7 @@ mod fsutil;
 mod lease;
 mod legacy;
 mod list;
+mod memindex;
 mod messages;
 mod recovery;
 mod redigest;
@@ -112,6 +113,7 @@ pub use lease::{
     LEASE_DIR, LeaseHolder, LeasePurpose, MAX_LABEL, OpenSession, SessionLease,
     UNKNOWN_HOLDER_GRACE,
 };
+pub use memindex::{FilesIndexed, RowRead};
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,
     RunOutcome, RunPage, RunQuery, RunRow,

@@ -264,20 +264,38 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     };
     // Sessions (for --workspace) come from the store itself; runs from its index, or from the
     // run files when a read-only store has none.
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let source = super::state::run_source(ctx, store, why)?;
     if let Some(c) = &args.cursor {
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
     let root = ctx.root.path.clone();
-    let (rows, next) = fetch(
-        &store,
-        &root,
-        query,
-        &args.outcome,
-        workspace.as_ref(),
-        args.limit,
-        ctx.now,
-    )?;
+    let (store, rows, next, partial) = match source {
+        super::state::RunSource::Index(store) => {
+            let (rows, next) = fetch(
+                &store,
+                &root,
+                query,
+                &args.outcome,
+                workspace.as_ref(),
+                args.limit,
+                ctx.now,
+            )?;
+            (store, rows, next, Default::default())
+        }
+        super::state::RunSource::Files(memory) => {
+            let now = ctx.now;
+            let page = super::cold::fetch_from_files(
+                ctx,
+                &memory,
+                &query,
+                &args.outcome,
+                workspace.as_ref(),
+                args.limit,
+                now,
+            )?;
+            (memory, page.rows, page.next, page.partial)
+        }
+    };
     warn_other_files(ctx, rows.iter().map(|(row, _)| row));
     for (row, _) in &rows {
         for d in &row.column_damage {
@@ -290,7 +308,12 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     let first_page = args.cursor.is_none();
     if args.json {
         for (row, outcome) in &rows {
-            writeln!(ctx.out, "{}", row_json(&root, row, outcome))?;
+            let line = if partial.contains(&row.path) {
+                partial_row_json(&root, row, outcome)
+            } else {
+                row_json(&root, row, outcome)
+            };
+            writeln!(ctx.out, "{line}")?;
         }
         if first_page {
             report_not_runs(ctx, &store, true)?;
@@ -342,6 +365,15 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         };
         let model = one_line(row.model_name.as_deref().unwrap_or("-"), 18);
         let input = one_line(row.first_input.as_deref().unwrap_or(""), 50);
+        // A row read bounded counted only its head block: no count is shown.
+        let (inv, tokens) = if partial.contains(&row.path) {
+            ("-".to_owned(), "-".to_owned())
+        } else {
+            (
+                row.invocation_count.to_string(),
+                thousands(row.total_tokens),
+            )
+        };
         writeln!(
             ctx.out,
             "{} {} {} {} {} {:>4} {:>9}  {}",
@@ -350,8 +382,8 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
             pad(&session, 8),
             s.paint(paint, &pad(outcome, 9)),
             pad(&model, 18),
-            row.invocation_count,
-            thousands(row.total_tokens),
+            inv,
+            tokens,
             input
         )?;
     }
@@ -372,6 +404,32 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         )?;
     }
     Ok(EXIT_OK)
+}
+
+/// One run read bounded from its file (a listing without a usable index) as a `--json` line:
+/// the keys of [`row_json`], with `null` for what only a whole read can tell (`last_status`,
+/// `invocations`, `tokens`, `records`, `damage`) and `"partial": true`.
+pub(crate) fn partial_row_json(root: &std::path::Path, row: &RunRow, outcome: &str) -> String {
+    let mut o = JsonObj::new();
+    o.str("run_id", &row.run_id);
+    o.opt_str("session_id", row.session_id.as_deref());
+    o.opt_str("started_at", row.started_at.as_deref());
+    o.str("outcome", outcome);
+    o.raw("last_status", "null");
+    o.opt_str("model_provider", row.model_provider.as_deref());
+    o.opt_str("model", row.model_name.as_deref());
+    o.raw("invocations", "null");
+    o.raw("tokens", "null");
+    o.opt_str("first_input", row.first_input.as_deref());
+    o.opt_str("workspace_root", row.workspace_root.as_deref());
+    o.raw("records", "null");
+    o.raw("damage", "null");
+    o.opt_str("last_ts", row.last_ts.as_deref());
+    o.str("file", &rel(root, &row.path));
+    o.unum("file_size", row.file_size);
+    o.bool("compressed", row.compressed);
+    o.bool("partial", true);
+    o.finish()
 }
 
 /// One run as a `--json` line.

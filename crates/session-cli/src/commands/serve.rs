@@ -414,7 +414,7 @@ fn runs_page(
         Some(w) => Some(WorkspaceMatch::new(&store, &workspace_arg(ctx, w)?)?),
         None => None,
     };
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let store = super::state::answering_store(ctx, store, why)?;
     if let Some(c) = param(q, "cursor") {
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
@@ -655,7 +655,7 @@ fn run_page(
 fn stats_page(ctx: &mut Ctx<'_>) -> Result<Reply, CliError> {
     let (store, why) = open_reading(ctx)?;
     refresh_index(ctx, &store)?;
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let store = super::state::answering_store(ctx, store, why)?;
     let page = store.list_runs(&RunQuery::default()).map_err(state_err)?;
     // Per UTC day: runs, completed, tokens.
     let mut days: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();

@@ -55,7 +55,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     let mut query = RunQuery::default();
     query.since = bound(args.since.as_deref(), ctx.now)?;
     query.until = bound(args.until.as_deref(), ctx.now)?;
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let store = super::state::answering_store(ctx, store, why)?;
     let grouping = match args.by {
         StatsBy::Day => RunGrouping::Day,
         StatsBy::Model => RunGrouping::Model,
