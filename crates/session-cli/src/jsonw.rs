@@ -3,8 +3,8 @@
 //!
 //! One exception makes every document strict JSON: a lone UTF-16 surrogate escape (`\ud83c`
 //! without its pair, as JavaScript writes a cut emoji) in spliced text becomes `\ufffd`
-//! (docs/format.md "Lines"). Every value passes through [`JsonObj::raw`], so no document built
-//! here can carry one. Byte-exact copies of stored lines (`show --raw`, `tail --raw`,
+//! (docs/format.md "Lines"). Every value passes through [`JsonObj::raw`] (or, in a streamed
+//! document, [`splice`]), so no document built here can carry one. Byte-exact copies of stored lines (`show --raw`, `tail --raw`,
 //! `export --format jsonl`) do not go through this writer.
 
 use serde::Serialize;
@@ -85,6 +85,17 @@ impl JsonObj {
         let mut s = std::mem::take(&mut self.buf);
         s.push('}');
         s
+    }
+}
+
+/// Raw JSON text to write into a document that is streamed piece by piece instead of built
+/// as one [`JsonObj`] (`export --format json`): as [`JsonObj::raw`] splices it, lone
+/// surrogate escapes written as `\ufffd`, an empty text as `null`.
+pub(crate) fn splice(raw: &str) -> std::borrow::Cow<'_, str> {
+    if raw.is_empty() {
+        std::borrow::Cow::Borrowed("null")
+    } else {
+        session_schema::surrogate::repair_str(raw)
     }
 }
 

@@ -81,6 +81,6 @@ pub use resume::{
 pub use run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 pub use stats::{InvocationStats, RunStats, Stats, Tokens, ToolStats, stats};
 pub use transcript::{
-    Entry, EntryKind, IncompleteReason, Transcript, describe_retry, render_markdown, transcript,
-    transcript_with,
+    Entry, EntryKind, IncompleteReason, Transcript, TranscriptBuilder, describe_retry,
+    render_markdown, tool_output_ids, transcript, transcript_with,
 };

@@ -36,9 +36,12 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         None
     };
     let target = super::resolve_target(ctx, &args.id)?;
+    if matches!(args.format, ExportFormat::Json | ExportFormat::Jsonl) {
+        return export_streaming(ctx, args, &target, redactor);
+    }
     let mut runs = Vec::with_capacity(target.paths.len());
     for p in &target.paths {
-        runs.push(load_run_file(p, true)?);
+        runs.push(load_run_file(p)?);
     }
     let root = ctx.root.path.clone();
     let mut complete = true;
@@ -55,6 +58,51 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
             say(ctx, &msg);
         }
     }
+    complete &= warn_saved_state(ctx, &target);
+    // Markdown and HTML; JSON and JSON Lines were streamed above.
+    let body = if let ExportFormat::Html = args.format {
+        let notes: Vec<String> = target
+            .damage
+            .iter()
+            .map(|d| describe_damage(&root, d))
+            .chain(
+                target
+                    .state_error
+                    .iter()
+                    .map(|why| format!("saved state not exported: {why}")),
+            )
+            .collect();
+        crate::html::export_page(
+            target.session.as_deref(),
+            target.state.as_ref(),
+            &runs,
+            &notes,
+            redactor.as_mut(),
+        )
+        .into_bytes()
+    } else {
+        let md = escape_controls(&markdown(&target, &runs)).into_owned();
+        match &mut redactor {
+            Some(r) => r.redact(&md).into_owned().into_bytes(),
+            None => md.into_bytes(),
+        }
+    };
+    if let Some(r) = &redactor {
+        let n = r.replaced();
+        say(ctx, &format!("--redact: {n} secret(s) replaced"));
+    }
+    match &args.output {
+        Some(path) => write_file(path, &body)?,
+        None => ctx.out.write_all(&body)?,
+    }
+    Ok(if complete { EXIT_OK } else { EXIT_DATA })
+}
+
+/// The warnings about a session's saved state (damaged message lines, a state that cannot be
+/// loaded, notes); whether nothing of it is missing from the export.
+fn warn_saved_state(ctx: &mut Ctx<'_>, target: &super::Target) -> bool {
+    let root = ctx.root.path.clone();
+    let mut complete = true;
     for d in &target.damage {
         let lost = message_lost(d);
         complete &= !lost;
@@ -73,62 +121,214 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         let (kind, detail, _) = note_parts(&root, n);
         ctx.warn(&format!("saved state: {kind}: {detail}"));
     }
-    let body = match args.format {
-        ExportFormat::Md => escape_controls(&markdown(&target, &runs))
-            .into_owned()
-            .into_bytes(),
-        ExportFormat::Json => json(ctx, &target, &runs, complete)?.into_bytes(),
-        ExportFormat::Jsonl => jsonl(&runs),
-        ExportFormat::Html => {
-            let notes: Vec<String> = target
-                .damage
-                .iter()
-                .map(|d| describe_damage(&root, d))
-                .chain(
-                    target
-                        .state_error
-                        .iter()
-                        .map(|why| format!("saved state not exported: {why}")),
-                )
-                .collect();
-            crate::html::export_page(
-                target.session.as_deref(),
-                target.state.as_ref(),
-                &runs,
-                &notes,
-                redactor.as_mut(),
-            )
-            .into_bytes()
+    complete
+}
+
+/// `export --format json|jsonl`, streamed: a first pass over each run file finds its
+/// identity, outcome and damage (for the warnings and the document's fields that come before
+/// the records), a second pass writes its records one at a time, so memory follows the
+/// longest line, not the file. Output and exit code are those of the whole-file export.
+fn export_streaming(
+    ctx: &mut Ctx<'_>,
+    args: &ExportArgs,
+    target: &super::Target,
+    mut redactor: Option<Redactor>,
+) -> Result<i32, CliError> {
+    let root = ctx.root.path.clone();
+    let mut summaries = Vec::with_capacity(target.paths.len());
+    for p in &target.paths {
+        summaries.push(super::stream::summarize(p)?);
+    }
+    let mut complete = true;
+    for run in &summaries {
+        let lost = run.lost_lines();
+        if lost > 0 {
+            complete = false;
+            let first = run.damage.iter().find(|d| !d.kind.record_recovered());
+            let at = first.map(|d| format!(" (first: {d})")).unwrap_or_default();
+            let msg = format!(
+                "export incomplete: {}: {lost} damaged line(s) not exported{at}",
+                rel(&root, &run.path)
+            );
+            say(ctx, &msg);
         }
+    }
+    complete &= warn_saved_state(ctx, target);
+    let mut sink = super::stream::Sink::new(args.output.as_deref(), ctx.out)?;
+    let written = match args.format {
+        ExportFormat::Jsonl => stream_jsonl(&mut sink, &summaries, redactor.as_mut()),
+        _ => stream_json(
+            &mut sink,
+            &root,
+            target,
+            &summaries,
+            complete,
+            redactor.as_mut(),
+        ),
     };
-    let body = match (&mut redactor, args.format) {
-        (None, _) | (Some(_), ExportFormat::Html) => body,
-        (Some(r), ExportFormat::Md) => r
-            .redact(&String::from_utf8_lossy(&body))
-            .into_owned()
-            .into_bytes(),
-        (Some(r), ExportFormat::Json | ExportFormat::Jsonl) => {
-            let text = String::from_utf8_lossy(&body);
-            let mut out = String::with_capacity(text.len());
-            for line in text.split_inclusive('\n') {
-                out.push_str(&r.redact_json(line));
-            }
-            out.into_bytes()
+    match written {
+        Ok(()) => sink.commit()?,
+        Err(e) => {
+            sink.abandon();
+            return Err(e);
         }
-    };
+    }
     if let Some(r) = &redactor {
         let n = r.replaced();
         let mut msg = format!("--redact: {n} secret(s) replaced");
-        if n > 0 && matches!(args.format, ExportFormat::Json | ExportFormat::Jsonl) {
+        if n > 0 {
             msg.push_str("; the records are no longer byte-exact copies of the stored lines");
         }
         say(ctx, &msg);
     }
-    match &args.output {
-        Some(path) => write_file(path, &body)?,
-        None => ctx.out.write_all(&body)?,
-    }
     Ok(if complete { EXIT_OK } else { EXIT_DATA })
+}
+
+/// Writes JSON text through the redactor when there is one (string literals are redacted
+/// one by one, so a fragment redacts as it would inside the whole document).
+fn put_json(
+    sink: &mut super::stream::Sink<'_>,
+    redactor: &mut Option<&mut Redactor>,
+    text: &str,
+) -> Result<(), CliError> {
+    match redactor {
+        Some(r) => sink.write(r.redact_json(text).as_bytes()),
+        None => sink.write(text.as_bytes()),
+    }
+}
+
+/// Every record line exactly as stored, each ended by `\n` (redacted: decoded lossily, its
+/// string literals redacted).
+fn stream_jsonl(
+    sink: &mut super::stream::Sink<'_>,
+    runs: &[super::stream::RunSummary],
+    mut redactor: Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    for run in runs {
+        super::stream::for_each_record_line(&run.path, |line| {
+            match redactor.as_mut() {
+                Some(r) => {
+                    let text = String::from_utf8_lossy(line);
+                    sink.write(r.redact_json(&text).as_bytes())?;
+                }
+                None => sink.write(line)?,
+            }
+            sink.write(b"\n")
+        })?;
+    }
+    Ok(())
+}
+
+/// An object's text without its closing `}`, to append more keys to.
+fn open_object(mut o: JsonObj) -> String {
+    let mut text = o.finish();
+    text.pop();
+    text
+}
+
+/// One run as a JSON object ([`run_json`]'s shape), streamed: its fields, then its records
+/// byte-exact one at a time.
+fn stream_run_json(
+    sink: &mut super::stream::Sink<'_>,
+    root: &Path,
+    run: &super::stream::RunSummary,
+    redactor: &mut Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    let damage: Vec<String> = run
+        .damage
+        .iter()
+        .map(|d| {
+            let mut o = JsonObj::new();
+            o.str("kind", d.kind.as_str());
+            o.unum("line", d.line);
+            o.unum("offset", d.offset);
+            o.str("message", &d.message);
+            o.finish()
+        })
+        .collect();
+    let mut o = JsonObj::new();
+    o.str("run_id", &run.meta.run_id);
+    o.opt_str("session_id", run.meta.session_id.as_deref());
+    o.str("started_at", run.meta.started_at.as_str());
+    o.opt_str("outcome", run.outcome.as_deref());
+    o.str("file", &rel(root, &run.path));
+    o.bool("complete", run.lost_lines() == 0);
+    o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
+    put_json(sink, redactor, &open_object(o))?;
+    sink.write(b",\"records\":[")?;
+    let mut first = true;
+    super::stream::for_each_record_line(&run.path, |line| {
+        if !first {
+            sink.write(b",")?;
+        }
+        first = false;
+        put_json(sink, redactor, &crate::jsonw::splice(&record_text(line)))
+    })?;
+    sink.write(b"]}")
+}
+
+/// The JSON document, streamed: one run object, or a session object whose `runs` come last.
+fn stream_json(
+    sink: &mut super::stream::Sink<'_>,
+    root: &Path,
+    target: &super::Target,
+    runs: &[super::stream::RunSummary],
+    complete: bool,
+    mut redactor: Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    let Some(s) = target.session.as_deref() else {
+        match runs.last() {
+            Some(run) => stream_run_json(sink, root, run, &mut redactor)?,
+            None => sink.write(b"null")?,
+        }
+        return sink.write(b"\n");
+    };
+    let mut damage = message_damage_json(root, &target.damage);
+    if let Some(why) = &target.state_error {
+        // `verify`'s kind for a session whose saved state cannot be loaded.
+        let mut o = JsonObj::new();
+        o.raw("file", "null");
+        o.raw("line", "null");
+        o.raw("offset", "null");
+        o.str("kind", "unloadable_session");
+        o.bool("kept", false);
+        o.str("message", why);
+        damage.push(o.finish());
+    }
+    let notes: Vec<String> = target
+        .notes
+        .iter()
+        .map(|n| {
+            let (kind, detail, at) = note_parts(root, n);
+            let mut o = JsonObj::new();
+            o.str("kind", kind);
+            if let Some((file, line, offset)) = at {
+                o.str("file", &file);
+                o.unum("line", line);
+                o.unum("offset", offset);
+            }
+            o.str("message", &detail);
+            o.finish()
+        })
+        .collect();
+    let mut o = JsonObj::new();
+    o.str("session_id", s);
+    o.bool("complete", complete);
+    match &target.state {
+        Some(state) => o.ser("state", state),
+        None => o.raw("state", "null"),
+    };
+    o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
+    o.raw("notes", &raw_array(notes.iter().map(String::as_str)));
+    put_json(sink, &mut redactor, &open_object(o))?;
+    sink.write(b",\"runs\":[")?;
+    for (i, run) in runs.iter().enumerate() {
+        if i > 0 {
+            sink.write(b",")?;
+        }
+        stream_run_json(sink, root, run, &mut redactor)?;
+    }
+    sink.write(b"]}\n")
 }
 
 /// One line on stderr, `sessions: <msg>` (the export still goes on).
@@ -362,38 +562,6 @@ fn record_text(line: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(&line[..end])
 }
 
-/// One run as a JSON object: identity, outcome, damage, whether every line was exported
-/// (`complete`) and the records byte-exact.
-pub(crate) fn run_json(root: &Path, run: &LoadedRun) -> Result<String, CliError> {
-    let records: Vec<std::borrow::Cow<'_, str>> = run.json.iter().map(|b| record_text(b)).collect();
-    let outcome = run.log.records.iter().rev().find_map(|r| match r {
-        session_schema::Record::RunEnd(e) => Some(e.outcome.as_str().to_owned()),
-        _ => None,
-    });
-    let damage: Vec<String> = run
-        .damage
-        .iter()
-        .map(|d| {
-            let mut o = JsonObj::new();
-            o.str("kind", d.kind.as_str());
-            o.unum("line", d.line);
-            o.unum("offset", d.offset);
-            o.str("message", &d.message);
-            o.finish()
-        })
-        .collect();
-    let mut o = JsonObj::new();
-    o.str("run_id", &run.log.meta.run_id);
-    o.opt_str("session_id", run.log.meta.session_id.as_deref());
-    o.str("started_at", run.log.meta.started_at.as_str());
-    o.opt_str("outcome", outcome.as_deref());
-    o.str("file", &rel(root, &run.path));
-    o.bool("complete", lost_lines(run) == 0);
-    o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
-    o.raw("records", &raw_array(records.iter().map(|c| c.as_ref())));
-    Ok(o.finish())
-}
-
 /// The message-log damage of a session as JSON objects (`file`, `line`, `offset`, `kind`,
 /// `kept`, `message`; `expected`/`found` for a count mismatch).
 fn message_damage_json(root: &Path, damage: &[MessageDamage]) -> Vec<String> {
@@ -417,76 +585,4 @@ fn message_damage_json(root: &Path, damage: &[MessageDamage]) -> Vec<String> {
             o.finish()
         })
         .collect()
-}
-
-fn json(
-    ctx: &Ctx<'_>,
-    target: &super::Target,
-    runs: &[LoadedRun],
-    complete: bool,
-) -> Result<String, CliError> {
-    let session = target.session.as_deref();
-    let root = &ctx.root.path;
-    let mut run_objs = Vec::with_capacity(runs.len());
-    for run in runs {
-        run_objs.push(run_json(root, run)?);
-    }
-    let mut text = match session {
-        None => run_objs.pop().unwrap_or_else(|| "null".into()),
-        Some(s) => {
-            let mut damage = message_damage_json(root, &target.damage);
-            if let Some(why) = &target.state_error {
-                // `verify`'s kind for a session whose saved state cannot be loaded.
-                let mut o = JsonObj::new();
-                o.raw("file", "null");
-                o.raw("line", "null");
-                o.raw("offset", "null");
-                o.str("kind", "unloadable_session");
-                o.bool("kept", false);
-                o.str("message", why);
-                damage.push(o.finish());
-            }
-            let notes: Vec<String> = target
-                .notes
-                .iter()
-                .map(|n| {
-                    let (kind, detail, at) = note_parts(root, n);
-                    let mut o = JsonObj::new();
-                    o.str("kind", kind);
-                    if let Some((file, line, offset)) = at {
-                        o.str("file", &file);
-                        o.unum("line", line);
-                        o.unum("offset", offset);
-                    }
-                    o.str("message", &detail);
-                    o.finish()
-                })
-                .collect();
-            let mut o = JsonObj::new();
-            o.str("session_id", s);
-            o.bool("complete", complete);
-            match &target.state {
-                Some(state) => o.ser("state", state),
-                None => o.raw("state", "null"),
-            };
-            o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
-            o.raw("notes", &raw_array(notes.iter().map(String::as_str)));
-            o.raw("runs", &raw_array(run_objs.iter().map(String::as_str)));
-            o.finish()
-        }
-    };
-    text.push('\n');
-    Ok(text)
-}
-
-/// Every record line exactly as stored, each ended by `\n`.
-fn jsonl(runs: &[LoadedRun]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for run in runs {
-        for bytes in &run.json {
-            out.extend_from_slice(bytes);
-            out.push(b'\n');
-        }
-    }
-    out
 }

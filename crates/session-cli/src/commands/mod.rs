@@ -11,6 +11,7 @@ mod sessions;
 mod show;
 pub(crate) mod state;
 mod stats;
+mod stream;
 mod sync;
 mod tail;
 mod trash;

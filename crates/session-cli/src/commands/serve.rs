@@ -597,7 +597,7 @@ fn run_page(
 ) -> Result<Reply, CliError> {
     let path = crate::store::try_locate_run(ctx, id)?
         .ok_or_else(|| CliError::NotFound(format!("no run {id}")))?;
-    let run = load_run_file(&path, false)?;
+    let run = load_run_file(&path)?;
     let open = !run
         .log
         .records

@@ -42,7 +42,9 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
     let mut f = Follower::open(&path, opts).map_err(jsonl_err)?;
     let identity = FileIdentity::of(&path);
     if !args.follow {
-        for item in f.finish().map_err(jsonl_err)? {
+        // One item at a time: memory follows the longest line, not the file.
+        f.end_input();
+        while let Some(item) = f.poll().map_err(jsonl_err)? {
             print_item(ctx.out, ctx.err, ctx.style, times, args.raw, &item)?;
         }
         return Ok(EXIT_OK);
