@@ -82,5 +82,6 @@ pub use run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 pub use stats::{InvocationStats, RunStats, Stats, Tokens, ToolStats, stats};
 pub use transcript::{
     Entry, EntryKind, IncompleteReason, Transcript, TranscriptBuilder, describe_retry,
-    render_markdown, tool_output_ids, transcript, transcript_with,
+    render_markdown, render_markdown_entry, render_markdown_head, tool_output_ids, transcript,
+    transcript_with,
 };

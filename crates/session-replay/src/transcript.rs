@@ -530,6 +530,16 @@ pub fn describe_retry(
 /// entry (user input, reasoning, assistant text, tool calls and results in fenced blocks, final
 /// answer), with the record timestamps; deterministic for a given transcript.
 pub fn render_markdown(t: &Transcript) -> String {
+    let mut out = render_markdown_head(t);
+    for e in &t.entries {
+        out.push_str(&render_markdown_entry(e));
+    }
+    out
+}
+
+/// The title and identity lines [`render_markdown`] starts with (only the head fields of `t`
+/// are read), for a renderer that streams the entries ([`TranscriptBuilder`]).
+pub fn render_markdown_head(t: &Transcript) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Run {}", t.run_id.as_deref().unwrap_or("(unknown)"));
     out.push('\n');
@@ -542,128 +552,132 @@ pub fn render_markdown(t: &Transcript) -> String {
     if let Some(m) = &t.model {
         let _ = writeln!(out, "- Model: {m}");
     }
-    for e in &t.entries {
-        out.push('\n');
-        let ts = e.ts.as_ref().map(|t| format!(" · {t}")).unwrap_or_default();
-        match &e.kind {
-            EntryKind::UserInput { text, .. } => {
-                let _ = writeln!(out, "## User{ts}\n");
-                push_quoted_text(&mut out, text);
+    out
+}
+
+/// One entry as [`render_markdown`] writes it: a blank line, then its section or line(s).
+pub fn render_markdown_entry(e: &Entry) -> String {
+    let mut out = String::new();
+    out.push('\n');
+    let ts = e.ts.as_ref().map(|t| format!(" · {t}")).unwrap_or_default();
+    match &e.kind {
+        EntryKind::UserInput { text, .. } => {
+            let _ = writeln!(out, "## User{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::ModelRequest { seq, model } => {
+            let m = model
+                .as_deref()
+                .map(|m| format!(" to {m}"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "_LLM call {seq}{m}{ts}_");
+        }
+        EntryKind::ModelResponse {
+            seq,
+            usage,
+            stop_reason,
+        } => {
+            let mut line = format!("_LLM answer {seq}");
+            if let Some(r) = stop_reason {
+                let _ = write!(line, " ({r})");
             }
-            EntryKind::ModelRequest { seq, model } => {
-                let m = model
-                    .as_deref()
-                    .map(|m| format!(" to {m}"))
-                    .unwrap_or_default();
-                let _ = writeln!(out, "_LLM call {seq}{m}{ts}_");
-            }
-            EntryKind::ModelResponse {
-                seq,
-                usage,
-                stop_reason,
-            } => {
-                let mut line = format!("_LLM answer {seq}");
-                if let Some(r) = stop_reason {
-                    let _ = write!(line, " ({r})");
-                }
-                if let Some(u) = usage {
-                    let _ = write!(
-                        line,
-                        ": {} in ({} cached), {} out",
-                        u.input_tokens,
-                        u.input_cached_tokens.flatten().unwrap_or(0),
-                        u.output_tokens
-                    );
-                }
-                let _ = writeln!(out, "{line}{ts}_");
-            }
-            EntryKind::Retry {
-                failure_kind,
-                status,
-                next_attempt,
-                max_attempts,
-                delay_ms,
-            } => {
-                let line = describe_retry(
-                    failure_kind.as_deref(),
-                    status.as_deref(),
-                    next_attempt.as_deref(),
-                    max_attempts.as_deref(),
-                    delay_ms.as_deref(),
-                );
-                let _ = writeln!(out, "_{line}{ts}_");
-            }
-            EntryKind::Reasoning { text } => {
-                let _ = writeln!(out, "## Reasoning{ts}\n");
-                push_quoted_text(&mut out, text);
-            }
-            EntryKind::AssistantText { text } => {
-                let _ = writeln!(out, "## Assistant{ts}\n");
-                push_quoted_text(&mut out, text);
-            }
-            EntryKind::ToolCall {
-                call_id,
-                tool,
-                args,
-            } => {
-                let _ = writeln!(out, "## Tool call `{tool}` ({call_id}){ts}\n");
-                push_fenced(&mut out, "json", args);
-            }
-            EntryKind::ToolResult {
-                call_id,
-                tool,
-                output,
-                is_error,
-            } => {
-                let err = if *is_error { " — error" } else { "" };
-                let _ = writeln!(out, "## Tool result `{tool}` ({call_id}){err}{ts}\n");
-                push_fenced(&mut out, "", output);
-            }
-            EntryKind::CompactionStarted => {
-                let _ = writeln!(out, "_Compaction started{ts}_");
-            }
-            EntryKind::CompactionFinished { compacted } => {
-                let what = if *compacted {
-                    "history compacted"
-                } else {
-                    "nothing compacted"
-                };
-                let _ = writeln!(out, "_Compaction finished: {what}{ts}_");
-            }
-            EntryKind::Status { status, message } => {
-                let m = message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default();
-                let _ = writeln!(out, "_Status {status}{m}{ts}_");
-            }
-            EntryKind::Error { name, message } => {
-                let _ = writeln!(out, "## Error{ts}\n");
-                let _ = writeln!(out, "**{name}**: {message}");
-            }
-            EntryKind::Final { text } => {
-                let _ = writeln!(out, "## Final answer{ts}\n");
-                push_quoted_text(&mut out, text);
-            }
-            EntryKind::Outcome { outcome } => {
-                let _ = writeln!(out, "**Outcome: {outcome}**{ts}");
-            }
-            EntryKind::UnknownRecord { kind } => {
-                let _ = writeln!(out, "_Record of unknown type `{kind}`{ts}_");
-            }
-            EntryKind::Skipped { line, kind } => {
-                let _ = writeln!(out, "> [line {line} skipped: {}]", kind.as_str());
-            }
-            EntryKind::Incomplete { reason } => {
-                let why = match reason {
-                    IncompleteReason::NoRunEnd => "no run.end record".to_owned(),
-                    IncompleteReason::TornTail { line } => format!("torn line {line} at the end"),
-                };
-                let _ = writeln!(
-                    out,
-                    "**Incomplete: the log stops before the run ended ({why})**"
+            if let Some(u) = usage {
+                let _ = write!(
+                    line,
+                    ": {} in ({} cached), {} out",
+                    u.input_tokens,
+                    u.input_cached_tokens.flatten().unwrap_or(0),
+                    u.output_tokens
                 );
             }
+            let _ = writeln!(out, "{line}{ts}_");
+        }
+        EntryKind::Retry {
+            failure_kind,
+            status,
+            next_attempt,
+            max_attempts,
+            delay_ms,
+        } => {
+            let line = describe_retry(
+                failure_kind.as_deref(),
+                status.as_deref(),
+                next_attempt.as_deref(),
+                max_attempts.as_deref(),
+                delay_ms.as_deref(),
+            );
+            let _ = writeln!(out, "_{line}{ts}_");
+        }
+        EntryKind::Reasoning { text } => {
+            let _ = writeln!(out, "## Reasoning{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::AssistantText { text } => {
+            let _ = writeln!(out, "## Assistant{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::ToolCall {
+            call_id,
+            tool,
+            args,
+        } => {
+            let _ = writeln!(out, "## Tool call `{tool}` ({call_id}){ts}\n");
+            push_fenced(&mut out, "json", args);
+        }
+        EntryKind::ToolResult {
+            call_id,
+            tool,
+            output,
+            is_error,
+        } => {
+            let err = if *is_error { " — error" } else { "" };
+            let _ = writeln!(out, "## Tool result `{tool}` ({call_id}){err}{ts}\n");
+            push_fenced(&mut out, "", output);
+        }
+        EntryKind::CompactionStarted => {
+            let _ = writeln!(out, "_Compaction started{ts}_");
+        }
+        EntryKind::CompactionFinished { compacted } => {
+            let what = if *compacted {
+                "history compacted"
+            } else {
+                "nothing compacted"
+            };
+            let _ = writeln!(out, "_Compaction finished: {what}{ts}_");
+        }
+        EntryKind::Status { status, message } => {
+            let m = message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "_Status {status}{m}{ts}_");
+        }
+        EntryKind::Error { name, message } => {
+            let _ = writeln!(out, "## Error{ts}\n");
+            let _ = writeln!(out, "**{name}**: {message}");
+        }
+        EntryKind::Final { text } => {
+            let _ = writeln!(out, "## Final answer{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::Outcome { outcome } => {
+            let _ = writeln!(out, "**Outcome: {outcome}**{ts}");
+        }
+        EntryKind::UnknownRecord { kind } => {
+            let _ = writeln!(out, "_Record of unknown type `{kind}`{ts}_");
+        }
+        EntryKind::Skipped { line, kind } => {
+            let _ = writeln!(out, "> [line {line} skipped: {}]", kind.as_str());
+        }
+        EntryKind::Incomplete { reason } => {
+            let why = match reason {
+                IncompleteReason::NoRunEnd => "no run.end record".to_owned(),
+                IncompleteReason::TornTail { line } => format!("torn line {line} at the end"),
+            };
+            let _ = writeln!(
+                out,
+                "**Incomplete: the log stops before the run ended ({why})**"
+            );
         }
     }
     out

@@ -36,7 +36,7 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         None
     };
     let target = super::resolve_target(ctx, &args.id)?;
-    if matches!(args.format, ExportFormat::Json | ExportFormat::Jsonl) {
+    if !matches!(args.format, ExportFormat::Html) {
         return export_streaming(ctx, args, &target, redactor);
     }
     let mut runs = Vec::with_capacity(target.paths.len());
@@ -59,34 +59,26 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         }
     }
     complete &= warn_saved_state(ctx, &target);
-    // Markdown and HTML; JSON and JSON Lines were streamed above.
-    let body = if let ExportFormat::Html = args.format {
-        let notes: Vec<String> = target
-            .damage
-            .iter()
-            .map(|d| describe_damage(&root, d))
-            .chain(
-                target
-                    .state_error
-                    .iter()
-                    .map(|why| format!("saved state not exported: {why}")),
-            )
-            .collect();
-        crate::html::export_page(
-            target.session.as_deref(),
-            target.state.as_ref(),
-            &runs,
-            &notes,
-            redactor.as_mut(),
+    // HTML; the other formats were streamed above.
+    let notes: Vec<String> = target
+        .damage
+        .iter()
+        .map(|d| describe_damage(&root, d))
+        .chain(
+            target
+                .state_error
+                .iter()
+                .map(|why| format!("saved state not exported: {why}")),
         )
-        .into_bytes()
-    } else {
-        let md = escape_controls(&markdown(&target, &runs)).into_owned();
-        match &mut redactor {
-            Some(r) => r.redact(&md).into_owned().into_bytes(),
-            None => md.into_bytes(),
-        }
-    };
+        .collect();
+    let body = crate::html::export_page(
+        target.session.as_deref(),
+        target.state.as_ref(),
+        &runs,
+        &notes,
+        redactor.as_mut(),
+    )
+    .into_bytes();
     if let Some(r) = &redactor {
         let n = r.replaced();
         say(ctx, &format!("--redact: {n} secret(s) replaced"));
@@ -124,10 +116,11 @@ fn warn_saved_state(ctx: &mut Ctx<'_>, target: &super::Target) -> bool {
     complete
 }
 
-/// `export --format json|jsonl`, streamed: a first pass over each run file finds its
-/// identity, outcome and damage (for the warnings and the document's fields that come before
-/// the records), a second pass writes its records one at a time, so memory follows the
-/// longest line, not the file. Output and exit code are those of the whole-file export.
+/// `export --format md|json|jsonl`, streamed: a first pass over each run file finds its
+/// identity, outcome, damage and transcript head (for the warnings and what comes before the
+/// records), a second pass writes its records (or transcript entries) one at a time, so
+/// memory follows the longest line, not the file. Output and exit code are those of the
+/// whole-file export.
 fn export_streaming(
     ctx: &mut Ctx<'_>,
     args: &ExportArgs,
@@ -157,6 +150,7 @@ fn export_streaming(
     let mut sink = super::stream::Sink::new(args.output.as_deref(), ctx.out)?;
     let written = match args.format {
         ExportFormat::Jsonl => stream_jsonl(&mut sink, &summaries, redactor.as_mut()),
+        ExportFormat::Md => stream_markdown(&mut sink, target, &mut summaries, redactor.as_mut()),
         _ => stream_json(
             &mut sink,
             &root,
@@ -176,12 +170,113 @@ fn export_streaming(
     if let Some(r) = &redactor {
         let n = r.replaced();
         let mut msg = format!("--redact: {n} secret(s) replaced");
-        if n > 0 {
+        if n > 0 && matches!(args.format, ExportFormat::Json | ExportFormat::Jsonl) {
             msg.push_str("; the records are no longer byte-exact copies of the stored lines");
         }
         say(ctx, &msg);
     }
     Ok(if complete { EXIT_OK } else { EXIT_DATA })
+}
+
+/// Markdown written piece by piece as the whole-file export wrote it at once: stored text's
+/// control characters escaped, then `--redact` applied (per transcript entry, the unit a
+/// secret lives in); under a session's heading, run headings go one level down; trailing
+/// blank lines of the document are dropped.
+struct MdWriter<'s, 'o, 'r> {
+    sink: &'s mut super::stream::Sink<'o>,
+    redactor: Option<&'r mut Redactor>,
+    /// Newlines at the end of what was given, not yet written (the document's last ones are
+    /// collapsed to one).
+    pending: usize,
+}
+
+impl MdWriter<'_, '_, '_> {
+    fn put(&mut self, text: &str) -> Result<(), CliError> {
+        let text = escape_controls(text);
+        let text = match self.redactor.as_mut() {
+            Some(r) => std::borrow::Cow::Owned(r.redact(&text).into_owned()),
+            None => text,
+        };
+        let body = text.trim_end_matches('\n');
+        let trailing = text.len() - body.len();
+        if body.is_empty() {
+            self.pending += trailing;
+            return Ok(());
+        }
+        for _ in 0..self.pending {
+            self.sink.write(b"\n")?;
+        }
+        self.sink.write(body.as_bytes())?;
+        self.pending = trailing;
+        Ok(())
+    }
+
+    /// Markdown of a run: under a session, every heading line gets one more `#`.
+    fn put_run(&mut self, md: &str, in_session: bool) -> Result<(), CliError> {
+        if !in_session {
+            return self.put(md);
+        }
+        let mut shifted = String::with_capacity(md.len() + 8);
+        for line in md.lines() {
+            if line.starts_with('#') {
+                shifted.push('#');
+            }
+            shifted.push_str(line);
+            shifted.push('\n');
+        }
+        self.put(&shifted)
+    }
+
+    fn finish(self) -> Result<(), CliError> {
+        if self.pending > 0 {
+            self.sink.write(b"\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// `export --format md`, streamed (see [`MdWriter`]): the session heading, then each run's
+/// transcript entry by entry.
+fn stream_markdown(
+    sink: &mut super::stream::Sink<'_>,
+    target: &super::Target,
+    runs: &mut [super::stream::RunSummary],
+    redactor: Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    let session = target.session.as_deref();
+    let mut md = MdWriter {
+        sink,
+        redactor,
+        pending: 0,
+    };
+    if let Some(s) = session {
+        md.put(&format!("# Session {s}\n\n"))?;
+        if runs.is_empty() {
+            md.put("No run files; the saved conversation follows.\n\n")?;
+            if let Some(state) = &target.state {
+                md.put(&super::show::messages_markdown(state))?;
+            }
+        } else {
+            md.put(&format!("{} run(s), oldest first.\n\n", runs.len()))?;
+        }
+    }
+    for run in runs.iter_mut() {
+        let head = session_replay::render_markdown_head(run.transcript.head());
+        md.put_run(&head, session.is_some())?;
+        let mut ends_in_newline = head.ends_with('\n');
+        super::stream::for_each_entry(&run.path, &mut run.transcript, |e| {
+            let text = session_replay::render_markdown_entry(e);
+            if !text.is_empty() {
+                ends_in_newline = text.ends_with('\n');
+            }
+            md.put_run(&text, session.is_some())
+        })?;
+        if !ends_in_newline {
+            md.put("\n")?;
+        }
+        md.put("\n")?;
+    }
+    md.finish()
 }
 
 /// Writes JSON text through the redactor when there is one (string literals are redacted
@@ -509,46 +604,6 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
         let _ = std::fs::remove_file(&tmp);
         CliError::io(path, e)
     })
-}
-
-fn markdown(target: &super::Target, runs: &[LoadedRun]) -> String {
-    let session = target.session.as_deref();
-    let mut out = String::new();
-    if let Some(s) = session {
-        out.push_str(&format!("# Session {s}\n\n"));
-        if runs.is_empty() {
-            out.push_str("No run files; the saved conversation follows.\n\n");
-            if let Some(state) = &target.state {
-                out.push_str(&super::show::messages_markdown(state));
-            }
-        } else {
-            out.push_str(&format!("{} run(s), oldest first.\n\n", runs.len()));
-        }
-    }
-    for run in runs {
-        let t = session_replay::transcript_with(&run.log.records, &run.log.skipped);
-        let md = session_replay::render_markdown(&t);
-        if session.is_some() {
-            // Runs become second-level sections under the session heading.
-            for line in md.lines() {
-                if line.starts_with('#') {
-                    out.push('#');
-                }
-                out.push_str(line);
-                out.push('\n');
-            }
-        } else {
-            out.push_str(&md);
-        }
-        if !md.ends_with('\n') {
-            out.push('\n');
-        }
-        out.push('\n');
-    }
-    while out.ends_with("\n\n") {
-        out.pop();
-    }
-    out
 }
 
 /// A stored line as JSON text to splice into a document: the bytes as read, without a BOM or

@@ -55,42 +55,11 @@ fn show_streamed(
     times: TimeDisplay,
     path: &std::path::Path,
 ) -> Result<(), CliError> {
-    let mut builder = session_replay::TranscriptBuilder::default();
-    super::stream::for_each_item(path, false, |item| {
-        if let session_jsonl::Item::Record(r) = item {
-            builder.note_head(&r.parsed.value);
-            builder.note_tool_output(&r.parsed.value);
-        }
-        Ok(())
+    let mut summary = super::stream::summarize(path)?;
+    render_head(out, s, times, summary.transcript.head())?;
+    super::stream::for_each_entry(path, &mut summary.transcript, |e| {
+        render_entry(out, s, times, e)
     })?;
-    render_head(out, s, times, builder.head())?;
-    let mut index = 0usize;
-    let mut torn = None;
-    let mut entries = Vec::new();
-    super::stream::for_each_item(path, false, |item| {
-        match item {
-            session_jsonl::Item::Record(r) => {
-                builder.record(index, &r.parsed.value, &mut entries);
-                index += 1;
-            }
-            session_jsonl::Item::Damage(d) => match session_replay::io::skip_kind(d.kind) {
-                Some(session_replay::SkipKind::TornTail) => torn = Some(d.line),
-                Some(kind) => entries.push(Entry {
-                    ts: None,
-                    record: None,
-                    kind: EntryKind::Skipped { line: d.line, kind },
-                }),
-                None => {}
-            },
-        }
-        for e in entries.drain(..) {
-            render_entry(out, s, times, &e)?;
-        }
-        Ok(())
-    })?;
-    if let Some(e) = builder.incomplete(torn) {
-        render_entry(out, s, times, &e)?;
-    }
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! Run logs read as a stream: one record in memory at a time, so a command's memory follows
-//! the longest line, not the file. Used by `export --format json|jsonl`, `show --raw` and
+//! the longest line, not the file. Used by `show`, `export --format md|json|jsonl` and
 //! `tail`.
 
 use std::io::Write;
@@ -23,6 +23,8 @@ pub(crate) struct RunSummary {
     pub(crate) outcome: Option<String>,
     /// The reader's damage reports, in file order.
     pub(crate) damage: Vec<Damage>,
+    /// The transcript's first pass: its head and the call ids with a `tool.output`.
+    pub(crate) transcript: session_replay::TranscriptBuilder,
 }
 
 impl RunSummary {
@@ -80,11 +82,14 @@ pub(crate) fn summarize(path: &Path) -> Result<RunSummary, CliError> {
     let mut outcome = None;
     let mut damage = Vec::new();
     let mut first_record = true;
+    let mut transcript = session_replay::TranscriptBuilder::default();
     for_each_item(path, false, |item| {
         match item {
             Item::Damage(d) => damage.push(d),
             Item::Record(r) => {
                 let rec = r.parsed.value;
+                transcript.note_head(&rec);
+                transcript.note_tool_output(&rec);
                 if first_record && let Record::Header(h) = &rec {
                     header = Some(RunMeta {
                         run_id: h.run_id.clone(),
@@ -125,7 +130,51 @@ pub(crate) fn summarize(path: &Path) -> Result<RunSummary, CliError> {
         meta,
         outcome,
         damage,
+        transcript,
     })
+}
+
+/// The second pass of a streamed transcript: calls `each` with every entry of the run file
+/// at `path` in order, one record read at a time (`builder` comes from the first pass,
+/// [`RunSummary::transcript`]); the same entries as `session_replay::transcript_with` over
+/// the whole file.
+///
+/// # Errors
+/// As [`for_each_item`]; `each`'s errors.
+pub(crate) fn for_each_entry(
+    path: &Path,
+    builder: &mut session_replay::TranscriptBuilder,
+    mut each: impl FnMut(&session_replay::Entry) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    use session_replay::{Entry, EntryKind, SkipKind};
+    let mut index = 0usize;
+    let mut torn = None;
+    let mut entries = Vec::new();
+    for_each_item(path, false, |item| {
+        match item {
+            Item::Record(r) => {
+                builder.record(index, &r.parsed.value, &mut entries);
+                index += 1;
+            }
+            Item::Damage(d) => match session_replay::io::skip_kind(d.kind) {
+                Some(SkipKind::TornTail) => torn = Some(d.line),
+                Some(kind) => entries.push(Entry {
+                    ts: None,
+                    record: None,
+                    kind: EntryKind::Skipped { line: d.line, kind },
+                }),
+                None => {}
+            },
+        }
+        for e in entries.drain(..) {
+            each(&e)?;
+        }
+        Ok(())
+    })?;
+    match builder.incomplete(torn) {
+        Some(e) => each(&e),
+        None => Ok(()),
+    }
 }
 
 /// Calls `each` with every record's line as stored (byte-exact, without its `\n`; a BOM or
