@@ -47,6 +47,7 @@ mod progress;
 mod redact;
 mod root;
 mod store;
+mod stream;
 mod style;
 mod timefmt;
 

@@ -94,8 +94,6 @@ pub(crate) fn try_locate_run(
 /// A run file read whole: the [`RunLog`] session-replay works on, the reader's damage reports
 /// and each record's position.
 pub(crate) struct LoadedRun {
-    /// The file read.
-    pub(crate) path: PathBuf,
     /// Records and skipped lines.
     pub(crate) log: RunLog,
     /// What session-replay's structural check and the reader's repairs found.
@@ -128,7 +126,6 @@ pub(crate) fn load_run_file(path: &Path) -> Result<LoadedRun, CliError> {
     let damage = read.damage.clone();
     let (log, diags) = session_replay::io::run_log_from_read(read);
     Ok(LoadedRun {
-        path: path.to_owned(),
         log,
         diags,
         damage,

@@ -10,7 +10,6 @@
 //! the row's `message_count`) is named on stderr and in the JSON document, and the command
 //! then exits 4 after writing what it could read.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use session_state::{DamageKind as MsgDamage, LoadNote, MessageDamage};
@@ -20,14 +19,14 @@ use crate::cli::{ExportArgs, ExportFormat};
 use crate::error::{CliError, EXIT_DATA, EXIT_OK};
 use crate::jsonw::{JsonObj, raw_array};
 use crate::redact::Redactor;
-use crate::store::{LoadedRun, load_run_file, rel};
+use crate::store::rel;
 use crate::style::escape_controls;
 
 pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliError> {
     if let Some(path) = &args.output {
         check_output(&ctx.root.path, path, args.force)?;
     }
-    let mut redactor = if args.redact.on() {
+    let redactor = if args.redact.on() {
         Some(Redactor::new(
             &args.redact.redact_pattern,
             &args.redact.redact_patterns,
@@ -36,58 +35,7 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         None
     };
     let target = super::resolve_target(ctx, &args.id)?;
-    if !matches!(args.format, ExportFormat::Html) {
-        return export_streaming(ctx, args, &target, redactor);
-    }
-    let mut runs = Vec::with_capacity(target.paths.len());
-    for p in &target.paths {
-        runs.push(load_run_file(p)?);
-    }
-    let root = ctx.root.path.clone();
-    let mut complete = true;
-    for run in &runs {
-        let lost = lost_lines(run);
-        if lost > 0 {
-            complete = false;
-            let first = run.damage.iter().find(|d| !d.kind.record_recovered());
-            let at = first.map(|d| format!(" (first: {d})")).unwrap_or_default();
-            let msg = format!(
-                "export incomplete: {}: {lost} damaged line(s) not exported{at}",
-                rel(&root, &run.path)
-            );
-            say(ctx, &msg);
-        }
-    }
-    complete &= warn_saved_state(ctx, &target);
-    // HTML; the other formats were streamed above.
-    let notes: Vec<String> = target
-        .damage
-        .iter()
-        .map(|d| describe_damage(&root, d))
-        .chain(
-            target
-                .state_error
-                .iter()
-                .map(|why| format!("saved state not exported: {why}")),
-        )
-        .collect();
-    let body = crate::html::export_page(
-        target.session.as_deref(),
-        target.state.as_ref(),
-        &runs,
-        &notes,
-        redactor.as_mut(),
-    )
-    .into_bytes();
-    if let Some(r) = &redactor {
-        let n = r.replaced();
-        say(ctx, &format!("--redact: {n} secret(s) replaced"));
-    }
-    match &args.output {
-        Some(path) => write_file(path, &body)?,
-        None => ctx.out.write_all(&body)?,
-    }
-    Ok(if complete { EXIT_OK } else { EXIT_DATA })
+    export_streaming(ctx, args, &target, redactor)
 }
 
 /// The warnings about a session's saved state (damaged message lines, a state that cannot be
@@ -116,11 +64,10 @@ fn warn_saved_state(ctx: &mut Ctx<'_>, target: &super::Target) -> bool {
     complete
 }
 
-/// `export --format md|json|jsonl`, streamed: a first pass over each run file finds its
-/// identity, outcome, damage and transcript head (for the warnings and what comes before the
-/// records), a second pass writes its records (or transcript entries) one at a time, so
-/// memory follows the longest line, not the file. Output and exit code are those of the
-/// whole-file export.
+/// `export` in every format, streamed: a first pass over each run file finds its identity,
+/// outcome, damage and transcript head (for the warnings and what comes before the records),
+/// a second pass writes its records (or transcript entries) one at a time, so memory follows
+/// the longest line, not the file.
 fn export_streaming(
     ctx: &mut Ctx<'_>,
     args: &ExportArgs,
@@ -130,7 +77,7 @@ fn export_streaming(
     let root = ctx.root.path.clone();
     let mut summaries = Vec::with_capacity(target.paths.len());
     for p in &target.paths {
-        summaries.push(super::stream::summarize(p)?);
+        summaries.push(crate::stream::summarize(p)?);
     }
     let mut complete = true;
     for run in &summaries {
@@ -147,10 +94,31 @@ fn export_streaming(
         }
     }
     complete &= warn_saved_state(ctx, target);
-    let mut sink = super::stream::Sink::new(args.output.as_deref(), ctx.out)?;
+    let mut sink = crate::stream::Sink::new(args.output.as_deref(), ctx.out)?;
     let written = match args.format {
         ExportFormat::Jsonl => stream_jsonl(&mut sink, &summaries, redactor.as_mut()),
         ExportFormat::Md => stream_markdown(&mut sink, target, &mut summaries, redactor.as_mut()),
+        ExportFormat::Html => {
+            let notes: Vec<String> = target
+                .damage
+                .iter()
+                .map(|d| describe_damage(&root, d))
+                .chain(
+                    target
+                        .state_error
+                        .iter()
+                        .map(|why| format!("saved state not exported: {why}")),
+                )
+                .collect();
+            crate::html::export_page(
+                &mut sink,
+                target.session.as_deref(),
+                target.state.as_ref(),
+                &mut summaries,
+                &notes,
+                redactor.as_mut(),
+            )
+        }
         _ => stream_json(
             &mut sink,
             &root,
@@ -183,7 +151,7 @@ fn export_streaming(
 /// secret lives in); under a session's heading, run headings go one level down; trailing
 /// blank lines of the document are dropped.
 struct MdWriter<'s, 'o, 'r> {
-    sink: &'s mut super::stream::Sink<'o>,
+    sink: &'s mut crate::stream::Sink<'o>,
     redactor: Option<&'r mut Redactor>,
     /// Newlines at the end of what was given, not yet written (the document's last ones are
     /// collapsed to one).
@@ -238,9 +206,9 @@ impl MdWriter<'_, '_, '_> {
 /// `export --format md`, streamed (see [`MdWriter`]): the session heading, then each run's
 /// transcript entry by entry.
 fn stream_markdown(
-    sink: &mut super::stream::Sink<'_>,
+    sink: &mut crate::stream::Sink<'_>,
     target: &super::Target,
-    runs: &mut [super::stream::RunSummary],
+    runs: &mut [crate::stream::RunSummary],
     redactor: Option<&mut Redactor>,
 ) -> Result<(), CliError> {
     let session = target.session.as_deref();
@@ -264,7 +232,7 @@ fn stream_markdown(
         let head = session_replay::render_markdown_head(run.transcript.head());
         md.put_run(&head, session.is_some())?;
         let mut ends_in_newline = head.ends_with('\n');
-        super::stream::for_each_entry(&run.path, &mut run.transcript, |e| {
+        crate::stream::for_each_entry(&run.path, &mut run.transcript, |e, _, _| {
             let text = session_replay::render_markdown_entry(e);
             if !text.is_empty() {
                 ends_in_newline = text.ends_with('\n');
@@ -282,7 +250,7 @@ fn stream_markdown(
 /// Writes JSON text through the redactor when there is one (string literals are redacted
 /// one by one, so a fragment redacts as it would inside the whole document).
 fn put_json(
-    sink: &mut super::stream::Sink<'_>,
+    sink: &mut crate::stream::Sink<'_>,
     redactor: &mut Option<&mut Redactor>,
     text: &str,
 ) -> Result<(), CliError> {
@@ -295,12 +263,12 @@ fn put_json(
 /// Every record line exactly as stored, each ended by `\n` (redacted: decoded lossily, its
 /// string literals redacted).
 fn stream_jsonl(
-    sink: &mut super::stream::Sink<'_>,
-    runs: &[super::stream::RunSummary],
+    sink: &mut crate::stream::Sink<'_>,
+    runs: &[crate::stream::RunSummary],
     mut redactor: Option<&mut Redactor>,
 ) -> Result<(), CliError> {
     for run in runs {
-        super::stream::for_each_record_line(&run.path, |line| {
+        crate::stream::for_each_record_line(&run.path, |line| {
             match redactor.as_mut() {
                 Some(r) => {
                     let text = String::from_utf8_lossy(line);
@@ -324,9 +292,9 @@ fn open_object(mut o: JsonObj) -> String {
 /// One run as a JSON object ([`run_json`]'s shape), streamed: its fields, then its records
 /// byte-exact one at a time.
 fn stream_run_json(
-    sink: &mut super::stream::Sink<'_>,
+    sink: &mut crate::stream::Sink<'_>,
     root: &Path,
-    run: &super::stream::RunSummary,
+    run: &crate::stream::RunSummary,
     redactor: &mut Option<&mut Redactor>,
 ) -> Result<(), CliError> {
     let damage: Vec<String> = run
@@ -352,7 +320,7 @@ fn stream_run_json(
     put_json(sink, redactor, &open_object(o))?;
     sink.write(b",\"records\":[")?;
     let mut first = true;
-    super::stream::for_each_record_line(&run.path, |line| {
+    crate::stream::for_each_record_line(&run.path, |line| {
         if !first {
             sink.write(b",")?;
         }
@@ -364,10 +332,10 @@ fn stream_run_json(
 
 /// The JSON document, streamed: one run object, or a session object whose `runs` come last.
 fn stream_json(
-    sink: &mut super::stream::Sink<'_>,
+    sink: &mut crate::stream::Sink<'_>,
     root: &Path,
     target: &super::Target,
-    runs: &[super::stream::RunSummary],
+    runs: &[crate::stream::RunSummary],
     complete: bool,
     mut redactor: Option<&mut Redactor>,
 ) -> Result<(), CliError> {
@@ -433,14 +401,6 @@ fn say(ctx: &mut Ctx<'_>, msg: &str) {
         "sessions: {}",
         escape_controls(msg).replace('\n', " ")
     );
-}
-
-/// Run lines the reader could not turn into records (repaired lines are exported).
-fn lost_lines(run: &LoadedRun) -> usize {
-    run.damage
-        .iter()
-        .filter(|d| !d.kind.record_recovered())
-        .count()
 }
 
 /// Whether a message-log problem means a message is missing from the export: a line that was
@@ -580,30 +540,6 @@ fn check_output(root: &Path, path: &Path, force: bool) -> Result<(), CliError> {
         ))),
         _ => Ok(()),
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// failed export never leaves a half-written file behind.
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "export".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    res.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        CliError::io(path, e)
-    })
 }
 
 /// A stored line as JSON text to splice into a document: the bytes as read, without a BOM or

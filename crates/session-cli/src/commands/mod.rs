@@ -11,7 +11,6 @@ mod sessions;
 mod show;
 pub(crate) mod state;
 mod stats;
-mod stream;
 mod sync;
 mod tail;
 mod trash;

@@ -55,9 +55,9 @@ fn show_streamed(
     times: TimeDisplay,
     path: &std::path::Path,
 ) -> Result<(), CliError> {
-    let mut summary = super::stream::summarize(path)?;
+    let mut summary = crate::stream::summarize(path)?;
     render_head(out, s, times, summary.transcript.head())?;
-    super::stream::for_each_entry(path, &mut summary.transcript, |e| {
+    crate::stream::for_each_entry(path, &mut summary.transcript, |e, _, _| {
         render_entry(out, s, times, e)
     })?;
     Ok(())

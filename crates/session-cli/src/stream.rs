@@ -1,6 +1,5 @@
 //! Run logs read as a stream: one record in memory at a time, so a command's memory follows
-//! the longest line, not the file. Used by `show`, `export --format md|json|jsonl` and
-//! `tail`.
+//! the longest line, not the file. Used by `show`, `export` and `tail`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -137,14 +136,19 @@ pub(crate) fn summarize(path: &Path) -> Result<RunSummary, CliError> {
 /// The second pass of a streamed transcript: calls `each` with every entry of the run file
 /// at `path` in order, one record read at a time (`builder` comes from the first pass,
 /// [`RunSummary::transcript`]); the same entries as `session_replay::transcript_with` over
-/// the whole file.
+/// the whole file. `each` also gets the record an entry comes from and its (line, byte
+/// offset); `None` for a skipped line and the closing entry.
 ///
 /// # Errors
 /// As [`for_each_item`]; `each`'s errors.
 pub(crate) fn for_each_entry(
     path: &Path,
     builder: &mut session_replay::TranscriptBuilder,
-    mut each: impl FnMut(&session_replay::Entry) -> Result<(), CliError>,
+    mut each: impl FnMut(
+        &session_replay::Entry,
+        Option<&Record>,
+        Option<(u64, u64)>,
+    ) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
     use session_replay::{Entry, EntryKind, SkipKind};
     let mut index = 0usize;
@@ -155,24 +159,28 @@ pub(crate) fn for_each_entry(
             Item::Record(r) => {
                 builder.record(index, &r.parsed.value, &mut entries);
                 index += 1;
+                let pos = Some((r.line, r.offset));
+                for e in entries.drain(..) {
+                    each(&e, Some(&r.parsed.value), pos)?;
+                }
             }
             Item::Damage(d) => match session_replay::io::skip_kind(d.kind) {
                 Some(SkipKind::TornTail) => torn = Some(d.line),
-                Some(kind) => entries.push(Entry {
-                    ts: None,
-                    record: None,
-                    kind: EntryKind::Skipped { line: d.line, kind },
-                }),
+                Some(kind) => {
+                    let e = Entry {
+                        ts: None,
+                        record: None,
+                        kind: EntryKind::Skipped { line: d.line, kind },
+                    };
+                    each(&e, None, None)?;
+                }
                 None => {}
             },
-        }
-        for e in entries.drain(..) {
-            each(&e)?;
         }
         Ok(())
     })?;
     match builder.incomplete(torn) {
-        Some(e) => each(&e),
+        Some(e) => each(&e, None, None),
         None => Ok(()),
     }
 }
