@@ -1077,28 +1077,6 @@ impl Reader<RunFileReader> {
     }
 }
 
-impl Reader<io::Take<RunFileReader>> {
-    /// A reader over at most the first `max_bytes` bytes of a run file (of its decompressed
-    /// content for `.jsonl.zst`): the records whose lines lie within them. When the file is
-    /// longer, the line the limit cuts is reported as [`DamageKind::TornTail`] although the
-    /// file goes on; callers that read a head block drop that report. Memory stays within
-    /// `max_bytes` plus one buffer.
-    ///
-    /// # Errors
-    /// See [`open_run_file`].
-    pub fn open_prefix(path: &Path, max_bytes: u64, opts: ReaderOptions) -> Result<Self> {
-        let src = open_run_file(path)?;
-        let hint = match &src {
-            RunFileReader::Plain(f) => f.metadata().ok().map(|m| m.len().min(max_bytes)),
-            #[cfg(feature = "archive")]
-            RunFileReader::Zstd(_) => Some(max_bytes),
-        };
-        let mut reader = Reader::with_position_and_hint(src.take(max_bytes), opts, 0, 1, hint);
-        reader.tally = crate::tally::opened(path);
-        Ok(reader)
-    }
-}
-
 /// Everything read from one run file by [`read_run`].
 #[derive(Debug, Clone, Default)]
 pub struct RunRead {
