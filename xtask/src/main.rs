@@ -37,6 +37,7 @@ mod publish;
 mod readme;
 #[cfg(test)]
 mod refs;
+mod rss;
 mod schema;
 #[cfg(test)]
 mod spec_example;
@@ -58,7 +59,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [cli] [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | fullfs [--size SIZE]>";
+const USAGE: &str = "usage: cargo xtask <schema [cli] [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | fullfs [--size SIZE] | rss [--release]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -72,6 +73,7 @@ fn run(args: &[String]) -> Result<()> {
         Some("soak") => soak(rest),
         Some("sample") => sample(rest.iter().any(|a| a == "--check")),
         Some("fullfs") => fullfs(rest),
+        Some("rss") => rss::run(rest),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

@@ -11,11 +11,13 @@
 
 use std::fmt::Write as _;
 
-use session_replay::{EntryKind, IncompleteReason, transcript_with};
+use session_replay::{Entry, EntryKind, IncompleteReason, Transcript, transcript_with};
 use session_schema::{ContentPart, Record, RunInput};
 
+use crate::error::CliError;
 use crate::redact::Redactor;
 use crate::store::LoadedRun;
+use crate::stream::{RunSummary, Sink};
 use crate::style::escape_controls;
 
 /// Text longer than this many lines, or [`LONG_CHARS`] characters, is collapsed in `<details>`.
@@ -144,10 +146,30 @@ impl<'r> Html<'r> {
             .run_id
             .clone()
             .unwrap_or_else(|| run.log.meta.run_id.clone());
+        self.run_head(out, &run_id, &t, h, anchor);
+        let mut marks = EntryMarks::default();
+        for e in &t.entries {
+            let pos = e.record.and_then(|i| run.position(i));
+            let record = e.record.and_then(|i| run.log.records.get(i));
+            self.entry(out, e, record, pos, &run.damage, anchor, &mut marks);
+        }
+        self.run_end(out);
+    }
+
+    /// The start of a run's `<section>` ([`Html::run`]): its heading and identity (only the
+    /// head fields of `t` are read).
+    pub(crate) fn run_head(
+        &mut self,
+        out: &mut String,
+        run_id: &str,
+        t: &Transcript,
+        h: u8,
+        anchor: &str,
+    ) {
         let _ = write!(
             out,
             "<section class=\"run\" id=\"{anchor}run\"><h{h}>Run {}</h{h}><ul class=\"muted\">",
-            self.text(&run_id)
+            self.text(run_id)
         );
         if let Some(s) = &t.session_id {
             let _ = write!(out, "<li>Session {}</li>", self.text(s));
@@ -159,10 +181,32 @@ impl<'r> Html<'r> {
             let _ = write!(out, "<li>Model {}</li>", self.text(m));
         }
         out.push_str("</ul>");
-        let mut anchored = std::collections::BTreeSet::new();
-        let mut damage_shown = std::collections::BTreeSet::new();
-        for e in &t.entries {
-            let pos = e.record.and_then(|i| run.position(i));
+    }
+
+    /// The end of a run's `<section>`.
+    pub(crate) fn run_end(&mut self, out: &mut String) {
+        out.push_str("</section>");
+    }
+
+    /// One entry of a run's transcript ([`Html::run`]): `record` is the record it comes from
+    /// (its images are shown) and `pos` that record's (line, byte offset), `damage` the run's
+    /// damage reports, `marks` what the entries before it anchored and showed.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn entry(
+        &mut self,
+        out: &mut String,
+        e: &Entry,
+        record: Option<&Record>,
+        pos: Option<(u64, u64)>,
+        damage: &[session_jsonl::Damage],
+        anchor: &str,
+        marks: &mut EntryMarks,
+    ) {
+        let EntryMarks {
+            anchored,
+            damage_shown,
+        } = marks;
+        {
             let mut id_attr = String::new();
             let mut link = String::new();
             if let Some((line, _)) = pos {
@@ -180,7 +224,7 @@ impl<'r> Html<'r> {
                     .unwrap_or_default();
             // Damage the reader repaired on this record's line comes first.
             if let Some((line, _)) = pos {
-                for d in run.damage.iter().filter(|d| d.line == line) {
+                for d in damage.iter().filter(|d| d.line == line) {
                     if damage_shown.insert(d.line) {
                         let _ = write!(
                             out,
@@ -201,7 +245,7 @@ impl<'r> Html<'r> {
                 EntryKind::UserInput { text, .. } => {
                     head(out, "user", "User");
                     self.block(out, text, false, "User input");
-                    if let Some(Record::RunStart(s)) = e.record.and_then(|i| run.log.records.get(i))
+                    if let Some(Record::RunStart(s)) = record
                         && let RunInput::Parts(p) = &s.input
                     {
                         for part in &p.parts {
@@ -341,7 +385,7 @@ impl<'r> Html<'r> {
                         out,
                         "<div class=\"entry damage\" id=\"{anchor}L{line}\"><div class=\"who\">Damage</div>"
                     );
-                    let d = run.damage.iter().find(|d| d.line == *line);
+                    let d = damage.iter().find(|d| d.line == *line);
                     let _ = write!(
                         out,
                         "line {line}: unreadable record ({}), kept as stored in the file and not shown",
@@ -377,7 +421,6 @@ impl<'r> Html<'r> {
             }
             out.push_str("</div>");
         }
-        out.push_str("</section>");
     }
 
     /// A tool's output: a shell result (a JSON object with `stdout`/`stderr`, as the
@@ -484,13 +527,37 @@ pub(crate) fn safe_data_image(url: &str) -> bool {
 
 /// A whole HTML document: `title` (stored text, escaped here), the page's own CSP in a
 /// `<meta>` tag when `csp_meta` is given, the inline style sheet and `body` (already HTML).
+/// What the entries of one run shown so far anchored (one `id` per line) and which lines'
+/// damage reports they showed, for [`Html::entry`].
+#[derive(Debug, Default)]
+pub(crate) struct EntryMarks {
+    anchored: std::collections::BTreeSet<u64>,
+    damage_shown: std::collections::BTreeSet<u64>,
+}
+
 pub(crate) fn document(
     title: &str,
     csp_meta: Option<&str>,
     head_extra: &str,
     body: &str,
 ) -> String {
-    let mut out = String::with_capacity(body.len() + STYLE.len() + 512);
+    let mut out = document_start(title, csp_meta, head_extra, body.len());
+    out.push_str(body);
+    out.push_str(DOCUMENT_END);
+    out
+}
+
+/// What follows a page's body ([`document`]).
+const DOCUMENT_END: &str = "</body></html>\n";
+
+/// A page up to its `<body>` ([`document`]), with room for `body_len` more bytes.
+fn document_start(
+    title: &str,
+    csp_meta: Option<&str>,
+    head_extra: &str,
+    body_len: usize,
+) -> String {
+    let mut out = String::with_capacity(body_len + STYLE.len() + 512);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     if let Some(csp) = csp_meta {
         let _ = write!(
@@ -505,8 +572,6 @@ pub(crate) fn document(
         "<title>{}</title><style>{STYLE}</style>{head_extra}</head><body>",
         escape(title)
     );
-    out.push_str(body);
-    out.push_str("</body></html>\n");
     out
 }
 
@@ -514,12 +579,13 @@ pub(crate) fn document(
 /// saved messages when it has no run files). `notes` are problems found while loading the
 /// saved state (already one line each), shown at the top.
 pub(crate) fn export_page(
+    sink: &mut Sink<'_>,
     session: Option<&str>,
     state: Option<&session_schema::SessionState>,
-    runs: &[LoadedRun],
+    runs: &mut [RunSummary],
     notes: &[String],
     redactor: Option<&mut Redactor>,
-) -> String {
+) -> Result<(), CliError> {
     let mut h = Html::new(redactor);
     let mut body = String::new();
     let title = match session {
@@ -534,11 +600,10 @@ pub(crate) fn export_page(
         }
         None => format!(
             "Run {}",
-            runs.first()
-                .map(|r| r.log.meta.run_id.as_str())
-                .unwrap_or("")
+            runs.first().map(|r| r.meta.run_id.as_str()).unwrap_or("")
         ),
     };
+    sink.write(document_start(&title, Some(FILE_CSP), "", 0).as_bytes())?;
     for n in notes {
         let _ = write!(
             body,
@@ -549,15 +614,37 @@ pub(crate) fn export_page(
     if let (Some(state), true) = (state, runs.is_empty()) {
         h.messages(&mut body, state);
     }
-    for (k, run) in runs.iter().enumerate() {
+    sink.write(body.as_bytes())?;
+    for (k, run) in runs.iter_mut().enumerate() {
         let (level, anchor) = if session.is_some() {
             (2, format!("r{}-", k + 1))
         } else {
             (1, String::new())
         };
-        h.run(&mut body, run, level, &anchor);
+        // One entry in memory at a time: written out as soon as it is rendered.
+        let mut piece = String::new();
+        let run_id = run
+            .transcript
+            .head()
+            .run_id
+            .clone()
+            .unwrap_or_else(|| run.meta.run_id.clone());
+        h.run_head(&mut piece, &run_id, run.transcript.head(), level, &anchor);
+        sink.write(piece.as_bytes())?;
+        let mut marks = EntryMarks::default();
+        let damage = std::mem::take(&mut run.damage);
+        let path = run.path.clone();
+        crate::stream::for_each_entry(&path, &mut run.transcript, |e, record, pos| {
+            piece.clear();
+            h.entry(&mut piece, e, record, pos, &damage, &anchor, &mut marks);
+            sink.write(piece.as_bytes())
+        })?;
+        run.damage = damage;
+        piece.clear();
+        h.run_end(&mut piece);
+        sink.write(piece.as_bytes())?;
     }
-    document(&title, Some(FILE_CSP), "", &body)
+    sink.write(DOCUMENT_END.as_bytes())
 }
 
 #[cfg(test)]

@@ -59,8 +59,16 @@ pub(crate) enum Row {
     Prompt(PromptRow),
     /// `export --format json` of a run (the runs of a session export have the same fields,
     /// without `type`).
+    #[expect(
+        dead_code,
+        reason = "the export is streamed record by record (commands/export.rs writes these fields in this order); the variant gives the schema its shape"
+    )]
     RunExport(RunExport),
     /// `export --format json` of a session.
+    #[expect(
+        dead_code,
+        reason = "streamed like `RunExport`; the variant gives the schema its shape"
+    )]
     SessionExport(SessionExport),
 }
 
@@ -165,26 +173,27 @@ pub(crate) struct RunRow {
     pub(crate) model_provider: Option<String>,
     /// The model's name.
     pub(crate) model: Option<String>,
-    /// Model invocations (`llm.request` records).
-    pub(crate) invocations: u64,
+    /// Model invocations (`llm.request` records). This and the token, `records` and
+    /// `damage_count` fields are `null` in a `partial` row.
+    pub(crate) invocations: Option<u64>,
     /// Input tokens, summed over the run's responses.
-    pub(crate) input_tokens: u64,
+    pub(crate) input_tokens: Option<u64>,
     /// Input tokens served from the provider's cache.
-    pub(crate) cached_input_tokens: u64,
+    pub(crate) cached_input_tokens: Option<u64>,
     /// Input tokens written to the provider's cache.
-    pub(crate) cache_creation_tokens: u64,
+    pub(crate) cache_creation_tokens: Option<u64>,
     /// Output tokens.
-    pub(crate) output_tokens: u64,
+    pub(crate) output_tokens: Option<u64>,
     /// Total tokens as reported (or input + output).
-    pub(crate) total_tokens: u64,
+    pub(crate) total_tokens: Option<u64>,
     /// The first user input (clipped by the index).
     pub(crate) first_input: Option<String>,
     /// The workspace root of the run (from `run.start` ui_context or the header's cwd).
     pub(crate) workspace_root: Option<String>,
     /// Records read from the file.
-    pub(crate) records: u64,
+    pub(crate) records: Option<u64>,
     /// Lines that did not read as records (damage reports).
-    pub(crate) damage_count: u64,
+    pub(crate) damage_count: Option<u64>,
     /// The `ts` of the last record (RFC 3339).
     pub(crate) last_ts: Option<String>,
     /// The run file, relative to the store root.
@@ -193,6 +202,10 @@ pub(crate) struct RunRow {
     pub(crate) file_size: u64,
     /// Whether the file is a zstd archive (`.jsonl.zst`).
     pub(crate) compressed: bool,
+    /// Whether the row was read bounded from a long file (a listing without a usable index
+    /// reads at most a head and a tail block of each file): what only a whole read can tell
+    /// is `null` (`last_status`, `invocations`, tokens, `records`, `damage_count`).
+    pub(crate) partial: bool,
 }
 
 /// `runs`: where the next page starts (`--cursor`).

@@ -4,6 +4,9 @@
 //!
 //! A lone UTF-16 surrogate escape (`\ud83c` without its pair, as JavaScript writes a cut emoji)
 //! in spliced text becomes `\ufffd` (docs/format.md "Lines"), so every line is strict JSON.
+//! The streamed `export --format json` document is written piece by piece with it and
+//! [`splice`]; byte-exact copies of stored lines (`show --raw`, `tail --raw`,
+//! `export --format jsonl`) do not go through this writer.
 
 /// Builds one JSON object; values are written in the order they are added.
 #[derive(Debug, Default)]
@@ -76,6 +79,31 @@ impl JsonObj {
         s.push('}');
         s
     }
+}
+
+/// Raw JSON text to write into a document that is streamed piece by piece instead of built
+/// as one [`JsonObj`] (`export --format json`): as [`JsonObj::raw`] splices it, lone
+/// surrogate escapes written as `\ufffd`, an empty text as `null`.
+pub(crate) fn splice(raw: &str) -> std::borrow::Cow<'_, str> {
+    if raw.is_empty() {
+        std::borrow::Cow::Borrowed("null")
+    } else {
+        session_schema::surrogate::repair_str(raw)
+    }
+}
+
+/// A JSON array of raw JSON texts (spliced as they are: the array reaches output only through
+/// [`JsonObj::raw`]).
+pub(crate) fn raw_array<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    let mut s = String::from("[");
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(item);
+    }
+    s.push(']');
+    s
 }
 
 #[cfg(test)]

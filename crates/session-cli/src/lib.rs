@@ -54,6 +54,7 @@ mod progress;
 mod redact;
 mod root;
 mod store;
+mod stream;
 mod style;
 mod timefmt;
 

@@ -120,10 +120,8 @@ pub(crate) fn try_locate_run(
 }
 
 /// A run file read whole: the [`RunLog`] session-replay works on, the reader's damage reports
-/// and each record's position and stored bytes.
+/// and each record's position.
 pub(crate) struct LoadedRun {
-    /// The file read.
-    pub(crate) path: PathBuf,
     /// Records and skipped lines.
     pub(crate) log: RunLog,
     /// What session-replay's structural check and the reader's repairs found.
@@ -132,9 +130,6 @@ pub(crate) struct LoadedRun {
     pub(crate) damage: Vec<Damage>,
     /// Byte offset of each record (same length as `log.records`).
     pub(crate) offsets: Vec<u64>,
-    /// Each record's line as stored (byte-exact, without its `\n`; a BOM or CR kept), when
-    /// asked for.
-    pub(crate) json: Vec<Vec<u8>>,
     /// Bytes of content read: the file's size, decompressed for an archive.
     pub(crate) bytes: u64,
 }
@@ -146,42 +141,23 @@ impl LoadedRun {
     }
 }
 
-/// Reads the run file at `path` (`.jsonl` or `.jsonl.zst`); `keep_json` also keeps each
-/// record's stored bytes (for exports).
+/// Reads the run file at `path` (`.jsonl` or `.jsonl.zst`) whole. Commands that only copy
+/// records or need one pass stream instead (`commands::stream`).
 ///
 /// # Errors
 /// Data/IO (4) naming the file, line and byte offset when a read fails.
-pub(crate) fn load_run_file(path: &Path, keep_json: bool) -> Result<LoadedRun, CliError> {
-    let opts = session_jsonl::ReaderOptions {
-        keep_raw: keep_json,
-        ..Default::default()
-    };
-    let read = session_jsonl::read_run_with(path, opts).map_err(jsonl_err)?;
+pub(crate) fn load_run_file(path: &Path) -> Result<LoadedRun, CliError> {
+    let read = session_jsonl::read_run_with(path, session_jsonl::ReaderOptions::default())
+        .map_err(jsonl_err)?;
     let offsets = read.records.iter().map(|r| r.offset).collect();
     let bytes = read.bytes;
-    let mut json = Vec::new();
-    if keep_json {
-        for r in &read.records {
-            // The line as read (BOM and CR included); re-serializing would change escapes
-            // such as `\/` or `\u00e9` that another writer used.
-            let bytes = match &r.raw {
-                Some(raw) => raw.clone(),
-                None => r.parsed.to_json().map_err(|e| {
-                    CliError::Data(format!("{}: line {}: {e}", path.display(), r.line))
-                })?,
-            };
-            json.push(bytes);
-        }
-    }
     let damage = read.damage.clone();
     let (log, diags) = session_replay::io::run_log_from_read(read);
     Ok(LoadedRun {
-        path: path.to_owned(),
         log,
         diags,
         damage,
         offsets,
-        json,
         bytes,
     })
 }

@@ -446,100 +446,198 @@ fn numeric_subdirs(
     out
 }
 
-/// Every day directory (`YYYY/MM/DD`, padded or not) under `sessions_root`, newest first; a
-/// missing root has none, directories that cannot be listed are skipped.
-///
-/// # Errors
-/// [`JsonlError::Io`] when the root exists but cannot be listed.
-pub(crate) fn day_dirs(sessions_root: &Path) -> Result<Vec<PathBuf>> {
-    if let Err(e) = fs::read_dir(sessions_root) {
-        if e.kind() == io::ErrorKind::NotFound {
-            return Ok(Vec::new());
-        }
-        return Err(JsonlError::io("list", sessions_root, e));
-    }
-    let mut skipped = Vec::new();
-    let mut out = Vec::new();
-    for (_, _, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
-        for (_, _, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
-            for (_, _, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
-                out.push(d_dir);
-            }
-        }
-    }
-    Ok(out)
+/// One day directory of the run tree (`YYYY/MM/DD`, padded or not), from [`day_dirs_newest_first`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayDir {
+    /// The date its path names.
+    pub date: RunDate,
+    /// Full path.
+    pub path: PathBuf,
+    /// Whether a directory on the way is not zero-padded (`2026/2/11`).
+    pub nonstandard: bool,
 }
 
-/// Lists every run file under `sessions_root` newest first without opening any of them.
-///
-/// Walks `YYYY/MM/DD` directories in descending order. Directories whose names are all digits
-/// but not zero-padded are included and reported in [`RunListing::nonstandard_dirs`]; anything
-/// else (`messages/`, `state/`, `state.db`, stray files) is ignored. A missing root gives an
-/// empty listing.
+/// The day directories under a sessions root, newest first, listed lazily: a year directory's
+/// months and a month directory's days are listed only when the walk reaches them, so taking
+/// the newest two days lists the root, one year and one month. From
+/// [`day_dirs_newest_first`]; the one place where the date-directory rule lives (all-digit
+/// names of at most 4/2/2 digits with values in `1..=9999` / `1..=12` / `1..=31`, padded ones
+/// before unpadded ones of the same value).
+#[derive(Debug)]
+pub struct DayDirs {
+    /// Year directories not yet entered, newest last (popped first).
+    years: Vec<(u32, bool, PathBuf)>,
+    /// Months of the current year not yet entered, newest last.
+    months: Vec<(u32, bool, PathBuf)>,
+    /// Days of the current month not yet returned, newest last.
+    days: Vec<(u32, bool, PathBuf)>,
+    /// The current year and month: value and whether padded.
+    year: (u32, bool),
+    month: (u32, bool),
+    /// Directories that could not be listed so far.
+    skipped: Vec<SkippedDir>,
+    /// Directories listed so far (the root included).
+    listed: u64,
+}
+
+impl DayDirs {
+    /// Directories that could not be listed so far; the runs under them are not walked.
+    pub fn skipped(&self) -> &[SkippedDir] {
+        &self.skipped
+    }
+
+    /// Takes the directories that could not be listed so far.
+    pub fn take_skipped(&mut self) -> Vec<SkippedDir> {
+        std::mem::take(&mut self.skipped)
+    }
+
+    /// Directories listed so far, the sessions root included (a cost a test can hold).
+    pub fn dirs_listed(&self) -> u64 {
+        self.listed
+    }
+
+    fn subdirs(&mut self, dir: &Path, width: usize, max: u32) -> Vec<(u32, bool, PathBuf)> {
+        self.listed += 1;
+        let mut v = numeric_subdirs(dir, width, max, &mut self.skipped);
+        // Popped from the end: oldest first in the vector.
+        v.reverse();
+        v
+    }
+}
+
+impl Iterator for DayDirs {
+    type Item = DayDir;
+
+    fn next(&mut self) -> Option<DayDir> {
+        loop {
+            if let Some((day, d_pad, path)) = self.days.pop() {
+                let date = RunDate {
+                    year: u16::try_from(self.year.0).unwrap_or(0),
+                    month: u8::try_from(self.month.0).unwrap_or(0),
+                    day: u8::try_from(day).unwrap_or(0),
+                };
+                return Some(DayDir {
+                    date,
+                    path,
+                    nonstandard: !(self.year.1 && self.month.1 && d_pad),
+                });
+            }
+            if let Some((month, m_pad, path)) = self.months.pop() {
+                self.month = (month, m_pad);
+                self.days = self.subdirs(&path, 2, 31);
+                continue;
+            }
+            let (year, y_pad, path) = self.years.pop()?;
+            self.year = (year, y_pad);
+            self.months = self.subdirs(&path, 2, 12);
+        }
+    }
+}
+
+/// Starts a walk of the day directories under `sessions_root`, newest first ([`DayDirs`]); a
+/// missing root has none.
 ///
 /// # Errors
-/// [`JsonlError::Io`] only when the root exists but cannot be listed; unreadable
-/// subdirectories are reported in [`RunListing::skipped`].
-pub fn list_run_files(sessions_root: &Path) -> Result<RunListing> {
-    let mut listing = RunListing::default();
+/// [`JsonlError::Io`] when the root exists but cannot be looked at or listed; subdirectories
+/// that cannot be listed are reported in [`DayDirs::skipped`].
+pub fn day_dirs_newest_first(sessions_root: &Path) -> Result<DayDirs> {
+    let mut walk = DayDirs {
+        years: Vec::new(),
+        months: Vec::new(),
+        days: Vec::new(),
+        year: (0, true),
+        month: (0, true),
+        skipped: Vec::new(),
+        listed: 0,
+    };
     match fs::metadata(sessions_root) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(listing),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(walk),
         Err(e) => return Err(JsonlError::io("stat", sessions_root, e)),
         Ok(_) => {}
     }
     if let Err(e) = fs::read_dir(sessions_root) {
         return Err(JsonlError::io("list", sessions_root, e));
     }
+    walk.years = walk.subdirs(sessions_root, 4, 9999);
+    Ok(walk)
+}
+
+/// The run files of one day directory without opening any of them, newest first (by
+/// modification time, then by name): `<run_id>.jsonl` and `<run_id>.jsonl.zst` regular files;
+/// anything else is ignored.
+///
+/// # Errors
+/// The I/O error when the directory cannot be listed.
+pub fn list_day(day: &DayDir) -> io::Result<Vec<RunFile>> {
+    let mut day_files = Vec::new();
+    for entry in fs::read_dir(&day.path)?.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((run_id, compressed)) = parse_run_file_name(name) else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        day_files.push(RunFile {
+            path: entry.path(),
+            run_id: run_id.to_owned(),
+            compressed,
+            date: day.date,
+            nonstandard_dir: day.nonstandard,
+            modified: meta.modified().ok(),
+        });
+    }
+    day_files.sort_by(|a, b| {
+        b.modified
+            .cmp(&a.modified)
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    Ok(day_files)
+}
+
+/// Every day directory (`YYYY/MM/DD`, padded or not) under `sessions_root`, newest first; a
+/// missing root has none, directories that cannot be listed are skipped.
+///
+/// # Errors
+/// [`JsonlError::Io`] when the root exists but cannot be listed.
+pub(crate) fn day_dirs(sessions_root: &Path) -> Result<Vec<PathBuf>> {
+    Ok(day_dirs_newest_first(sessions_root)?
+        .map(|d| d.path)
+        .collect())
+}
+
+/// Lists every run file under `sessions_root` newest first without opening any of them.
+///
+/// Walks `YYYY/MM/DD` directories in descending order ([`day_dirs_newest_first`], listing
+/// each with [`list_day`]). Directories whose names are all digits but not zero-padded are
+/// included and reported in [`RunListing::nonstandard_dirs`]; anything else (`messages/`,
+/// `state/`, `state.db`, stray files) is ignored. A missing root gives an empty listing.
+///
+/// # Errors
+/// [`JsonlError::Io`] only when the root exists but cannot be listed; unreadable
+/// subdirectories are reported in [`RunListing::skipped`].
+pub fn list_run_files(sessions_root: &Path) -> Result<RunListing> {
+    let mut listing = RunListing::default();
+    let mut walk = day_dirs_newest_first(sessions_root)?;
     let mut skipped = Vec::new();
-    for (year, y_pad, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
-        for (month, m_pad, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
-            for (day, d_pad, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
-                let nonstandard = !(y_pad && m_pad && d_pad);
-                if nonstandard {
-                    listing.nonstandard_dirs.push(d_dir.clone());
-                }
-                let date = RunDate {
-                    year: u16::try_from(year).unwrap_or(0),
-                    month: u8::try_from(month).unwrap_or(0),
-                    day: u8::try_from(day).unwrap_or(0),
-                };
-                let entries = match fs::read_dir(&d_dir) {
-                    Ok(e) => e,
-                    Err(error) => {
-                        skipped.push(SkippedDir { path: d_dir, error });
-                        continue;
-                    }
-                };
-                let mut day_files = Vec::new();
-                for entry in entries.flatten() {
-                    let name = entry.file_name();
-                    let Some(name) = name.to_str() else { continue };
-                    let Some((run_id, compressed)) = parse_run_file_name(name) else {
-                        continue;
-                    };
-                    let Ok(meta) = entry.metadata() else { continue };
-                    if !meta.is_file() {
-                        continue;
-                    }
-                    day_files.push(RunFile {
-                        path: entry.path(),
-                        run_id: run_id.to_owned(),
-                        compressed,
-                        date,
-                        nonstandard_dir: nonstandard,
-                        modified: meta.modified().ok(),
-                    });
-                }
-                day_files.sort_by(|a, b| {
-                    b.modified
-                        .cmp(&a.modified)
-                        .then_with(|| a.path.cmp(&b.path))
-                });
-                listing.files.extend(day_files);
-            }
+    for day in walk.by_ref() {
+        if day.nonstandard {
+            listing.nonstandard_dirs.push(day.path.clone());
+        }
+        match list_day(&day) {
+            Ok(files) => listing.files.extend(files),
+            Err(error) => skipped.push(SkippedDir {
+                path: day.path,
+                error,
+            }),
         }
     }
-    listing.skipped = skipped;
+    // Year and month directories that could not be listed come first, as the walk met them.
+    let mut all = walk.take_skipped();
+    all.extend(skipped);
+    listing.skipped = all;
     Ok(listing)
 }
 

@@ -19,6 +19,8 @@
 //!   goes, and back ([`archive::decompress_run`]).
 //! * [`duplicates`] — which of several files of one run id is the run ([`rank_files`]).
 //! * [`fault`] — the writer's fault-injection seam for tests ([`FaultPlan`]).
+//! * [`tally`] — a per-thread count of run files opened and bytes read ([`count_file_reads`]),
+//!   for tests that hold a read cost.
 //! * [`text`] — lossy decoding of tool output bytes and code-point-safe truncation.
 //!
 //! ```
@@ -69,6 +71,7 @@ mod holder;
 pub mod layout;
 mod reader;
 pub mod scan;
+pub mod tally;
 pub mod text;
 #[cfg(all(test, not(feature = "archive")))]
 mod without_archive;
@@ -83,15 +86,20 @@ pub use fault::{Fault, FaultPlan, FileOp};
 pub use follow::{FollowOptions, Follower};
 pub use holder::{LockHolder, exclusive_holder_pid, lock_holders};
 pub use layout::{
-    FoundRun, RunDate, RunFile, RunIdProbe, RunListing, find_all_runs, find_run,
-    find_run_in_dirs_of, list_run_files, probe_run_id, run_lookups_on_this_thread, run_path,
+    DayDir, DayDirs, FoundRun, RunDate, RunFile, RunIdProbe, RunListing, day_dirs_newest_first,
+    find_all_runs, find_run, find_run_in_dirs_of, list_day, list_run_files, probe_run_id,
+    run_lookups_on_this_thread, run_path,
 };
 pub use reader::{
     DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, INITIAL_READ_BUFFER,
     Item, Reader, ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file,
     read_buffer_bytes_on_this_thread, read_run, read_run_with,
 };
-pub use scan::{HeadScan, HeaderFacts, RunEndState, TerminalState, read_header, terminal_state};
+pub use scan::{
+    HeadScan, HeaderFacts, RunEndState, TAIL_PROBE, TerminalState, read_head_block, read_header,
+    terminal_state, terminal_state_exact, terminal_state_probe,
+};
+pub use tally::{FileRead, FileReadCounter, count_file_reads};
 pub use writer::{
     DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Durability, RunWriter, WriterOptions, is_locked,
     needs_seal, seal_torn_tail,

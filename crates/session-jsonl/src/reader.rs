@@ -738,6 +738,9 @@ pub struct Reader<R> {
     skip: Option<Skip>,
     dec: Decoder,
     pending: VecDeque<Item>,
+    /// Where this reader's bytes are counted ([`crate::tally`]), when opened from a path
+    /// while counting.
+    pub(crate) tally: Option<crate::tally::Slot>,
 }
 
 impl<R: Read> Reader<R> {
@@ -785,6 +788,7 @@ impl<R: Read> Reader<R> {
             follow: false,
             skip: None,
             pending: VecDeque::new(),
+            tally: None,
         }
     }
 
@@ -859,6 +863,7 @@ impl<R: Read> Reader<R> {
             match self.src.read(&mut self.buf[self.end..self.end + want]) {
                 Ok(n) => {
                     self.end += n;
+                    crate::tally::read(self.tally, n);
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -1066,7 +1071,9 @@ impl Reader<RunFileReader> {
             #[cfg(feature = "archive")]
             RunFileReader::Zstd(_) => None,
         };
-        Ok(Reader::with_position_and_hint(src, opts, 0, 1, hint))
+        let mut reader = Reader::with_position_and_hint(src, opts, 0, 1, hint);
+        reader.tally = crate::tally::opened(path);
+        Ok(reader)
     }
 }
 

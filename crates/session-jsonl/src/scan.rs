@@ -116,19 +116,34 @@ pub fn scan_facts(prefix: &[u8]) -> HeaderFacts {
 /// [`JsonlError::Io`] when the file cannot be opened or read. A bad first line is reported in
 /// [`HeadScan::damage`], not as an error.
 pub fn read_header(path: &Path) -> Result<HeadScan> {
+    read_head_block(path).map(|(head, _)| head)
+}
+
+/// [`read_header`], also returning the bytes read (the first [`HEAD_LIMIT`] bytes of the
+/// file, decompressed for `.jsonl.zst`; fewer when the file is shorter), so that a caller can
+/// read the records of the head block without reading it again.
+///
+/// # Errors
+/// As [`read_header`].
+pub fn read_head_block(path: &Path) -> Result<(HeadScan, Vec<u8>)> {
     let mut src = open_run_file(path)?;
+    let slot = crate::tally::opened(path);
     let mut buf = vec![0u8; HEAD_LIMIT];
     let mut n = 0;
     while n < buf.len() {
         match src.read(&mut buf[n..]) {
             Ok(0) => break,
-            Ok(k) => n += k,
+            Ok(k) => {
+                n += k;
+                crate::tally::read(slot, k);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(JsonlError::io("read", path, e)),
         }
     }
-    let buf = &buf[..n];
-    Ok(head_from_bytes(path, buf, n < HEAD_LIMIT))
+    buf.truncate(n);
+    let head = head_from_bytes(path, &buf, n < HEAD_LIMIT);
+    Ok((head, buf))
 }
 
 fn head_from_bytes(path: &Path, buf: &[u8], at_eof: bool) -> HeadScan {
@@ -243,10 +258,18 @@ pub struct TerminalState {
     pub last_type: Option<String>,
     /// `ts` of the last record that could be read.
     pub last_ts: Option<Timestamp>,
-    /// Whether the file ends in a line without `\n` that is not a complete record.
+    /// Whether the file ends in a line without `\n` that is not a complete record (false when
+    /// [`undecided`](Self::undecided) before that line's start was found).
     pub torn_tail: bool,
     /// Bytes read to decide (the whole decompressed size for `.jsonl.zst`).
     pub bytes_read: u64,
+    /// Whether the probe ran out before it reached the start of a line that decides: the last
+    /// lines (after a torn tail or damaged lines) reach further back than [`TAIL_PROBE`]
+    /// bytes from the end. `end` is then [`RunEndState::Open`] and `last_type`/`last_ts` are
+    /// `None` because nothing was decided, not because the run is open;
+    /// [`terminal_state_exact`] reads back as far as it takes. Never set by
+    /// [`terminal_state_exact`].
+    pub undecided: bool,
 }
 
 impl TerminalState {
@@ -262,6 +285,10 @@ pub const TAIL_LINE_LIMIT: u64 = 1 << 20;
 /// Bytes of a long line's start read by [`terminal_state`].
 pub const TAIL_PREFIX: usize = 4096;
 const TAIL_BLOCK: u64 = 64 << 10;
+/// Most bytes [`terminal_state`] reads from a plain run file: 128 KiB, two blocks of 64 KiB.
+/// A run whose deciding line starts further back than this from the end is
+/// [`TerminalState::undecided`].
+pub const TAIL_PROBE: u64 = 2 * TAIL_BLOCK;
 /// Damaged lines skipped at the end of a file before [`terminal_state`] gives up (→ `Open`).
 const TAIL_MAX_DAMAGED: usize = 64;
 
@@ -276,15 +303,24 @@ struct Tail<'a> {
     /// File offset of `win[0]`.
     win_lo: u64,
     win: Vec<u8>,
+    /// Most bytes the window may cover ([`TAIL_PROBE`], or `u64::MAX` for an exact scan).
+    budget: u64,
+    /// Set when the window stopped growing because of `budget` (not at the file's start).
+    exhausted: bool,
+    /// Where the reads are counted ([`crate::tally`]).
+    slot: Option<crate::tally::Slot>,
 }
 
 impl Tail<'_> {
-    fn new(file: &mut File, len: u64) -> Tail<'_> {
+    fn new(file: &mut File, len: u64, budget: u64, slot: Option<crate::tally::Slot>) -> Tail<'_> {
         Tail {
             file,
             bytes_read: 0,
             win_lo: len,
             win: Vec::new(),
+            budget,
+            exhausted: false,
+            slot,
         }
     }
 
@@ -292,15 +328,21 @@ impl Tail<'_> {
         self.file.seek(SeekFrom::Start(at))?;
         self.file.read_exact(buf)?;
         self.bytes_read += buf.len() as u64;
+        crate::tally::read(self.slot, buf.len());
         Ok(())
     }
 
-    /// Extends the window one block further back; false at the start of the file.
+    /// Extends the window one block further back; false at the start of the file, or when
+    /// the budget is spent (`exhausted` then says so).
     fn extend(&mut self) -> io::Result<bool> {
         if self.win_lo == 0 {
             return Ok(false);
         }
         let lo = self.win_lo.saturating_sub(TAIL_BLOCK);
+        if self.bytes_read.saturating_add(self.win_lo - lo) > self.budget {
+            self.exhausted = true;
+            return Ok(false);
+        }
         let mut block = vec![0u8; to_usize(self.win_lo - lo)?];
         self.read_at(lo, &mut block)?;
         // Bytes at the top of an over-long window belong to a line whose start is still being
@@ -320,18 +362,19 @@ impl Tail<'_> {
         self.win_lo + self.win.len() as u64
     }
 
-    /// Start of the line that ends at `end` (exclusive): just after the previous `\n`, or 0.
-    fn line_start(&mut self, end: u64) -> io::Result<u64> {
+    /// Start of the line that ends at `end` (exclusive): just after the previous `\n`, or 0;
+    /// `None` when the budget ran out before it was found.
+    fn line_start(&mut self, end: u64) -> io::Result<Option<u64>> {
         // Not yet searched: [win_lo, below).
         let mut below = end;
         loop {
             let hi = to_usize(below.min(self.win_hi()).saturating_sub(self.win_lo))?;
             if let Some(i) = memchr::memrchr(b'\n', &self.win[..hi]) {
-                return Ok(self.win_lo + i as u64 + 1);
+                return Ok(Some(self.win_lo + i as u64 + 1));
             }
             below = self.win_lo;
             if !self.extend()? {
-                return Ok(0);
+                return Ok((!self.exhausted).then_some(0));
             }
         }
     }
@@ -394,24 +437,63 @@ fn tail_line(tail: &mut Tail<'_>, start: u64, end: u64) -> io::Result<TailLine> 
     })
 }
 
-/// Finds how a run ended from the tail of its file, reading backwards from the end.
+/// Finds how a run ended from the tail of its file, reading backwards from the end, at most
+/// [`TAIL_PROBE`] (128 KiB) of a plain file.
 ///
 /// Reads the last complete record (skipping a torn tail and damaged lines) and, when it is a
 /// `run.end`, the records just before it for a `run.error`. Typically reads one 64 KiB block.
-/// Archived `.jsonl.zst` files cannot be read backwards and are decompressed in full.
+///
+/// **When the tail cannot decide.** A line's type is known only from its start, and a line's
+/// start only from the `\n` before it. When the line that decides (the last complete record)
+/// starts more than [`TAIL_PROBE`] bytes before the end of the file — the run ends in a
+/// record longer than that, such as a 32 MiB tool output, or in a torn tail and damaged lines
+/// that long — the result is [`TerminalState::undecided`]: `end` [`RunEndState::Open`], no
+/// `last_type`/`last_ts`, and at most [`TAIL_PROBE`] bytes read. A `run.end` or `run.error`
+/// is that long only with a `final` text or error over 128 KiB; [`terminal_state_exact`]
+/// decides those. When a `run.end` is found and the `run.error` before it lies beyond the
+/// probe, the state is `Ended` without its error.
+///
+/// Archived `.jsonl.zst` files cannot be read backwards and are decompressed in full (their
+/// decompressed bytes are counted in `bytes_read`).
 ///
 /// # Errors
 /// [`JsonlError::Io`] when the file cannot be opened or read.
 pub fn terminal_state(path: &Path) -> Result<TerminalState> {
+    terminal_state_within(path, TAIL_PROBE)
+}
+
+/// [`terminal_state`] without the probe's limit: reads backwards until a line decides (the
+/// whole of a long last line's start search, keeping at most 4 MiB of it in memory). Never
+/// [`TerminalState::undecided`]; for callers that act on the answer (housekeeping) and
+/// accept the cost of a run ending in a very long record.
+///
+/// # Errors
+/// As [`terminal_state`].
+pub fn terminal_state_exact(path: &Path) -> Result<TerminalState> {
+    terminal_state_within(path, u64::MAX)
+}
+
+/// [`terminal_state`] with a probe of at most `max_bytes` (rounded down to whole 64 KiB
+/// blocks, at least one block) instead of [`TAIL_PROBE`]: for a caller with a read budget per
+/// file (a cold listing reads the head block and one tail block).
+///
+/// # Errors
+/// As [`terminal_state`].
+pub fn terminal_state_probe(path: &Path, max_bytes: u64) -> Result<TerminalState> {
+    terminal_state_within(path, max_bytes.max(TAIL_BLOCK))
+}
+
+fn terminal_state_within(path: &Path, budget: u64) -> Result<TerminalState> {
     if is_archived(path) {
         return terminal_state_streaming(path);
     }
     let mut file = File::open(path).map_err(|e| JsonlError::io("open", path, e))?;
+    let slot = crate::tally::opened(path);
     let len = file
         .metadata()
         .map_err(|e| JsonlError::io("stat", path, e))?
         .len();
-    let mut tail = Tail::new(&mut file, len);
+    let mut tail = Tail::new(&mut file, len, budget, slot);
     scan_tail(&mut tail, len).map_err(|e| JsonlError::io("read", path, e))
 }
 
@@ -422,6 +504,7 @@ fn scan_tail(tail: &mut Tail<'_>, len: u64) -> io::Result<TerminalState> {
         last_ts: None,
         torn_tail: false,
         bytes_read: 0,
+        undecided: false,
     };
     if len == 0 {
         return Ok(state);
@@ -436,7 +519,16 @@ fn scan_tail(tail: &mut Tail<'_>, len: u64) -> io::Result<TerminalState> {
     let mut found_end = false;
     let mut looked_back = 0;
     loop {
-        let start = tail.line_start(line_end)?;
+        let Some(start) = tail.line_start(line_end)? else {
+            // The probe ran out inside a line. Once a `run.end` is found the state stands
+            // (only its `run.error` was still looked for); before that nothing is decided.
+            if !found_end {
+                state.undecided = true;
+                state.last_type = None;
+                state.last_ts = None;
+            }
+            break;
+        };
         let line = if start == line_end {
             None
         } else {
@@ -513,12 +605,14 @@ fn terminal_state_streaming(path: &Path) -> Result<TerminalState> {
             ..ReaderOptions::default()
         },
     );
+    reader.tally = crate::tally::opened(path);
     let mut state = TerminalState {
         end: RunEndState::Open,
         last_type: None,
         last_ts: None,
         torn_tail: false,
         bytes_read: 0,
+        undecided: false,
     };
     let mut prev_error: Option<ErrorInfo> = None;
     while let Some(item) = reader.next() {
@@ -611,13 +705,90 @@ mod tests {
         assert_eq!(tail_of(b"").end, RunEndState::Open);
     }
 
+    fn exact_tail_of(content: &[u8]) -> TerminalState {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(&p, content).unwrap();
+        terminal_state_exact(&p).unwrap()
+    }
+
+    fn tool_output(len: usize) -> String {
+        format!(
+            r#"{{"type":"tool.output","run_id":"r","ts":"2026-02-03T12:00:09.000Z","tool":"t","tool_call_id":"c","result_raw":"{}"}}"#,
+            "x".repeat(len)
+        )
+    }
+
+    #[test]
+    fn a_32_mib_last_line_is_undecided_within_the_probe() {
+        let big = tool_output(32 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(&p, format!("{H}\n{ERR}\n{big}\n")).unwrap();
+        let counter = crate::count_file_reads();
+        let t = terminal_state(&p).unwrap();
+        assert_eq!(
+            t,
+            TerminalState {
+                end: RunEndState::Open,
+                last_type: None,
+                last_ts: None,
+                torn_tail: false,
+                bytes_read: TAIL_PROBE,
+                undecided: true,
+            }
+        );
+        assert_eq!(counter.files_opened(), 1);
+        assert_eq!(counter.max_bytes_per_file(), TAIL_PROBE);
+        // The exact scan reads back to the line's start.
+        let exact = terminal_state_exact(&p).unwrap();
+        assert!(!exact.undecided);
+        assert_eq!(exact.last_type.as_deref(), Some("tool.output"));
+        assert!(exact.bytes_read > 32 << 20, "{}", exact.bytes_read);
+
+        // A last line that long without its `\n`: undecided too (whether it is a complete
+        // record cannot be told without its start).
+        std::fs::write(&p, format!("{H}\n{}", &big[..big.len() - 1])).unwrap();
+        let t = terminal_state(&p).unwrap();
+        assert!(t.undecided && !t.torn_tail, "{t:?}");
+        assert_eq!(t.bytes_read, TAIL_PROBE);
+    }
+
+    #[test]
+    fn short_records_after_a_32_mib_line_decide_within_one_block() {
+        let big = tool_output(32 << 20);
+        // `run.end` after the long line: decided; the `run.error` search stops at the probe.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(&p, format!("{H}\n{big}\n{ST}\n{END}\n")).unwrap();
+        let counter = crate::count_file_reads();
+        let t = terminal_state(&p).unwrap();
+        assert!(!t.undecided);
+        let RunEndState::Ended { outcome, error, .. } = &t.end else {
+            panic!("{t:?}")
+        };
+        assert_eq!((outcome.as_str(), error), ("error", &None));
+        assert_eq!(t.last_type.as_deref(), Some("run.end"));
+        assert_eq!(t.bytes_read, TAIL_PROBE);
+        assert_eq!(counter.max_bytes_per_file(), TAIL_PROBE);
+
+        // `run.error` after it: decided from the first block.
+        std::fs::write(&p, format!("{H}\n{big}\n{ERR}\n")).unwrap();
+        let t = terminal_state(&p).unwrap();
+        assert!(matches!(t.end, RunEndState::Errored { .. }), "{t:?}");
+        assert_eq!(t.bytes_read, TAIL_BLOCK);
+
+        // A 100 KiB last line starts within the probe: decided from its prefix.
+        let t = tail_of(format!("{H}\n{}\n", tool_output(100 << 10)).as_bytes());
+        assert!(!t.undecided);
+        assert_eq!(t.last_type.as_deref(), Some("tool.output"));
+        assert!(t.bytes_read <= TAIL_PROBE, "{}", t.bytes_read);
+    }
+
     #[test]
     fn long_last_line_is_read_from_its_prefix() {
-        let big = format!(
-            r#"{{"type":"tool.output","run_id":"r","ts":"2026-02-03T12:00:09.000Z","tool":"t","tool_call_id":"c","result_raw":"{}"}}"#,
-            "x".repeat(3 << 20)
-        );
-        let t = tail_of(format!("{H}\n{big}\n").as_bytes());
+        let big = tool_output(3 << 20);
+        let t = exact_tail_of(format!("{H}\n{big}\n").as_bytes());
         assert_eq!(t.last_type.as_deref(), Some("tool.output"));
         assert_eq!(
             t.last_ts.as_ref().map(Timestamp::as_str),

@@ -97,18 +97,23 @@ pub fn find_and_read_run(
     Ok((log, diags))
 }
 
+/// How a damaged line shows in a run log: a torn tail, a line of the wrong shape, a corrupt
+/// line; `None` for damage whose record was recovered (a repaired line, a header note).
+pub fn skip_kind(kind: DamageKind) -> Option<SkipKind> {
+    match kind {
+        DamageKind::TornTail => Some(SkipKind::TornTail),
+        DamageKind::SchemaMismatch => Some(SkipKind::Shape),
+        k if k.record_recovered() => None,
+        _ => Some(SkipKind::Corrupt),
+    }
+}
+
 /// Turns what session-jsonl read into a [`RunLog`] and diagnostics (no I/O).
 pub fn run_log_from_read(read: RunRead) -> (RunLog, Vec<Diagnostic>) {
     let mut skipped = Vec::new();
     let mut notes = Vec::new();
     for d in &read.damage {
-        let kind = match d.kind {
-            DamageKind::TornTail => Some(SkipKind::TornTail),
-            DamageKind::SchemaMismatch => Some(SkipKind::Shape),
-            k if k.record_recovered() => None,
-            _ => Some(SkipKind::Corrupt),
-        };
-        match kind {
+        match skip_kind(d.kind) {
             Some(kind) => skipped.push(SkippedLine {
                 line: d.line,
                 byte_offset: d.offset,

@@ -88,6 +88,7 @@ pub use tool_output::{
     EditOutput, ShellOutput, ToolOutputView, tool_output_markdown, view_tool_output,
 };
 pub use transcript::{
-    Entry, EntryKind, IncompleteReason, Transcript, describe_retry, render_markdown, transcript,
+    Entry, EntryKind, IncompleteReason, Transcript, TranscriptBuilder, describe_retry,
+    render_markdown, render_markdown_entry, render_markdown_head, tool_output_ids, transcript,
     transcript_with,
 };

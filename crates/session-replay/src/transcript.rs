@@ -182,24 +182,77 @@ pub fn transcript(records: &[Record]) -> Transcript {
 /// as [`EntryKind::Skipped`] at their place, a torn tail as the final
 /// [`EntryKind::Incomplete`].
 pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcript {
-    let mut t = Transcript::default();
-    let with_output: BTreeSet<&str> = records
+    let mut b = TranscriptBuilder::new(tool_output_ids(records));
+    let mut entries = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        b.record(i, record, &mut entries);
+    }
+    let mut t = b.head().clone();
+    t.entries = entries;
+    insert_skipped(&mut t, records.len(), skipped);
+    let torn = skipped
         .iter()
+        .find(|s| s.kind == SkipKind::TornTail)
+        .map(|s| s.line);
+    if let Some(entry) = b.incomplete(torn) {
+        t.entries.push(entry);
+    }
+    t
+}
+
+/// Call ids that have a `tool.output` record: their `tool_result` events are not shown (the
+/// full output is). The first pass of a streamed transcript ([`TranscriptBuilder`]).
+pub fn tool_output_ids<'a>(records: impl IntoIterator<Item = &'a Record>) -> BTreeSet<String> {
+    records
+        .into_iter()
         .filter_map(|r| match r {
-            Record::ToolOutput(o) => Some(o.tool_call_id.as_str()),
+            Record::ToolOutput(o) => Some(o.tool_call_id.clone()),
             _ => None,
         })
-        .collect();
-    let mut final_seen = false;
-    let mut ended = false;
-    let push = |t: &mut Transcript, i: usize, ts: &Timestamp, kind: EntryKind| {
-        t.entries.push(Entry {
-            ts: Some(ts.clone()),
-            record: Some(i),
-            kind,
-        });
-    };
-    for (i, record) in records.iter().enumerate() {
+        .collect()
+}
+
+/// Builds a transcript one record at a time, for renderers that stream a run log instead of
+/// holding it ([`transcript_with`] is this over a slice). Two passes: the first collects the
+/// call ids with a `tool.output` ([`tool_output_ids`], or [`TranscriptBuilder::note_tool_output`])
+/// and the head ([`TranscriptBuilder::note_head`]); the second turns each record into its
+/// entries ([`TranscriptBuilder::record`]); [`TranscriptBuilder::incomplete`] gives the
+/// closing entry. Memory: the head, the call ids and two flags.
+#[derive(Debug, Clone, Default)]
+pub struct TranscriptBuilder {
+    with_output: BTreeSet<String>,
+    head: Transcript,
+    final_seen: bool,
+    ended: bool,
+}
+
+impl TranscriptBuilder {
+    /// A builder that leaves out the `tool_result` events of the call ids in `with_output`.
+    pub fn new(with_output: BTreeSet<String>) -> Self {
+        TranscriptBuilder {
+            with_output,
+            ..TranscriptBuilder::default()
+        }
+    }
+
+    /// First pass: remembers a `tool.output`'s call id.
+    pub fn note_tool_output(&mut self, record: &Record) {
+        if let Record::ToolOutput(o) = record {
+            self.with_output.insert(o.tool_call_id.clone());
+        }
+    }
+
+    /// The run's identity as far as the records noted tell: [`Transcript`] without entries
+    /// (run id, session id, start time, model).
+    pub fn head(&self) -> &Transcript {
+        &self.head
+    }
+
+    /// Notes what `record` tells about the run's identity (the header; the first run id; the
+    /// session id of `run.start` when the header has none). [`TranscriptBuilder::record`]
+    /// does this too.
+    pub fn note_head(&mut self, record: &Record) {
+        let t = &mut self.head;
         if t.run_id.is_none() {
             t.run_id = record.run_id().map(str::to_owned);
         }
@@ -220,10 +273,26 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                     s
                 });
             }
+            Record::RunStart(s) if t.session_id.is_none() => {
+                t.session_id = s.session_id.clone();
+            }
+            _ => {}
+        }
+    }
+
+    /// Appends the entries of record `i` to `out` (none for records a transcript does not
+    /// show), and notes its part of the head.
+    pub fn record(&mut self, i: usize, record: &Record, out: &mut Vec<Entry>) {
+        self.note_head(record);
+        let push = |out: &mut Vec<Entry>, i: usize, ts: &Timestamp, kind: EntryKind| {
+            out.push(Entry {
+                ts: Some(ts.clone()),
+                record: Some(i),
+                kind,
+            });
+        };
+        match record {
             Record::RunStart(s) => {
-                if t.session_id.is_none() {
-                    t.session_id = s.session_id.clone();
-                }
                 let images = match &s.input {
                     RunInput::Parts(p) => p
                         .parts
@@ -233,7 +302,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                     _ => 0,
                 };
                 push(
-                    &mut t,
+                    out,
                     i,
                     &s.ts,
                     EntryKind::UserInput {
@@ -243,7 +312,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                 );
             }
             Record::LlmRequest(q) => push(
-                &mut t,
+                out,
                 i,
                 &q.ts,
                 EntryKind::ModelRequest {
@@ -256,7 +325,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                 },
             ),
             Record::LlmResponse(r) => push(
-                &mut t,
+                out,
                 i,
                 &r.ts,
                 EntryKind::ModelResponse {
@@ -292,7 +361,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                     }),
                     AgentEvent::ToolResult(x) => {
                         let id = x.tool_call_id.as_deref().unwrap_or_default();
-                        (!with_output.contains(id)).then(|| EntryKind::ToolResult {
+                        (!self.with_output.contains(id)).then(|| EntryKind::ToolResult {
                             call_id: id.to_owned(),
                             tool: x.tool.clone().unwrap_or_default(),
                             output: x.result.clone().unwrap_or_default(),
@@ -304,7 +373,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                         compacted: c.compacted == Some(true),
                     }),
                     AgentEvent::Final(x) => {
-                        final_seen = true;
+                        self.final_seen = true;
                         Some(EntryKind::Final {
                             text: x.content.clone().unwrap_or_default(),
                         })
@@ -312,11 +381,11 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                     _ => None,
                 };
                 if let Some(kind) = kind {
-                    push(&mut t, i, &e.ts, kind);
+                    push(out, i, &e.ts, kind);
                 }
             }
             Record::ToolOutput(o) => push(
-                &mut t,
+                out,
                 i,
                 &o.ts,
                 EntryKind::ToolResult {
@@ -331,7 +400,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                     && s.message.is_some() =>
             {
                 push(
-                    &mut t,
+                    out,
                     i,
                     &s.ts,
                     EntryKind::Status {
@@ -341,7 +410,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                 );
             }
             Record::RunError(e) => push(
-                &mut t,
+                out,
                 i,
                 &e.ts,
                 EntryKind::Error {
@@ -350,12 +419,14 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                 },
             ),
             Record::RunEnd(e) => {
-                ended = true;
-                if !final_seen && let Some(text) = &e.final_text {
-                    push(&mut t, i, &e.ts, EntryKind::Final { text: text.clone() });
+                self.ended = true;
+                if !self.final_seen
+                    && let Some(text) = &e.final_text
+                {
+                    push(out, i, &e.ts, EntryKind::Final { text: text.clone() });
                 }
                 push(
-                    &mut t,
+                    out,
                     i,
                     &e.ts,
                     EntryKind::Outcome {
@@ -363,7 +434,7 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
                     },
                 );
             }
-            Record::Unknown(u) => t.entries.push(Entry {
+            Record::Unknown(u) => out.push(Entry {
                 ts: u
                     .fields
                     .get("ts")
@@ -377,21 +448,21 @@ pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcrip
             _ => {}
         }
     }
-    insert_skipped(&mut t, records.len(), skipped);
-    let torn = skipped.iter().find(|s| s.kind == SkipKind::TornTail);
-    let reason = match torn {
-        Some(s) => Some(IncompleteReason::TornTail { line: s.line }),
-        None if !ended => Some(IncompleteReason::NoRunEnd),
-        None => None,
-    };
-    if let Some(reason) = reason {
-        t.entries.push(Entry {
+
+    /// The closing entry: [`EntryKind::Incomplete`] for a log that ends in a torn line (its
+    /// 1-based line in `torn_tail`) or has no `run.end` among the records given so far.
+    pub fn incomplete(&self, torn_tail: Option<u64>) -> Option<Entry> {
+        let reason = match torn_tail {
+            Some(line) => IncompleteReason::TornTail { line },
+            None if !self.ended => IncompleteReason::NoRunEnd,
+            None => return None,
+        };
+        Some(Entry {
             ts: None,
             record: None,
             kind: EntryKind::Incomplete { reason },
-        });
+        })
     }
-    t
 }
 
 /// Places corrupt/shape-skipped lines among the entries by line number. Entries know record
@@ -459,6 +530,16 @@ pub fn describe_retry(
 /// entry (user input, reasoning, assistant text, tool calls and results in fenced blocks, final
 /// answer), with the record timestamps; deterministic for a given transcript.
 pub fn render_markdown(t: &Transcript) -> String {
+    let mut out = render_markdown_head(t);
+    for e in &t.entries {
+        out.push_str(&render_markdown_entry(e));
+    }
+    out
+}
+
+/// The title and identity lines [`render_markdown`] starts with (only the head fields of `t`
+/// are read), for a renderer that streams the entries ([`TranscriptBuilder`]).
+pub fn render_markdown_head(t: &Transcript) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Run {}", t.run_id.as_deref().unwrap_or("(unknown)"));
     out.push('\n');
@@ -471,128 +552,132 @@ pub fn render_markdown(t: &Transcript) -> String {
     if let Some(m) = &t.model {
         let _ = writeln!(out, "- Model: {m}");
     }
-    for e in &t.entries {
-        out.push('\n');
-        let ts = e.ts.as_ref().map(|t| format!(" · {t}")).unwrap_or_default();
-        match &e.kind {
-            EntryKind::UserInput { text, .. } => {
-                let _ = writeln!(out, "## User{ts}\n");
-                push_quoted_text(&mut out, text);
+    out
+}
+
+/// One entry as [`render_markdown`] writes it: a blank line, then its section or line(s).
+pub fn render_markdown_entry(e: &Entry) -> String {
+    let mut out = String::new();
+    out.push('\n');
+    let ts = e.ts.as_ref().map(|t| format!(" · {t}")).unwrap_or_default();
+    match &e.kind {
+        EntryKind::UserInput { text, .. } => {
+            let _ = writeln!(out, "## User{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::ModelRequest { seq, model } => {
+            let m = model
+                .as_deref()
+                .map(|m| format!(" to {m}"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "_LLM call {seq}{m}{ts}_");
+        }
+        EntryKind::ModelResponse {
+            seq,
+            usage,
+            stop_reason,
+        } => {
+            let mut line = format!("_LLM answer {seq}");
+            if let Some(r) = stop_reason {
+                let _ = write!(line, " ({r})");
             }
-            EntryKind::ModelRequest { seq, model } => {
-                let m = model
-                    .as_deref()
-                    .map(|m| format!(" to {m}"))
-                    .unwrap_or_default();
-                let _ = writeln!(out, "_LLM call {seq}{m}{ts}_");
-            }
-            EntryKind::ModelResponse {
-                seq,
-                usage,
-                stop_reason,
-            } => {
-                let mut line = format!("_LLM answer {seq}");
-                if let Some(r) = stop_reason {
-                    let _ = write!(line, " ({r})");
-                }
-                if let Some(u) = usage {
-                    let _ = write!(
-                        line,
-                        ": {} in ({} cached), {} out",
-                        u.input_tokens,
-                        u.input_cached_tokens.flatten().unwrap_or(0),
-                        u.output_tokens
-                    );
-                }
-                let _ = writeln!(out, "{line}{ts}_");
-            }
-            EntryKind::Retry {
-                failure_kind,
-                status,
-                next_attempt,
-                max_attempts,
-                delay_ms,
-            } => {
-                let line = describe_retry(
-                    failure_kind.as_deref(),
-                    status.as_deref(),
-                    next_attempt.as_deref(),
-                    max_attempts.as_deref(),
-                    delay_ms.as_deref(),
-                );
-                let _ = writeln!(out, "_{line}{ts}_");
-            }
-            EntryKind::Reasoning { text } => {
-                let _ = writeln!(out, "## Reasoning{ts}\n");
-                push_quoted_text(&mut out, text);
-            }
-            EntryKind::AssistantText { text } => {
-                let _ = writeln!(out, "## Assistant{ts}\n");
-                push_quoted_text(&mut out, text);
-            }
-            EntryKind::ToolCall {
-                call_id,
-                tool,
-                args,
-            } => {
-                let _ = writeln!(out, "## Tool call `{tool}` ({call_id}){ts}\n");
-                push_fenced(&mut out, "json", args);
-            }
-            EntryKind::ToolResult {
-                call_id,
-                tool,
-                output,
-                is_error,
-            } => {
-                let err = if *is_error { " — error" } else { "" };
-                let _ = writeln!(out, "## Tool result `{tool}` ({call_id}){err}{ts}\n");
-                crate::tool_output::push_markdown(&mut out, output);
-            }
-            EntryKind::CompactionStarted => {
-                let _ = writeln!(out, "_Compaction started{ts}_");
-            }
-            EntryKind::CompactionFinished { compacted } => {
-                let what = if *compacted {
-                    "history compacted"
-                } else {
-                    "nothing compacted"
-                };
-                let _ = writeln!(out, "_Compaction finished: {what}{ts}_");
-            }
-            EntryKind::Status { status, message } => {
-                let m = message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default();
-                let _ = writeln!(out, "_Status {status}{m}{ts}_");
-            }
-            EntryKind::Error { name, message } => {
-                let _ = writeln!(out, "## Error{ts}\n");
-                let _ = writeln!(out, "**{name}**: {message}");
-            }
-            EntryKind::Final { text } => {
-                let _ = writeln!(out, "## Final answer{ts}\n");
-                push_quoted_text(&mut out, text);
-            }
-            EntryKind::Outcome { outcome } => {
-                let _ = writeln!(out, "**Outcome: {outcome}**{ts}");
-            }
-            EntryKind::UnknownRecord { kind } => {
-                let _ = writeln!(out, "_Record of unknown type `{kind}`{ts}_");
-            }
-            EntryKind::Skipped { line, kind } => {
-                let _ = writeln!(out, "> [line {line} skipped: {}]", kind.as_str());
-            }
-            EntryKind::Incomplete { reason } => {
-                let why = match reason {
-                    IncompleteReason::NoRunEnd => "no run.end record".to_owned(),
-                    IncompleteReason::TornTail { line } => format!("torn line {line} at the end"),
-                };
-                let _ = writeln!(
-                    out,
-                    "**Incomplete: the log stops before the run ended ({why})**"
+            if let Some(u) = usage {
+                let _ = write!(
+                    line,
+                    ": {} in ({} cached), {} out",
+                    u.input_tokens,
+                    u.input_cached_tokens.flatten().unwrap_or(0),
+                    u.output_tokens
                 );
             }
+            let _ = writeln!(out, "{line}{ts}_");
+        }
+        EntryKind::Retry {
+            failure_kind,
+            status,
+            next_attempt,
+            max_attempts,
+            delay_ms,
+        } => {
+            let line = describe_retry(
+                failure_kind.as_deref(),
+                status.as_deref(),
+                next_attempt.as_deref(),
+                max_attempts.as_deref(),
+                delay_ms.as_deref(),
+            );
+            let _ = writeln!(out, "_{line}{ts}_");
+        }
+        EntryKind::Reasoning { text } => {
+            let _ = writeln!(out, "## Reasoning{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::AssistantText { text } => {
+            let _ = writeln!(out, "## Assistant{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::ToolCall {
+            call_id,
+            tool,
+            args,
+        } => {
+            let _ = writeln!(out, "## Tool call `{tool}` ({call_id}){ts}\n");
+            push_fenced(&mut out, "json", args);
+        }
+        EntryKind::ToolResult {
+            call_id,
+            tool,
+            output,
+            is_error,
+        } => {
+            let err = if *is_error { " — error" } else { "" };
+            let _ = writeln!(out, "## Tool result `{tool}` ({call_id}){err}{ts}\n");
+            crate::tool_output::push_markdown(&mut out, output);
+        }
+        EntryKind::CompactionStarted => {
+            let _ = writeln!(out, "_Compaction started{ts}_");
+        }
+        EntryKind::CompactionFinished { compacted } => {
+            let what = if *compacted {
+                "history compacted"
+            } else {
+                "nothing compacted"
+            };
+            let _ = writeln!(out, "_Compaction finished: {what}{ts}_");
+        }
+        EntryKind::Status { status, message } => {
+            let m = message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "_Status {status}{m}{ts}_");
+        }
+        EntryKind::Error { name, message } => {
+            let _ = writeln!(out, "## Error{ts}\n");
+            let _ = writeln!(out, "**{name}**: {message}");
+        }
+        EntryKind::Final { text } => {
+            let _ = writeln!(out, "## Final answer{ts}\n");
+            push_quoted_text(&mut out, text);
+        }
+        EntryKind::Outcome { outcome } => {
+            let _ = writeln!(out, "**Outcome: {outcome}**{ts}");
+        }
+        EntryKind::UnknownRecord { kind } => {
+            let _ = writeln!(out, "_Record of unknown type `{kind}`{ts}_");
+        }
+        EntryKind::Skipped { line, kind } => {
+            let _ = writeln!(out, "> [line {line} skipped: {}]", kind.as_str());
+        }
+        EntryKind::Incomplete { reason } => {
+            let why = match reason {
+                IncompleteReason::NoRunEnd => "no run.end record".to_owned(),
+                IncompleteReason::TornTail { line } => format!("torn line {line} at the end"),
+            };
+            let _ = writeln!(
+                out,
+                "**Incomplete: the log stops before the run ended ({why})**"
+            );
         }
     }
     out

@@ -412,6 +412,27 @@ pub(crate) fn open_db_read_only(
     }
 }
 
+/// An empty database in memory with the full schema and the run listing's indexes, for a run
+/// index that lives only as long as its store ([`StateStore::open_memory_index`]); `label`
+/// names it in errors.
+///
+/// [`StateStore::open_memory_index`]: crate::StateStore::open_memory_index
+pub(crate) fn open_db_in_memory(
+    label: &Path,
+    options: &crate::types::StoreOptions,
+) -> Result<Connection> {
+    let conn = Connection::open_in_memory().map_err(db_err(label, "open in memory"))?;
+    configure_read_only(&conn, label, options)?;
+    let create = || -> rusqlite::Result<()> {
+        conn.execute_batch(CREATE_SESSION_STATE)?;
+        conn.execute_batch(CREATE_UPDATED_AT_INDEX)?;
+        conn.execute_batch(CREATE_OURS)?;
+        conn.execute_batch(CREATE_RUN_INDEXES)
+    };
+    create().map_err(db_err(label, "create schema"))?;
+    Ok(conn)
+}
+
 fn configure_read_only(
     conn: &Connection,
     db_path: &Path,

@@ -90,6 +90,7 @@ mod labels;
 mod lease;
 mod legacy;
 mod list;
+mod memindex;
 mod messages;
 mod prefix;
 mod recovery;
@@ -115,6 +116,7 @@ pub use lease::{
     LEASE_DIR, LeaseHolder, LeasePurpose, MAX_LABEL, OpenSession, SessionLease,
     UNKNOWN_HOLDER_GRACE,
 };
+pub use memindex::{FilesIndexed, RowRead};
 pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,

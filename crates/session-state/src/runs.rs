@@ -349,7 +349,7 @@ struct StoredRun {
     values: Vec<OwnedValue>,
 }
 
-fn rel_path(root: &Path, path: &Path) -> String {
+pub(crate) fn rel_path(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
         .unwrap_or(path)
         .to_string_lossy()
@@ -360,7 +360,7 @@ fn opt_text(s: &Option<String>) -> Value {
     s.as_ref().map_or(Value::Null, |s| Value::Text(s.clone()))
 }
 
-fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
+pub(crate) fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
     vec![
         Value::Text(rel.to_owned()),
         Value::Text(r.run_id.clone()),
@@ -461,6 +461,18 @@ pub(crate) fn read_run_row(
         },
     )
     .map_err(run_err)?;
+    row_from_items(path, reader, size, mtime, compressed)
+}
+
+/// Folds the items of a run file (all of them, or those of its head block) into a row, and
+/// says why the file is not a run when no `header` record came.
+pub(crate) fn row_from_items(
+    path: &Path,
+    items: impl Iterator<Item = std::io::Result<Item>>,
+    size: u64,
+    mtime: i64,
+    compressed: bool,
+) -> Result<(RunRow, Option<String>)> {
     let file_run_id = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -499,7 +511,7 @@ pub(crate) fn read_run_row(
     let mut header_cwd: Option<String> = None;
     let mut ui_root: Option<String> = None;
     let mut request_model: (Option<String>, Option<String>) = (None, None);
-    for item in reader {
+    for item in items {
         let item = item.map_err(|e| StateError::Run {
             path: path.to_path_buf(),
             source: Box::new(e),
@@ -696,7 +708,7 @@ fn add_tokens(sum: &mut u64, add: u64) -> bool {
 /// [`RunOutcome::Other`]; the two spellings that would read back from the index as
 /// [`RunOutcome::Open`] or as nothing (`open`, the empty string) are stored as `other:open` and
 /// `other:`, so a run with a `run.end` is never listed as open.
-fn outcome_of_end(outcome: &str) -> RunOutcome {
+pub(crate) fn outcome_of_end(outcome: &str) -> RunOutcome {
     match outcome {
         "completed" => RunOutcome::Completed,
         "error" => RunOutcome::Error,
@@ -1027,7 +1039,7 @@ fn dir_row(d: &DateDir, run_count: usize) -> DirRow {
     }
 }
 
-fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()> {
+pub(crate) fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()> {
     let placeholders = (1..=values.len())
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()

@@ -40,6 +40,9 @@ pub struct StateStore {
     pub(crate) options: StoreOptions,
     /// Opened with [`StateStore::open_read_only`]: every write is refused.
     pub(crate) read_only: bool,
+    /// A run index in memory ([`StateStore::open_memory_index`]): read-only for every file,
+    /// its in-memory `runs` table filled by [`StateStore::index_files`].
+    pub(crate) memory_index: bool,
     /// Message lists of the last few sessions saved through this store, so that the next
     /// save of the same session serializes only the new messages.
     cache: Mutex<Vec<CachedSession>>,
@@ -135,6 +138,7 @@ impl StateStore {
             conn: Mutex::new(conn),
             options,
             read_only: false,
+            memory_index: false,
             cache: Mutex::new(Vec::new()),
             leases: Default::default(),
             recovered: Vec::new(),
@@ -210,10 +214,32 @@ impl StateStore {
             conn: Mutex::new(conn),
             options,
             read_only: true,
+            memory_index: false,
             cache: Mutex::new(Vec::new()),
             leases: Default::default(),
             recovered: Vec::new(),
         })
+    }
+
+    /// A store over `sessions_root` with the connection `conn` (an in-memory run index), that
+    /// refuses every write to files.
+    pub(crate) fn memory_index_over(
+        root: PathBuf,
+        db_path: PathBuf,
+        conn: Connection,
+        options: StoreOptions,
+    ) -> StateStore {
+        StateStore {
+            root,
+            db_path,
+            conn: Mutex::new(conn),
+            options,
+            read_only: true,
+            memory_index: true,
+            cache: Mutex::new(Vec::new()),
+            leases: Default::default(),
+            recovered: Vec::new(),
+        }
     }
 
     /// Whether the store was opened with [`StateStore::open_read_only`].

@@ -2,7 +2,9 @@
 //! [--redact [--redact-pattern REGEX]… [--redact-patterns FILE]…]`.
 //!
 //! The format is `--format`, else the one `-o FILE`'s extension names, else Markdown
-//! ([`ExportArgs::effective_format`]).
+//! ([`ExportArgs::effective_format`]). `--format json` writes one `run_export` or
+//! `session_export` document of the JSON contract ([`crate::json_rows`]), streamed record by
+//! record.
 //!
 //! With `--redact` the secrets in the exported text are replaced (see [`crate::redact`]); a
 //! JSON or JSONL export keeps every byte outside the changed string literals, but its records
@@ -13,7 +15,6 @@
 //! the row's `message_count`) is named on stderr and in the JSON document, and the command
 //! then exits 4 after writing what it could read.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use session_state::{DamageKind as MsgDamage, LoadNote, MessageDamage};
@@ -21,16 +22,17 @@ use session_state::{DamageKind as MsgDamage, LoadNote, MessageDamage};
 use crate::Ctx;
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::error::{CliError, EXIT_DATA, EXIT_OK};
-use crate::json_rows::{self, Row, RunDamage, RunExport, SessionExport};
+use crate::json_rows;
+use crate::jsonw::{JsonObj, raw_array};
 use crate::redact::Redactor;
-use crate::store::{LoadedRun, load_run_file, rel};
+use crate::store::rel;
 use crate::style::escape_controls;
 
 pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliError> {
     if let Some(path) = &args.output {
         check_output(&ctx.root.path, path, args.force)?;
     }
-    let mut redactor = if args.redact.on() {
+    let redactor = if args.redact.on() {
         Some(Redactor::new(
             &args.redact.redact_pattern,
             &args.redact.redact_patterns,
@@ -38,27 +40,15 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
     } else {
         None
     };
-    let format = args.effective_format();
     let target = super::resolve_target(ctx, crate::cli::id_or_newest(args.id.as_ref()))?;
-    let mut runs = Vec::with_capacity(target.paths.len());
-    for p in &target.paths {
-        runs.push(load_run_file(p, true)?);
-    }
+    export_streaming(ctx, args, &target, redactor)
+}
+
+/// The warnings about a session's saved state (damaged message lines, a state that cannot be
+/// loaded, notes); whether nothing of it is missing from the export.
+fn warn_saved_state(ctx: &mut Ctx<'_>, target: &super::Target) -> bool {
     let root = ctx.root.path.clone();
     let mut complete = true;
-    for run in &runs {
-        let lost = lost_lines(run);
-        if lost > 0 {
-            complete = false;
-            let first = run.damage.iter().find(|d| !d.kind.record_recovered());
-            let at = first.map(|d| format!(" (first: {d})")).unwrap_or_default();
-            let msg = format!(
-                "export incomplete: {}: {lost} damaged line(s) not exported{at}",
-                rel(&root, &run.path)
-            );
-            say(ctx, &msg);
-        }
-    }
     for d in &target.damage {
         let lost = message_lost(d);
         complete &= !lost;
@@ -77,12 +67,43 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         let (kind, detail, _) = note_parts(&root, n);
         ctx.warn(&format!("saved state: {kind}: {detail}"));
     }
-    let body = match format {
-        ExportFormat::Md => escape_controls(&markdown(&target, &runs))
-            .into_owned()
-            .into_bytes(),
-        ExportFormat::Json => json(ctx, &target, &runs, complete)?.into_bytes(),
-        ExportFormat::Jsonl => jsonl(&runs),
+    complete
+}
+
+/// `export` in every format, streamed: a first pass over each run file finds its identity,
+/// outcome, damage and transcript head (for the warnings and what comes before the records),
+/// a second pass writes its records (or transcript entries) one at a time, so memory follows
+/// the longest line, not the file.
+fn export_streaming(
+    ctx: &mut Ctx<'_>,
+    args: &ExportArgs,
+    target: &super::Target,
+    mut redactor: Option<Redactor>,
+) -> Result<i32, CliError> {
+    let root = ctx.root.path.clone();
+    let mut summaries = Vec::with_capacity(target.paths.len());
+    for p in &target.paths {
+        summaries.push(crate::stream::summarize(p)?);
+    }
+    let mut complete = true;
+    for run in &summaries {
+        let lost = run.lost_lines();
+        if lost > 0 {
+            complete = false;
+            let first = run.damage.iter().find(|d| !d.kind.record_recovered());
+            let at = first.map(|d| format!(" (first: {d})")).unwrap_or_default();
+            let msg = format!(
+                "export incomplete: {}: {lost} damaged line(s) not exported{at}",
+                rel(&root, &run.path)
+            );
+            say(ctx, &msg);
+        }
+    }
+    complete &= warn_saved_state(ctx, target);
+    let mut sink = crate::stream::Sink::new(args.output.as_deref(), ctx.out)?;
+    let written = match args.effective_format() {
+        ExportFormat::Jsonl => stream_jsonl(&mut sink, &summaries, redactor.as_mut()),
+        ExportFormat::Md => stream_markdown(&mut sink, target, &mut summaries, redactor.as_mut()),
         ExportFormat::Html => {
             let notes: Vec<String> = target
                 .damage
@@ -96,43 +117,313 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
                 )
                 .collect();
             crate::html::export_page(
+                &mut sink,
                 target.session.as_deref(),
                 target.state.as_ref(),
-                &runs,
+                &mut summaries,
                 &notes,
                 redactor.as_mut(),
             )
-            .into_bytes()
         }
+        _ => stream_json(
+            &mut sink,
+            &root,
+            target,
+            &summaries,
+            complete,
+            redactor.as_mut(),
+        ),
     };
-    let body = match (&mut redactor, format) {
-        (None, _) | (Some(_), ExportFormat::Html) => body,
-        (Some(r), ExportFormat::Md) => r
-            .redact(&String::from_utf8_lossy(&body))
-            .into_owned()
-            .into_bytes(),
-        (Some(r), ExportFormat::Json | ExportFormat::Jsonl) => {
-            let text = String::from_utf8_lossy(&body);
-            let mut out = String::with_capacity(text.len());
-            for line in text.split_inclusive('\n') {
-                out.push_str(&r.redact_json(line));
-            }
-            out.into_bytes()
+    match written {
+        Ok(()) => sink.commit()?,
+        Err(e) => {
+            sink.abandon();
+            return Err(e);
         }
-    };
+    }
     if let Some(r) = &redactor {
         let n = r.replaced();
         let mut msg = format!("--redact: {n} secret(s) replaced");
-        if n > 0 && matches!(format, ExportFormat::Json | ExportFormat::Jsonl) {
+        if n > 0
+            && matches!(
+                args.effective_format(),
+                ExportFormat::Json | ExportFormat::Jsonl
+            )
+        {
             msg.push_str("; the records are no longer byte-exact copies of the stored lines");
         }
         say(ctx, &msg);
     }
-    match &args.output {
-        Some(path) => write_file(path, &body)?,
-        None => ctx.out.write_all(&body)?,
-    }
     Ok(if complete { EXIT_OK } else { EXIT_DATA })
+}
+
+/// Markdown written piece by piece as the whole-file export wrote it at once: stored text's
+/// control characters escaped, then `--redact` applied (per transcript entry, the unit a
+/// secret lives in); under a session's heading, run headings go one level down; trailing
+/// blank lines of the document are dropped.
+struct MdWriter<'s, 'o, 'r> {
+    sink: &'s mut crate::stream::Sink<'o>,
+    redactor: Option<&'r mut Redactor>,
+    /// Newlines at the end of what was given, not yet written (the document's last ones are
+    /// collapsed to one).
+    pending: usize,
+}
+
+impl MdWriter<'_, '_, '_> {
+    fn put(&mut self, text: &str) -> Result<(), CliError> {
+        let text = escape_controls(text);
+        let text = match self.redactor.as_mut() {
+            Some(r) => std::borrow::Cow::Owned(r.redact(&text).into_owned()),
+            None => text,
+        };
+        let body = text.trim_end_matches('\n');
+        let trailing = text.len() - body.len();
+        if body.is_empty() {
+            self.pending += trailing;
+            return Ok(());
+        }
+        for _ in 0..self.pending {
+            self.sink.write(b"\n")?;
+        }
+        self.sink.write(body.as_bytes())?;
+        self.pending = trailing;
+        Ok(())
+    }
+
+    /// Markdown of a run: under a session, every heading line gets one more `#`.
+    fn put_run(&mut self, md: &str, in_session: bool) -> Result<(), CliError> {
+        if !in_session {
+            return self.put(md);
+        }
+        let mut shifted = String::with_capacity(md.len() + 8);
+        for line in md.lines() {
+            if line.starts_with('#') {
+                shifted.push('#');
+            }
+            shifted.push_str(line);
+            shifted.push('\n');
+        }
+        self.put(&shifted)
+    }
+
+    fn finish(self) -> Result<(), CliError> {
+        if self.pending > 0 {
+            self.sink.write(b"\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// `export --format md`, streamed (see [`MdWriter`]): the session heading, then each run's
+/// transcript entry by entry.
+fn stream_markdown(
+    sink: &mut crate::stream::Sink<'_>,
+    target: &super::Target,
+    runs: &mut [crate::stream::RunSummary],
+    redactor: Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    let session = target.session.as_deref();
+    let mut md = MdWriter {
+        sink,
+        redactor,
+        pending: 0,
+    };
+    if let Some(s) = session {
+        md.put(&format!("# Session {s}\n\n"))?;
+        if runs.is_empty() {
+            md.put("No run files; the saved conversation follows.\n\n")?;
+            if let Some(state) = &target.state {
+                md.put(&super::show::messages_markdown(state))?;
+            }
+        } else {
+            md.put(&format!("{} run(s), oldest first.\n\n", runs.len()))?;
+        }
+    }
+    for run in runs.iter_mut() {
+        let head = session_replay::render_markdown_head(run.transcript.head());
+        md.put_run(&head, session.is_some())?;
+        let mut ends_in_newline = head.ends_with('\n');
+        crate::stream::for_each_entry(&run.path, &mut run.transcript, |e, _, _| {
+            let text = session_replay::render_markdown_entry(e);
+            if !text.is_empty() {
+                ends_in_newline = text.ends_with('\n');
+            }
+            md.put_run(&text, session.is_some())
+        })?;
+        if !ends_in_newline {
+            md.put("\n")?;
+        }
+        md.put("\n")?;
+    }
+    md.finish()
+}
+
+/// Writes JSON text through the redactor when there is one (string literals are redacted
+/// one by one, so a fragment redacts as it would inside the whole document).
+fn put_json(
+    sink: &mut crate::stream::Sink<'_>,
+    redactor: &mut Option<&mut Redactor>,
+    text: &str,
+) -> Result<(), CliError> {
+    match redactor {
+        Some(r) => sink.write(r.redact_json(text).as_bytes()),
+        None => sink.write(text.as_bytes()),
+    }
+}
+
+/// Every record line exactly as stored, each ended by `\n` (redacted: decoded lossily, its
+/// string literals redacted).
+fn stream_jsonl(
+    sink: &mut crate::stream::Sink<'_>,
+    runs: &[crate::stream::RunSummary],
+    mut redactor: Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    for run in runs {
+        crate::stream::for_each_record_line(&run.path, |line| {
+            match redactor.as_mut() {
+                Some(r) => {
+                    let text = String::from_utf8_lossy(line);
+                    sink.write(r.redact_json(&text).as_bytes())?;
+                }
+                None => sink.write(line)?,
+            }
+            sink.write(b"\n")
+        })?;
+    }
+    Ok(())
+}
+
+/// An object's text without its closing `}`, to append more keys to.
+fn open_object(mut o: JsonObj) -> String {
+    let mut text = o.finish();
+    text.pop();
+    text
+}
+
+/// One run as a JSON object ([`run_json`]'s shape), streamed: its fields, then its records
+/// byte-exact one at a time.
+fn stream_run_json(
+    sink: &mut crate::stream::Sink<'_>,
+    root: &Path,
+    run: &crate::stream::RunSummary,
+    top_level: bool,
+    redactor: &mut Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    let damage: Vec<String> = run
+        .damage
+        .iter()
+        .map(|d| {
+            let mut o = JsonObj::new();
+            o.str("kind", d.kind.as_str());
+            o.unum("line", d.line);
+            o.unum("offset", d.offset);
+            o.str("message", &d.message);
+            o.finish()
+        })
+        .collect();
+    let mut o = JsonObj::new();
+    if top_level {
+        // The contract's `run_export` (a run inside a `session_export` carries no type).
+        o.str("type", "run_export");
+    }
+    o.str("run_id", &run.meta.run_id);
+    o.opt_str("session_id", run.meta.session_id.as_deref());
+    o.str("started_at", run.meta.started_at.as_str());
+    o.opt_str("outcome", run.outcome.as_deref());
+    o.str("file", &rel(root, &run.path));
+    o.bool("complete", run.lost_lines() == 0);
+    o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
+    put_json(sink, redactor, &open_object(o))?;
+    sink.write(b",\"records\":[")?;
+    let mut first = true;
+    crate::stream::for_each_record_line(&run.path, |line| {
+        if !first {
+            sink.write(b",")?;
+        }
+        first = false;
+        put_json(sink, redactor, &crate::jsonw::splice(&record_text(line)))
+    })?;
+    sink.write(b"]}")
+}
+
+/// The JSON document, streamed: one run object, or a session object whose `runs` come last.
+fn stream_json(
+    sink: &mut crate::stream::Sink<'_>,
+    root: &Path,
+    target: &super::Target,
+    runs: &[crate::stream::RunSummary],
+    complete: bool,
+    mut redactor: Option<&mut Redactor>,
+) -> Result<(), CliError> {
+    let Some(s) = target.session.as_deref() else {
+        match runs.last() {
+            Some(run) => stream_run_json(sink, root, run, true, &mut redactor)?,
+            None => sink.write(b"null")?,
+        }
+        return sink.write(b"\n");
+    };
+    let mut damage = message_damage(root, &target.damage);
+    if let Some(why) = &target.state_error {
+        // `verify`'s kind for a session whose saved state cannot be loaded.
+        damage.push(json_rows::MessageDamage {
+            file: None,
+            line: None,
+            offset: None,
+            kind: "unloadable_session".into(),
+            kept: false,
+            expected: None,
+            found: None,
+            message: why.clone(),
+        });
+    }
+    let notes: Vec<json_rows::LoadNote> = target
+        .notes
+        .iter()
+        .map(|n| {
+            let (kind, detail, at) = note_parts(root, n);
+            let (file, line, offset) = match at {
+                Some((file, line, offset)) => (Some(file), Some(line), Some(offset)),
+                None => (None, None, None),
+            };
+            json_rows::LoadNote {
+                kind: kind.to_owned(),
+                file,
+                line,
+                offset,
+                message: detail,
+            }
+        })
+        .collect();
+    // The contract's rows, serialized by serde and spliced through `JsonObj::raw` (which
+    // repairs lone surrogates).
+    let to_text = |e: serde_json::Error| CliError::Output(e.into());
+    let damage: Vec<String> = damage
+        .iter()
+        .map(|d| serde_json::to_string(d).map_err(to_text))
+        .collect::<Result<_, _>>()?;
+    let notes: Vec<String> = notes
+        .iter()
+        .map(|n| serde_json::to_string(n).map_err(to_text))
+        .collect::<Result<_, _>>()?;
+    let mut o = JsonObj::new();
+    o.str("type", "session_export");
+    o.str("session_id", s);
+    o.bool("complete", complete);
+    match &target.state {
+        Some(state) => o.ser("state", state),
+        None => o.raw("state", "null"),
+    };
+    o.raw("damage", &raw_array(damage.iter().map(String::as_str)));
+    o.raw("notes", &raw_array(notes.iter().map(String::as_str)));
+    put_json(sink, &mut redactor, &open_object(o))?;
+    sink.write(b",\"runs\":[")?;
+    for (i, run) in runs.iter().enumerate() {
+        if i > 0 {
+            sink.write(b",")?;
+        }
+        stream_run_json(sink, root, run, false, &mut redactor)?;
+    }
+    sink.write(b"]}\n")
 }
 
 /// One line on stderr, `sessions: <msg>` (the export still goes on).
@@ -142,14 +433,6 @@ fn say(ctx: &mut Ctx<'_>, msg: &str) {
         "sessions: {}",
         escape_controls(msg).replace('\n', " ")
     );
-}
-
-/// Run lines the reader could not turn into records (repaired lines are exported).
-fn lost_lines(run: &LoadedRun) -> usize {
-    run.damage
-        .iter()
-        .filter(|d| !d.kind.record_recovered())
-        .count()
 }
 
 /// Whether a message-log problem means a message is missing from the export: a line that was
@@ -291,70 +574,6 @@ fn check_output(root: &Path, path: &Path, force: bool) -> Result<(), CliError> {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// failed export never leaves a half-written file behind.
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "export".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    res.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        CliError::io(path, e)
-    })
-}
-
-fn markdown(target: &super::Target, runs: &[LoadedRun]) -> String {
-    let session = target.session.as_deref();
-    let mut out = String::new();
-    if let Some(s) = session {
-        out.push_str(&format!("# Session {s}\n\n"));
-        if runs.is_empty() {
-            out.push_str("No run files; the saved conversation follows.\n\n");
-            if let Some(state) = &target.state {
-                out.push_str(&super::show::messages_markdown(state));
-            }
-        } else {
-            out.push_str(&format!("{} run(s), oldest first.\n\n", runs.len()));
-        }
-    }
-    for run in runs {
-        let t = session_replay::transcript_with(&run.log.records, &run.log.skipped);
-        let md = session_replay::render_markdown(&t);
-        if session.is_some() {
-            // Runs become second-level sections under the session heading.
-            for line in md.lines() {
-                if line.starts_with('#') {
-                    out.push('#');
-                }
-                out.push_str(line);
-                out.push('\n');
-            }
-        } else {
-            out.push_str(&md);
-        }
-        if !md.ends_with('\n') {
-            out.push('\n');
-        }
-        out.push('\n');
-    }
-    while out.ends_with("\n\n") {
-        out.pop();
-    }
-    out
-}
-
 /// A stored line as JSON text to splice into a document: the bytes as read, without a BOM or
 /// trailing whitespace (a CR), so escapes such as `\/` or `\u00e9` stay as written.
 fn record_text(line: &[u8]) -> std::borrow::Cow<'_, str> {
@@ -364,40 +583,6 @@ fn record_text(line: &[u8]) -> std::borrow::Cow<'_, str> {
         .rposition(|b| !b.is_ascii_whitespace())
         .map_or(0, |i| i + 1);
     String::from_utf8_lossy(&line[..end])
-}
-
-/// One run as a JSON object: identity, outcome, damage, whether every line was exported
-/// (`complete`) and the records byte-exact.
-pub(crate) fn run_export(root: &Path, run: &LoadedRun) -> Result<RunExport, CliError> {
-    let records = run
-        .json
-        .iter()
-        .map(|b| json_rows::raw_text(&record_text(b)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let outcome = run.log.records.iter().rev().find_map(|r| match r {
-        session_schema::Record::RunEnd(e) => Some(e.outcome.as_str().to_owned()),
-        _ => None,
-    });
-    let damage = run
-        .damage
-        .iter()
-        .map(|d| RunDamage {
-            kind: d.kind.as_str().to_owned(),
-            line: d.line,
-            offset: d.offset,
-            message: d.message.clone(),
-        })
-        .collect();
-    Ok(RunExport {
-        run_id: run.log.meta.run_id.clone(),
-        session_id: run.log.meta.session_id.clone(),
-        started_at: run.log.meta.started_at.as_str().to_owned(),
-        outcome,
-        file: rel(root, &run.path).into_owned(),
-        complete: lost_lines(run) == 0,
-        damage,
-        records,
-    })
 }
 
 /// The message-log damage of a session (`file`, `line`, `offset`, `kind`, `kept`, `message`;
@@ -422,84 +607,4 @@ fn message_damage(root: &Path, damage: &[MessageDamage]) -> Vec<json_rows::Messa
             }
         })
         .collect()
-}
-
-fn json(
-    ctx: &Ctx<'_>,
-    target: &super::Target,
-    runs: &[LoadedRun],
-    complete: bool,
-) -> Result<String, CliError> {
-    let session = target.session.as_deref();
-    let root = &ctx.root.path;
-    let mut run_rows = Vec::with_capacity(runs.len());
-    for run in runs {
-        run_rows.push(run_export(root, run)?);
-    }
-    let row = match session {
-        None => match run_rows.pop() {
-            Some(run) => Row::RunExport(run),
-            None => return Ok("null\n".into()),
-        },
-        Some(s) => {
-            let mut damage = message_damage(root, &target.damage);
-            if let Some(why) = &target.state_error {
-                // `verify`'s kind for a session whose saved state cannot be loaded.
-                damage.push(json_rows::MessageDamage {
-                    file: None,
-                    line: None,
-                    offset: None,
-                    kind: "unloadable_session".into(),
-                    kept: false,
-                    expected: None,
-                    found: None,
-                    message: why.clone(),
-                });
-            }
-            let notes = target
-                .notes
-                .iter()
-                .map(|n| {
-                    let (kind, detail, at) = note_parts(root, n);
-                    let (file, line, offset) = match at {
-                        Some((file, line, offset)) => (Some(file), Some(line), Some(offset)),
-                        None => (None, None, None),
-                    };
-                    json_rows::LoadNote {
-                        kind: kind.to_owned(),
-                        file,
-                        line,
-                        offset,
-                        message: detail,
-                    }
-                })
-                .collect();
-            Row::SessionExport(SessionExport {
-                session_id: s.to_owned(),
-                complete,
-                state: match &target.state {
-                    Some(state) => json_rows::raw(state)?,
-                    None => json_rows::raw_text("null")?,
-                },
-                damage,
-                notes,
-                runs: run_rows,
-            })
-        }
-    };
-    let mut text = json_rows::to_line(&row)?;
-    text.push('\n');
-    Ok(text)
-}
-
-/// Every record line exactly as stored, each ended by `\n`.
-fn jsonl(runs: &[LoadedRun]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for run in runs {
-        for bytes in &run.json {
-            out.extend_from_slice(bytes);
-            out.push(b'\n');
-        }
-    }
-    out
 }

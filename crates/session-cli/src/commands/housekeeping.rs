@@ -658,7 +658,8 @@ pub(super) fn run_facts(
     compressed: bool,
 ) -> Result<RunFacts, CliError> {
     let head = session_jsonl::read_header(&path).map_err(jsonl_err)?;
-    let tail = session_jsonl::terminal_state(&path).map_err(jsonl_err)?;
+    // gc acts on the answer: a run ending in a very long record is read back to its start.
+    let tail = session_jsonl::terminal_state_exact(&path).map_err(jsonl_err)?;
     let started_at = head
         .facts
         .started_at

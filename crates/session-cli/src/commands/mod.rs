@@ -1,5 +1,6 @@
 //! One function per subcommand. Each returns the exit code on success.
 
+mod cold;
 mod export;
 mod housekeeping;
 pub(crate) mod manage;

@@ -8,7 +8,7 @@ use crate::store::{load_run_file, locate_run};
 
 pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError> {
     let path = locate_run(ctx, crate::cli::id_or_newest(args.run.as_ref()))?;
-    let run = load_run_file(&path, false)?;
+    let run = load_run_file(&path)?;
     let (prompt, diags) = session_replay::prompt_at(&run.log.records, args.seq);
     for d in &diags {
         if d.kind != session_replay::DiagnosticKind::NoSuchInvocation {

@@ -278,20 +278,38 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     };
     // Sessions (for --workspace) come from the store itself; runs from its index, or from the
     // run files when a read-only store has none.
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let source = super::state::run_source(ctx, store, why)?;
     if let Some(c) = &args.cursor {
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
     let root = ctx.root.path.clone();
-    let (rows, next) = fetch(
-        &store,
-        &root,
-        query,
-        &args.outcome,
-        workspace.as_ref(),
-        args.limit,
-        ctx.now,
-    )?;
+    let (store, rows, next, partial) = match source {
+        super::state::RunSource::Index(store) => {
+            let (rows, next) = fetch(
+                &store,
+                &root,
+                query,
+                &args.outcome,
+                workspace.as_ref(),
+                args.limit,
+                ctx.now,
+            )?;
+            (store, rows, next, Default::default())
+        }
+        super::state::RunSource::Files(memory) => {
+            let now = ctx.now;
+            let page = super::cold::fetch_from_files(
+                ctx,
+                &memory,
+                &query,
+                &args.outcome,
+                workspace.as_ref(),
+                args.limit,
+                now,
+            )?;
+            (memory, page.rows, page.next, page.partial)
+        }
+    };
     warn_other_files(ctx, rows.iter().map(|(row, _)| row));
     for (row, _) in &rows {
         for d in &row.column_damage {
@@ -304,7 +322,11 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     let first_page = args.cursor.is_none();
     if args.json {
         for (row, outcome) in &rows {
-            write_row(ctx.out, &Row::Run(run_row(&root, row, outcome.clone())))?;
+            let partial = partial.contains(&row.path);
+            write_row(
+                ctx.out,
+                &Row::Run(run_row(&root, row, outcome.clone(), partial)),
+            )?;
         }
         if first_page {
             report_not_runs(ctx, &store, true)?;
@@ -359,6 +381,15 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         };
         let model = one_line(row.model_name.as_deref().unwrap_or("-"), 18);
         let input = one_line(row.first_input.as_deref().unwrap_or(""), 50);
+        // A row read bounded counted only its head block: no count is shown.
+        let (inv, tokens) = if partial.contains(&row.path) {
+            ("-".to_owned(), "-".to_owned())
+        } else {
+            (
+                row.invocation_count.to_string(),
+                thousands(row.total_tokens),
+            )
+        };
         writeln!(
             ctx.out,
             "{} {} {} {} {} {:>4} {:>9}  {}",
@@ -367,8 +398,8 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
             pad(&session, 8),
             s.paint(paint, &pad(outcome.as_str(), 9)),
             pad(&model, 18),
-            row.invocation_count,
-            thousands(row.total_tokens),
+            inv,
+            tokens,
             input
         )?;
     }
@@ -391,29 +422,41 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     Ok(EXIT_OK)
 }
 
-/// One run as a `--json` row.
-pub(crate) fn run_row(root: &std::path::Path, row: &RunRow, outcome: Outcome) -> json_rows::RunRow {
+/// One run as a `--json` row; `partial` for a row read bounded from its file (a listing
+/// without a usable index): what only a whole read can tell is then `null`.
+pub(crate) fn run_row(
+    root: &std::path::Path,
+    row: &RunRow,
+    outcome: Outcome,
+    partial: bool,
+) -> json_rows::RunRow {
+    let whole = |n: u64| (!partial).then_some(n);
     json_rows::RunRow {
         run_id: row.run_id.clone(),
         session_id: row.session_id.clone(),
         started_at: row.started_at.clone(),
         outcome,
-        last_status: row.last_status.clone(),
+        last_status: if partial {
+            None
+        } else {
+            row.last_status.clone()
+        },
         model_provider: row.model_provider.clone(),
         model: row.model_name.clone(),
-        invocations: row.invocation_count,
-        input_tokens: row.input_tokens,
-        cached_input_tokens: row.cached_input_tokens,
-        cache_creation_tokens: row.cache_creation_tokens,
-        output_tokens: row.output_tokens,
-        total_tokens: row.total_tokens,
+        invocations: whole(row.invocation_count),
+        input_tokens: whole(row.input_tokens),
+        cached_input_tokens: whole(row.cached_input_tokens),
+        cache_creation_tokens: whole(row.cache_creation_tokens),
+        output_tokens: whole(row.output_tokens),
+        total_tokens: whole(row.total_tokens),
         first_input: row.first_input.clone(),
         workspace_root: row.workspace_root.clone(),
-        records: row.record_count,
-        damage_count: row.damage_count,
+        records: whole(row.record_count),
+        damage_count: whole(row.damage_count),
         last_ts: row.last_ts.clone(),
         file: rel(root, &row.path).into_owned(),
         file_size: row.file_size,
         compressed: row.compressed,
+        partial,
     }
 }

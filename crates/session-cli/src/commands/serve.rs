@@ -414,7 +414,7 @@ fn runs_page(
         Some(w) => Some(WorkspaceMatch::new(&store, &workspace_arg(ctx, w)?)?),
         None => None,
     };
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let store = super::state::answering_store(ctx, store, why)?;
     if let Some(c) = param(q, "cursor") {
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
@@ -603,7 +603,7 @@ fn run_page(
 ) -> Result<Reply, CliError> {
     let path = crate::store::try_locate_run(ctx, id)?
         .ok_or_else(|| CliError::NotFound(format!("no run {id}")))?;
-    let run = load_run_file(&path, false)?;
+    let run = load_run_file(&path)?;
     let open = !run
         .log
         .records
@@ -661,7 +661,7 @@ fn run_page(
 fn stats_page(ctx: &mut Ctx<'_>) -> Result<Reply, CliError> {
     let (store, why) = open_reading(ctx)?;
     refresh_index(ctx, &store)?;
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let store = super::state::answering_store(ctx, store, why)?;
     let page = store.list_runs(&RunQuery::default()).map_err(state_err)?;
     // Per UTC day: runs, completed, tokens.
     let mut days: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();

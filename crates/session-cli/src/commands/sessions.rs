@@ -215,7 +215,7 @@ pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliE
     let runs = crate::store::session_runs(ctx, &store, &session)?;
     let mut logs = Vec::with_capacity(runs.len());
     for r in &runs {
-        logs.push(crate::store::load_run_file(r, false)?.log);
+        logs.push(crate::store::load_run_file(r)?.log);
     }
     if logs.is_empty() {
         // A session with saved state but no run files still answers (runs: 0), as the

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use session_replay::{EntryKind, IncompleteReason, Transcript};
+use session_replay::{Entry, EntryKind, IncompleteReason, Transcript};
 
 use crate::Ctx;
 use crate::cli::ShowArgs;
@@ -33,18 +33,34 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
         }
     }
     for (i, path) in target.paths.iter().enumerate() {
-        let run = crate::store::load_run_file(path, false)?;
         if args.raw {
+            // Copied as stored, never parsed or held whole.
             write_raw(ctx.out, path)?;
             continue;
         }
         if i > 0 {
             writeln!(ctx.out)?;
         }
-        let t = session_replay::transcript_with(&run.log.records, &run.log.skipped);
-        render(ctx.out, ctx.style, times, &t)?;
+        show_streamed(ctx.out, ctx.style, times, path)?;
     }
     Ok(EXIT_OK)
+}
+
+/// Renders the transcript of the run file at `path` in two streamed passes (the head and the
+/// call ids with a full `tool.output`, then each record's entries as it is read), so memory
+/// follows the longest line, not the file. The output is [`render`]'s of the whole transcript.
+fn show_streamed(
+    out: &mut dyn Write,
+    s: Style,
+    times: TimeDisplay,
+    path: &std::path::Path,
+) -> Result<(), CliError> {
+    let mut summary = crate::stream::summarize(path)?;
+    render_head(out, s, times, summary.transcript.head())?;
+    crate::stream::for_each_entry(path, &mut summary.transcript, |e, _, _| {
+        render_entry(out, s, times, e)
+    })?;
+    Ok(())
 }
 
 /// Copies a run file's bytes (decompressed for archives) to `out`.
@@ -129,11 +145,12 @@ fn indent(text: &str, max_lines: Option<usize>) -> String {
     out
 }
 
-/// Renders a transcript for a terminal or a pager: a heading, then one block per entry with
-/// its time. Every text taken from the log goes through [`v`] (`escape_controls`): control
-/// characters other than `\n` and `\t` are shown as `\u001b`-style escapes, never sent to the
-/// terminal.
-pub(crate) fn render(
+/// The head of a transcript for a terminal or a pager (run, session, start, model), printed
+/// before its entries ([`render_entry`], one block per entry with its time); only the head
+/// fields of `t` are read. Every text taken from the log goes through [`v`]
+/// (`escape_controls`): control characters other than `\n` and `\t` are shown as
+/// `\u001b`-style escapes, never sent to the terminal.
+fn render_head(
     out: &mut dyn Write,
     s: Style,
     times: TimeDisplay,
@@ -156,7 +173,17 @@ pub(crate) fn render(
         writeln!(out, "  model    {}", v(m))?;
     }
     writeln!(out)?;
-    for e in &t.entries {
+    Ok(())
+}
+
+/// One transcript entry as [`render`] shows it.
+fn render_entry(
+    out: &mut dyn Write,
+    s: Style,
+    times: TimeDisplay,
+    e: &Entry,
+) -> Result<(), CliError> {
+    {
         let at = s.paint(Paint::Dim, &v(&clock(times, e.ts.as_ref())));
         match &e.kind {
             EntryKind::UserInput { text, .. } => {

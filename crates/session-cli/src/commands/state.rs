@@ -182,85 +182,99 @@ pub(crate) fn open_store_for_reading(
     Ok(store)
 }
 
-/// The store `runs` and `stats` answer from: `store` itself, or, when `store` is read-only and
-/// its run index is missing or empty (a store only the reference wrote, a `state.db` that is
-/// not there) while run files exist, a run index built from those files in a temporary
-/// directory (hard links, or copies where links cannot be made; removed when the returned
-/// guard drops). `why` is why the store was opened read-only (from [`open_reading`]); one
-/// warning line says it and whether the answer may be stale or comes from the run files. Rows of that index name files under the temporary directory:
-/// [`real_path`] maps them back. An empty answer then means an empty store, never a missing
-/// index.
+/// Where `runs`, `stats` and the viewer's listings find runs.
+pub(crate) enum RunSource {
+    /// The store's own run index.
+    Index(StateStore),
+    /// An empty run index in memory ([`StateStore::open_memory_index`]) for the caller to fill
+    /// from the run files: the store is read-only and its index is missing or empty while day
+    /// directories exist.
+    Files(StateStore),
+}
+
+/// Decides where runs come from for a store opened by [`open_reading`]: the store's index
+/// when it is writable (brought up to date by [`refresh_index`]) or read-only with rows (one
+/// warning: it may be stale, and why it was opened read-only); otherwise, when the run tree
+/// has day directories, an empty run index in memory, with one warning line saying the
+/// answer comes from the run files themselves. Nothing is written anywhere: no temporary
+/// directory, no link or copy of a run file.
 ///
 /// # Errors
-/// Data (4) when the run files cannot be listed, linked or indexed.
+/// Data (4) when the run tree cannot be looked at or the in-memory index cannot be set up.
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
 #[allow(clippy::field_reassign_with_default)]
-pub(crate) fn answering_store(
+pub(crate) fn run_source(
     ctx: &mut Ctx<'_>,
     store: StateStore,
     why: Option<String>,
-) -> Result<(StateStore, Option<tempfile::TempDir>), CliError> {
+) -> Result<RunSource, CliError> {
     let stale = |ctx: &mut Ctx<'_>, why: Option<String>| {
         if let Some(why) = why {
             ctx.warn(&format!("{why}: {STALE}"));
         }
     };
     if !store.is_read_only() {
-        return Ok((store, None));
+        return Ok(RunSource::Index(store));
     }
     let mut probe = session_state::RunQuery::default();
     probe.limit = Some(1);
     if store.list_runs(&probe).is_ok_and(|p| !p.runs.is_empty()) {
         stale(ctx, why);
-        return Ok((store, None));
+        return Ok(RunSource::Index(store));
     }
     let root = ctx.root.path.clone();
-    let listing = session_jsonl::list_run_files(&root).map_err(crate::store::jsonl_err)?;
-    if listing.files.is_empty() {
+    let has_days = session_jsonl::day_dirs_newest_first(&root)
+        .map_err(crate::store::jsonl_err)?
+        .next()
+        .is_some();
+    if !has_days {
         stale(ctx, why);
-        return Ok((store, None));
+        return Ok(RunSource::Index(store));
     }
     ctx.warn(&format!(
-        "{}the run index is missing or empty; answering from the {} run file(s) themselves",
+        "{}the run index is missing or empty; answering from the run files themselves",
         why.map(|w| format!("{w}: ")).unwrap_or_default(),
-        listing.files.len()
     ));
-    let dir = tempfile::Builder::new()
-        .prefix("sessions-index-")
-        .tempdir()
-        .map_err(|e| CliError::io(std::env::temp_dir(), e))?;
-    let temp_root = dir.path().join("sessions");
-    for f in &listing.files {
-        let Ok(relative) = f.path.strip_prefix(&root) else {
-            continue;
-        };
-        let to = temp_root.join(relative);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| CliError::io(parent, e))?;
-        }
-        if std::fs::hard_link(&f.path, &to).is_err() {
-            std::fs::copy(&f.path, &to).map_err(|e| CliError::io(&f.path, e))?;
-        }
-    }
-    let temp = StateStore::open(&temp_root).map_err(|e| open_err(&temp_root, e))?;
-    let bar = Progress::lazy(ctx.progress, "indexing runs");
-    let report = temp
-        .index_runs_with_progress(&mut |done, total| bar.update(done, total))
-        .map_err(state_err)?;
-    bar.finish();
-    for (path, err) in &report.failed {
-        let shown = path
-            .strip_prefix(&temp_root)
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| path.to_string_lossy().into_owned());
-        ctx.warn(&format!("{shown}: not indexed: {err}"));
-    }
-    Ok((temp, Some(dir)))
+    let memory = StateStore::open_memory_index(&root).map_err(|e| open_err(&root, e))?;
+    Ok(RunSource::Files(memory))
 }
 
-/// The file under the store `root` that a row of `store`'s index names: the row's own path,
-/// or for an index of [`answering_store`]'s temporary directory, the same relative path under
-/// `root`.
+/// The store `stats` and the viewer answer from: `store` itself, or, when [`run_source`]
+/// says the run files must answer, a run index in memory holding every run file read whole
+/// (the sums need every record; nothing is written anywhere).
+///
+/// # Errors
+/// As [`run_source`]; data (4) when the run files cannot be listed.
+pub(crate) fn answering_store(
+    ctx: &mut Ctx<'_>,
+    store: StateStore,
+    why: Option<String>,
+) -> Result<StateStore, CliError> {
+    let memory = match run_source(ctx, store, why)? {
+        RunSource::Index(store) => return Ok(store),
+        RunSource::Files(memory) => memory,
+    };
+    let root = ctx.root.path.clone();
+    let listing = session_jsonl::list_run_files(&root).map_err(crate::store::jsonl_err)?;
+    let report = memory
+        .index_files(&listing.files, session_state::RowRead::Whole)
+        .map_err(state_err)?;
+    warn_not_indexed(ctx, &report);
+    Ok(memory)
+}
+
+/// One warning per run file an in-memory index could not read.
+pub(crate) fn warn_not_indexed(ctx: &mut Ctx<'_>, report: &session_state::FilesIndexed) {
+    let root = ctx.root.path.clone();
+    for (path, err) in &report.failed {
+        let shown = crate::store::rel(&root, path).into_owned();
+        ctx.warn(&format!("{shown}: not indexed: {}", one_line(err)));
+    }
+}
+
+/// The file under the store `root` that a row of `store`'s index names: the row's own path
+/// (an index in memory names the files under `root` too); a row of an index whose root is
+/// another directory is mapped to the same relative path under `root`.
 pub(crate) fn real_path(
     store: &StateStore,
     root: &std::path::Path,

@@ -120,7 +120,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     query.since = bound(args.since.as_deref(), ctx.now, &zone)?;
     query.until = bound(args.until.as_deref(), ctx.now, &zone)?;
     let query_filters = (query.since.clone(), query.until.clone());
-    let (store, _temp_index) = super::state::answering_store(ctx, store, why)?;
+    let store = super::state::answering_store(ctx, store, why)?;
     let period = match args.by {
         StatsBy::Day => Some(Period::Day),
         StatsBy::Week => Some(Period::Week),

@@ -58,6 +58,22 @@ impl LastItems {
         }
     }
 
+    /// [`LastItems::push`], then prints at once what `-n +K` keeps (nothing is held back
+    /// from the K-th item on, so memory does not grow with the run).
+    fn feed(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        times: TimeDisplay,
+        raw: bool,
+        item: Item,
+    ) -> Result<(), CliError> {
+        self.push(item);
+        if matches!(self.which, TailLines::From(_)) {
+            self.print(ctx, times, raw)?;
+        }
+        Ok(())
+    }
+
     fn print(&mut self, ctx: &mut Ctx<'_>, times: TimeDisplay, raw: bool) -> Result<(), CliError> {
         for item in self.items.drain(..) {
             print_item(ctx.out, ctx.err, ctx.style, times, raw, &item)?;
@@ -92,7 +108,12 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
         )
         .map_err(jsonl_err)?;
         for item in reader {
-            last.push(item.map_err(|e| CliError::io(&path, e))?);
+            last.feed(
+                ctx,
+                times,
+                args.raw,
+                item.map_err(|e| CliError::io(&path, e))?,
+            )?;
         }
         last.print(ctx, times, args.raw)?;
         if args.follow {
@@ -111,8 +132,11 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
     let mut f = Follower::open(&path, opts).map_err(jsonl_err)?;
     let identity = FileIdentity::of(&path);
     if !args.follow {
-        for item in f.finish().map_err(jsonl_err)? {
-            last.push(item);
+        // One item at a time: memory follows the longest line (times N for `-n N`), not the
+        // file.
+        f.end_input();
+        while let Some(item) = f.poll().map_err(jsonl_err)? {
+            last.feed(ctx, times, args.raw, item)?;
         }
         last.print(ctx, times, args.raw)?;
         return Ok(EXIT_OK);

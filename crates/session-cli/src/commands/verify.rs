@@ -117,7 +117,7 @@ pub(crate) struct Checked {
 /// find runs by name (the reference's, `find_run`) do not find it, and a copy under another
 /// name counts the run twice.
 pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<Checked, CliError> {
-    let run = load_run_file(path, false)?;
+    let run = load_run_file(path)?;
     let file_size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let id = Some(run.log.meta.run_id.clone()).filter(|s| !s.is_empty());
     if let Some(header_id) = &id {

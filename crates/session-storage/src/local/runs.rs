@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use session_jsonl::layout::parse_run_file_name;
 use session_jsonl::scan::scan_facts;
 use session_jsonl::{
-    JsonlError, find_run, is_archived, open_run_file, read_header, run_path, terminal_state,
+    JsonlError, find_run, is_archived, open_run_file, read_header, run_path, terminal_state_exact,
 };
 use session_schema::Timestamp;
 use session_state::{RunCursor, RunOutcome, RunQuery, RunRow};
@@ -524,7 +524,10 @@ impl RunCatalogue for LocalBackend {
             Err(e) => return Err(io_err("read", run_id, None, e)),
         };
         let head = read_header(&path).map_err(|e| jsonl_err("read the header of", run_id, e))?;
-        let tail = terminal_state(&path).map_err(|e| jsonl_err("read the tail of", run_id, e))?;
+        // The stat reads the whole file (its line count) anyway: the exact tail scan, never
+        // an undecided probe.
+        let tail =
+            terminal_state_exact(&path).map_err(|e| jsonl_err("read the tail of", run_id, e))?;
         Ok(Some(RunStat {
             run_id: run_id.to_owned(),
             len: count.committed,
