@@ -16,8 +16,22 @@ Exit status:
   3  not found (no such run, session or store)
   4  data or I/O error (the message names the file and byte offset where known)
 
-Colour is used only when stdout is a terminal and NO_COLOR is unset (override with --color).
-Progress bars appear on stderr only when stderr is a terminal.";
+Terminal: colour when stdout is a terminal, unless NO_COLOR is set, CLICOLOR=0 or TERM=dumb;
+CLICOLOR_FORCE=1 forces it (--color wins over all of these). Tables fit COLUMNS or the
+terminal's width; piped, they are tab-separated rows without header and hints go to stderr.
+Long output (show, history, export, --help) on a terminal goes through $SESSIONS_PAGER, else
+$PAGER, else `less -FRX` (empty or `cat`: no pager; --no-pager). Progress bars appear on
+stderr when it is a terminal other than TERM=dumb and the work lasts over a second.
+
+Examples:
+  sessions runs --since 7d                 the last week's runs
+  sessions show 7a1e0001-0000-4000-8000-000000000101
+  sessions stats --by model                tokens per model
+  sessions verify && sessions repair --dry-run
+  sessions completions bash > ~/.local/share/bash-completion/completions/sessions";
+
+/// The heading of the options every command takes.
+const GLOBAL: &str = "Global options";
 
 /// Inspect, verify, repair, export and clean up agent session history.
 /// The largest count `--limit`, `--max-runs` and `--max-events` accept: larger values are a
@@ -44,17 +58,20 @@ fn count_arg(text: &str) -> Result<usize, String> {
 #[command(name = "sessions", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub(crate) struct Cli {
     /// Session store directory (the `sessions/` folder); overrides the environment.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub(crate) root: Option<PathBuf>,
     /// Open the store read-only: no file under the root is created or changed (the run
     /// index is used as the last writer left it; `repair`, `gc`, `archive` and `reindex`
     /// accept only `--dry-run`). Used automatically, with a warning, when the store cannot be
     /// written.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) read_only: bool,
     /// When to colour output.
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN", help_heading = GLOBAL)]
     pub(crate) color: ColorChoice,
+    /// Write long output straight to the terminal instead of through the pager.
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub(crate) no_pager: bool,
     /// The command.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -63,7 +80,8 @@ pub(crate) struct Cli {
 /// `--color`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ColorChoice {
-    /// Colour when stdout is a terminal and NO_COLOR is unset.
+    /// Colour when stdout is a terminal, unless NO_COLOR, CLICOLOR=0 or TERM=dumb say no
+    /// (CLICOLOR_FORCE=1 says yes).
     Auto,
     /// Always colour.
     Always,
@@ -71,45 +89,160 @@ pub(crate) enum ColorChoice {
     Never,
 }
 
+// The EXAMPLES section of each command (`after_help`); every line is a valid invocation
+// (`every_command_has_examples_that_parse` in the tests).
+const EXAMPLES_WHERE: &str = "\
+Examples:
+  sessions where
+  sessions where --json";
+const EXAMPLES_RUNS: &str = "\
+Examples:
+  sessions runs --since 7d --outcome error
+  sessions runs --session 5a1e0003-0000-4000-8000-000000000003
+  sessions runs --json --limit 1000 | jq -r .run_id";
+const EXAMPLES_SESSIONS: &str = "\
+Examples:
+  sessions sessions
+  sessions sessions --all --limit 10
+  sessions sessions --workspace ~/src/app --json";
+const EXAMPLES_SHOW: &str = "\
+Examples:
+  sessions show 7a1e0001-0000-4000-8000-000000000101
+  sessions show 5a1e0001-0000-4000-8000-000000000001 --utc
+  sessions show 7a1e0001-0000-4000-8000-000000000101 --raw --no-pager";
+const EXAMPLES_REPLAY: &str = "\
+Examples:
+  sessions replay 7a1e0001-0000-4000-8000-000000000102
+  sessions replay 7a1e0001-0000-4000-8000-000000000102 --seq 1 --corrected";
+const EXAMPLES_HISTORY: &str = "\
+Examples:
+  sessions history 5a1e0001-0000-4000-8000-000000000001
+  sessions history 5a1e0001-0000-4000-8000-000000000001 --max-runs 5 --json";
+const EXAMPLES_TAIL: &str = "\
+Examples:
+  sessions tail 7a1e0006-0000-4000-8000-000000000601
+  sessions tail -f 7a1e0006-0000-4000-8000-000000000601 --timeout 600
+  sessions tail --raw 7a1e0006-0000-4000-8000-000000000601 | jq .type";
+const EXAMPLES_VERIFY: &str = "\
+Examples:
+  sessions verify
+  sessions verify 7a1e0006-0000-4000-8000-000000000601
+  sessions verify --json > problems.jsonl";
+const EXAMPLES_REPAIR: &str = "\
+Examples:
+  sessions repair --dry-run
+  sessions repair
+  sessions repair --force --json";
+const EXAMPLES_STATS: &str = "\
+Examples:
+  sessions stats
+  sessions stats --by model --since 30d
+  sessions stats --by session --json";
+const EXAMPLES_EXPORT: &str = "\
+Examples:
+  sessions export 7a1e0001-0000-4000-8000-000000000101 --format md
+  sessions export 5a1e0001-0000-4000-8000-000000000001 --format html --redact -o session.html
+  sessions export 7a1e0001-0000-4000-8000-000000000101 --format jsonl -o run.jsonl --force";
+const EXAMPLES_GC: &str = "\
+Examples:
+  sessions gc --older-than 90d --dry-run
+  sessions gc --older-than 90d
+  sessions gc --empty-trash";
+const EXAMPLES_ARCHIVE: &str = "\
+Examples:
+  sessions archive --older-than 90d --dry-run
+  sessions archive --older-than 180d";
+const EXAMPLES_UNARCHIVE: &str = "\
+Examples:
+  sessions unarchive 7a1e0007-0000-4000-8000-000000000701
+  sessions unarchive --all --since 2026-01-01
+  sessions unarchive --session 5a1e0007-0000-4000-8000-000000000007 --dry-run";
+const EXAMPLES_REINDEX: &str = "\
+Examples:
+  sessions reindex
+  sessions reindex --json";
+const EXAMPLES_SERVE: &str = "\
+Examples:
+  sessions serve --open
+  sessions serve --port 0 --redact";
+const EXAMPLES_SYNC: &str = "\
+Examples:
+  sessions sync --to postgres://sessions@db.internal/sessions
+  sessions sync --to 'host=/run/postgresql dbname=sessions' --follow --interval 5
+  sessions sync --to postgres://db.internal/sessions --verify";
+const EXAMPLES_COMPLETIONS: &str = "\
+Examples:
+  sessions completions bash > ~/.local/share/bash-completion/completions/sessions
+  sessions completions zsh > \"${fpath[1]}/_sessions\"
+  sessions completions fish > ~/.config/fish/completions/sessions.fish
+  sessions completions powershell >> $PROFILE";
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Print the resolved store root and how it was chosen.
+    #[command(after_help = EXAMPLES_WHERE)]
     Where(WhereArgs),
     /// List runs, newest first, from the run index.
+    #[command(after_help = EXAMPLES_RUNS)]
     Runs(RunsArgs),
     /// List saved sessions (current directory's workspace by default).
+    #[command(after_help = EXAMPLES_SESSIONS)]
     Sessions(SessionsArgs),
     /// Show a readable transcript of a run or of every run of a session.
+    #[command(after_help = EXAMPLES_SHOW)]
     Show(ShowArgs),
     /// Print the exact prompt sent at an invocation of a run, as JSON.
+    #[command(after_help = EXAMPLES_REPLAY)]
     Replay(ReplayArgs),
     /// Replay a session's history the way the reference's `session.history` does.
+    #[command(after_help = EXAMPLES_HISTORY)]
     History(HistoryArgs),
     /// Print a run's records as they are written (`-f` keeps following).
+    #[command(after_help = EXAMPLES_TAIL)]
     Tail(TailArgs),
     /// Check run files and message logs; exit 1 when problems are found.
+    #[command(after_help = EXAMPLES_VERIFY)]
     Verify(VerifyArgs),
     /// Seal torn tails, rebuild state.db rows of message logs without one, migrate legacy
     /// snapshots and rebuild the run index.
+    #[command(after_help = EXAMPLES_REPAIR)]
     Repair(RepairArgs),
     /// Token usage and run counts with a small bar chart.
+    #[command(after_help = EXAMPLES_STATS)]
     Stats(StatsArgs),
     /// Export a run or a session as Markdown, JSON, JSONL or one HTML page.
+    #[command(after_help = EXAMPLES_EXPORT)]
     Export(ExportArgs),
     /// Move old runs and sessions to the trash under the root, or empty the trash.
+    #[command(after_help = EXAMPLES_GC)]
     Gc(GcArgs),
     /// Compress old run files to `.jsonl.zst` (still readable by every command, but not by the
     /// reference runtime: `unarchive` brings them back).
+    #[command(after_help = EXAMPLES_ARCHIVE)]
     Archive(ArchiveArgs),
     /// Restore archived runs (`.jsonl.zst`) to plain `.jsonl`, which the reference runtime
     /// reads again.
+    #[command(after_help = EXAMPLES_UNARCHIVE)]
     Unarchive(UnarchiveArgs),
     /// Rebuild the run index from scratch and report the difference.
+    #[command(after_help = EXAMPLES_REINDEX)]
     Reindex(ReindexArgs),
     /// Serve a local, read-only web viewer on 127.0.0.1 (prints its URL with a token first).
+    #[command(after_help = EXAMPLES_SERVE)]
     Serve(ServeArgs),
     /// Ship the store to a shared PostgreSQL store, exactly once (--follow keeps shipping).
+    #[command(after_help = EXAMPLES_SYNC)]
     Sync(crate::commands::SyncArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish) on stdout.
+    #[command(after_help = EXAMPLES_COMPLETIONS)]
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -425,4 +558,120 @@ pub(crate) struct ServeArgs {
     /// Redaction of every page.
     #[command(flatten)]
     pub(crate) redact: RedactArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The words of one example line as a shell would pass them: quotes removed, leading
+    /// `NAME=value` assignments and everything from a pipe or redirection on left out.
+    fn words(line: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let (mut word, mut quote, mut any) = (String::new(), None, false);
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.push(c),
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    any = true;
+                }
+                (None, ' ') => {
+                    if any || !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                    any = false;
+                }
+                (None, c) => word.push(c),
+            }
+        }
+        if any || !word.is_empty() {
+            words.push(word);
+        }
+        let start = words.iter().position(|w| w == "sessions").unwrap_or(0);
+        words
+            .into_iter()
+            .skip(start)
+            .take_while(|w| !matches!(w.as_str(), "|" | ">" | ">>" | "&&"))
+            .collect()
+    }
+
+    #[test]
+    fn every_command_has_examples_that_parse() {
+        let cmd = Cli::command();
+        let mut seen = 0;
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            let help = sub
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let mut lines = help.lines();
+            assert_eq!(
+                lines.next(),
+                Some("Examples:"),
+                "`sessions {name}` has no examples"
+            );
+            let examples: Vec<&str> = lines.collect();
+            assert!(!examples.is_empty(), "{name}");
+            for line in examples {
+                let argv = words(line.trim());
+                assert_eq!(
+                    argv.get(1).map(String::as_str),
+                    Some(name),
+                    "an example of `{name}` runs another command: {line}"
+                );
+                if let Err(e) = Cli::try_parse_from(&argv) {
+                    panic!("example `{line}` does not parse: {e}");
+                }
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, cmd.get_subcommands().count());
+        assert!(seen >= 18);
+        // The top-level help has examples too, each a valid command line.
+        let top = cmd
+            .get_after_help()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let examples = top.split("Examples:\n").nth(1).unwrap_or_default();
+        assert!(examples.lines().count() >= 4);
+        for line in examples.lines() {
+            let line = line.trim().split("   ").next().unwrap_or_default();
+            if let Err(e) = Cli::try_parse_from(words(line)) {
+                panic!("example `{line}` does not parse: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn example_words_are_split_like_a_shell() {
+        assert_eq!(
+            words("SESSIONS_STORE=x sessions sync --to 'host=/a b' --verify | jq ."),
+            ["sessions", "sync", "--to", "host=/a b", "--verify"]
+        );
+        assert_eq!(words("sessions x \"\" y > f"), ["sessions", "x", "", "y"]);
+    }
+
+    #[test]
+    fn global_options_have_their_own_heading_and_help_wraps() {
+        let mut cmd = Cli::command().term_width(60);
+        cmd.build();
+        let help = cmd
+            .find_subcommand_mut("runs")
+            .map(|c| c.render_help().to_string())
+            .unwrap_or_default();
+        let (own, global) = help.split_once("Global options:").unwrap();
+        assert!(own.contains("--since"));
+        for flag in ["--root", "--read-only", "--color", "--no-pager"] {
+            assert!(global.contains(flag), "{flag}");
+            assert!(!own.contains(flag), "{flag}");
+        }
+        assert!(help.contains("Examples:\n  sessions runs --since 7d"));
+        for line in help.lines() {
+            assert!(line.chars().count() <= 60, "{line:?}");
+        }
+    }
 }

@@ -43,6 +43,8 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Reindex(a) => !a.json,
         // The URL line; the pages go to the browser.
         Command::Serve(_) => true,
+        // A shell script, written as generated.
+        Command::Completions(_) => false,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Snapshot tests of the human output on a copy of the sample store: each
-//! `test_data/human/<name>.cmd` holds the arguments (one per line), `<name>.out` the expected
-//! stdout and exit status. `UPDATE_EXPECT=1 cargo test -p session-cli --test human` rewrites the
+//! `test_data/human/<name>.cmd` holds the arguments (one per line; lines `env:NAME=VALUE` set
+//! an environment variable first, e.g. `TZ` or `SESSIONS_FORCE_TTY=80` for a table laid out
+//! for an 80-column terminal), `<name>.out` the expected stdout and exit status. `UPDATE_EXPECT=1 cargo test -p session-cli --test human` rewrites the
 //! `.out` files. The facts behind these snapshots are asserted separately in `tests/cli.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,17 +18,23 @@ fn manifest_dir() -> PathBuf {
 
 /// Runs one case and compares (or rewrites) its expectation.
 fn check(case: &Path, root: &Path) -> Option<String> {
-    let args: Vec<String> = std::fs::read_to_string(case)
+    let lines: Vec<String> = std::fs::read_to_string(case)
         .unwrap()
         .lines()
         .filter(|l| !l.is_empty())
         .map(str::to_owned)
         .collect();
+    let (vars, args): (Vec<String>, Vec<String>) =
+        lines.into_iter().partition(|l| l.starts_with("env:"));
+    let vars = vars
+        .iter()
+        .filter_map(|v| v["env:".len()..].split_once('='));
     let out = Command::new(env!("CARGO_BIN_EXE_sessions"))
         .env_clear()
         .env("HOME", "/nonexistent-home")
         .env("TZ", "UTC")
         .env("SESSIONS_NOW", "2026-11-30T12:00:00Z")
+        .envs(vars)
         .arg("--root")
         .arg(root)
         .args(&args)
