@@ -8,7 +8,10 @@
 //! output (a command that fails before printing starts no pager); when it cannot be started the
 //! output goes straight to stdout. When the reader quits early (`q` in less), writing fails
 //! with a closed pipe, which ends the command quietly with exit status 0
-//! ([`crate::CliError::Output`]).
+//! ([`crate::CliError::Output`]). Once a pager runs, Ctrl-C (SIGINT, sent to the whole
+//! foreground process group) is the pager's: `sessions` no longer dies of it, so the shell does
+//! not get the terminal back while the pager still draws on it; the command ends when the
+//! reader quits.
 
 use std::io::{self, BufWriter, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -82,15 +85,25 @@ impl<'a> Paged<'a> {
         let State::Waiting(command) = &self.state else {
             return;
         };
-        self.state = match command
-            .as_deref()
-            .and_then(|c| spawn(c, &self.pager_env).ok())
-        {
-            Some(mut child) => match child.stdin.take() {
+        let Some(command) = command.clone() else {
+            self.state = State::Direct;
+            return;
+        };
+        // Before the pager starts: it may be sent Ctrl-C at once.
+        let ctrl_c = CtrlC::leave_to_the_pager();
+        self.state = match spawn(&command, &self.pager_env) {
+            Ok(mut child) => match child.stdin.take() {
                 Some(stdin) => State::Paging(child, BufWriter::new(stdin)),
-                None => State::Direct,
+                None => {
+                    let _ = child.wait();
+                    ctrl_c.restore();
+                    State::Direct
+                }
             },
-            None => State::Direct,
+            Err(_) => {
+                ctrl_c.restore();
+                State::Direct
+            }
         };
     }
 
@@ -100,6 +113,43 @@ impl<'a> Paged<'a> {
         if let State::Paging(mut child, stdin) = std::mem::replace(&mut self.state, State::Direct) {
             drop(stdin);
             let _ = child.wait();
+        }
+    }
+}
+
+/// What SIGINT does to this process while a pager runs.
+struct CtrlC {
+    /// When true, SIGINT does what it does by default (ends the process); when false, nothing.
+    #[cfg(unix)]
+    default: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl CtrlC {
+    /// From now on SIGINT does not end the process (for the rest of its life, which ends when
+    /// the pager does).
+    fn leave_to_the_pager() -> CtrlC {
+        #[cfg(unix)]
+        {
+            use std::sync::Arc;
+            use std::sync::atomic::AtomicBool;
+            let flag = Arc::new(AtomicBool::new(false));
+            let registered = signal_hook::flag::register_conditional_default(
+                signal_hook::consts::SIGINT,
+                Arc::clone(&flag),
+            );
+            CtrlC {
+                default: registered.ok().map(|_| flag),
+            }
+        }
+        #[cfg(not(unix))]
+        CtrlC {}
+    }
+
+    /// SIGINT ends the process again (no pager could be started).
+    fn restore(self) {
+        #[cfg(unix)]
+        if let Some(flag) = self.default {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
 }

@@ -93,3 +93,59 @@ fn human_output_snapshots() {
         failures.join("\n")
     );
 }
+
+/// The display column at which `needle` starts in `line`.
+fn column_of(line: &str, needle: &str) -> Option<usize> {
+    use unicode_width::UnicodeWidthStr;
+    line.find(needle).map(|i| line[..i].width())
+}
+
+#[test]
+fn tables_fit_80_columns_and_align_in_every_time_zone() {
+    use unicode_width::UnicodeWidthStr;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(&session_test_support::sample_sessions_dir(), &root);
+    // POSIX zones, so that no time zone database is needed; offsets of 5 and 6 characters.
+    for (tz, offset) in [
+        ("UTC", "Z"),
+        ("JST-9", "+09:00"),
+        ("NPT-5:45", "+05:45"),
+        ("PST8", "-08:00"),
+    ] {
+        for (args, key) in [
+            (&["runs"][..], "7a1e00"),
+            (&["sessions", "--all"][..], "5a1e00"),
+        ] {
+            let out = Command::new(env!("CARGO_BIN_EXE_sessions"))
+                .env_clear()
+                .env("HOME", "/nonexistent-home")
+                .env("TZ", tz)
+                .env("SESSIONS_FORCE_TTY", "80")
+                .arg("--root")
+                .arg(&root)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{tz} {args:?}");
+            let text = String::from_utf8(out.stdout).unwrap();
+            let rows: Vec<&str> = text.lines().filter(|l| l.contains(key)).collect();
+            assert!(rows.len() >= 8, "{tz} {args:?}: {text}");
+            for l in text.lines() {
+                assert!(
+                    l.width() <= 80,
+                    "{tz} {args:?}: {l:?} is {} wide",
+                    l.width()
+                );
+            }
+            // Every time carries the zone's offset, and the column after it starts at one
+            // display column in every row.
+            let at: Vec<Option<usize>> = rows.iter().map(|l| column_of(l, key)).collect();
+            let want = 19 + offset.len() + 1;
+            assert!(at.iter().all(|c| *c == Some(want)), "{tz} {args:?}: {text}");
+            for row in &rows {
+                assert_eq!(row.get(19..19 + offset.len()), Some(offset), "{tz}: {row}");
+            }
+        }
+    }
+}

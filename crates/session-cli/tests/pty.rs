@@ -115,6 +115,18 @@ fn tables_fit_an_80_column_terminal_and_long_output_is_paged() {
     assert!(paged.contains('\u{1b}'), "no colour reached the pager");
     assert!(!shown.contains("What does this project do?"), "{shown}");
 
+    // Ctrl-C while the pager runs is the pager's: `sessions` keeps writing until the reader
+    // is done (here the pager itself sends SIGINT to `sessions` before reading).
+    std::fs::remove_file(&got).unwrap();
+    let interrupting = format!("kill -INT $PPID; sleep 0.2; {pager}");
+    in_pty(
+        &root,
+        &["show", "5a1e0001-0000-4000-8000-000000000001"],
+        &[("SESSIONS_PAGER", &interrupting)],
+    );
+    let paged = std::fs::read_to_string(&got).unwrap();
+    assert!(paged.contains("Japanese release notes"), "{paged}");
+
     // --no-pager: straight to the terminal.
     std::fs::remove_file(&got).unwrap();
     let shown = in_pty(

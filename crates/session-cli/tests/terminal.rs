@@ -391,3 +391,58 @@ fn colour_follows_the_environment() {
     assert!(!coloured(&[], Terminal::default()));
     assert!(coloured(&[("CLICOLOR_FORCE", "1")], Terminal::default()));
 }
+
+#[test]
+fn rows_holding_emoji_and_cjk_align_with_the_others() {
+    use common::plant::{SessionRow, session};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let messages = [
+        "Deploy 🚀 to staging",
+        "All tests ✅ green",
+        "Careful ⚠️ flaky test",
+        "Build ❌ failed twice",
+        "Star ⭐ the repo",
+        "この画像は何ですか",
+        "plain ascii message",
+    ];
+    let ids: Vec<String> = (0..messages.len())
+        .map(|i| format!("5e55{i:04}-0000-4000-8000-000000000000"))
+        .collect();
+    for (i, (id, msg)) in ids.iter().zip(messages).enumerate() {
+        let updated = format!("2026-11-2{i}T10:00:00.000Z");
+        session(
+            &root,
+            &SessionRow {
+                session_id: id,
+                updated_at: &updated,
+                run_id: None,
+                last_user_message: Some(msg),
+                workspace_root: Some("/home/dev/acme-app"),
+                meta_json: None,
+                messages: None,
+            },
+        );
+    }
+    for width in [120, 80, 60] {
+        let r = run(&root, &["sessions", "--all", "--utc"], &[], tty(width));
+        assert_eq!(r.code, 0, "{}", r.err);
+        let rows: Vec<&str> = r.out.lines().filter(|l| l.contains("5e55")).collect();
+        assert_eq!(rows.len(), messages.len(), "{}", r.out);
+        let at: Vec<Option<usize>> = rows.iter().map(|l| column_of(l, "acme-app")).collect();
+        assert!(at[0].is_some(), "{}", r.out);
+        assert!(
+            at.iter().all(|c| *c == at[0]),
+            "misaligned at {width}:\n{}",
+            r.out
+        );
+        for l in r.out.lines() {
+            assert!(l.width() <= width, "{l:?}");
+        }
+    }
+    // Wide enough, every message whole.
+    let r = run(&root, &["sessions", "--all"], &[], tty(160));
+    for m in messages {
+        assert!(r.out.contains(m), "{m}: {}", r.out);
+    }
+}
