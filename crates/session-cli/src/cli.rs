@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
-Store location: --root DIR wins; otherwise CODELIA_LAYOUT=xdg (any case) selects
-${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as unset),
-else ~/.codelia/sessions. `sessions where` shows the choice.
+Store location: --root DIR wins; otherwise CODELIA_LAYOUT=xdg (any case)
+selects ${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty
+XDG_STATE_HOME counts as unset), else ~/.codelia/sessions. `sessions where`
+shows the choice.
 
 Exit status:
   0  success (verify: no problems found)
@@ -16,19 +17,20 @@ Exit status:
   3  not found (no such run, session or store)
   4  data or I/O error (the message names the file and byte offset where known)
 
-Terminal: colour when stdout is a terminal, unless NO_COLOR is set, CLICOLOR=0 or TERM=dumb;
-CLICOLOR_FORCE=1 forces it (--color wins over all of these). Tables fit COLUMNS or the
-terminal's width; piped, they are tab-separated rows without header and hints go to stderr.
-Long output (show, history, export, --help) on a terminal goes through $SESSIONS_PAGER, else
-$PAGER, else `less -FRX` (empty or `cat`: no pager; --no-pager). Progress bars appear on
-stderr when it is a terminal other than TERM=dumb and the work lasts over a second.
+Terminal: colour when stdout is a terminal, unless NO_COLOR is set, CLICOLOR=0
+or TERM=dumb; CLICOLOR_FORCE=1 forces it (--color wins over all of these).
+Tables fit COLUMNS or the terminal's width; piped, they are tab-separated rows
+without header, and hints go to stderr. Long output (show, history, export,
+--help) on a terminal goes through $SESSIONS_PAGER, else $PAGER, else
+`less -FRX` (empty or `cat`: no pager; --no-pager). Progress bars appear on
+stderr when it is a terminal other than TERM=dumb, after a second of work.
 
 Examples:
-  sessions runs --since 7d                 the last week's runs
+  sessions runs --since 7d             the last week's runs
   sessions show 7a1e0001-0000-4000-8000-000000000101
-  sessions stats --by model                tokens per model
+  sessions stats --by model            tokens per model
   sessions verify && sessions repair --dry-run
-  sessions completions bash > ~/.local/share/bash-completion/completions/sessions";
+  sessions completions bash >> ~/.bash_completion";
 
 /// The heading of the options every command takes.
 const GLOBAL: &str = "Global options";
@@ -141,8 +143,8 @@ Examples:
 const EXAMPLES_EXPORT: &str = "\
 Examples:
   sessions export 7a1e0001-0000-4000-8000-000000000101 --format md
-  sessions export 5a1e0001-0000-4000-8000-000000000001 --format html --redact -o session.html
-  sessions export 7a1e0001-0000-4000-8000-000000000101 --format jsonl -o run.jsonl --force";
+  sessions export 5a1e0001-0000-4000-8000-000000000001 -o s.html --format html
+  sessions export 7a1e0001-0000-4000-8000-000000000101 --format jsonl | wc -l";
 const EXAMPLES_GC: &str = "\
 Examples:
   sessions gc --older-than 90d --dry-run
@@ -168,11 +170,11 @@ Examples:
 const EXAMPLES_SYNC: &str = "\
 Examples:
   sessions sync --to postgres://sessions@db.internal/sessions
-  sessions sync --to 'host=/run/postgresql dbname=sessions' --follow --interval 5
+  sessions sync --to 'host=/run/postgresql dbname=sessions' --follow
   sessions sync --to postgres://db.internal/sessions --verify";
 const EXAMPLES_COMPLETIONS: &str = "\
 Examples:
-  sessions completions bash > ~/.local/share/bash-completion/completions/sessions
+  sessions completions bash >> ~/.bash_completion
   sessions completions zsh > \"${fpath[1]}/_sessions\"
   sessions completions fish > ~/.config/fish/completions/sessions.fish
   sessions completions powershell >> $PROFILE";
@@ -617,6 +619,8 @@ mod tests {
             let examples: Vec<&str> = lines.collect();
             assert!(!examples.is_empty(), "{name}");
             for line in examples {
+                // Wrapped help of an 80-column terminal never breaks an example.
+                assert!(line.len() <= 78, "too long for 80 columns: {line}");
                 let argv = words(line.trim());
                 assert_eq!(
                     argv.get(1).map(String::as_str),
@@ -638,6 +642,12 @@ mod tests {
             .unwrap_or_default();
         let examples = top.split("Examples:\n").nth(1).unwrap_or_default();
         assert!(examples.lines().count() >= 4);
+        for line in top.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "too long for 80 columns: {line}"
+            );
+        }
         for line in examples.lines() {
             let line = line.trim().split("   ").next().unwrap_or_default();
             if let Err(e) = Cli::try_parse_from(words(line)) {

@@ -152,16 +152,9 @@ impl Ctx<'_> {
     }
 }
 
-/// The widest help text is wrapped at (on a wider terminal, and when stdout is no terminal).
-const HELP_WIDTH: usize = 100;
-
-/// The command-line definition with help wrapped for `layout`.
-fn command_for(layout: term::Layout) -> clap::Command {
-    let width = match layout {
-        term::Layout::Terminal { width } => width.min(HELP_WIDTH),
-        term::Layout::Plain => HELP_WIDTH,
-    };
-    Cli::command().term_width(width)
+/// The command-line definition with help wrapped at `columns`.
+fn command_for(columns: usize) -> clap::Command {
+    Cli::command().term_width(columns)
 }
 
 /// Writes man pages for `sessions` and each of its subcommands (`sessions.1`,
@@ -171,7 +164,7 @@ fn command_for(layout: term::Layout) -> clap::Command {
 /// # Errors
 /// The I/O error of a page that could not be written.
 pub fn write_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut cmd = command_for(term::Layout::Plain);
+    let mut cmd = command_for(term::MAX_HELP_COLUMNS);
     cmd.build();
     let mut written = Vec::new();
     man_page(&cmd, dir, &mut written)?;
@@ -233,7 +226,7 @@ pub fn run_with(
     let local = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
     let args: Vec<OsString> = args.into_iter().collect();
     let layout = term::layout(env, term);
-    let parsed = command_for(layout)
+    let parsed = command_for(term::help_columns(env, term))
         .try_get_matches_from(&args)
         .and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {

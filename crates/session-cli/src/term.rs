@@ -81,6 +81,19 @@ pub(crate) fn columns(env: &Env, term: Terminal) -> usize {
         .max(MIN_COLUMNS)
 }
 
+/// The widest help text is wrapped at.
+pub(crate) const MAX_HELP_COLUMNS: usize = 100;
+
+/// The width help is wrapped to: the terminal's ([`columns`]) on a terminal or when `COLUMNS`
+/// is set, else [`MAX_HELP_COLUMNS`], which is also the most.
+pub(crate) fn help_columns(env: &Env, term: Terminal) -> usize {
+    if term.stdout || env.get("COLUMNS").and_then(columns_value).is_some() {
+        columns(env, term).min(MAX_HELP_COLUMNS)
+    } else {
+        MAX_HELP_COLUMNS
+    }
+}
+
 /// The layout of tables (see the module docs).
 pub(crate) fn layout(env: &Env, term: Terminal) -> Layout {
     if let Some(force) = env.get("SESSIONS_FORCE_TTY") {
@@ -146,6 +159,18 @@ mod tests {
         assert!(progress(&env(&[]), tty(None)));
         assert!(!progress(&env(&[("TERM", "dumb")]), tty(None)));
         assert!(!progress(&env(&[]), Terminal::default()));
+    }
+
+    #[test]
+    fn help_wraps_to_the_terminal_up_to_100_columns() {
+        assert_eq!(help_columns(&env(&[]), Terminal::default()), 100);
+        assert_eq!(
+            help_columns(&env(&[("COLUMNS", "72")]), Terminal::default()),
+            72
+        );
+        assert_eq!(help_columns(&env(&[]), tty(Some(60))), 60);
+        assert_eq!(help_columns(&env(&[]), tty(Some(200))), 100);
+        assert_eq!(help_columns(&env(&[]), tty(None)), 80);
     }
 
     #[test]
