@@ -498,3 +498,50 @@ mod tests {
         assert_eq!(out, "DAY        RUNS TOK…\n2026-11-28   10 ██\n");
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn rows_never_exceed_the_terminal_and_never_wrap(
+            cells in proptest::collection::vec(
+                ("[a-z0-9 ]{0,12}", "[\\PC🚀✅⚠️❌⭐日本]{0,40}", 0u64..1_000_000),
+                1..6,
+            ),
+            width in 20usize..160,
+        ) {
+            let mut t = Table::new(
+                vec![
+                    Column::id("ID"),
+                    Column::number("N"),
+                    Column::text("TEXT"),
+                    Column::path("PATH"),
+                    Column::bar("BAR", 12),
+                ],
+                vec![Step::Shrink(2, 10), Step::Shrink(0, 4), Step::Shrink(3, 6), Step::Drop(1)],
+            );
+            for (id, text, n) in &cells {
+                t.row(vec![
+                    Cell::text(id.clone()),
+                    Cell::text(n.to_string()),
+                    Cell::text(text.clone()),
+                    Cell::text(format!("/home/{id}")),
+                    Cell::Bar { value: *n, max: 1_000_000 },
+                ]);
+            }
+            let out = t.render(Layout::Terminal { width }, Style { color: false });
+            prop_assert_eq!(out.lines().count(), cells.len() + 1);
+            for l in out.lines() {
+                prop_assert!(crate::style::width(l) <= width, "{:?} wider than {}", l, width);
+            }
+            let plain = t.render(Layout::Plain, Style { color: false });
+            prop_assert_eq!(plain.lines().count(), cells.len());
+            for l in plain.lines() {
+                prop_assert_eq!(l.split('\t').count(), 4);
+            }
+        }
+    }
+}
