@@ -47,7 +47,12 @@ const RESERVED: &[(&str, &str)] = &[
     ("rusqlite", "session-state"),
     ("libsqlite3-sys", "session-state"),
     ("clap", "session-cli"),
+    ("clap_complete", "session-cli"),
+    ("clap_mangen", "session-cli"),
     ("indicatif", "session-cli"),
+    ("anstyle", "session-cli"),
+    ("unicode-width", "session-cli"),
+    ("terminal_size", "session-cli"),
 ];
 
 /// The complete allowed list of required (non-optional) dependencies for some members.

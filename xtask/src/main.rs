@@ -20,6 +20,9 @@
 //!   line present exactly once.
 //! * `sample [--check]` — regenerate the bundled sample store in `sample/sessions` with the
 //!   project's own writers; `--check` verifies the committed copy is what the code writes.
+//! * `man [DIR]` — write the man pages of `sessions` (one per command, generated from the clap
+//!   definitions by `clap_mangen`) into DIR (default `target/man`), through session-cli's
+//!   `man` example (xtask itself depends on no workspace crate).
 //! * `fullfs [--size SIZE]` — the full-disk check: mounts a small tmpfs (default 8m), fills
 //!   it and checks that saves fail cleanly (messages files byte-identical, no temp files, the
 //!   OS error in the cause) and reading commands keep working
@@ -59,7 +62,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [cli] [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | fullfs [--size SIZE] | rss [--release]>";
+const USAGE: &str = "usage: cargo xtask <schema [cli] [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | man [DIR] | fullfs [--size SIZE] | rss [--release]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -74,6 +77,7 @@ fn run(args: &[String]) -> Result<()> {
         Some("sample") => sample(rest.iter().any(|a| a == "--check")),
         Some("fullfs") => fullfs(rest),
         Some("rss") => rss::run(rest),
+        Some("man") => man(rest),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -171,6 +175,19 @@ fn soak(rest: &[String]) -> Result<()> {
         "--",
     ]);
     cmd.args(rest);
+    status(cmd)
+}
+
+fn man(rest: &[String]) -> Result<()> {
+    let dir = match rest {
+        [] => project_root().join("target").join("man"),
+        // Relative to where xtask was started (cargo runs the example from the project root).
+        [dir] => std::env::current_dir()?.join(dir),
+        _ => return Err(USAGE.into()),
+    };
+    let mut cmd = cargo();
+    cmd.args(["run", "-q", "-p", "session-cli", "--example", "man", "--"]);
+    cmd.arg(&dir);
     status(cmd)
 }
 

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
-Store location: --root DIR wins, then $SESSIONS_ROOT; otherwise CODELIA_LAYOUT=xdg (any case)
-selects ${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty XDG_STATE_HOME counts as
-unset), else ~/.codelia/sessions. `sessions where` shows the choice.
+Store location: --root DIR wins, then $SESSIONS_ROOT; otherwise
+CODELIA_LAYOUT=xdg (any case) selects ${XDG_STATE_HOME:-~/.local/state}/codelia/
+sessions (an empty XDG_STATE_HOME counts as unset), else ~/.codelia/sessions.
+`sessions where` shows the choice.
 
 Exit status (the same in every command):
   0  success (verify: no problems found; tail -f: the run ended)
@@ -16,11 +17,27 @@ Exit status (the same in every command):
   3  not found (no such run, session, invocation or store; `-` in a workspace without any)
   4  data or I/O error (the message names the file and byte offset where known)
 
-Ids: a unique prefix (4+ characters) of a run or session id works wherever an id does;
-`-` or --last is the newest of the current directory's workspace.
+Terminal: colour when stdout is a terminal, unless NO_COLOR is set, CLICOLOR=0
+or TERM=dumb; CLICOLOR_FORCE=1 forces it (--color wins over all of these).
+Tables fit COLUMNS or the terminal's width; piped, they are tab-separated rows
+without header, and hints go to stderr. Long output (show, history, export,
+--help) on a terminal goes through $SESSIONS_PAGER, else $PAGER, else
+`less -FRX` (empty or `cat`: no pager; --no-pager). Progress bars appear on
+stderr when it is a terminal other than TERM=dumb, after a second of work.
 
-Colour is used only when stdout is a terminal and NO_COLOR is unset (override with --color).
-Progress bars appear on stderr only when stderr is a terminal.";
+Ids: a unique prefix (4+ characters) of a run or session id works wherever an
+id does; `-` or --last is the newest of the current directory's workspace, and
+@title a session named by `sessions name`.
+
+Examples:
+  sessions runs --since 7d             the last week's runs
+  sessions show 7a1e0001-0000-4000-8000-000000000101
+  sessions stats --by model            tokens per model
+  sessions verify && sessions repair --dry-run
+  sessions completions bash >> ~/.bash_completion";
+
+/// The heading of the options every command takes.
+const GLOBAL: &str = "Global options";
 
 /// Inspect, verify, repair, export and clean up agent session history.
 /// The largest count `--limit`, `--max-runs` and `--max-events` accept: larger values are a
@@ -66,17 +83,20 @@ fn tail_lines_arg(text: &str) -> Result<TailLines, String> {
 pub(crate) struct Cli {
     /// Session store directory (the `sessions/` folder); overrides $SESSIONS_ROOT and the
     /// layout variables.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub(crate) root: Option<PathBuf>,
     /// Open the store read-only: no file under the root is created or changed (the run
     /// index is used as the last writer left it; `repair`, `gc`, `archive`, `reindex`,
     /// `delete` and `restore` accept only `--dry-run`; `pin`, `unpin` and `name` refuse). Used automatically, with a warning, when the store cannot be
     /// written.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) read_only: bool,
     /// When to colour output.
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN", help_heading = GLOBAL)]
     pub(crate) color: ColorChoice,
+    /// Write long output straight to the terminal instead of through the pager.
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub(crate) no_pager: bool,
     /// The command.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -85,7 +105,8 @@ pub(crate) struct Cli {
 /// `--color`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ColorChoice {
-    /// Colour when stdout is a terminal and NO_COLOR is unset.
+    /// Colour when stdout is a terminal, unless NO_COLOR, CLICOLOR=0 or TERM=dumb say no
+    /// (CLICOLOR_FORCE=1 says yes).
     Auto,
     /// Always colour.
     Always,
@@ -93,60 +114,200 @@ pub(crate) enum ColorChoice {
     Never,
 }
 
+// The EXAMPLES section of each command (`after_help`); every line is a valid invocation
+// (`every_command_has_examples_that_parse` in the tests).
+const EXAMPLES_WHERE: &str = "\
+Examples:
+  sessions where
+  sessions where --json";
+const EXAMPLES_RUNS: &str = "\
+Examples:
+  sessions runs --since 7d --outcome error
+  sessions runs --session 5a1e0003-0000-4000-8000-000000000003
+  sessions runs --json --limit 1000 | jq -r .run_id";
+const EXAMPLES_SESSIONS: &str = "\
+Examples:
+  sessions sessions
+  sessions sessions --all --limit 10
+  sessions sessions --workspace ~/src/app --json";
+const EXAMPLES_SHOW: &str = "\
+Examples:
+  sessions show 7a1e0001-0000-4000-8000-000000000101
+  sessions show 5a1e0001-0000-4000-8000-000000000001 --utc
+  sessions show 7a1e0001-0000-4000-8000-000000000101 --raw --no-pager";
+const EXAMPLES_REPLAY: &str = "\
+Examples:
+  sessions replay 7a1e0001-0000-4000-8000-000000000102
+  sessions replay 7a1e0001-0000-4000-8000-000000000102 --seq 1 --corrected";
+const EXAMPLES_HISTORY: &str = "\
+Examples:
+  sessions history 5a1e0001-0000-4000-8000-000000000001
+  sessions history 5a1e0001-0000-4000-8000-000000000001 --max-runs 5 --json";
+const EXAMPLES_TAIL: &str = "\
+Examples:
+  sessions tail 7a1e0006
+  sessions tail -n 50 7a1e0006-0000-4000-8000-000000000601
+  sessions tail -n +1 --raw 7a1e0006 | jq .type
+  sessions tail -f --last --timeout 600";
+const EXAMPLES_VERIFY: &str = "\
+Examples:
+  sessions verify
+  sessions verify 7a1e0006-0000-4000-8000-000000000601
+  sessions verify --json > problems.jsonl";
+const EXAMPLES_REPAIR: &str = "\
+Examples:
+  sessions repair --dry-run
+  sessions repair
+  sessions repair --force --json";
+const EXAMPLES_STATS: &str = "\
+Examples:
+  sessions stats
+  sessions stats --by model --since 30d
+  sessions stats --by week --tz Europe/Paris --since \"3 months ago\"
+  sessions stats --by session --json";
+const EXAMPLES_EXPORT: &str = "\
+Examples:
+  sessions export 7a1e0001-0000-4000-8000-000000000101 --format md
+  sessions export 5a1e0001-0000-4000-8000-000000000001 -o s.html --format html
+  sessions export 7a1e0001-0000-4000-8000-000000000101 --format jsonl | wc -l
+  sessions export --last -o session.md";
+const EXAMPLES_GC: &str = "\
+Examples:
+  sessions gc --older-than 90d --dry-run
+  sessions gc --older-than 90d
+  sessions gc --empty-trash";
+const EXAMPLES_ARCHIVE: &str = "\
+Examples:
+  sessions archive --older-than 90d --dry-run
+  sessions archive --older-than 180d";
+const EXAMPLES_UNARCHIVE: &str = "\
+Examples:
+  sessions unarchive 7a1e0007-0000-4000-8000-000000000701
+  sessions unarchive --all --since 2026-01-01
+  sessions unarchive --session 5a1e0007-0000-4000-8000-000000000007 --dry-run";
+const EXAMPLES_REINDEX: &str = "\
+Examples:
+  sessions reindex
+  sessions reindex --json";
+const EXAMPLES_SERVE: &str = "\
+Examples:
+  sessions serve --open
+  sessions serve --port 0 --redact";
+const EXAMPLES_SYNC: &str = "\
+Examples:
+  sessions sync --to postgres://sessions@db.internal/sessions
+  sessions sync --to 'host=/run/postgresql dbname=sessions' --follow
+  sessions sync --to postgres://db.internal/sessions --verify";
+const EXAMPLES_DELETE: &str = "\
+Examples:
+  sessions delete 5a1e0004-0000-4000-8000-000000000004 --dry-run
+  sessions delete @scratch 7a1e0006";
+const EXAMPLES_RESTORE: &str = "\
+Examples:
+  sessions restore 20261201T180000Z --dry-run
+  sessions restore 5a1e0004-0000-4000-8000-000000000004";
+const EXAMPLES_PIN: &str = "\
+Examples:
+  sessions pin @release-notes 5a1e0002";
+const EXAMPLES_UNPIN: &str = "\
+Examples:
+  sessions unpin @release-notes";
+const EXAMPLES_NAME: &str = "\
+Examples:
+  sessions name 5a1e0001-0000-4000-8000-000000000001 release-notes
+  sessions show @release-notes
+  sessions name @release-notes --clear";
+const EXAMPLES_STORAGE: &str = "\
+Examples:
+  sessions storage
+  sessions storage --limit 30 --json | jq 'select(.type==\"summary\")'";
+const EXAMPLES_COMPLETIONS: &str = "\
+Examples:
+  sessions completions bash >> ~/.bash_completion
+  sessions completions zsh > \"${fpath[1]}/_sessions\"
+  sessions completions fish > ~/.config/fish/completions/sessions.fish
+  sessions completions powershell >> $PROFILE";
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Print the resolved store root and how it was chosen.
+    #[command(after_help = EXAMPLES_WHERE)]
     Where(WhereArgs),
     /// List runs, newest first, from the run index.
+    #[command(after_help = EXAMPLES_RUNS)]
     Runs(RunsArgs),
     /// List saved sessions (current directory's workspace by default).
+    #[command(after_help = EXAMPLES_SESSIONS)]
     Sessions(SessionsArgs),
     /// Show a readable transcript of a run or of every run of a session.
+    #[command(after_help = EXAMPLES_SHOW)]
     Show(ShowArgs),
     /// Print the exact prompt sent at an invocation of a run, as JSON.
+    #[command(after_help = EXAMPLES_REPLAY)]
     Replay(ReplayArgs),
     /// Replay a session's history the way the reference's `session.history` does.
+    #[command(after_help = EXAMPLES_HISTORY)]
     History(HistoryArgs),
     /// Print the last records of a run (`-n N`, default 10; `-f` keeps following).
+    #[command(after_help = EXAMPLES_TAIL)]
     Tail(TailArgs),
     /// Check run files and message logs; exit 1 when problems are found.
+    #[command(after_help = EXAMPLES_VERIFY)]
     Verify(VerifyArgs),
     /// Seal torn tails, rebuild state.db rows of message logs without one, migrate legacy
     /// snapshots and rebuild the run index.
+    #[command(after_help = EXAMPLES_REPAIR)]
     Repair(RepairArgs),
     /// Token usage and run counts with a small bar chart.
+    #[command(after_help = EXAMPLES_STATS)]
     Stats(StatsArgs),
     /// Export a run or a session as Markdown, JSON, JSONL or one HTML page.
+    #[command(after_help = EXAMPLES_EXPORT)]
     Export(ExportArgs),
     /// Move runs and sessions to the trash under the root by age, count or size (never pinned
     /// ones), or empty the trash.
+    #[command(after_help = EXAMPLES_GC)]
     Gc(GcArgs),
     /// Compress old run files to `.jsonl.zst` (still readable by every command, but not by the
     /// reference runtime: `unarchive` brings them back).
+    #[command(after_help = EXAMPLES_ARCHIVE)]
     Archive(ArchiveArgs),
     /// Restore archived runs (`.jsonl.zst`) to plain `.jsonl`, which the reference runtime
     /// reads again.
+    #[command(after_help = EXAMPLES_UNARCHIVE)]
     Unarchive(UnarchiveArgs),
     /// Rebuild the run index from scratch and report the difference.
+    #[command(after_help = EXAMPLES_REINDEX)]
     Reindex(ReindexArgs),
     /// Serve a local, read-only web viewer on 127.0.0.1 (prints its URL with a token first).
+    #[command(after_help = EXAMPLES_SERVE)]
     Serve(ServeArgs),
     /// Ship the store to a shared PostgreSQL store, exactly once (--follow keeps shipping).
+    #[command(after_help = EXAMPLES_SYNC)]
     Sync(crate::commands::SyncArgs),
     /// Move runs and sessions to the trash, as gc does (`restore` puts them back; only
     /// `gc --empty-trash` deletes).
+    #[command(after_help = EXAMPLES_DELETE)]
     Delete(DeleteArgs),
     /// Put a trash batch, or one run or session from the trash, back into the store (refused
     /// when it would overwrite anything).
+    #[command(after_help = EXAMPLES_RESTORE)]
     Restore(RestoreArgs),
     /// Pin sessions: no gc rule ever moves them or their runs.
+    #[command(after_help = EXAMPLES_PIN)]
     Pin(PinArgs),
     /// Unpin sessions.
+    #[command(after_help = EXAMPLES_UNPIN)]
     Unpin(PinArgs),
     /// Give a session a title, shown in listings and usable as an id (`show @title`).
+    #[command(after_help = EXAMPLES_NAME)]
     Name(NameArgs),
     /// Bytes by area (runs, archives, messages, state.db, trash), day, session and trash batch.
+    #[command(after_help = EXAMPLES_STORAGE)]
     Storage(StorageArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish) on stdout.
+    #[command(after_help = EXAMPLES_COMPLETIONS)]
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -205,6 +366,13 @@ pub(crate) struct StorageArgs {
     /// One JSON object per line: a total, then days, sessions and trash batches.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -607,4 +775,128 @@ pub(crate) struct ServeArgs {
     /// Redaction of every page.
     #[command(flatten)]
     pub(crate) redact: RedactArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The words of one example line as a shell would pass them: quotes removed, leading
+    /// `NAME=value` assignments and everything from a pipe or redirection on left out.
+    fn words(line: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let (mut word, mut quote, mut any) = (String::new(), None, false);
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.push(c),
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    any = true;
+                }
+                (None, ' ') => {
+                    if any || !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                    any = false;
+                }
+                (None, c) => word.push(c),
+            }
+        }
+        if any || !word.is_empty() {
+            words.push(word);
+        }
+        let start = words.iter().position(|w| w == "sessions").unwrap_or(0);
+        words
+            .into_iter()
+            .skip(start)
+            .take_while(|w| !matches!(w.as_str(), "|" | ">" | ">>" | "&&"))
+            .collect()
+    }
+
+    #[test]
+    fn every_command_has_examples_that_parse() {
+        let cmd = Cli::command();
+        let mut seen = 0;
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            let help = sub
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let mut lines = help.lines();
+            assert_eq!(
+                lines.next(),
+                Some("Examples:"),
+                "`sessions {name}` has no examples"
+            );
+            let examples: Vec<&str> = lines.collect();
+            assert!(!examples.is_empty(), "{name}");
+            for line in examples {
+                // Wrapped help of an 80-column terminal never breaks an example.
+                assert!(line.len() <= 78, "too long for 80 columns: {line}");
+                let argv = words(line.trim());
+                assert_eq!(
+                    argv.get(1).map(String::as_str),
+                    Some(name),
+                    "an example of `{name}` runs another command: {line}"
+                );
+                if let Err(e) = Cli::try_parse_from(&argv) {
+                    panic!("example `{line}` does not parse: {e}");
+                }
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, cmd.get_subcommands().count());
+        assert!(seen >= 18);
+        // The top-level help has examples too, each a valid command line.
+        let top = cmd
+            .get_after_help()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let examples = top.split("Examples:\n").nth(1).unwrap_or_default();
+        assert!(examples.lines().count() >= 4);
+        for line in top.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "too long for 80 columns: {line}"
+            );
+        }
+        for line in examples.lines() {
+            let line = line.trim().split("   ").next().unwrap_or_default();
+            if let Err(e) = Cli::try_parse_from(words(line)) {
+                panic!("example `{line}` does not parse: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn example_words_are_split_like_a_shell() {
+        assert_eq!(
+            words("SESSIONS_STORE=x sessions sync --to 'host=/a b' --verify | jq ."),
+            ["sessions", "sync", "--to", "host=/a b", "--verify"]
+        );
+        assert_eq!(words("sessions x \"\" y > f"), ["sessions", "x", "", "y"]);
+    }
+
+    #[test]
+    fn global_options_have_their_own_heading_and_help_wraps() {
+        let mut cmd = Cli::command().term_width(60);
+        cmd.build();
+        let help = cmd
+            .find_subcommand_mut("runs")
+            .map(|c| c.render_help().to_string())
+            .unwrap_or_default();
+        let (own, global) = help.split_once("Global options:").unwrap();
+        assert!(own.contains("--since"));
+        for flag in ["--root", "--read-only", "--color", "--no-pager"] {
+            assert!(global.contains(flag), "{flag}");
+            assert!(!own.contains(flag), "{flag}");
+        }
+        assert!(help.contains("Examples:\n  sessions runs --since 7d"));
+        for line in help.lines() {
+            assert!(line.chars().count() <= 60, "{line:?}");
+        }
+    }
 }

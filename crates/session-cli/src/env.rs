@@ -25,6 +25,12 @@ impl Env {
         }
     }
 
+    /// Whether `name` is set, even to the empty string (an empty `SESSIONS_PAGER` means "no
+    /// pager", which is not the same as leaving it unset).
+    pub fn is_set(&self, name: &str) -> bool {
+        self.vars.contains_key(name)
+    }
+
     /// The value of `name`, or `None` when unset or empty.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars

@@ -47,6 +47,8 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Restore(a) => !a.json,
         Command::Pin(_) | Command::Unpin(_) | Command::Name(_) => true,
         Command::Storage(a) => !a.json,
+        // A shell script, written as generated.
+        Command::Completions(_) => false,
     }
 }
 

@@ -37,7 +37,7 @@ use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use time::{OffsetDateTime, UtcOffset};
 
 mod cli;
@@ -50,37 +50,52 @@ mod human;
 mod ids;
 mod json_rows;
 mod jsonw;
+mod pager;
 mod progress;
 mod redact;
 mod root;
 mod store;
 mod stream;
 mod style;
+mod table;
+mod term;
 mod timefmt;
 
 pub use env::Env;
 pub use error::{CliError, EXIT_DATA, EXIT_NOT_FOUND, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 pub use json_rows::json_schema;
 
-use cli::{Cli, ColorChoice, Command};
+use cli::{Cli, Command};
 use style::Style;
 use timefmt::TimeDisplay;
 
-/// What the output streams are connected to.
+/// What the output streams are connected to. [`Terminal::default`] is two pipes: no colour,
+/// plain tables, no progress bars, no pager.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Terminal {
-    /// stdout is a terminal: colour may be used.
+    /// stdout is a terminal: colour may be used, tables are laid out for its width.
     pub stdout: bool,
     /// stderr is a terminal: progress bars may be drawn.
     pub stderr: bool,
+    /// The width of stdout's terminal in columns, when known (`COLUMNS` overrides it; 80
+    /// when neither is known).
+    pub columns: Option<usize>,
+    /// Long output may go through a pager: stdout is this process's own terminal (set by
+    /// [`Terminal::detect`]; an in-process caller sets it only when it wants the pager run).
+    pub pager: bool,
 }
 
 impl Terminal {
     /// Detects the process's real stdout and stderr.
     pub fn detect() -> Self {
+        let stdout = std::io::stdout().is_terminal();
         Terminal {
-            stdout: std::io::stdout().is_terminal(),
+            stdout,
             stderr: std::io::stderr().is_terminal(),
+            columns: terminal_size::terminal_size()
+                .filter(|_| stdout)
+                .map(|(w, _)| usize::from(w.0)),
+            pager: stdout,
         }
     }
 }
@@ -93,6 +108,8 @@ pub(crate) struct Ctx<'a> {
     /// stderr; always escaped for the terminal ([`human::TerminalSafe`]).
     pub(crate) err: &'a mut dyn Write,
     pub(crate) style: Style,
+    /// How tables are laid out: for the terminal's width, or plain for a pipe.
+    pub(crate) layout: term::Layout,
     pub(crate) progress: bool,
     pub(crate) root: root::Root,
     pub(crate) local: UtcOffset,
@@ -124,6 +141,66 @@ impl Ctx<'_> {
     pub(crate) fn warn(&mut self, msg: &str) {
         let _ = writeln!(self.err, "sessions: warning: {msg}");
     }
+
+    /// A hint for people (the next page, a wider scope, an empty result): a dim line on stdout
+    /// on a terminal; on stderr when stdout is piped, so that it stays out of what scripts read.
+    pub(crate) fn hint(&mut self, text: &str) -> Result<(), CliError> {
+        match self.layout {
+            term::Layout::Terminal { .. } => {
+                writeln!(self.out, "{}", self.style.paint(style::Paint::Dim, text))?;
+            }
+            term::Layout::Plain => {
+                let _ = writeln!(self.err, "{text}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a table laid out for [`Ctx::layout`].
+    pub(crate) fn table(&mut self, table: &table::Table) -> Result<(), CliError> {
+        self.out
+            .write_all(table.render(self.layout, self.style).as_bytes())?;
+        Ok(())
+    }
+}
+
+/// The command-line definition with help wrapped at `columns`.
+fn command_for(columns: usize) -> clap::Command {
+    Cli::command().term_width(columns)
+}
+
+/// Writes man pages for `sessions` and each of its subcommands (`sessions.1`,
+/// `sessions-runs.1`, …; roff, section 1) into `dir`, which must exist, and returns their
+/// paths in order. `cargo xtask man DIR` calls it.
+///
+/// # Errors
+/// The I/O error of a page that could not be written.
+pub fn write_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut cmd = command_for(term::MAX_HELP_COLUMNS);
+    cmd.build();
+    let mut written = Vec::new();
+    man_page(&cmd, dir, &mut written)?;
+    Ok(written)
+}
+
+fn man_page(
+    cmd: &clap::Command,
+    dir: &std::path::Path,
+    out: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
+    let man = clap_mangen::Man::new(cmd.clone());
+    let path = dir.join(man.get_filename());
+    let mut bytes = Vec::new();
+    man.render(&mut bytes)?;
+    std::fs::write(&path, bytes)?;
+    out.push(path);
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        man_page(sub, dir, out)?;
+    }
+    Ok(())
 }
 
 /// Runs the tool with `args` (including the program name, like `std::env::args_os`), writing to
@@ -159,29 +236,25 @@ pub fn run_with(
     // The local offset must be read before any thread starts (the `time` crate refuses
     // otherwise); on failure times are shown in UTC.
     let local = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let layout = term::layout(env, term);
+    let parsed = command_for(term::help_columns(env, term))
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            let (text, code) = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-                    (e.render().to_string(), EXIT_OK)
-                }
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                    (e.render().to_string(), EXIT_USAGE)
-                }
-                _ => (e.render().to_string(), EXIT_USAGE),
-            };
-            let target: &mut dyn Write = if code == EXIT_OK { stdout } else { stderr };
-            let _ = target.write_all(text.as_bytes());
-            return code;
-        }
+        Err(e) => return clap_exit(&e, &args, stdout, stderr, env, term),
     };
-    let color = match cli.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => term.stdout && env.get("NO_COLOR").is_none(),
-    };
+    let color = term::colour(cli.color, env, term);
+    if let Command::Completions(a) = &cli.command {
+        // Generated into memory: clap_complete panics when its writer fails (a closed pipe).
+        let mut script = Vec::new();
+        clap_complete::generate(a.shell, &mut Cli::command(), "sessions", &mut script);
+        return match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+            Ok(()) => EXIT_OK,
+            Err(e) => report(stderr, &CliError::Output(e)),
+        };
+    }
     let now = match env.get("SESSIONS_NOW") {
         Some(raw) => {
             match timefmt::parse_instant(raw, OffsetDateTime::now_utc(), &jiff::tz::TimeZone::UTC) {
@@ -200,24 +273,71 @@ pub fn run_with(
     } else {
         human::Mode::Exact
     };
-    let mut safe_out = human::TerminalSafe::new(stdout, out_mode);
-    let mut ctx = Ctx {
-        out: &mut safe_out,
-        err: stderr,
-        style: Style { color },
-        progress: term.stderr,
-        root,
-        local,
-        now,
-        zone: timefmt::input_zone(env),
-        read_only: cli.read_only,
-        hooks: hooks::Hooks::from_env(env),
+    let pager = (term.pager && pager::pages(&cli))
+        .then(|| pager::command_line(env))
+        .flatten();
+    let mut paged = pager::Paged::new(stdout, pager, env);
+    let result = {
+        let mut safe_out = human::TerminalSafe::new(&mut paged, out_mode);
+        let mut ctx = Ctx {
+            out: &mut safe_out,
+            err: &mut *stderr,
+            style: Style { color },
+            layout,
+            progress: term::progress(env, term),
+            root,
+            local,
+            now,
+            zone: timefmt::input_zone(env),
+            read_only: cli.read_only,
+            hooks: hooks::Hooks::from_env(env),
+        };
+        let result = dispatch(&mut ctx, cli.command);
+        let _ = ctx.out.flush();
+        result
     };
-    let result = dispatch(&mut ctx, cli.command);
-    let _ = ctx.out.flush();
+    // Errors are reported once the reader has quit the pager, so that they stay on the screen.
+    paged.finish();
     match result {
         Ok(code) => code,
-        Err(e) => report(ctx.err, &e),
+        Err(e) => report(stderr, &e),
+    }
+}
+
+/// Help, version and usage errors: help and version on stdout (help through the pager on a
+/// terminal, coloured when colour is on), usage errors on stderr with exit status 2.
+fn clap_exit(
+    e: &clap::Error,
+    args: &[OsString],
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+    env: &Env,
+    term: Terminal,
+) -> i32 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            // `--color` was not parsed: help follows the automatic rule, `--no-pager` is looked
+            // for among the words.
+            let text = if term::auto_colour(env, term.stdout) {
+                e.render().ansi().to_string()
+            } else {
+                e.render().to_string()
+            };
+            let help = e.kind() == ErrorKind::DisplayHelp;
+            let no_pager = args.iter().any(|a| a == "--no-pager");
+            let pager = (help && term.pager && !no_pager)
+                .then(|| pager::command_line(env))
+                .flatten();
+            let mut paged = pager::Paged::new(stdout, pager, env);
+            let _ = paged.write_all(text.as_bytes());
+            paged.finish();
+            EXIT_OK
+        }
+        _ => {
+            let _ = stderr.write_all(e.render().to_string().as_bytes());
+            EXIT_USAGE
+        }
     }
 }
 
@@ -271,5 +391,7 @@ fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
         Command::Unpin(a) => commands::pin(ctx, &a, false),
         Command::Name(a) => commands::name(ctx, &a),
         Command::Storage(a) => commands::storage(ctx, &a),
+        // Answered before the store is looked for (see `run_with`).
+        Command::Completions(_) => Ok(EXIT_OK),
     }
 }

@@ -1,4 +1,5 @@
-//! Terminal styling (ANSI colour only when enabled), clipping and the bar chart.
+//! Terminal styling (ANSI colour through `anstyle`, only when enabled; see
+//! [`crate::term::colour`] for when), widths and clipping (`unicode-width`) and the bar chart.
 
 /// Colours used by the human output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +28,21 @@ pub(crate) struct Style {
 }
 
 impl Paint {
-    /// The SGR parameter of the colour.
+    /// The `anstyle` style of the colour.
+    pub(crate) fn style(self) -> anstyle::Style {
+        use anstyle::{AnsiColor, Effects, Style};
+        match self {
+            Paint::Bold => Style::new().effects(Effects::BOLD),
+            Paint::Dim => Style::new().effects(Effects::DIMMED),
+            Paint::Green => AnsiColor::Green.on_default(),
+            Paint::Red => AnsiColor::Red.on_default(),
+            Paint::Yellow => AnsiColor::Yellow.on_default(),
+            Paint::Cyan => AnsiColor::Cyan.on_default(),
+            Paint::Magenta => AnsiColor::Magenta.on_default(),
+        }
+    }
+
+    /// The SGR parameter of the colour (what [`Paint::style`] renders between `ESC [` and `m`).
     pub(crate) fn code(self) -> &'static str {
         match self {
             Paint::Bold => "1",
@@ -52,9 +67,6 @@ impl Paint {
     ];
 }
 
-/// The SGR sequence that ends every painted text.
-pub(crate) const RESET: &str = "\x1b[0m";
-
 impl Style {
     /// `text` wrapped in the escape for `paint` (unchanged without colour). These sequences
     /// are the only control characters human output may hold
@@ -63,37 +75,30 @@ impl Style {
         if !self.color {
             return text.to_owned();
         }
-        format!("\x1b[{}m{text}{RESET}", paint.code())
+        let style = paint.style();
+        format!("{}{text}{}", style.render(), style.render_reset())
     }
 }
 
-/// Terminal columns of one character: 2 for East Asian wide and emoji ranges, 0 for combining
-/// marks, zero-width joiners and variation selectors, 1 otherwise (a small approximation of
-/// UAX #11 that keeps tables with Japanese text and emoji aligned).
-pub(crate) fn char_width(c: char) -> usize {
-    match c as u32 {
-        0x0300..=0x036F | 0x200B..=0x200F | 0xFE00..=0xFE0F | 0x1F3FB..=0x1F3FF => 0,
-        0x1100..=0x115F
-        | 0x2E80..=0x303E
-        | 0x3041..=0x33FF
-        | 0x3400..=0x4DBF
-        | 0x4E00..=0x9FFF
-        | 0xA000..=0xA4CF
-        | 0xAC00..=0xD7A3
-        | 0xF900..=0xFAFF
-        | 0xFE30..=0xFE4F
-        | 0xFF00..=0xFF60
-        | 0xFFE0..=0xFFE6
-        | 0x1F300..=0x1F64F
-        | 0x1F900..=0x1F9FF
-        | 0x20000..=0x3FFFD => 2,
-        _ => 1,
-    }
-}
-
-/// Terminal columns of `text`.
+/// Terminal columns of `text` as a terminal draws it (UAX #11 East Asian Width with emoji
+/// presentation, by the `unicode-width` crate): 2 for CJK and emoji such as 🚀 ✅ ❌ ⭐ and ⚠️
+/// (a text-style symbol followed by VARIATION SELECTOR-16), 0 for combining marks and joiners.
+/// Control characters must be escaped ([`escape_controls`]) before the text is measured.
 pub(crate) fn width(text: &str) -> usize {
-    text.chars().map(char_width).sum()
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// `text` (escaped by [`escape_controls`]) padded with spaces to `cols` terminal columns, as
+/// measured by [`width`]; longer text is returned whole. For the fixed report layouts that are
+/// not [`crate::table`]s (`sessions storage`).
+pub(crate) fn pad(text: &str, cols: usize) -> String {
+    let text = escape_controls(text);
+    let n = width(&text);
+    if n >= cols {
+        text.into_owned()
+    } else {
+        format!("{text}{}", " ".repeat(cols - n))
+    }
 }
 
 /// The first line of `text`, clipped to `max` terminal columns with `…` (never splits a
@@ -106,18 +111,57 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
     if width(&clean) <= max && !more_lines {
         return clean;
     }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in clean.chars() {
-        let w = char_width(c);
-        if used + w + 1 > max {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
+    let mut out = clip_to(&clean, max.saturating_sub(1));
     out.push('…');
     out
+}
+
+/// The longest prefix of `text` (whole characters) at most `max` columns wide. A character
+/// that widens what precedes it (VARIATION SELECTOR-16 after ⚠) is measured with it, so the
+/// prefix never ends in a sequence that is wider than it was counted.
+pub(crate) fn clip_to(text: &str, max: usize) -> String {
+    if width(text) <= max {
+        return text.to_owned();
+    }
+    let mut out = String::new();
+    for c in text.chars() {
+        out.push(c);
+        if width(&out) > max {
+            out.pop();
+            // A mark or selector that widened its base: the base goes too.
+            if zero_width(c) {
+                out.pop();
+            }
+            break;
+        }
+    }
+    out
+}
+
+/// Whether `c` takes no column of its own (a combining mark, joiner or variation selector).
+fn zero_width(c: char) -> bool {
+    unicode_width::UnicodeWidthChar::width(c).unwrap_or(0) == 0
+}
+
+/// The longest suffix of `text` (whole characters) at most `max` columns wide.
+pub(crate) fn clip_start_to(text: &str, max: usize) -> String {
+    if width(text) <= max {
+        return text.to_owned();
+    }
+    let mut rev: Vec<char> = Vec::new();
+    for c in text.chars().rev() {
+        rev.push(c);
+        let tail: String = rev.iter().rev().collect();
+        if width(&tail) > max {
+            rev.pop();
+            break;
+        }
+    }
+    // Marks and selectors whose base was cut off.
+    while rev.last().is_some_and(|c| zero_width(*c)) {
+        rev.pop();
+    }
+    rev.iter().rev().collect()
 }
 
 /// Whether `c` must not reach a terminal as itself: a control character (C0, DEL, C1) other
@@ -198,18 +242,6 @@ pub(crate) fn bytes(n: u64) -> String {
     }
 }
 
-/// Pads `text`, escaped by [`escape_controls`] (so that the columns stay aligned when it holds
-/// control characters), with spaces to `cols` terminal columns.
-pub(crate) fn pad(text: &str, cols: usize) -> String {
-    let text = escape_controls(text);
-    let n = width(&text);
-    if n >= cols {
-        text.into_owned()
-    } else {
-        format!("{text}{}", " ".repeat(cols - n))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,8 +251,6 @@ mod tests {
         assert_eq!(one_line("hello", 10), "hello");
         assert_eq!(one_line("この画像は何ですか", 9), "この画像…");
         assert_eq!(width(&one_line("この画像は何ですか", 9)), 9);
-        assert_eq!(pad("日本", 6), "日本  ");
-        assert_eq!(pad("a\u{1b}", 8), "a\\u001b ");
         assert_eq!(width("🤔 ok"), 5);
         assert_eq!(one_line("a\nb", 10), "a…");
         assert_eq!(one_line("tab\there", 20), "tab here");
@@ -248,6 +278,35 @@ mod tests {
             escape_controls("plain\n"),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn paints_render_the_codes_the_terminal_writer_lets_through() {
+        for p in Paint::ALL {
+            assert_eq!(
+                Style { color: true }.paint(p, "x"),
+                format!("\x1b[{}mx\x1b[0m", p.code()),
+                "{p:?}"
+            );
+            assert_eq!(Style { color: false }.paint(p, "x"), "x");
+        }
+    }
+
+    #[test]
+    fn wide_symbols_and_emoji_count_two_columns() {
+        // The symbols the hand-made table counted as one column each.
+        for s in ["🚀", "✅", "⚠️", "❌", "⭐", "日", "🤔", "ｶ"] {
+            let want = if s == "ｶ" { 1 } else { 2 };
+            assert_eq!(width(s), want, "{s}");
+        }
+        assert_eq!(width("⚠"), 1);
+        assert_eq!(width("e\u{301}"), 1);
+        assert_eq!(clip_to("ab⚠️cd", 3), "ab");
+        assert_eq!(clip_to("ab⚠️cd", 4), "ab⚠️");
+        assert_eq!(clip_start_to("/home/dev/acme-app", 8), "acme-app");
+        assert_eq!(clip_start_to("日本語", 5), "本語");
+        assert_eq!(one_line("✅ done ⭐ star", 8), "✅ done…");
+        assert_eq!(width(&one_line("✅ done ⭐ star", 8)), 8);
     }
 
     #[test]
@@ -286,13 +345,6 @@ mod props {
             let e = escape_controls(&text);
             prop_assert!(!e.chars().any(is_unsafe_for_terminal));
             prop_assert_eq!(e.matches('\n').count(), text.matches('\n').count());
-        }
-
-        #[test]
-        fn pad_reaches_the_width(text in "\\PC{0,30}", cols in 0usize..40) {
-            let p = pad(&text, cols);
-            prop_assert_eq!(width(&p), width(&text).max(cols));
-            prop_assert!(p.starts_with(&text));
         }
 
         #[test]

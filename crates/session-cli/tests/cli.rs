@@ -386,9 +386,18 @@ fn runs_pages_cover_everything_once() {
         }
     }
     assert_eq!(seen, all);
-    // The human listing tells how to get the next page.
-    let text = ok(&s.root, &["runs", "--limit", "3"]);
-    assert!(text.contains("more: sessions runs --cursor"), "{text}");
+    // The human listing tells how to get the next page: on stderr when piped, in the listing
+    // on a terminal.
+    let r = run_in(&s.root, &["runs", "--limit", "3"]);
+    assert!(r.err.contains("more: sessions runs --cursor"), "{}", r.err);
+    assert!(!r.out.contains("more:"), "{}", r.out);
+    let mut c = sessions_cmd();
+    c.env("SESSIONS_FORCE_TTY", "100")
+        .arg("--root")
+        .arg(&s.root)
+        .args(["runs", "--limit", "3"]);
+    let r = finish(c.output().unwrap());
+    assert!(r.out.contains("more: sessions runs --cursor"), "{}", r.out);
 }
 
 #[test]
@@ -549,7 +558,12 @@ fn stats_add_up_to_the_run_index() {
         .sum();
     assert_eq!(per_group, 1);
     // The human table has a bar chart whose longest bar belongs to the biggest group.
-    let text = ok(&s.root, &["stats", "--by", "model"]);
+    let mut c = sessions_cmd();
+    c.env("SESSIONS_FORCE_TTY", "200")
+        .arg("--root")
+        .arg(&s.root)
+        .args(["stats", "--by", "model"]);
+    let text = finish(c.output().unwrap()).out;
     let sonnet = text
         .lines()
         .find(|l| l.starts_with("anthropic/claude-sonnet-4-5"))
@@ -1303,15 +1317,15 @@ fn sessions_default_to_the_current_directory_workspace() {
         .arg("sessions");
     let r = finish(c.output().unwrap());
     assert_eq!(r.code, 0, "{}", r.err);
-    assert!(
-        r.out.starts_with(&format!(
-            "workspace {} (--all for every workspace)",
+    // Piped: the hints are on stderr and stdout holds only rows (none here).
+    assert_eq!(
+        r.err,
+        format!(
+            "workspace {} (--all for every workspace)\n(no sessions)\n",
             ws.path().display()
-        )),
-        "{}",
-        r.out
+        )
     );
-    assert!(r.out.contains("(no sessions)"));
+    assert_eq!(r.out, "");
     let mut c = sessions_cmd();
     c.current_dir(&sub).arg("--root").arg(&s.root).args([
         "sessions",
@@ -2214,7 +2228,7 @@ fn only_a_complete_unscoped_session_listing_looks_for_message_logs_without_a_row
     let warning = "1 message log(s) in messages/ have no state.db row";
     let paged = run_in(&s.root, &["sessions", "--all", "--limit", "2"]);
     assert_eq!(paged.code, 0, "{}", paged.err);
-    assert!(paged.out.contains("showing the newest 2"), "{}", paged.out);
+    assert!(paged.err.contains("showing the newest 2"), "{}", paged.err);
     assert!(!paged.err.contains("message log"), "{}", paged.err);
     let whole = run_in(&s.root, &["sessions", "--all", "--limit", "0"]);
     assert!(whole.err.contains(warning), "{}", whole.err);

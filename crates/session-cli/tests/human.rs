@@ -1,6 +1,7 @@
 //! Snapshot tests of the human output on a copy of the sample store: each
-//! `test_data/human/<name>.cmd` holds the arguments (one per line), `<name>.out` the expected
-//! stdout and exit status. `UPDATE_EXPECT=1 cargo test -p session-cli --test human` rewrites the
+//! `test_data/human/<name>.cmd` holds the arguments (one per line; lines `env:NAME=VALUE` set
+//! an environment variable first, e.g. `TZ` or `SESSIONS_FORCE_TTY=80` for a table laid out
+//! for an 80-column terminal), `<name>.out` the expected stdout and exit status. `UPDATE_EXPECT=1 cargo test -p session-cli --test human` rewrites the
 //! `.out` files. The facts behind these snapshots are asserted separately in `tests/cli.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,17 +18,23 @@ fn manifest_dir() -> PathBuf {
 
 /// Runs one case and compares (or rewrites) its expectation.
 fn check(case: &Path, root: &Path) -> Option<String> {
-    let args: Vec<String> = std::fs::read_to_string(case)
+    let lines: Vec<String> = std::fs::read_to_string(case)
         .unwrap()
         .lines()
         .filter(|l| !l.is_empty())
         .map(str::to_owned)
         .collect();
+    let (vars, args): (Vec<String>, Vec<String>) =
+        lines.into_iter().partition(|l| l.starts_with("env:"));
+    let vars = vars
+        .iter()
+        .filter_map(|v| v["env:".len()..].split_once('='));
     let out = Command::new(env!("CARGO_BIN_EXE_sessions"))
         .env_clear()
         .env("HOME", "/nonexistent-home")
         .env("TZ", "UTC")
         .env("SESSIONS_NOW", "2026-11-30T12:00:00Z")
+        .envs(vars)
         .arg("--root")
         .arg(root)
         .args(&args)
@@ -85,4 +92,60 @@ fn human_output_snapshots() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The display column at which `needle` starts in `line`.
+fn column_of(line: &str, needle: &str) -> Option<usize> {
+    use unicode_width::UnicodeWidthStr;
+    line.find(needle).map(|i| line[..i].width())
+}
+
+#[test]
+fn tables_fit_80_columns_and_align_in_every_time_zone() {
+    use unicode_width::UnicodeWidthStr;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(&session_test_support::sample_sessions_dir(), &root);
+    // POSIX zones, so that no time zone database is needed; offsets of 5 and 6 characters.
+    for (tz, offset) in [
+        ("UTC", "Z"),
+        ("JST-9", "+09:00"),
+        ("NPT-5:45", "+05:45"),
+        ("PST8", "-08:00"),
+    ] {
+        for (args, key) in [
+            (&["runs"][..], "7a1e00"),
+            (&["sessions", "--all"][..], "5a1e00"),
+        ] {
+            let out = Command::new(env!("CARGO_BIN_EXE_sessions"))
+                .env_clear()
+                .env("HOME", "/nonexistent-home")
+                .env("TZ", tz)
+                .env("SESSIONS_FORCE_TTY", "80")
+                .arg("--root")
+                .arg(&root)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{tz} {args:?}");
+            let text = String::from_utf8(out.stdout).unwrap();
+            let rows: Vec<&str> = text.lines().filter(|l| l.contains(key)).collect();
+            assert!(rows.len() >= 8, "{tz} {args:?}: {text}");
+            for l in text.lines() {
+                assert!(
+                    l.width() <= 80,
+                    "{tz} {args:?}: {l:?} is {} wide",
+                    l.width()
+                );
+            }
+            // Every time carries the zone's offset, and the column after it starts at one
+            // display column in every row.
+            let at: Vec<Option<usize>> = rows.iter().map(|l| column_of(l, key)).collect();
+            let want = 19 + offset.len() + 1;
+            assert!(at.iter().all(|c| *c == Some(want)), "{tz} {args:?}: {text}");
+            for row in &rows {
+                assert_eq!(row.get(19..19 + offset.len()), Some(offset), "{tz}: {row}");
+            }
+        }
+    }
 }

@@ -9,7 +9,8 @@ use crate::cli::{OutcomeArg, RunsArgs};
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{self, CursorRow, DiagnosticKind, DiagnosticRow, Outcome, Row, write_row};
 use crate::store::rel;
-use crate::style::{Paint, one_line, pad, thousands};
+use crate::style::{Paint, thousands};
+use crate::table::{Cell, Column, Step, Table};
 use crate::timefmt::parse_instant;
 
 /// A run without `run.end` whose last record is newer than this (seconds) is taken as
@@ -342,82 +343,18 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
         return Ok(EXIT_OK);
     }
     let times = ctx.times(args.utc);
-    let s = ctx.style;
-    writeln!(
-        ctx.out,
-        "{}",
-        s.paint(
-            crate::style::Paint::Bold,
-            &format!(
-                "{} {} {} {} {} {:>4} {:>9}  {}",
-                pad("STARTED", 20),
-                pad("RUN", 36),
-                pad("SESSION", 8),
-                pad("OUTCOME", 9),
-                pad("MODEL", 18),
-                "INV",
-                "TOKENS",
-                "INPUT"
-            )
-        )
-    )?;
-    for (row, outcome) in &rows {
-        let started = row
-            .started_at
-            .as_deref()
-            .map(|t| times.show(t))
-            .unwrap_or_else(|| "-".into());
-        let session: String = row
-            .session_id
-            .as_deref()
-            .unwrap_or("-")
-            .chars()
-            .take(8)
-            .collect();
-        let paint = match outcome {
-            Outcome::Completed => Paint::Green,
-            Outcome::Cancelled | Outcome::Running => Paint::Yellow,
-            _ => Paint::Red,
-        };
-        let model = one_line(row.model_name.as_deref().unwrap_or("-"), 18);
-        let input = one_line(row.first_input.as_deref().unwrap_or(""), 50);
-        // A row read bounded counted only its head block: no count is shown.
-        let (inv, tokens) = if partial.contains(&row.path) {
-            ("-".to_owned(), "-".to_owned())
-        } else {
-            (
-                row.invocation_count.to_string(),
-                thousands(row.total_tokens),
-            )
-        };
-        writeln!(
-            ctx.out,
-            "{} {} {} {} {} {:>4} {:>9}  {}",
-            pad(&started, 20),
-            pad(&row.run_id, 36),
-            pad(&session, 8),
-            s.paint(paint, &pad(outcome.as_str(), 9)),
-            pad(&model, 18),
-            inv,
-            tokens,
-            input
-        )?;
-    }
-    if rows.is_empty() {
-        writeln!(ctx.out, "(no runs match)")?;
+    if !rows.is_empty() {
+        ctx.table(&runs_table(&rows, &partial, times))?;
+    } else {
+        ctx.hint("(no runs match)")?;
     }
     if first_page {
         report_not_runs(ctx, &store, false)?;
     }
     if let Some(n) = next {
-        writeln!(
-            ctx.out,
-            "{}",
-            s.paint(
-                Paint::Dim,
-                &format!("more: sessions runs --cursor '{n}' (same filters)")
-            )
-        )?;
+        ctx.hint(&format!(
+            "more: sessions runs --cursor '{n}' (same filters)"
+        ))?;
     }
     Ok(EXIT_OK)
 }
@@ -459,4 +396,71 @@ pub(crate) fn run_row(
         compressed: row.compressed,
         partial,
     }
+}
+
+/// The runs listing: on a terminal the input is clipped first (to 20 columns), then the
+/// session and run ids become their 8-character prefixes, then the session and invocation
+/// columns go, then the model and the input are clipped further. A row read bounded (in
+/// `partial`) counted only its head block: it shows no counts.
+fn runs_table(
+    rows: &[(RunRow, Outcome)],
+    partial: &std::collections::BTreeSet<std::path::PathBuf>,
+    times: crate::timefmt::TimeDisplay,
+) -> Table {
+    const SESSION: usize = 2;
+    const RUN: usize = 1;
+    const MODEL: usize = 4;
+    const INV: usize = 5;
+    const INPUT: usize = 7;
+    let mut t = Table::new(
+        vec![
+            Column::text("STARTED"),
+            Column::id("RUN"),
+            Column::id("SESSION"),
+            Column::text("OUTCOME"),
+            Column::text("MODEL"),
+            Column::number("INV"),
+            Column::number("TOKENS"),
+            Column::text("INPUT"),
+        ],
+        vec![
+            Step::Shrink(SESSION, 8),
+            Step::Shrink(INPUT, 20),
+            Step::Shrink(RUN, 8),
+            Step::Drop(SESSION),
+            Step::Drop(INV),
+            Step::Shrink(MODEL, 10),
+            Step::Shrink(INPUT, 8),
+        ],
+    );
+    for (row, outcome) in rows {
+        let started = row
+            .started_at
+            .as_deref()
+            .map_or_else(|| "-".into(), |t| times.show(t));
+        let paint = match outcome {
+            Outcome::Completed => Paint::Green,
+            Outcome::Cancelled | Outcome::Running => Paint::Yellow,
+            _ => Paint::Red,
+        };
+        let (inv, tokens) = if partial.contains(&row.path) {
+            ("-".to_owned(), "-".to_owned())
+        } else {
+            (
+                row.invocation_count.to_string(),
+                thousands(row.total_tokens),
+            )
+        };
+        t.row(vec![
+            Cell::text(started),
+            Cell::text(row.run_id.clone()),
+            Cell::text(row.session_id.as_deref().unwrap_or("-")),
+            Cell::painted(outcome.as_str(), paint),
+            Cell::text(row.model_name.as_deref().unwrap_or("-")),
+            Cell::text(inv),
+            Cell::text(tokens),
+            Cell::text(row.first_input.as_deref().unwrap_or("")),
+        ]);
+    }
+    t
 }

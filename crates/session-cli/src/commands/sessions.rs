@@ -15,7 +15,8 @@ use crate::json_rows::{
     self, EventRow, HistorySummary, LeaseHolderRow, Row, SessionRow, SessionSource, SummaryRow,
     write_row,
 };
-use crate::style::{Paint, one_line, pad};
+use crate::style::{Paint, one_line};
+use crate::table::{Cell, Column, Step, Table};
 
 /// The workspace root of `dir` as the reference's runtime finds it (compat notes Q8): the
 /// nearest ancestor holding a project marker (`.codelia`, `.git`, `.jj`), else `dir` itself.
@@ -129,52 +130,57 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         return Ok(EXIT_OK);
     }
     let times = ctx.times(args.utc);
-    let st = ctx.style;
     match &scope {
-        Some(ws) => writeln!(
-            ctx.out,
-            "{}",
-            st.paint(
-                Paint::Dim,
-                &format!("workspace {ws} (--all for every workspace)")
-            )
-        )?,
-        None => writeln!(ctx.out, "{}", st.paint(Paint::Dim, "all workspaces"))?,
+        Some(ws) => ctx.hint(&format!("workspace {ws} (--all for every workspace)"))?,
+        None => ctx.hint("all workspaces")?,
     }
-    writeln!(
-        ctx.out,
-        "{}",
-        st.paint(
-            Paint::Bold,
-            &format!(
-                "{} {} {:>5}  {}  {}  {}",
-                pad("UPDATED", 20),
-                pad("SESSION", 36),
-                "MSGS",
-                pad("OPEN", 11),
-                pad("LAST USER MESSAGE", 60),
-                "WORKSPACE"
-            )
-        )
-    )?;
+    // On a terminal: the message clipped first (to 20 columns), then the workspace (from the
+    // left, keeping its last components), then the session id to its 8-character prefix,
+    // then the OPEN column goes and the message is clipped further.
+    const SESSION: usize = 1;
+    const OPEN: usize = 3;
+    const LAST: usize = 4;
+    const WORKSPACE: usize = 5;
+    let mut table = Table::new(
+        vec![
+            Column::text("UPDATED"),
+            Column::id("SESSION"),
+            Column::number("MSGS"),
+            Column::text("OPEN"),
+            Column::text("LAST USER MESSAGE"),
+            Column::path("WORKSPACE"),
+        ],
+        vec![
+            Step::Shrink(LAST, 20),
+            Step::Shrink(WORKSPACE, 12),
+            Step::Shrink(SESSION, 8),
+            Step::Drop(OPEN),
+            Step::Shrink(LAST, 10),
+            Step::Shrink(WORKSPACE, 8),
+        ],
+    );
     for e in &page.entries {
         let s = &e.summary;
         let msgs = s.message_count.map_or("-".to_owned(), |n| n.to_string());
-        let mut last = one_line(s.last_user_message.as_deref().unwrap_or(""), 60);
-        if e.source == EntrySource::Legacy {
-            last = format!("(legacy) {last}");
-            last = one_line(&last, 60);
-        }
+        let last = s.last_user_message.as_deref().unwrap_or("");
+        let last = if e.source == EntrySource::Legacy {
+            format!("(legacy) {last}")
+        } else {
+            last.to_owned()
+        };
         // A title goes first (`@title` names the session), a pin is marked.
-        if let Some(l) = labels.get(&s.session_id) {
-            let title = l
-                .title
-                .as_deref()
-                .map(|t| format!("\"{t}\" "))
-                .unwrap_or_default();
-            let pin = if l.pinned { "[pinned] " } else { "" };
-            last = one_line(&format!("{pin}{title}{last}"), 60);
-        }
+        let last = match labels.get(&s.session_id) {
+            Some(l) => {
+                let title = l
+                    .title
+                    .as_deref()
+                    .map(|t| format!("\"{t}\" "))
+                    .unwrap_or_default();
+                let pin = if l.pinned { "[pinned] " } else { "" };
+                format!("{pin}{title}{last}")
+            }
+            None => last,
+        };
         // Who has it open: `pid N` (its lease holder), `yes` when the pid is not known.
         let held = match open.get(&s.session_id) {
             Some(h) => h
@@ -182,29 +188,25 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
                 .map_or_else(|| "yes".to_owned(), |p| format!("pid {p}")),
             None => "-".to_owned(),
         };
-        writeln!(
-            ctx.out,
-            "{} {} {:>5}  {}  {}  {}",
-            pad(&times.show(s.updated_at.as_str()), 20),
-            pad(&s.session_id, 36),
-            msgs,
-            pad(&held, 11),
-            pad(&last, 60),
-            s.workspace_root.as_deref().unwrap_or("-")
-        )?;
+        table.row(vec![
+            Cell::text(times.show(s.updated_at.as_str())),
+            Cell::text(s.session_id.clone()),
+            Cell::text(msgs),
+            Cell::text(held),
+            Cell::text(last),
+            Cell::text(s.workspace_root.as_deref().unwrap_or("-")),
+        ]);
     }
     if page.entries.is_empty() {
-        writeln!(ctx.out, "(no sessions)")?;
+        ctx.hint("(no sessions)")?;
+    } else {
+        ctx.table(&table)?;
     }
     if page.next_cursor.is_some() {
-        writeln!(
-            ctx.out,
-            "{}",
-            st.paint(
-                Paint::Dim,
-                &format!("showing the newest {}; --limit 0 shows all", args.limit)
-            )
-        )?;
+        ctx.hint(&format!(
+            "showing the newest {}; --limit 0 shows all",
+            args.limit
+        ))?;
     }
     Ok(EXIT_OK)
 }

@@ -18,7 +18,8 @@ use crate::json_rows::{
     self, Outcome, OutcomeCounts, Row, RunTotalsRow, StatsGroupRow, StatsSummary, SummaryRow,
     write_row,
 };
-use crate::style::{Paint, bar, pad, thousands};
+use crate::style::thousands;
+use crate::table::{Cell, Column, Step, Table};
 use crate::timefmt::parse_zone;
 
 /// Totals of one group.
@@ -154,13 +155,6 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     let all = Group::from(&totals.all);
     super::runs::warn_other_files(ctx, &totals.duplicated);
     super::runs::report_not_runs(ctx, &store, false)?;
-    let by = match args.by {
-        StatsBy::Day => "day",
-        StatsBy::Week => "week",
-        StatsBy::Month => "month",
-        StatsBy::Model => "model",
-        StatsBy::Session => "session",
-    };
     let tz = period.map(|_| zone_name(&zone));
     if args.json {
         let split = split_unfinished(
@@ -201,75 +195,70 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
         write_row(ctx.out, &Row::Summary(SummaryRow::Stats(summary)))?;
         return Ok(EXIT_OK);
     }
-    let s = ctx.style;
-    let key_width = groups
-        .keys()
-        .map(|k| k.chars().count())
-        .max()
-        .unwrap_or(5)
-        .clamp(5, 36);
+    // On a terminal: the bar narrows first (to 10 cells), then the key (a session id to its
+    // 8-character prefix, a model name clipped), then the split by outcome goes.
+    const KEY: usize = 0;
+    const BAR: usize = 9;
+    let key = match args.by {
+        StatsBy::Day => Column::text("DAY"),
+        StatsBy::Week => Column::text("WEEK"),
+        StatsBy::Month => Column::text("MONTH"),
+        StatsBy::Model => Column::text("MODEL"),
+        StatsBy::Session => Column::id("SESSION"),
+    };
+    let mut table = Table::new(
+        vec![
+            key,
+            Column::number("RUNS"),
+            Column::number("OK"),
+            Column::number("ERR"),
+            Column::number("CANC"),
+            Column::number("OPEN"),
+            Column::number("INPUT"),
+            Column::number("OUTPUT"),
+            Column::number("TOTAL"),
+            Column::bar("TOTAL TOKENS", BAR_WIDTH),
+        ],
+        vec![
+            Step::Shrink(BAR, 10),
+            Step::Shrink(KEY, 12),
+            Step::Shrink(KEY, 8),
+            Step::Drop(2),
+            Step::Drop(3),
+            Step::Drop(4),
+            Step::Drop(5),
+            Step::Shrink(BAR, 4),
+        ],
+    );
     let max = groups.values().map(|g| g.total).max().unwrap_or(0);
-    writeln!(
-        ctx.out,
-        "{}",
-        s.paint(
-            Paint::Bold,
-            &format!(
-                "{} {:>5} {:>5} {:>4} {:>4} {:>4} {:>12} {:>10} {:>12}  {}",
-                pad(&by.to_uppercase(), key_width),
-                "RUNS",
-                "OK",
-                "ERR",
-                "CANC",
-                "OPEN",
-                "INPUT",
-                "OUTPUT",
-                "TOTAL",
-                "TOTAL TOKENS"
-            )
-        )
-    )?;
+    let cells = |key: &str, g: &Group| {
+        vec![
+            Cell::text(key),
+            Cell::text(g.runs.to_string()),
+            Cell::text(g.completed.to_string()),
+            Cell::text(g.errors.to_string()),
+            Cell::text(g.cancelled.to_string()),
+            Cell::text(g.open.to_string()),
+            Cell::text(thousands(g.input)),
+            Cell::text(thousands(g.output)),
+            Cell::text(thousands(g.total)),
+        ]
+    };
     for (k, g) in &groups {
-        writeln!(
-            ctx.out,
-            "{} {:>5} {:>5} {:>4} {:>4} {:>4} {:>12} {:>10} {:>12}  {}",
-            pad(k, key_width),
-            g.runs,
-            g.completed,
-            g.errors,
-            g.cancelled,
-            g.open,
-            thousands(g.input),
-            thousands(g.output),
-            thousands(g.total),
-            s.paint(Paint::Cyan, &bar(g.total, max, BAR_WIDTH))
-        )?;
+        let mut row = cells(k, g);
+        row.push(Cell::Bar {
+            value: g.total,
+            max,
+        });
+        table.row(row);
     }
-    writeln!(
-        ctx.out,
-        "{} {:>5} {:>5} {:>4} {:>4} {:>4} {:>12} {:>10} {:>12}",
-        pad("all", key_width),
-        all.runs,
-        all.completed,
-        all.errors,
-        all.cancelled,
-        all.open,
-        thousands(all.input),
-        thousands(all.output),
-        thousands(all.total)
-    )?;
-    writeln!(
-        ctx.out,
-        "{}",
-        s.paint(
-            Paint::Dim,
-            &format!(
-                "{} invocation(s); {} cached input tokens",
-                thousands(all.invocations),
-                thousands(all.cached)
-            )
-        )
-    )?;
+    table.row(cells("all", &all));
+    ctx.table(&table)?;
+    ctx.hint(&format!(
+        "{} invocation(s); {} cached input tokens",
+        thousands(all.invocations),
+        thousands(all.cached)
+    ))?;
     Ok(EXIT_OK)
 }
 

@@ -1,2 +1,3 @@
+env:SESSIONS_FORCE_TTY=160
 runs
 --utc

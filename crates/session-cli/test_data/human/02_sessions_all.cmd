@@ -1,3 +1,4 @@
+env:SESSIONS_FORCE_TTY=160
 sessions
 --all
 --utc

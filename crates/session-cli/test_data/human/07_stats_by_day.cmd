@@ -1,1 +1,2 @@
+env:SESSIONS_FORCE_TTY=160
 stats

@@ -1,0 +1,3 @@
+env:SESSIONS_FORCE_TTY=80
+env:TZ=JST-9
+runs

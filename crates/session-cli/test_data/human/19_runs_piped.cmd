@@ -1,0 +1,3 @@
+runs
+--limit
+3
