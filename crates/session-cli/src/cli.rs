@@ -215,7 +215,7 @@ Examples:
 const EXAMPLES_NAME: &str = "\
 Examples:
   sessions name 5a1e0001-0000-4000-8000-000000000001 release-notes
-  sessions show @release-notes
+  sessions name 5a1e0002 \"flaky test hunt\"
   sessions name @release-notes --clear";
 const EXAMPLES_STORAGE: &str = "\
 Examples:

@@ -178,7 +178,11 @@ fn stats_groups_by_iso_week_and_month_in_the_zone_asked_for() {
     assert_eq!(lines.last().unwrap()["command"], "stats");
     assert_eq!(lines.last().unwrap()["runs"], 4);
     // The table says the same.
-    let text = sessions(&root, &["stats", "--by", "month", "--tz", "Asia/Tokyo"]);
+    let text = sessions_env(
+        Some(&root),
+        &[("SESSIONS_FORCE_TTY", "120")],
+        &["stats", "--by", "month", "--tz", "Asia/Tokyo"],
+    );
     assert_eq!(text.code, 0, "{}", text.err);
     let rows: Vec<&str> = text.out.lines().collect();
     assert!(rows[0].starts_with("MONTH "), "{}", text.out);

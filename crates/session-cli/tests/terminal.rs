@@ -209,6 +209,12 @@ fn completions_name_every_command_for_every_shell() {
         "serve",
         "sync",
         "completions",
+        "delete",
+        "restore",
+        "pin",
+        "unpin",
+        "name",
+        "storage",
     ];
     for (shell, marker) in [
         ("bash", "complete -F _sessions"),
@@ -272,6 +278,12 @@ fn man_pages_cover_every_command() {
         "serve",
         "sync",
         "completions",
+        "delete",
+        "restore",
+        "pin",
+        "unpin",
+        "name",
+        "storage",
     ] {
         let page = format!("sessions-{sub}.1");
         assert!(names.contains(&page), "no {page} in {names:?}");
@@ -280,7 +292,7 @@ fn man_pages_cover_every_command() {
         assert!(text.contains("Examples:"), "{page} has no examples");
         assert!(text.contains("sessions "), "{page}");
     }
-    assert_eq!(names.len(), 19, "{names:?}");
+    assert_eq!(names.len(), 25, "{names:?}");
 }
 
 /// The display column at which `needle` starts in `line`.
