@@ -12,9 +12,11 @@ sessions (an empty XDG_STATE_HOME counts as unset), else ~/.codelia/sessions.
 
 Exit status (the same in every command):
   0  success (verify: no problems found; tail -f: the run ended)
-  1  verify found problems; sync left something unshipped (findings, not failures)
-  2  usage error (bad arguments, an unsafe id, an ambiguous id prefix, a bad time or zone)
-  3  not found (no such run, session, invocation or store; `-` in a workspace without any)
+  1  findings (not failures): verify found problems; sync left runs unshipped
+  2  usage error: bad arguments, an unsafe id, an ambiguous id prefix, a bad
+     time or zone
+  3  not found: no such run, session, invocation or store; `-` in a workspace
+     without any
   4  data or I/O error (the message names the file and byte offset where known)
 
 Terminal: colour when stdout is a terminal, unless NO_COLOR is set, CLICOLOR=0

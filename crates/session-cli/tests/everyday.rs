@@ -821,9 +821,9 @@ fn help_states_the_exit_codes_every_command_shares() {
     assert_eq!(r.code, 0);
     for line in [
         "Exit status (the same in every command):",
-        "  1  verify found problems; sync left something unshipped (findings, not failures)",
-        "  2  usage error (bad arguments, an unsafe id, an ambiguous id prefix, a bad time or zone)",
-        "  3  not found (no such run, session, invocation or store; `-` in a workspace without any)",
+        "  1  findings (not failures): verify found problems; sync left runs unshipped",
+        "  2  usage error: bad arguments, an unsafe id, an ambiguous id prefix, a bad",
+        "  3  not found: no such run, session, invocation or store; `-` in a workspace",
     ] {
         assert!(r.out.contains(line), "help lacks {line:?}:\n{}", r.out);
     }
