@@ -64,6 +64,7 @@ pub mod io;
 mod recover;
 mod resume;
 mod run;
+pub mod search;
 mod stats;
 mod transcript;
 
