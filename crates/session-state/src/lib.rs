@@ -93,6 +93,7 @@ mod messages;
 mod recovery;
 mod redigest;
 mod runs;
+mod search;
 mod snapshot;
 mod store;
 mod stored;
@@ -115,6 +116,10 @@ pub use lease::{
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,
     RunOutcome, RunPage, RunQuery, RunRow,
+};
+pub use search::{
+    HIGHLIGHT_END, HIGHLIGHT_START, MatchedBy, SEARCH_DB, SearchCounts, SearchDoc, SearchHit,
+    SearchIndex, SearchPlan, SearchQuery, SearchWork, quote_phrases,
 };
 pub use snapshot::SessionSnapshot;
 pub use store::StateStore;
