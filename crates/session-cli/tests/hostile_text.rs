@@ -245,6 +245,7 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["gc", "--older-than", "30d", "--dry-run"],
         &["archive", "--older-than", "30d", "--dry-run"],
         &["show", "sess-legacy"],
+        &["search", "pwned"],
     ] {
         seen.push_str(&human(&root, args));
     }
@@ -260,6 +261,7 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["replay", RUN],
         &["export", RUN, "--format", "json"],
         &["export", SESSION, "--format", "json"],
+        &["search", "pwned", "--json"],
     ] {
         json(&root, args);
     }
@@ -268,6 +270,7 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["--color", "always", "runs"][..],
         &["--color", "always", "show", RUN],
         &["--color", "always", "verify"],
+        &["--color", "always", "search", "pwned"],
     ] {
         let out = run(&root, args).out;
         let stripped = ["1", "2", "0", "31", "32", "33", "35", "36"]

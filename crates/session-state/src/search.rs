@@ -296,6 +296,30 @@ impl SearchIndex {
         })
     }
 
+    /// Opens an existing `<root>/search.db` read-only (a store opened read-only): nothing is
+    /// created or changed. `None` when there is none, or when it has another layout version.
+    ///
+    /// # Errors
+    /// [`StateError::Db`] when the file is there but cannot be read.
+    pub fn open_read_only(root: &Path) -> Result<Option<SearchIndex>> {
+        let path = root.join(SEARCH_DB);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(db_err(&path, "open"))?;
+        let version =
+            query_int(&conn, "PRAGMA user_version", []).map_err(db_err(&path, "read version"))?;
+        if version != SEARCH_USER_VERSION {
+            return Ok(None);
+        }
+        Ok(Some(SearchIndex {
+            conn: Mutex::new(conn),
+            path,
+            root: root.to_path_buf(),
+        }))
+    }
+
     fn connect(path: &Path) -> Result<Connection> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
@@ -411,7 +435,7 @@ impl SearchIndex {
                     path: self.root.join(&rel),
                     run_id: c.text_or_empty(1)?,
                     session_id: c.text(2)?,
-                    workspace: c.text(3)?,
+                    workspace: c.text(3)?.map(|w| crate::normalize_workspace_root(&w)),
                     rel_path: rel,
                     from: 0,
                     line: 1,

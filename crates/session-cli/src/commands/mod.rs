@@ -4,6 +4,7 @@ mod export;
 mod housekeeping;
 mod replay;
 pub(crate) mod runs;
+pub(crate) mod search;
 #[cfg(feature = "serve")]
 mod serve;
 mod sessions;
@@ -30,6 +31,7 @@ pub(crate) fn serve(_ctx: &mut Ctx<'_>, _args: &crate::cli::ServeArgs) -> Result
     ))
 }
 pub(crate) use runs::runs;
+pub(crate) use search::search;
 pub(crate) use sessions::{history, sessions};
 pub(crate) use show::show;
 pub(crate) use state::reindex;

@@ -24,6 +24,28 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
         }
     }
     let times = ctx.times(args.utc);
+    if let Some(offset) = args.at {
+        let (None, [path]) = (&target.session, target.paths.as_slice()) else {
+            return Err(CliError::Usage(format!(
+                "--at OFFSET opens one run at a record; {} is a session id (use one of its run ids)",
+                args.id
+            )));
+        };
+        let run = crate::store::load_run_file(path, false)?;
+        let t = session_replay::transcript_with(&run.log.records, &run.log.skipped);
+        let t = starting_at(t, &run.offsets, offset).ok_or_else(|| {
+            let before = run.offsets.iter().copied().filter(|o| *o < offset).max();
+            CliError::NotFound(format!(
+                "no record of run {} starts at byte offset {offset}{}",
+                args.id,
+                before
+                    .map(|b| format!(" (the record before it starts at {b})"))
+                    .unwrap_or_default()
+            ))
+        })?;
+        render(ctx.out, ctx.style, times, &t)?;
+        return Ok(EXIT_OK);
+    }
     if let (Some(id), Some(state)) = (&target.session, &target.state)
         && !args.raw
     {
@@ -45,6 +67,19 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
         render(ctx.out, ctx.style, times, &t)?;
     }
     Ok(EXIT_OK)
+}
+
+/// The transcript from the record that starts at byte `offset` on (`show --at`): entries of
+/// earlier records are left out; `None` when no record starts there.
+fn starting_at(mut t: Transcript, offsets: &[u64], offset: u64) -> Option<Transcript> {
+    let index = offsets.iter().position(|o| *o == offset)?;
+    let first = t
+        .entries
+        .iter()
+        .position(|e| e.record.is_some_and(|r| r >= index))
+        .unwrap_or(t.entries.len());
+    t.entries.drain(..first);
+    Some(t)
 }
 
 /// Copies a run file's bytes (decompressed for archives) to `out`.
