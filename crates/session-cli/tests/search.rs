@@ -15,6 +15,8 @@ use serde_json::Value;
 
 const RUN_102: &str = "7a1e0001-0000-4000-8000-000000000102";
 const FILE_102: &str = "2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl";
+const OPEN_RUN: &str = "7a1e0006-0000-4000-8000-000000000601";
+const OPEN_FILE: &str = "2026/11/29/7a1e0006-0000-4000-8000-000000000601.jsonl";
 
 struct Store {
     _dir: tempfile::TempDir,
@@ -258,7 +260,8 @@ fn raw_text_is_quoted_and_fts_syntax_is_opt_in() {
 fn appended_records_are_found_by_the_next_search_and_reindex_rebuilds() {
     let s = sample_store();
     assert_eq!(json_hits(&s.root, &["zanzibar"]).len(), 0);
-    let path = s.root.join(FILE_102);
+    // A run without run.end yet: the run index watches it for appends.
+    let path = s.root.join(OPEN_FILE);
     let size = std::fs::metadata(&path).unwrap().len();
     let mut f = std::fs::OpenOptions::new()
         .append(true)
@@ -266,13 +269,13 @@ fn appended_records_are_found_by_the_next_search_and_reindex_rebuilds() {
         .unwrap();
     writeln!(
         f,
-        r#"{{"type":"x.acme.note","run_id":"{RUN_102}","ts":"2026-11-24T09:14:45.000Z"}}"#
+        r#"{{"type":"x.acme.note","run_id":"{OPEN_RUN}","ts":"2026-11-24T09:14:45.000Z"}}"#
     )
     .unwrap();
     let offset = std::fs::metadata(&path).unwrap().len();
     writeln!(
         f,
-        r#"{{"type":"agent.event","run_id":"{RUN_102}","ts":"2026-11-24T09:14:46.000Z","seq":9,"event":{{"type":"text","content":"zanzibar appended"}}}}"#
+        r#"{{"type":"agent.event","run_id":"{OPEN_RUN}","ts":"2026-11-24T09:14:46.000Z","seq":9,"event":{{"type":"text","content":"zanzibar appended"}}}}"#
     )
     .unwrap();
     drop(f);
@@ -280,7 +283,7 @@ fn appended_records_are_found_by_the_next_search_and_reindex_rebuilds() {
     let hits = json_hits(&s.root, &["zanzibar"]);
     assert_eq!(
         keys(&hits),
-        vec![(RUN_102.into(), offset, "assistant".into())]
+        vec![(OPEN_RUN.into(), offset, "assistant".into())]
     );
 
     let (code, out, err) = sessions(&s.root, &["reindex", "--search"]);
@@ -315,4 +318,40 @@ fn a_read_only_store_without_a_search_index_says_so() {
     assert_eq!(code, 3);
     assert!(err.contains("no search index at "), "{err}");
     assert!(!s.root.join("search.db").exists());
+}
+
+#[test]
+fn saved_messages_of_a_session_no_run_log_holds_are_searched() {
+    let s = sample_store();
+    const SESSION_7: &str = "5a1e0007-0000-4000-8000-000000000007";
+    // With its run, the session's text is found in the run log only.
+    let hits = json_hits(&s.root, &["domain"]);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0]["run_id"], "7a1e0007-0000-4000-8000-000000000701");
+    // Without it, in the saved messages: the assistant's line, keyed by its byte offset.
+    std::fs::remove_file(
+        s.root
+            .join("2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl"),
+    )
+    .unwrap();
+    let messages =
+        std::fs::read_to_string(s.root.join(format!("messages/{SESSION_7}.jsonl"))).unwrap();
+    let second = messages.find('\n').unwrap() as u64 + 1;
+    let hits = json_hits(&s.root, &["domain"]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["run_id"], Value::Null);
+    assert_eq!(hits[0]["session_id"], SESSION_7);
+    assert_eq!(hits[0]["file"], format!("messages/{SESSION_7}.jsonl"));
+    assert_eq!(hits[0]["byte_offset"], second);
+    assert_eq!(hits[0]["kind"], "assistant");
+    assert_eq!(hits[0]["time"], Value::Null);
+    assert_eq!(json_hits(&s.root, &["todo", "--kind", "user"]).len(), 1);
+    let (code, out, err) = sessions(&s.root, &["search", "domain"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!(
+            "saved messages  session {SESSION_7}  messages/{SESSION_7}.jsonl\n"
+        )),
+        "{out}"
+    );
 }

@@ -121,6 +121,10 @@ pub struct SearchWork {
     pub mtime_ns: i64,
     /// A `.jsonl.zst` archive (read through the decompressor from the start).
     pub compressed: bool,
+    /// The messages file of a saved session that no run log holds (`messages/<id>.jsonl`,
+    /// `run_id` empty): indexed whole, one saved message per line, with
+    /// `session_replay::search::message_documents`.
+    pub session_file: bool,
 }
 
 /// What [`SearchIndex::plan`] found and settled without reading any run file.
@@ -393,7 +397,7 @@ impl SearchIndex {
             let mut gone: Vec<String> = Vec::new();
             {
                 let mut stmt = conn.prepare(
-                    "SELECT f.path FROM search_files f WHERE NOT EXISTS \
+                    "SELECT f.path FROM search_files f WHERE f.run_id <> '' AND NOT EXISTS \
                      (SELECT 1 FROM st.runs r WHERE r.path = f.path AND r.diagnostic IS NULL)",
                 )?;
                 let mut rows = stmt.query([])?;
@@ -442,6 +446,7 @@ impl SearchIndex {
                     file_size,
                     mtime_ns,
                     compressed,
+                    session_file: false,
                 };
                 let known = match known {
                     Some((to, line)) => Some((to, lossy_u64(line?))),
@@ -502,6 +507,7 @@ impl SearchIndex {
                 }
                 plan.work.push(work);
             }
+            gone.extend(self.plan_sessions(conn, &mut plan)?);
             for g in &gone {
                 conn.execute("DELETE FROM docs WHERE file = ?1", [g])?;
                 conn.execute("DELETE FROM search_files WHERE path = ?1", [g])?;
@@ -519,6 +525,71 @@ impl SearchIndex {
                 Err(err()(e))
             }
         }
+    }
+
+    /// Saved sessions that no run log holds (no row of the run index names them): their
+    /// messages files are indexed whole when new or changed (size or modification time; one
+    /// `lstat` each). Returns the session files of the index that no longer qualify (the
+    /// session got a run, or is gone).
+    fn plan_sessions(
+        &self,
+        conn: &Connection,
+        plan: &mut SearchPlan,
+    ) -> rusqlite::Result<Vec<String>> {
+        let mut known: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+        {
+            let mut stmt = conn
+                .prepare("SELECT path, file_size, mtime_ns FROM search_files WHERE run_id = ''")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let mut c = Cols::new(r, "search_files", &["path", "file_size", "mtime_ns"])?;
+                let path = c.text_or_empty(0)?;
+                let size = c.int(1)?.unwrap_or(-1);
+                let mtime = c.int(2)?.unwrap_or(-1);
+                known.insert(path, (size, mtime));
+            }
+        }
+        let mut stmt = conn.prepare(
+            "SELECT s.session_id, s.workspace_root FROM st.session_state s \
+             WHERE NOT EXISTS (SELECT 1 FROM st.runs r WHERE r.session_id = s.session_id) \
+             ORDER BY s.session_id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let mut c = Cols::new(r, "session_state", &["session_id", "workspace_root"])?;
+            let id = c.text_or_empty(0)?;
+            if !session_schema::is_safe_id(&id) {
+                continue;
+            }
+            let rel = format!("messages/{id}.jsonl");
+            let path = self.root.join(&rel);
+            let Ok(md) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !md.is_file() {
+                continue;
+            }
+            let size = to_i64(md.len());
+            let mtime = crate::tree::mtime_ns(&md);
+            let was = known.remove(&rel);
+            if was == Some((size, mtime)) {
+                continue;
+            }
+            plan.work.push(SearchWork {
+                path,
+                run_id: String::new(),
+                session_id: Some(id),
+                workspace: c.text(1)?.map(|w| crate::normalize_workspace_root(&w)),
+                rel_path: rel,
+                from: 0,
+                line: 1,
+                file_size: md.len(),
+                mtime_ns: mtime,
+                compressed: false,
+                session_file: true,
+            });
+        }
+        Ok(known.into_keys().collect())
     }
 
     /// Records the documents read from `work`'s file, in one transaction: from offset 0 the

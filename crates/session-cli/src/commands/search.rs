@@ -143,10 +143,16 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
             .as_deref()
             .map(|s| format!("  session {}", v(s)))
             .unwrap_or_default();
+        // Saved messages of a session no run log holds: no run id.
+        let heading = if first.run_id.is_empty() {
+            "saved messages".to_owned()
+        } else {
+            v(&first.run_id).into_owned()
+        };
         writeln!(
             ctx.out,
             "{}{session}  {}",
-            ctx.style.paint(Paint::Bold, &v(&first.run_id)),
+            ctx.style.paint(Paint::Bold, &heading),
             ctx.style.paint(Paint::Dim, &v(&first.rel_path)),
         )?;
         for h in run_hits {
@@ -234,7 +240,7 @@ pub(crate) fn split_marks(snippet: &str) -> (String, Vec<(usize, usize)>) {
 fn hit_json(h: &SearchHit) -> String {
     let (snippet, marks) = split_marks(&h.snippet);
     let mut o = JsonObj::new();
-    o.str("run_id", &h.run_id);
+    o.opt_str("run_id", Some(h.run_id.as_str()).filter(|r| !r.is_empty()));
     o.opt_str("session_id", h.session_id.as_deref());
     o.opt_str("workspace", h.workspace.as_deref());
     o.str("file", &h.rel_path);

@@ -753,14 +753,16 @@ fn search_page(
         let Some(first) = run_hits.first() else {
             continue;
         };
-        let run_link = if valid_id(&first.run_id) {
+        let heading = if first.run_id.is_empty() {
+            "Saved messages".to_owned()
+        } else if valid_id(&first.run_id) {
             format!(
-                "<a href=\"/run/{}\">{}</a>",
+                "Run <a href=\"/run/{}\">{}</a>",
                 enc(&first.run_id),
                 h.text(&first.run_id)
             )
         } else {
-            h.text(&first.run_id)
+            format!("Run {}", h.text(&first.run_id))
         };
         let session = match &first.session_id {
             Some(s) if valid_id(s) => format!(
@@ -773,7 +775,7 @@ fn search_page(
         };
         let _ = write!(
             b,
-            "<section class=\"hits\"><h2>Run {run_link}</h2><p class=\"muted\">{}{session}</p><ul>",
+            "<section class=\"hits\"><h2>{heading}</h2><p class=\"muted\">{}{session}</p><ul>",
             h.text(&first.rel_path)
         );
         for hit in run_hits {
@@ -801,7 +803,16 @@ fn search_page(
                         .show(session_schema::Timestamp::from_unix_millis(ms).as_str())
                 })
                 .unwrap_or_default();
-            let link = if valid_id(&hit.run_id) {
+            let session_link = hit.session_id.as_deref().filter(|s| valid_id(s));
+            let link = if hit.run_id.is_empty()
+                && let Some(sid) = session_link
+            {
+                format!(
+                    "<a class=\"hit\" href=\"/session/{}\">{}</a>",
+                    enc(sid),
+                    h.text(&hit.kind)
+                )
+            } else if valid_id(&hit.run_id) {
                 format!(
                     "<a class=\"hit\" href=\"/at/{}/{}\">{} at byte {}</a>",
                     enc(&hit.run_id),

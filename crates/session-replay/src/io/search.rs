@@ -8,7 +8,7 @@ use session_jsonl::{Item, Reader, ReaderOptions};
 use session_state::{SearchDoc, SearchIndex, SearchWork, StateStore};
 
 use super::Error;
-use crate::search::Extractor;
+use crate::search::{Document, Extractor, message_documents};
 
 /// What [`refresh_search`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -92,6 +92,9 @@ impl<R: Read> Read for Counting<R> {
 }
 
 fn read_documents(work: &SearchWork) -> Result<Batch, String> {
+    if work.session_file {
+        return read_messages(work);
+    }
     let opts = ReaderOptions {
         expect_header: work.from == 0,
         ..Default::default()
@@ -174,4 +177,48 @@ fn error_text(e: &dyn std::error::Error) -> String {
         src = c.source();
     }
     s
+}
+
+fn doc(d: Document) -> SearchDoc {
+    SearchDoc {
+        byte_offset: d.byte_offset,
+        kind: d.kind.as_str(),
+        text: d.text,
+        time_ms: d.time_ms,
+    }
+}
+
+/// The documents of a saved session's messages file, read whole (at most
+/// [`session_state::MAX_SESSION_FILE_BYTES`]): one message per complete line, decoded lossily;
+/// lines that are not a message give nothing.
+fn read_messages(work: &SearchWork) -> Result<Batch, String> {
+    let md = std::fs::symlink_metadata(&work.path).map_err(|e| e.to_string())?;
+    if !md.is_file() {
+        return Err("not a regular file".into());
+    }
+    let f = std::fs::File::open(&work.path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    f.take(session_state::MAX_SESSION_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let mut docs = Vec::new();
+    let mut offset = 0u64;
+    let mut lines = 0u64;
+    let mut rest = bytes.as_slice();
+    while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+        let (line, after) = rest.split_at(i);
+        let text = String::from_utf8_lossy(line);
+        if let Ok(m) = serde_json::from_str::<session_schema::BaseMessage>(&text) {
+            docs.extend(message_documents(&m, offset).into_iter().map(doc));
+        }
+        offset += i as u64 + 1;
+        lines += 1;
+        rest = after.get(1..).unwrap_or_default();
+    }
+    Ok(Batch {
+        docs,
+        indexed_to: offset,
+        next_line: lines + 1,
+        bytes: bytes.len() as u64,
+    })
 }
