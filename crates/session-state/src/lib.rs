@@ -118,8 +118,8 @@ pub use runs::{
     RunOutcome, RunPage, RunQuery, RunRow,
 };
 pub use search::{
-    HIGHLIGHT_END, HIGHLIGHT_START, MatchedBy, SEARCH_DB, SearchCounts, SearchDoc, SearchHit,
-    SearchIndex, SearchPlan, SearchQuery, SearchWork, quote_phrases,
+    HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, SEARCH_DB, SearchCounts, SearchDoc,
+    SearchHit, SearchIndex, SearchPlan, SearchQuery, SearchWork, quote_phrases,
 };
 pub use snapshot::SessionSnapshot;
 pub use store::StateStore;

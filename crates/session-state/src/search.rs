@@ -213,6 +213,66 @@ pub struct SearchHit {
     pub score: f64,
 }
 
+/// One file's documents for [`SearchIndex::apply_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct IndexedFile<'a> {
+    /// The file, as [`SearchIndex::plan`] returned it.
+    pub work: &'a SearchWork,
+    /// Its documents from `work.from` on.
+    pub docs: &'a [SearchDoc],
+    /// End of its last complete line read.
+    pub indexed_to: u64,
+    /// 1-based number of the line at `indexed_to`.
+    pub next_line: u64,
+}
+
+fn apply_one(
+    conn: &Connection,
+    work: &SearchWork,
+    docs: &[SearchDoc],
+    indexed_to: u64,
+    next_line: u64,
+) -> rusqlite::Result<()> {
+    if work.from == 0 {
+        conn.prepare_cached("DELETE FROM docs WHERE file = ?1")?
+            .execute([&work.rel_path])?;
+    } else {
+        conn.prepare_cached("DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2")?
+            .execute(params![work.rel_path, to_i64(work.from)])?;
+    }
+    let mut ins = conn.prepare_cached(
+        "INSERT INTO docs (file, byte_offset, kind, time_ms, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for d in docs {
+        ins.execute(params![
+            work.rel_path,
+            to_i64(d.byte_offset),
+            d.kind,
+            d.time_ms,
+            clean(&d.text)
+        ])?;
+    }
+    conn.prepare_cached(
+        "INSERT INTO search_files (path, run_id, session_id, workspace, indexed_to, \
+         next_line, file_size, mtime_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+         ON CONFLICT(path) DO UPDATE SET run_id = excluded.run_id, \
+         session_id = excluded.session_id, workspace = excluded.workspace, \
+         indexed_to = excluded.indexed_to, next_line = excluded.next_line, \
+         file_size = excluded.file_size, mtime_ns = excluded.mtime_ns",
+    )?
+    .execute(params![
+        work.rel_path,
+        work.run_id,
+        work.session_id,
+        work.workspace,
+        to_i64(indexed_to),
+        to_i64(next_line),
+        to_i64(work.file_size),
+        work.mtime_ns
+    ])?;
+    Ok(())
+}
+
 /// Counts of the index, for reports and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -593,9 +653,9 @@ impl SearchIndex {
     }
 
     /// Records the documents read from `work`'s file, in one transaction: from offset 0 the
-    /// file's earlier documents are replaced, otherwise appended; the file is recorded as
-    /// indexed up to `indexed_to` (the end of its last complete line) with `next_line` the
-    /// number of the line there.
+    /// file's earlier documents are replaced, otherwise those from `work.from` on; the file is
+    /// recorded as indexed up to `indexed_to` (the end of its last complete line) with
+    /// `next_line` the number of the line there.
     ///
     /// # Errors
     /// [`StateError::Db`].
@@ -606,51 +666,26 @@ impl SearchIndex {
         indexed_to: u64,
         next_line: u64,
     ) -> Result<()> {
+        self.apply_many(&[IndexedFile {
+            work,
+            docs,
+            indexed_to,
+            next_line,
+        }])
+    }
+
+    /// [`SearchIndex::apply`] for several files in one transaction (FTS5 writes one index
+    /// segment per transaction: a refresh of many small files batches them).
+    ///
+    /// # Errors
+    /// [`StateError::Db`]; nothing of the batch is recorded then.
+    pub fn apply_many(&self, files: &[IndexedFile<'_>]) -> Result<()> {
         let conn = self.conn.lock();
         let err = || db_err(&self.path, "write search index");
         conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
-        let result = (|| -> rusqlite::Result<()> {
-            if work.from == 0 {
-                conn.execute("DELETE FROM docs WHERE file = ?1", [&work.rel_path])?;
-            } else {
-                conn.execute(
-                    "DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2",
-                    params![work.rel_path, to_i64(work.from)],
-                )?;
-            }
-            let mut ins = conn.prepare_cached(
-                "INSERT INTO docs (file, byte_offset, kind, time_ms, text) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
-            for d in docs {
-                ins.execute(params![
-                    work.rel_path,
-                    to_i64(d.byte_offset),
-                    d.kind,
-                    d.time_ms,
-                    clean(&d.text)
-                ])?;
-            }
-            conn.execute(
-                "INSERT INTO search_files (path, run_id, session_id, workspace, indexed_to, \
-                 next_line, file_size, mtime_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                 ON CONFLICT(path) DO UPDATE SET run_id = excluded.run_id, \
-                 session_id = excluded.session_id, workspace = excluded.workspace, \
-                 indexed_to = excluded.indexed_to, next_line = excluded.next_line, \
-                 file_size = excluded.file_size, mtime_ns = excluded.mtime_ns",
-                params![
-                    work.rel_path,
-                    work.run_id,
-                    work.session_id,
-                    work.workspace,
-                    to_i64(indexed_to),
-                    to_i64(next_line),
-                    to_i64(work.file_size),
-                    work.mtime_ns
-                ],
-            )?;
-            Ok(())
-        })();
+        let result = files
+            .iter()
+            .try_for_each(|f| apply_one(&conn, f.work, f.docs, f.indexed_to, f.next_line));
         match result {
             Ok(()) => conn.execute_batch("COMMIT").map_err(err()),
             Err(e) => {

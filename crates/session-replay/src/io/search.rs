@@ -5,7 +5,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use session_jsonl::{Item, Reader, ReaderOptions};
-use session_state::{SearchDoc, SearchIndex, SearchWork, StateStore};
+use session_state::{IndexedFile, SearchDoc, SearchIndex, SearchWork, StateStore};
 
 use super::Error;
 use crate::search::{Document, Extractor, message_documents};
@@ -50,20 +50,52 @@ pub fn refresh_search(
         renamed: plan.renamed,
         ..Default::default()
     };
+    // Files are written in batches of about BATCH_BYTES of text (or BATCH_FILES files), one
+    // transaction each: FTS5 writes one index segment per transaction.
+    let mut batch: Vec<(&SearchWork, Batch)> = Vec::new();
+    let mut pending = 0usize;
     for work in &plan.work {
         match read_documents(work) {
             Ok(read) => {
                 report.files_read += 1;
                 report.bytes_read += read.bytes;
                 report.docs_added += read.docs.len() as u64;
-                index
-                    .apply(work, &read.docs, read.indexed_to, read.next_line)
-                    .map_err(Error::search)?;
+                pending += read.docs.iter().map(|d| d.text.len()).sum::<usize>();
+                batch.push((work, read));
+                if pending >= BATCH_BYTES || batch.len() >= BATCH_FILES {
+                    flush(index, &mut batch)?;
+                    pending = 0;
+                }
             }
             Err(e) => report.failed.push((work.path.clone(), e)),
         }
     }
+    flush(index, &mut batch)?;
     Ok(report)
+}
+
+/// Text bytes of documents written per transaction.
+const BATCH_BYTES: usize = 8 << 20;
+
+/// Files written per transaction.
+const BATCH_FILES: usize = 2_000;
+
+fn flush(index: &SearchIndex, batch: &mut Vec<(&SearchWork, Batch)>) -> Result<(), Error> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let files: Vec<IndexedFile<'_>> = batch
+        .iter()
+        .map(|(work, b)| IndexedFile {
+            work,
+            docs: &b.docs,
+            indexed_to: b.indexed_to,
+            next_line: b.next_line,
+        })
+        .collect();
+    index.apply_many(&files).map_err(Error::search)?;
+    batch.clear();
+    Ok(())
 }
 
 struct Batch {
