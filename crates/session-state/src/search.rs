@@ -182,7 +182,8 @@ impl SearchQuery {
 pub enum MatchedBy {
     /// The word index (`unicode61`), ranked by BM25.
     Words,
-    /// The substring index (`trigram`) only: the text occurs inside a longer word.
+    /// The substring index (`trigram`) only: the text occurs inside a longer word. Such hits
+    /// come after the word hits, most recently indexed first.
     Substring,
 }
 
@@ -743,7 +744,8 @@ impl SearchIndex {
 
     /// Ranked hits for `q`: first those of the word index by BM25, then those only the
     /// substring index finds (every query word of three characters or more; shorter words
-    /// are left to the word index), by their BM25; at most [`SearchQuery::limit`] in all.
+    /// are left to the word index), most recently indexed first; at most
+    /// [`SearchQuery::limit`] in all.
     ///
     /// # Errors
     /// [`StateError::SearchQuery`] when an [`SearchQuery::fts`] query is not valid FTS5
@@ -833,10 +835,14 @@ impl SearchIndex {
             sql.push_str(&format!(" AND d.kind IN ({})", marks.join(", ")));
         }
         args.push(to_i64(limit).into());
-        sql.push_str(&format!(
-            " ORDER BY {table}.rank, f.path, d.byte_offset LIMIT ?{}",
-            args.len()
-        ));
+        // Substring hits come newest document first: FTS5 streams its document list in rowid
+        // order and stops at the limit, where ranking would score every match (a trigram
+        // common to every run is scored 100,000 times at 100k runs).
+        let order = match by {
+            MatchedBy::Words => format!("{table}.rank, f.path, d.byte_offset"),
+            MatchedBy::Substring => format!("{table}.rowid DESC"),
+        };
+        sql.push_str(&format!(" ORDER BY {order} LIMIT ?{}", args.len()));
         const NAMES: &[&str] = &[
             "path",
             "run_id",
