@@ -158,6 +158,27 @@ test('the live view follows a run that is being appended to', async () => {
   await page.close();
 });
 
+test('search finds a Japanese phrase inside a longer word and opens the hit', async () => {
+  const page = await context.newPage();
+  await page.goto(origin() + '/');
+  await page.click('nav a[href="/search"]');
+  await page.waitForURL('**/search');
+  await page.fill('#q', 'メッセージを改善');
+  await page.click('form button');
+  await page.waitForURL('**/search?q=*');
+  const marks = page.locator('.snippet mark');
+  assert.ok((await marks.count()) > 0);
+  assert.equal(await marks.first().innerText(), 'メッセージを改善');
+  const hit = page.locator('a.hit').first();
+  const href = await hit.getAttribute('href');
+  assert.match(href, /^\/at\/[A-Za-z0-9._-]+\/\d+$/);
+  await hit.click();
+  await page.waitForURL(/\/run\/[A-Za-z0-9._-]+#L\d+$/);
+  const anchor = new URL(page.url()).hash.slice(1);
+  assert.ok((await page.locator(`[id="${anchor}"]`).innerText()).includes('挨拶メッセージを改善しました'));
+  await page.close();
+});
+
 test('no request left 127.0.0.1', () => {
   assert.ok(requests.length > 5);
   const outside = requests.filter((u) => !u.startsWith(origin() + '/') && !u.startsWith('data:'));

@@ -14,6 +14,8 @@
 //!   `1000,10000,100000`) in a temporary directory and time every command of the scaling
 //!   table as a process, interleaved, with min/median/max, growth ratios and throughputs
 //!   against the reader (`crates/session-cli/benches/scale.rs`; not part of `all`).
+//! * `bench search` — indexing throughput of `search.db` ÷ the plain reader's, query p50/p95 at
+//!   100k runs, index size ÷ log size (`crates/session-cli/benches/search.rs`; not part of `all`).
 //! * `soak [--seconds N]` — long crash/durability soak of the run-log writer.
 //! * `soak pg [--rounds N]` — kill a fleet writer and `sessions sync` at random points N times
 //!   each (default 50) against a throwaway PostgreSQL cluster, and rerun: every acknowledged
@@ -62,7 +64,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <schema [cli] [--check] | bench [jsonl|state|replay|cli|scale|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | man [DIR] | fullfs [--size SIZE] | rss [--release]>";
+const USAGE: &str = "usage: cargo xtask <schema [cli] [--check] | bench [jsonl|state|replay|cli|scale|search|all|pg] | soak [--seconds N] | soak pg [--rounds N] | sample [--check] | man [DIR] | fullfs [--size SIZE] | rss [--release]>";
 
 fn run(args: &[String]) -> Result<()> {
     let task = args.first().map(String::as_str);
@@ -111,10 +113,10 @@ fn status(mut cmd: Command) -> Result<()> {
 }
 
 fn bench(which: &str) -> Result<()> {
-    if which == "scale" {
-        println!("== bench scale");
+    if which == "scale" || which == "search" {
+        println!("== bench {which}");
         let mut cmd = cargo();
-        cmd.args(["bench", "-p", "session-cli", "--bench", "scale"]);
+        cmd.args(["bench", "-p", "session-cli", "--bench", which]);
         return status(cmd);
     }
     let all = ["jsonl", "state", "replay", "cli"];
@@ -123,7 +125,9 @@ fn bench(which: &str) -> Result<()> {
     } else if all.contains(&which) || which == "pg" {
         vec![which]
     } else {
-        return Err(format!("unknown benchmark `{which}`; one of {all:?}, scale or all").into());
+        return Err(
+            format!("unknown benchmark `{which}`; one of {all:?}, scale, search or all").into(),
+        );
     };
     if which == "pg" {
         // Needs PostgreSQL server binaries (it starts its own cluster); not part of `all`.

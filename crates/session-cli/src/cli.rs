@@ -223,6 +223,12 @@ const EXAMPLES_STORAGE: &str = "\
 Examples:
   sessions storage
   sessions storage --limit 30 --json | jq 'select(.type==\"summary\")'";
+const EXAMPLES_SEARCH: &str = "\
+Examples:
+  sessions search \"connection refused\"
+  sessions search ux-capac --kind tool-output --since 7d
+  sessions search 'retry NEAR backoff' --fts --session 5a1e0002
+  sessions search timeout --json | jq -r '.run_id + \" \" + (.byte_offset|tostring)'";
 const EXAMPLES_COMPLETIONS: &str = "\
 Examples:
   sessions completions bash >> ~/.bash_completion
@@ -244,6 +250,10 @@ pub(crate) enum Command {
     /// Show a readable transcript of a run or of every run of a session.
     #[command(after_help = EXAMPLES_SHOW)]
     Show(ShowArgs),
+    /// Full-text search of user input, assistant and reasoning text, tool calls, tool output
+    /// and final answers; ranked hits grouped per run.
+    #[command(after_help = EXAMPLES_SEARCH)]
+    Search(SearchArgs),
     /// Print the exact prompt sent at an invocation of a run, as JSON.
     #[command(after_help = EXAMPLES_REPLAY)]
     Replay(ReplayArgs),
@@ -469,6 +479,10 @@ pub(crate) struct ShowArgs {
     /// Print the records exactly as stored instead of a transcript.
     #[arg(long)]
     pub(crate) raw: bool,
+    /// Start the transcript of a run at the record at this byte offset (as `search` prints
+    /// it); earlier records are left out.
+    #[arg(long, value_name = "OFFSET", conflicts_with = "raw")]
+    pub(crate) at: Option<u64>,
     /// Show times in UTC instead of local time.
     #[arg(long)]
     pub(crate) utc: bool,
@@ -762,6 +776,77 @@ pub(crate) struct UnarchiveArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ReindexArgs {
     /// One JSON object with the difference.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also rebuild the search index (`search.db`) from the run files.
+    #[arg(long)]
+    pub(crate) search: bool,
+}
+
+/// `search --kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub(crate) enum KindArg {
+    /// What the user typed.
+    User,
+    /// Assistant text.
+    Assistant,
+    /// Reasoning text.
+    Reasoning,
+    /// Tool calls (the tool's name and its arguments).
+    ToolCall,
+    /// Tool output (the first 64 KiB of each).
+    ToolOutput,
+    /// Final answers.
+    Final,
+}
+
+impl KindArg {
+    /// The kind's name in `search.db`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            KindArg::User => "user",
+            KindArg::Assistant => "assistant",
+            KindArg::Reasoning => "reasoning",
+            KindArg::ToolCall => "tool-call",
+            KindArg::ToolOutput => "tool-output",
+            KindArg::Final => "final",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SearchArgs {
+    /// What to look for. Plain text: each word is matched as a quoted phrase (all must
+    /// occur; punctuation such as `ux-capac` is text, not query syntax), as a word or, for
+    /// words of three characters or more, inside longer words (Japanese and other scripts
+    /// without spaces).
+    #[arg(required = true, value_name = "TEXT")]
+    pub(crate) text: Vec<String>,
+    /// Pass TEXT to SQLite FTS5 as query syntax (AND, OR, NOT, NEAR, prefix*, "phrases").
+    #[arg(long)]
+    pub(crate) fts: bool,
+    /// Only runs of this session.
+    #[arg(long, value_name = "SESSION_ID")]
+    pub(crate) session: Option<String>,
+    /// Only runs whose own workspace root is DIR.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workspace: Option<String>,
+    /// Only records written at or after this time (RFC 3339, YYYY-MM-DD, or an age like 7d).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// Only records written before this time (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) until: Option<String>,
+    /// Only hits of this kind (repeatable).
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub(crate) kind: Vec<KindArg>,
+    /// At most N hits (1 to 1000000).
+    #[arg(long, default_value = "20", value_parser = count_arg, value_name = "N")]
+    pub(crate) limit: usize,
+    /// Show times in UTC instead of local time.
+    #[arg(long)]
+    pub(crate) utc: bool,
+    /// One JSON object per hit (grouped per run, best run first).
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -28,6 +28,7 @@ pub(crate) fn stdout_is_human(command: &Command) -> bool {
         Command::Runs(a) => !a.json,
         Command::Sessions(a) => !a.json,
         Command::Show(a) => !a.raw,
+        Command::Search(a) => !a.json,
         Command::Replay(_) => false,
         Command::History(a) => !a.json,
         Command::Tail(a) => !a.raw,

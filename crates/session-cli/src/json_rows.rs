@@ -57,6 +57,8 @@ pub(crate) enum Row {
     Summary(SummaryRow),
     /// `replay`: the exact prompt of one invocation.
     Prompt(PromptRow),
+    /// `search --json`: one matching record, hits of one run together, best runs first.
+    SearchHit(SearchHitRow),
     /// `export --format json` of a run (the runs of a session export have the same fields,
     /// without `type`).
     #[expect(
@@ -581,6 +583,10 @@ pub(crate) struct ReindexSummary {
     pub(crate) changed: u64,
     /// Files that could not be read (each named on stderr).
     pub(crate) failed: u64,
+    /// `reindex --search`: run files the search index was rebuilt from (`null` without it).
+    pub(crate) search_files: Option<u64>,
+    /// `reindex --search`: documents in the rebuilt search index (`null` without it).
+    pub(crate) search_documents: Option<u64>,
 }
 
 /// `stats`' summary: the totals over every group.
@@ -593,6 +599,42 @@ pub(crate) struct StatsSummary {
     /// The totals.
     #[serde(flatten)]
     pub(crate) totals: RunTotalsRow,
+}
+
+/// `search`: one record (or saved message) that matches the query.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct SearchHitRow {
+    /// The run holding the record; `null` for a saved message no run log holds.
+    pub(crate) run_id: Option<String>,
+    /// The session, where known.
+    pub(crate) session_id: Option<String>,
+    /// The workspace root of the run or session, where known.
+    pub(crate) workspace: Option<String>,
+    /// The file holding the record, relative to the store root.
+    pub(crate) file: String,
+    /// Byte offset of the record's line in `file` (`show RUN --at OFFSET` opens it there).
+    pub(crate) byte_offset: u64,
+    /// What the text is: `user`, `assistant`, `reasoning`, `tool_call`, `tool_output` or
+    /// `final`.
+    pub(crate) kind: String,
+    /// The record's time (RFC 3339), where known.
+    pub(crate) time: Option<String>,
+    /// The text around the match, without markers.
+    pub(crate) snippet: String,
+    /// The matched parts of `snippet`, as `[start, end)` character offsets.
+    pub(crate) highlights: Vec<[usize; 2]>,
+    /// Which index found it.
+    pub(crate) matched_by: MatchedBy,
+}
+
+/// Which index of `search.db` found a hit.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum MatchedBy {
+    /// The word index (ranked).
+    Words,
+    /// The trigram index (a substring, newest first).
+    Substring,
 }
 
 /// `replay`: the exact prompt sent at one invocation.

@@ -372,6 +372,7 @@ fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
         Command::Runs(a) => commands::runs(ctx, &a),
         Command::Sessions(a) => commands::sessions(ctx, &a),
         Command::Show(a) => commands::show(ctx, &a),
+        Command::Search(a) => commands::search(ctx, &a),
         Command::Replay(a) => commands::replay(ctx, &a),
         Command::History(a) => commands::history(ctx, &a),
         Command::Tail(a) => commands::tail(ctx, &a),

@@ -257,6 +257,7 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["storage"],
         &["delete", "sess-legacy", "--dry-run"],
         &["gc", "--keep-last", "0", "--max-size", "1", "--dry-run"],
+        &["search", "pwned"],
     ] {
         seen.push_str(&human(&root, args));
     }
@@ -274,6 +275,7 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["export", SESSION, "--format", "json"],
         &["storage", "--json"],
         &["delete", "sess-legacy", "--dry-run", "--json"],
+        &["search", "pwned", "--json"],
     ] {
         json(&root, args);
     }
@@ -282,6 +284,7 @@ fn no_stored_control_sequence_reaches_the_terminal_from_any_command() {
         &["--color", "always", "runs"][..],
         &["--color", "always", "show", RUN],
         &["--color", "always", "verify"],
+        &["--color", "always", "search", "pwned"],
     ] {
         let out = run(&root, args).out;
         let stripped = ["1", "2", "0", "31", "32", "33", "35", "36"]

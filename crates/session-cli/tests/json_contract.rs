@@ -118,6 +118,7 @@ fn types_of(command: &str) -> &'static [&'static str] {
         "stats" => &["stats_group", "summary"],
         "replay" => &["prompt"],
         "export" => &["run_export", "session_export"],
+        "search" => &["search_hit"],
         other => panic!("no types listed for {other}"),
     }
 }
@@ -148,8 +149,17 @@ fn every_command(validator: &jsonschema::Validator, src: &Path, seen: &mut BTree
         }
         lines
     };
-    let reindex = run(&["reindex", "--json"]);
+    let reindex = run(&["reindex", "--json", "--search"]);
     assert_eq!(reindex.last().unwrap()["command"], "reindex", "{reindex:?}");
+    assert!(
+        reindex.last().unwrap()["search_documents"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{reindex:?}"
+    );
+    let hits = run(&["search", "--json", "the"]);
+    assert!(!hits.is_empty());
     run(&["where", "--json"]);
     let runs = run(&["runs", "--json", "--limit", "1000"]);
     let run_ids: Vec<String> = runs

@@ -424,3 +424,72 @@ fn serve_redact_hides_secrets_on_every_page() {
     let stored = std::fs::read_to_string(s.root.join("2026/11/30/run-secret.jsonl")).unwrap();
     assert!(stored.contains(GH));
 }
+
+#[test]
+fn search_page_marks_matches_escapes_text_and_links_to_the_record() {
+    const RUN: &str = "5e0c0000-0000-4000-8000-00000000a001";
+    let lines = [
+        format!(
+            r#"{{"type":"header","schema_version":1,"run_id":"{RUN}","session_id":"5e0c-sess","started_at":"2026-11-20T10:00:00.000Z"}}"#
+        ),
+        format!(
+            r#"{{"type":"run.start","run_id":"{RUN}","ts":"2026-11-20T10:00:01.000Z","input":{{"type":"text","text":"全文検索機能を追加してください"}}}}"#
+        ),
+        format!(
+            r#"{{"type":"tool.output","run_id":"{RUN}","ts":"2026-11-20T10:00:02.000Z","tool":"shell","tool_call_id":"c1","result_raw":"<script>alert(1)</script> needle"}}"#
+        ),
+    ];
+    let s = start(&[], |root| {
+        let dir = root.join("2026/11/20");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{RUN}.jsonl")), lines.join("\n") + "\n").unwrap();
+    });
+    // The form alone.
+    let r = get(&s, "/search");
+    assert_eq!(r.status, 200);
+    assert_security_headers(&r);
+    assert!(r.body.contains("<form method=\"get\" action=\"/search\">"));
+    // A Japanese phrase inside a longer word, marked; the hit links to its record.
+    let offset = lines[0].len() + 1;
+    let r = get(&s, "/search?q=%E6%A4%9C%E7%B4%A2%E6%A9%9F%E8%83%BD");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body
+            .contains("<p class=\"muted\" id=\"summary\">1 hit(s) in 1 run(s)</p>"),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body
+            .contains("<div class=\"snippet\">全文<mark>検索機能</mark>を追加してください</div>"),
+        "{}",
+        r.body
+    );
+    let link = format!("<a class=\"hit\" href=\"/at/{RUN}/{offset}\">user at byte {offset}</a>");
+    assert!(r.body.contains(&link), "{}", r.body);
+    let r = get(&s, &format!("/at/{RUN}/{offset}"));
+    assert_eq!(r.status, 303);
+    assert_eq!(
+        r.header("Location"),
+        Some(format!("/run/{RUN}#L2").as_str())
+    );
+    let r = get(&s, &format!("/run/{RUN}"));
+    assert!(r.body.contains("id=\"L2\""), "{}", r.body);
+    // Stored markup is text; the query is echoed escaped.
+    let r = get(&s, "/search?q=needle");
+    assert!(
+        r.body
+            .contains("&lt;script&gt;alert(1)&lt;/script&gt; <mark>needle</mark>"),
+        "{}",
+        r.body
+    );
+    assert!(!r.body.contains("<script>alert"));
+    let r = get(&s, "/search?q=%3Cb%3Ex%22");
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("value=\"&lt;b&gt;x&quot;\""), "{}", r.body);
+    assert!(r.body.contains("0 hit(s) in 0 run(s)"));
+    // No record there, or an id that is not one: 404.
+    assert_eq!(get(&s, &format!("/at/{RUN}/{}", offset + 1)).status, 404);
+    assert_eq!(get(&s, "/at/..%2f../1").status, 404);
+    assert_eq!(get(&s, &format!("/at/{RUN}/x")).status, 404);
+}

@@ -215,6 +215,7 @@ fn completions_name_every_command_for_every_shell() {
         "unpin",
         "name",
         "storage",
+        "search",
     ];
     for (shell, marker) in [
         ("bash", "complete -F _sessions"),
@@ -284,6 +285,7 @@ fn man_pages_cover_every_command() {
         "unpin",
         "name",
         "storage",
+        "search",
     ] {
         let page = format!("sessions-{sub}.1");
         assert!(names.contains(&page), "no {page} in {names:?}");
@@ -292,7 +294,7 @@ fn man_pages_cover_every_command() {
         assert!(text.contains("Examples:"), "{page} has no examples");
         assert!(text.contains("sessions "), "{page}");
     }
-    assert_eq!(names.len(), 25, "{names:?}");
+    assert_eq!(names.len(), 26, "{names:?}");
 }
 
 /// The display column at which `needle` starts in `line`.

@@ -13,6 +13,8 @@ use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::history::{HistoryOptions, SessionHistory};
 use crate::run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 
+pub mod search;
+
 /// Why a run or session could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -47,6 +49,21 @@ pub enum Error {
         #[source]
         source: Box<session_state::StateError>,
     },
+    /// The search index (`search.db`) or the run index it is compared with failed.
+    #[error("cannot bring the search index up to date")]
+    SearchIndex {
+        /// The underlying failure (carries the database path; boxed, it is large).
+        #[source]
+        source: Box<session_state::StateError>,
+    },
+}
+
+impl Error {
+    fn search(e: session_state::StateError) -> Error {
+        Error::SearchIndex {
+            source: Box::new(e),
+        }
+    }
 }
 
 /// Reads one run file (`.jsonl` or `.jsonl.zst`) into a [`RunLog`], with the diagnostics of

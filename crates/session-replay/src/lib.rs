@@ -67,6 +67,7 @@ pub mod io;
 mod recover;
 mod resume;
 mod run;
+pub mod search;
 mod stats;
 mod tool_output;
 mod transcript;

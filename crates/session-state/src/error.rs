@@ -45,6 +45,15 @@ pub enum StateError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A full-text search query that SQLite's FTS5 refuses (`sessions search --fts` with
+    /// invalid syntax). Plain-text queries are quoted and never end here.
+    #[error("search query {query:?} is not valid FTS5 syntax: {message}")]
+    SearchQuery {
+        /// The query as passed to FTS5.
+        query: String,
+        /// SQLite's explanation.
+        message: String,
+    },
     /// The database stayed locked by another writer for longer than the busy timeout and every
     /// retry (a process holding a write transaction open for that long).
     #[error("state database {} stayed busy for {waited_ms} ms", path.display())]

@@ -96,6 +96,7 @@ mod prefix;
 mod recovery;
 mod redigest;
 mod runs;
+mod search;
 mod snapshot;
 mod store;
 mod stored;
@@ -121,6 +122,10 @@ pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
 pub use runs::{
     FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,
     RunOutcome, RunPage, RunQuery, RunRow,
+};
+pub use search::{
+    HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, SEARCH_DB, SearchCounts, SearchDoc,
+    SearchHit, SearchIndex, SearchPlan, SearchQuery, SearchWork, quote_phrases,
 };
 pub use snapshot::SessionSnapshot;
 pub use store::StateStore;

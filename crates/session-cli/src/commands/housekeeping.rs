@@ -736,6 +736,22 @@ fn move_file(from: &Path, to: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Drops the search documents of the run files `gc` moved to the trash (paths relative to
+/// the root), when the store has a search index; a failure is warned about (the next refresh
+/// drops them too, as their files are gone).
+fn remove_from_search(ctx: &mut Ctx<'_>, root: &Path, moved: &[String]) {
+    if moved.is_empty() || !root.join(session_state::SEARCH_DB).exists() {
+        return;
+    }
+    let removed = session_state::SearchIndex::open(root).and_then(|i| i.remove_files(moved));
+    if let Err(e) = removed {
+        ctx.warn(&format!(
+            "search index: the documents of the moved runs stay until the next refresh: {}",
+            crate::error::one_line(&e)
+        ));
+    }
+}
+
 /// What is at the trash folder's path: `None` when nothing is. Anything there but a real
 /// directory is refused: a link named `trash` points somewhere gc never wrote, so emptying it
 /// would delete files outside the store, and moving runs into it would carry them out of it.
@@ -1268,6 +1284,7 @@ pub(super) fn trash_batch(
     let mut runs_moved = 0usize;
     let mut failures = 0usize;
     let (mut kept_open, mut kept_changed) = (0usize, 0usize);
+    let mut moved_rels: Vec<String> = Vec::new();
     for r in moving {
         let from_rel = rel(&root, &r.path).into_owned();
         let to = batch.join(&from_rel);
@@ -1317,6 +1334,7 @@ pub(super) fn trash_batch(
             manifest_line(&manifest, &o.finish())?;
             move_file(&r.path, &to)?;
             drop(held);
+            moved_rels.push(from_rel.clone());
         }
         moved_bytes += r.size;
         runs_moved += 1;
@@ -1327,6 +1345,7 @@ pub(super) fn trash_batch(
             .unwrap_or("?");
         emit(ctx, json, &action(status, format!("last activity {last}")))?;
     }
+    remove_from_search(ctx, &root, &moved_rels);
     let mut sessions_moved = 0usize;
     for e in moving_sessions {
         let id = e.summary.session_id.clone();

@@ -6,6 +6,7 @@ mod housekeeping;
 pub(crate) mod manage;
 mod replay;
 pub(crate) mod runs;
+pub(crate) mod search;
 #[cfg(feature = "serve")]
 mod serve;
 mod sessions;
@@ -35,6 +36,7 @@ pub(crate) fn serve(_ctx: &mut Ctx<'_>, _args: &crate::cli::ServeArgs) -> Result
     ))
 }
 pub(crate) use runs::runs;
+pub(crate) use search::search;
 pub(crate) use sessions::{history, sessions, workspace_of};
 pub(crate) use show::show;
 pub(crate) use state::reindex;

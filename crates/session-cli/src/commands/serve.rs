@@ -85,7 +85,7 @@ impl Reply {
     }
 
     fn page(status: u16, title: &str, body: &str) -> Self {
-        let nav = "<nav><a href=\"/\">Runs</a><a href=\"/sessions\">Sessions</a><a href=\"/stats\">Stats</a></nav>";
+        let nav = "<nav><a href=\"/\">Runs</a><a href=\"/sessions\">Sessions</a><a href=\"/search\">Search</a><a href=\"/stats\">Stats</a></nav>";
         Reply::html(
             status,
             crate::html::document(title, None, "", &format!("{nav}{body}")),
@@ -339,6 +339,7 @@ fn answer(
             "open the URL `sessions serve` printed (it holds the token)",
         );
     }
+    let redacting = redactor.is_some();
     let mut h = Html::new(redactor);
     let segs: Vec<&str> = path.split('/').skip(1).collect();
     let id = |s: &str| decode(s, false).filter(|d| valid_id(d));
@@ -346,6 +347,11 @@ fn answer(
         [""] | ["runs"] => runs_page(ctx, &mut h, &q),
         ["sessions"] => sessions_page(ctx, &mut h, &q),
         ["stats"] => stats_page(ctx),
+        ["search"] => search_page(ctx, &mut h, &q, redacting),
+        ["at", r, offset] => match (id(r), offset.parse::<u64>().ok()) {
+            (Some(r), Some(offset)) => record_link(ctx, &r, offset),
+            _ => Ok(Reply::error(404, "no such record")),
+        },
         ["app.js"] => Ok(Reply {
             status: 200,
             content_type: "text/javascript; charset=utf-8",
@@ -650,11 +656,208 @@ fn run_page(
     } else {
         ""
     };
-    let nav = "<nav><a href=\"/\">Runs</a><a href=\"/sessions\">Sessions</a><a href=\"/stats\">Stats</a></nav>";
+    let nav = "<nav><a href=\"/\">Runs</a><a href=\"/sessions\">Sessions</a><a href=\"/search\">Search</a><a href=\"/stats\">Stats</a></nav>";
     Ok(Reply::html(
         200,
         crate::html::document(&title, None, head, &format!("{nav}{body}")),
     ))
+}
+
+/// `/search?q=TEXT[&kind=K][&session=ID][&since=T][&until=T]`: the form, and ranked hits
+/// grouped per run, each snippet linking to its record in the run's transcript (through
+/// `/at/RUN/OFFSET`). Matches are marked with `<mark>`, except under `--redact`, where the
+/// snippet is redacted whole and shown unmarked (a mark inside a secret would split it out
+/// of the redactor's sight).
+fn search_page(
+    ctx: &mut Ctx<'_>,
+    h: &mut Html<'_>,
+    q: &[(String, String)],
+    redacting: bool,
+) -> Result<Reply, CliError> {
+    let text = param(q, "q").unwrap_or("").trim().to_owned();
+    let kind = param(q, "kind").filter(|k| !k.is_empty());
+    let mut b = String::from("<h1>Search</h1><form method=\"get\" action=\"/search\">");
+    let _ = write!(
+        b,
+        "<label>Text <input name=\"q\" id=\"q\" size=\"40\" value=\"{}\"></label> ",
+        h.text(&text)
+    );
+    b.push_str("<label>Kind <select name=\"kind\"><option value=\"\">any</option>");
+    for k in [
+        "user",
+        "assistant",
+        "reasoning",
+        "tool-call",
+        "tool-output",
+        "final",
+    ] {
+        let sel = if kind == Some(k) { " selected" } else { "" };
+        let _ = write!(b, "<option{sel}>{k}</option>");
+    }
+    b.push_str("</select></label> ");
+    for (name, label) in [
+        ("session", "Session"),
+        ("since", "Since"),
+        ("until", "Until"),
+    ] {
+        let _ = write!(
+            b,
+            "<label>{label} <input name=\"{name}\" value=\"{}\"></label> ",
+            h.text(param(q, name).unwrap_or(""))
+        );
+    }
+    b.push_str("<button>Search</button></form>");
+    if text.is_empty() {
+        return Ok(Reply::page(200, "Search", &b));
+    }
+    let mut query = session_state::SearchQuery::new(text.clone());
+    query.limit = 50;
+    query.session_id = param(q, "session")
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
+    let millis = |t: Option<&str>| -> Result<Option<i64>, CliError> {
+        t.filter(|t| !t.is_empty())
+            .map(|t| {
+                crate::timefmt::parse_instant(t, ctx.now, &ctx.zone).map(|dt| {
+                    i64::try_from(dt.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+                })
+            })
+            .transpose()
+    };
+    query.since_ms = millis(param(q, "since"))?;
+    query.until_ms = millis(param(q, "until"))?;
+    if let Some(k) = kind {
+        query.kinds = vec![k.to_owned()];
+    }
+    let (store, _why) = open_reading(ctx)?;
+    let index = if store.is_read_only() {
+        session_state::SearchIndex::open_read_only(store.root()).map_err(state_err)?
+    } else {
+        refresh_index(ctx, &store)?;
+        super::search::refresh_search_index(ctx, &store, true)
+    };
+    let Some(index) = index else {
+        b.push_str(
+            "<p>This store has no search index (it is read-only and was never searched).</p>",
+        );
+        return Ok(Reply::page(200, "Search", &b));
+    };
+    let hits = index.search(&query).map_err(|e| match e {
+        session_state::StateError::SearchQuery { .. } => {
+            CliError::Usage(crate::error::one_line(&e))
+        }
+        e => state_err(e),
+    })?;
+    let groups = super::search::group_by_run(&hits);
+    let _ = write!(
+        b,
+        "<p class=\"muted\" id=\"summary\">{} hit(s) in {} run(s)</p>",
+        hits.len(),
+        groups.len()
+    );
+    for (_, run_hits) in &groups {
+        let Some(first) = run_hits.first() else {
+            continue;
+        };
+        let heading = if first.run_id.is_empty() {
+            "Saved messages".to_owned()
+        } else if valid_id(&first.run_id) {
+            format!(
+                "Run <a href=\"/run/{}\">{}</a>",
+                enc(&first.run_id),
+                h.text(&first.run_id)
+            )
+        } else {
+            format!("Run {}", h.text(&first.run_id))
+        };
+        let session = match &first.session_id {
+            Some(s) if valid_id(s) => format!(
+                " · session <a href=\"/session/{}\">{}</a>",
+                enc(s),
+                h.text(s)
+            ),
+            Some(s) => format!(" · session {}", h.text(s)),
+            None => String::new(),
+        };
+        let _ = write!(
+            b,
+            "<section class=\"hits\"><h2>{heading}</h2><p class=\"muted\">{}{session}</p><ul>",
+            h.text(&first.rel_path)
+        );
+        for hit in run_hits {
+            let (plain, marks) = super::search::split_marks(&hit.snippet);
+            let snippet = if redacting {
+                h.text(&plain)
+            } else {
+                let chars: Vec<char> = plain.chars().collect();
+                let mut out = String::new();
+                let mut at = 0usize;
+                for (s, e) in marks {
+                    let seg: String = chars.get(at..s).unwrap_or_default().iter().collect();
+                    let mark: String = chars.get(s..e).unwrap_or_default().iter().collect();
+                    let _ = write!(out, "{}<mark>{}</mark>", h.text(&seg), h.text(&mark));
+                    at = e;
+                }
+                let rest: String = chars.get(at..).unwrap_or_default().iter().collect();
+                out.push_str(&h.text(&rest));
+                out
+            };
+            let when = hit
+                .time_ms
+                .map(|ms| {
+                    ctx.times(false)
+                        .show(session_schema::Timestamp::from_unix_millis(ms).as_str())
+                })
+                .unwrap_or_default();
+            let session_link = hit.session_id.as_deref().filter(|s| valid_id(s));
+            let link = if hit.run_id.is_empty()
+                && let Some(sid) = session_link
+            {
+                format!(
+                    "<a class=\"hit\" href=\"/session/{}\">{}</a>",
+                    enc(sid),
+                    h.text(&hit.kind)
+                )
+            } else if valid_id(&hit.run_id) {
+                format!(
+                    "<a class=\"hit\" href=\"/at/{}/{}\">{} at byte {}</a>",
+                    enc(&hit.run_id),
+                    hit.byte_offset,
+                    h.text(&hit.kind),
+                    hit.byte_offset
+                )
+            } else {
+                h.text(&hit.kind)
+            };
+            let _ = write!(
+                b,
+                "<li>{link} <span class=\"muted\">{}</span><div class=\"snippet\">{snippet}</div></li>",
+                h.text(&when)
+            );
+        }
+        b.push_str("</ul></section>");
+    }
+    Ok(Reply::page(200, "Search", &b))
+}
+
+/// `/at/RUN/OFFSET`: a redirect to the anchor of the record at that byte offset in the run's
+/// transcript (`/run/RUN#L<line>`); 404 when no record starts there.
+fn record_link(ctx: &mut Ctx<'_>, id: &str, offset: u64) -> Result<Reply, CliError> {
+    let path = crate::store::try_locate_run(ctx, id)?
+        .ok_or_else(|| CliError::NotFound(format!("no run {id}")))?;
+    let run = load_run_file(&path)?;
+    let line = run
+        .offsets
+        .iter()
+        .position(|o| *o == offset)
+        .and_then(|i| run.log.lines.get(i))
+        .ok_or_else(|| {
+            CliError::NotFound(format!("no record of run {id} starts at byte {offset}"))
+        })?;
+    let mut r = Reply::html(303, String::new());
+    r.extra
+        .push(("Location", format!("/run/{}#L{line}", enc(id))));
+    Ok(r)
 }
 
 #[allow(clippy::field_reassign_with_default)]

@@ -24,6 +24,16 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
         }
     }
     let times = ctx.times(args.utc);
+    if let Some(offset) = args.at {
+        let id = crate::cli::id_or_newest(args.id.as_ref());
+        let (None, [path]) = (&target.session, target.paths.as_slice()) else {
+            return Err(CliError::Usage(format!(
+                "--at OFFSET opens one run at a record; {id} is a session id (use one of its run ids)"
+            )));
+        };
+        show_at(ctx.out, ctx.style, times, path, offset, id)?;
+        return Ok(EXIT_OK);
+    }
     if let (Some(id), Some(state)) = (&target.session, &target.state)
         && !args.raw
     {
@@ -44,6 +54,52 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
         show_streamed(ctx.out, ctx.style, times, path)?;
     }
     Ok(EXIT_OK)
+}
+
+/// `show --at OFFSET`: the transcript of the run file at `path` from the record that starts at
+/// byte `offset` on (the head first; entries of earlier records left out), streamed like
+/// [`show_streamed`] after a first pass that checks a record starts there.
+///
+/// # Errors
+/// Not found (3) when no record starts at `offset`, naming the start of the one before it.
+fn show_at(
+    out: &mut dyn Write,
+    s: Style,
+    times: TimeDisplay,
+    path: &std::path::Path,
+    offset: u64,
+    id: &str,
+) -> Result<(), CliError> {
+    let (mut found, mut before) = (false, None);
+    crate::stream::for_each_item(path, false, |item| {
+        if let session_jsonl::Item::Record(r) = item {
+            if r.offset == offset {
+                found = true;
+            } else if r.offset < offset {
+                before = Some(r.offset);
+            }
+        }
+        Ok(())
+    })?;
+    if !found {
+        return Err(CliError::NotFound(format!(
+            "no record of run {id} starts at byte offset {offset}{}",
+            before
+                .map(|b| format!(" (the record before it starts at {b})"))
+                .unwrap_or_default()
+        )));
+    }
+    let mut summary = crate::stream::summarize(path)?;
+    render_head(out, s, times, summary.transcript.head())?;
+    let mut started = false;
+    crate::stream::for_each_entry(path, &mut summary.transcript, |e, _, pos| {
+        started |= pos.is_some_and(|(_, o)| o >= offset);
+        if started {
+            render_entry(out, s, times, e)
+        } else {
+            Ok(())
+        }
+    })
 }
 
 /// Renders the transcript of the run file at `path` in two streamed passes (the head and the

@@ -324,6 +324,8 @@ pub(crate) fn refresh_index(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(),
             "run index: {d}; the row was dropped and its file is indexed again"
         ));
     }
+    // The search index, once `sessions search` made it, follows in the same refresh.
+    super::search::refresh_search_index(ctx, store, false);
     Ok(())
 }
 
@@ -740,6 +742,11 @@ pub(crate) fn reindex(ctx: &mut Ctx<'_>, args: &ReindexArgs) -> Result<i32, CliE
         let msg = format!("{}: not indexed: {err}", rel(&root, path));
         ctx.warn(&msg);
     }
+    let search = if args.search {
+        Some(rebuild_search(ctx, &store)?)
+    } else {
+        None
+    };
     if args.json {
         let summary = ReindexSummary {
             total: report.total,
@@ -748,6 +755,8 @@ pub(crate) fn reindex(ctx: &mut Ctx<'_>, args: &ReindexArgs) -> Result<i32, CliE
             removed,
             changed,
             failed: report.failed.len() as u64,
+            search_files: search.map(|(files, _)| files),
+            search_documents: search.map(|(_, docs)| docs),
         };
         write_row(ctx.out, &Row::Summary(SummaryRow::Reindex(summary)))?;
     } else {
@@ -758,6 +767,29 @@ pub(crate) fn reindex(ctx: &mut Ctx<'_>, args: &ReindexArgs) -> Result<i32, CliE
             report.unchanged,
             report.failed.len()
         )?;
+        if let Some((files, docs)) = search {
+            writeln!(
+                ctx.out,
+                "rebuilt the search index: {docs} document(s) from {files} run file(s)"
+            )?;
+        }
     }
     Ok(EXIT_OK)
+}
+
+/// `reindex --search`: empties `search.db` and indexes every run file of the (rebuilt) run
+/// index again. Returns the numbers of run files and documents indexed.
+fn rebuild_search(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(u64, u64), CliError> {
+    let index = session_state::SearchIndex::open(store.root()).map_err(state_err)?;
+    index.clear().map_err(state_err)?;
+    let bar = Progress::lazy(ctx.progress, "indexing text");
+    let report = session_replay::io::search::refresh_search(store, &index)
+        .map_err(|e| CliError::data(&e))?;
+    bar.finish();
+    for (path, err) in &report.failed {
+        let msg = format!("{}: not searchable: {err}", rel(&ctx.root.path, path));
+        ctx.warn(&msg);
+    }
+    let counts = index.counts().map_err(state_err)?;
+    Ok((counts.files, counts.docs))
 }

@@ -1,0 +1,314 @@
+//! `cargo xtask bench search`: the cost of full-text search (`search.db`).
+//!
+//! # The generated store
+//! `n` runs of about 4 KB written as plain JSONL (one run a minute from 2026-05-28, 30 runs
+//! per session): `header`, `run.start` (a question from a small vocabulary plus Japanese text),
+//! a `reasoning` event, a `tool_call` event, its `tool.output` (about 1.2 KB of shell output),
+//! an `llm.request` repeating earlier turns (never indexed), a `final` event and `run.end`.
+//!
+//! # What is measured
+//! - Indexing throughput (bytes of run files per second into `search.db`: extraction, FTS5
+//!   word and trigram tables) ÷ the plain session-jsonl `Reader`'s throughput over the same
+//!   files, on a store of `SESSION_SEARCH_INDEX_RUNS` runs (default 5,000), interleaved:
+//!   each round reads every file with the `Reader`, then empties and rebuilds the index; goal
+//!   ≥ 0.3. Min / median / max over `SESSION_SEARCH_REPEATS` rounds (default 5).
+//! - On a store of `SESSION_SEARCH_RUNS` runs (default 100,000): the first build, the
+//!   no-change refresh (run files opened: must be 0), index size ÷ log size, and the p50 / p95
+//!   latency of a first page (20 hits) for several queries, interleaved over 40 rounds;
+//!   goal p95 ≤ 100 ms.
+//!
+//! `SESSION_SEARCH_DIR` is the parent of the temporary stores (default: the system temp
+//! directory). The stores are removed at the end.
+
+// A benchmark program: printing the table is its interface.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use session_replay::io::search::refresh_search;
+use session_state::{SearchIndex, SearchQuery, StateStore};
+
+const RUNS_PER_SESSION: usize = 30;
+const BASE_MS: i64 = 1_780_000_000_000; // 2026-05-28
+const WORDS: [&str; 16] = [
+    "parser",
+    "linker",
+    "capacity",
+    "timeout",
+    "retry",
+    "cache",
+    "socket",
+    "schema",
+    "index",
+    "migration",
+    "lease",
+    "archive",
+    "snapshot",
+    "compaction",
+    "token",
+    "digest",
+];
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn ts(ms: i64) -> String {
+    session_schema::Timestamp::from_unix_millis(ms)
+        .as_str()
+        .to_owned()
+}
+
+/// Writes `n` runs under `root`; returns the run files and their total size.
+fn generate(root: &Path, n: usize) -> (Vec<PathBuf>, u64) {
+    let mut files = Vec::with_capacity(n);
+    let mut bytes = 0u64;
+    let output: String = (0..24)
+        .map(|k| {
+            format!(
+                "-rw-r--r-- 1 dev dev {:>6} May 28 10:{k:02} src/module_{k}.rs\n",
+                1000 + k * 37
+            )
+        })
+        .collect();
+    for i in 0..n {
+        let run = format!("0search{:x}-0000-4000-8000-{i:012x}", i % 16);
+        let session = format!(
+            "5e55{:04x}-0000-4000-8000-{:012x}",
+            (i / RUNS_PER_SESSION) % 0xffff,
+            i / RUNS_PER_SESSION
+        );
+        let t0 = BASE_MS + i as i64 * 60_000;
+        let day = &ts(t0)[..10];
+        let dir = root.join(day.replace('-', "/"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let w = |k: usize| WORDS[(i * 7 + k * 3) % WORDS.len()];
+        let question = format!(
+            "Question {i}: why does the {} fail after the {} change in module {}? 全文検索の説明も日本語でお願いします",
+            w(0),
+            w(1),
+            i % 97
+        );
+        let history: Vec<serde_json::Value> = (0..(i % RUNS_PER_SESSION).min(6))
+            .flat_map(|k| {
+                [
+                    serde_json::json!({"role": "user", "content": format!("earlier question {k}")}),
+                    serde_json::json!({"role": "assistant", "content": format!("earlier answer {k}")}),
+                ]
+            })
+            .collect();
+        let lines = [
+            serde_json::json!({"type": "header", "schema_version": 1, "run_id": run, "session_id": session, "started_at": ts(t0),
+                "model": {"provider": "anthropic", "name": "claude-sonnet-4-5"}}),
+            serde_json::json!({"type": "run.start", "run_id": run, "session_id": session, "ts": ts(t0 + 5),
+                "input": {"type": "text", "text": question}}),
+            serde_json::json!({"type": "llm.request", "run_id": run, "ts": ts(t0 + 10), "seq": 1,
+                "input": {"messages": history}}),
+            serde_json::json!({"type": "agent.event", "run_id": run, "ts": ts(t0 + 400), "seq": 1,
+                "event": {"type": "reasoning", "content": format!("The {} probably breaks because the {} was not rebuilt.", w(0), w(2))}}),
+            serde_json::json!({"type": "agent.event", "run_id": run, "ts": ts(t0 + 410), "seq": 2,
+                "event": {"type": "tool_call", "tool": "shell", "tool_call_id": format!("c{i}"), "args": {"command": format!("ls -l src && grep -rn {} src", w(3))}}}),
+            serde_json::json!({"type": "tool.output", "run_id": run, "ts": ts(t0 + 600), "tool": "shell", "tool_call_id": format!("c{i}"),
+                "result_raw": format!("{output}src/module_{}.rs:12: {} = ux-capacity({i})\n", i % 97, w(3))}),
+            serde_json::json!({"type": "agent.event", "run_id": run, "ts": ts(t0 + 900), "seq": 3,
+                "event": {"type": "final", "content": format!("Module {} fails because the {} is stale; rebuilding the {} fixes it.", i % 97, w(0), w(2))}}),
+            serde_json::json!({"type": "run.end", "run_id": run, "ts": ts(t0 + 901), "outcome": "completed"}),
+        ];
+        let path = dir.join(format!("{run}.jsonl"));
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for l in &lines {
+            let s = serde_json::to_string(l).unwrap();
+            bytes += s.len() as u64 + 1;
+            f.write_all(s.as_bytes()).unwrap();
+            f.write_all(b"\n").unwrap();
+        }
+        f.flush().unwrap();
+        files.push(path);
+    }
+    (files, bytes)
+}
+
+fn read_all(files: &[PathBuf]) -> u64 {
+    let mut items = 0u64;
+    for p in files {
+        let r = session_jsonl::Reader::open(p).unwrap();
+        for item in r {
+            item.unwrap();
+            items += 1;
+        }
+    }
+    items
+}
+
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
+}
+
+fn store_dir(tag: &str) -> tempfile::TempDir {
+    let parent = std::env::var_os("SESSION_SEARCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    tempfile::Builder::new()
+        .prefix(&format!("search-bench-{tag}-"))
+        .tempdir_in(parent)
+        .unwrap()
+}
+
+fn db_size(root: &Path) -> u64 {
+    ["search.db", "search.db-wal"]
+        .iter()
+        .filter_map(|f| std::fs::metadata(root.join(f)).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn throughput() {
+    let n = env_usize("SESSION_SEARCH_INDEX_RUNS", 5_000);
+    let repeats = env_usize("SESSION_SEARCH_REPEATS", 5).max(1);
+    let dir = store_dir("throughput");
+    let root = dir.path().join("sessions");
+    let (files, bytes) = generate(&root, n);
+    let store = StateStore::open(&root).unwrap();
+    store.index_runs().unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    println!(
+        "indexing throughput: {n} runs, {:.1} MB of run files, {repeats} interleaved rounds",
+        bytes as f64 / 1e6
+    );
+    let (mut reader, mut indexing, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        let t = Instant::now();
+        read_all(&files);
+        let r = bytes as f64 / t.elapsed().as_secs_f64() / 1e6;
+        index.clear().unwrap();
+        let t = Instant::now();
+        let report = refresh_search(&store, &index).unwrap();
+        let x = bytes as f64 / t.elapsed().as_secs_f64() / 1e6;
+        assert_eq!(report.files_read, n as u64);
+        reader.push(r);
+        indexing.push(x);
+        ratio.push(x / r);
+    }
+    for (name, v) in [
+        ("reader MB/s", reader),
+        ("indexing MB/s", indexing),
+        ("indexing ÷ reader", ratio),
+    ] {
+        let (min, med, max) = stats(v);
+        println!("  {name:<20} min {min:>8.3}  median {med:>8.3}  max {max:>8.3}");
+    }
+}
+
+fn queries() {
+    let n = env_usize("SESSION_SEARCH_RUNS", 100_000);
+    let dir = store_dir("queries");
+    let root = dir.path().join("sessions");
+    let t = Instant::now();
+    let (_files, bytes) = generate(&root, n);
+    println!(
+        "\nstore of {n} runs, {:.1} MB of run files (generated in {:.1} s)",
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    let store = StateStore::open(&root).unwrap();
+    let t = Instant::now();
+    store.index_runs().unwrap();
+    println!("  run index built in {:.1} s", t.elapsed().as_secs_f64());
+    let index = SearchIndex::open(&root).unwrap();
+    let t = Instant::now();
+    let report = refresh_search(&store, &index).unwrap();
+    let build = t.elapsed();
+    let counts = index.counts().unwrap();
+    println!(
+        "  search index built in {:.1} s: {} documents from {} run files ({:.1} MB/s)",
+        build.as_secs_f64(),
+        counts.docs,
+        report.files_read,
+        bytes as f64 / build.as_secs_f64() / 1e6
+    );
+    drop(index);
+    let index = SearchIndex::open(&root).unwrap();
+    let size = db_size(&root);
+    println!(
+        "  index size {:.1} MB ÷ log size {:.1} MB = {:.2}",
+        size as f64 / 1e6,
+        bytes as f64 / 1e6,
+        size as f64 / bytes as f64
+    );
+    let mut nochange = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        store.index_runs().unwrap();
+        let r = refresh_search(&store, &index).unwrap();
+        nochange.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!((r.files_read, r.bytes_read), (0, 0));
+    }
+    let (min, med, max) = stats(nochange);
+    println!(
+        "  no-change refresh (run index + search index, 0 run files opened): min {min:.1} ms  median {med:.1} ms  max {max:.1} ms"
+    );
+    let cases: Vec<(&str, SearchQuery)> = vec![
+        ("common word", SearchQuery::new("module")),
+        ("two words", SearchQuery::new("linker stale")),
+        (
+            "rare phrase",
+            SearchQuery::new(format!("Question {}:", n / 2)),
+        ),
+        ("substring", SearchQuery::new("ux-capac")),
+        ("japanese", SearchQuery::new("検索の説明")),
+        ("kind filter", {
+            let mut q = SearchQuery::new("capacity");
+            q.kinds = vec!["tool-output".into()];
+            q
+        }),
+        ("session filter", {
+            let mut q = SearchQuery::new("module");
+            q.session_id = Some(format!("5e55{:04x}-0000-4000-8000-{:012x}", 7, 7));
+            q
+        }),
+    ];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
+    let mut found = vec![0usize; cases.len()];
+    for _ in 0..40 {
+        for (i, (_, q)) in cases.iter().enumerate() {
+            let t = Instant::now();
+            let hits = index.search(q).unwrap();
+            times[i].push(t.elapsed());
+            found[i] = hits.len();
+        }
+    }
+    println!("  first page (limit 20), 40 interleaved rounds:");
+    for (i, (name, _)) in cases.iter().enumerate() {
+        let p50 = percentile(&mut times[i], 0.5);
+        let p95 = percentile(&mut times[i], 0.95);
+        println!(
+            "    {name:<15} hits {:>3}  p50 {:>8.2} ms  p95 {:>8.2} ms",
+            found[i],
+            p50.as_secs_f64() * 1e3,
+            p95.as_secs_f64() * 1e3
+        );
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    throughput();
+    queries();
+}

@@ -1,0 +1,282 @@
+//! `sessions search`: full-text search over the store's run logs through `search.db`
+//! (session-state's `SearchIndex`, brought up to date by session-replay's
+//! `io::search::refresh_search` after the run index refresh).
+
+use session_state::{
+    HIGHLIGHT_END, HIGHLIGHT_START, MatchedBy, SearchHit, SearchIndex, SearchQuery, StateStore,
+};
+
+use crate::Ctx;
+use crate::cli::SearchArgs;
+use crate::error::{CliError, EXIT_OK};
+use crate::json_rows::{self, Row, SearchHitRow, write_row};
+use crate::style::{Paint, escape_controls as v};
+
+use super::state::{open_reading, refresh_index, state_err};
+
+/// Brings `search.db` up to date with the run index (refresh that first). With `create`
+/// false, only a search index that already exists is kept current (`runs`, `stats`, … keep
+/// it fresh at the cost of what changed; the first `sessions search` builds it). Failures are
+/// warned about, never fatal: the search index is derived.
+pub(crate) fn refresh_search_index(
+    ctx: &mut Ctx<'_>,
+    store: &StateStore,
+    create: bool,
+) -> Option<SearchIndex> {
+    if store.is_read_only() {
+        return None;
+    }
+    if !create && !store.root().join(session_state::SEARCH_DB).exists() {
+        return None;
+    }
+    let index = match SearchIndex::open(store.root()) {
+        Ok(i) => i,
+        Err(e) => {
+            ctx.warn(&format!(
+                "search index not opened: {}",
+                crate::error::one_line(&e)
+            ));
+            return None;
+        }
+    };
+    match session_replay::io::search::refresh_search(store, &index) {
+        Ok(report) => {
+            for (path, err) in &report.failed {
+                let shown = path
+                    .strip_prefix(store.root())
+                    .unwrap_or(path)
+                    .to_string_lossy()
+                    .into_owned();
+                ctx.warn(&format!("{shown}: not searchable yet: {err}"));
+            }
+        }
+        Err(e) => ctx.warn(&format!(
+            "search index not brought up to date: {}",
+            crate::error::one_line(&e)
+        )),
+    }
+    Some(index)
+}
+
+/// `sessions search TEXT`.
+pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliError> {
+    let text = args.text.join(" ");
+    if text.trim().is_empty() {
+        return Err(CliError::Usage("search: give the text to look for".into()));
+    }
+    let mut q = SearchQuery::new(text);
+    q.fts = args.fts;
+    q.session_id = args
+        .session
+        .as_deref()
+        .map(|s| crate::ids::session_arg(ctx, s))
+        .transpose()?;
+    if let Some(w) = &args.workspace {
+        let abs = super::runs::workspace_arg(ctx, w)?;
+        q.workspace = Some(session_state::normalize_workspace_root(&abs));
+    }
+    let millis = |t: Option<&str>| -> Result<Option<i64>, CliError> {
+        t.map(|t| {
+            crate::timefmt::parse_instant(t, ctx.now, &ctx.zone)
+                .map(|dt| i64::try_from(dt.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX))
+        })
+        .transpose()
+    };
+    q.since_ms = millis(args.since.as_deref())?;
+    q.until_ms = millis(args.until.as_deref())?;
+    q.kinds = args.kind.iter().map(|k| k.as_str().to_owned()).collect();
+    q.limit = args.limit as u64;
+
+    let (store, why) = open_reading(ctx)?;
+    let index = if store.is_read_only() {
+        if let Some(why) = &why {
+            ctx.warn(&format!(
+                "{why}: the search index is used as it is (runs written since it was last updated are missing)"
+            ));
+        }
+        match SearchIndex::open_read_only(store.root()).map_err(state_err)? {
+            Some(i) => i,
+            None => {
+                return Err(CliError::NotFound(format!(
+                    "no search index at {} yet: run `sessions search` once on a writable store",
+                    store.root().join(session_state::SEARCH_DB).display()
+                )));
+            }
+        }
+    } else {
+        refresh_index(ctx, &store)?;
+        match refresh_search_index(ctx, &store, true) {
+            Some(i) => i,
+            None => {
+                return Err(CliError::Data(format!(
+                    "the search index {} cannot be opened (see the warning above)",
+                    store.root().join(session_state::SEARCH_DB).display()
+                )));
+            }
+        }
+    };
+    let hits = index.search(&q).map_err(|e| match e {
+        session_state::StateError::SearchQuery { .. } => {
+            CliError::Usage(crate::error::one_line(&e))
+        }
+        e => state_err(e),
+    })?;
+    let groups = group_by_run(&hits);
+    if args.json {
+        for (_, run_hits) in &groups {
+            for h in run_hits {
+                write_row(ctx.out, &Row::SearchHit(hit_row(h)))?;
+            }
+        }
+        return Ok(EXIT_OK);
+    }
+    if hits.is_empty() {
+        writeln!(ctx.out, "no matches")?;
+        return Ok(EXIT_OK);
+    }
+    let times = ctx.times(args.utc);
+    for (i, (_, run_hits)) in groups.iter().enumerate() {
+        let Some(first) = run_hits.first() else {
+            continue;
+        };
+        if i > 0 {
+            writeln!(ctx.out)?;
+        }
+        let session = first
+            .session_id
+            .as_deref()
+            .map(|s| format!("  session {}", v(s)))
+            .unwrap_or_default();
+        // Saved messages of a session no run log holds: no run id.
+        let heading = if first.run_id.is_empty() {
+            "saved messages".to_owned()
+        } else {
+            v(&first.run_id).into_owned()
+        };
+        writeln!(
+            ctx.out,
+            "{}{session}  {}",
+            ctx.style.paint(Paint::Bold, &heading),
+            ctx.style.paint(Paint::Dim, &v(&first.rel_path)),
+        )?;
+        for h in run_hits {
+            let when = h
+                .time_ms
+                .map(|ms| times.show(session_schema::Timestamp::from_unix_millis(ms).as_str()))
+                .unwrap_or_default();
+            // Matches in colour, or between brackets when there is no colour.
+            let snippet = if ctx.style.color {
+                highlight(&h.snippet, &|s| ctx.style.paint(Paint::Yellow, s))
+            } else {
+                highlight(&h.snippet, &|s| format!("[{s}]"))
+            };
+            writeln!(
+                ctx.out,
+                "  @{:<8} {:<11} {when}\n    {snippet}",
+                h.byte_offset, h.kind
+            )?;
+        }
+    }
+    writeln!(
+        ctx.out,
+        "\n{} hit(s) in {} run(s); `sessions show RUN --at OFFSET` opens a transcript at a hit",
+        hits.len(),
+        groups.len()
+    )?;
+    Ok(EXIT_OK)
+}
+
+/// Hits grouped per run file, runs in the order of their best hit, hits in rank order.
+pub(crate) fn group_by_run(hits: &[SearchHit]) -> Vec<(&str, Vec<&SearchHit>)> {
+    let mut groups: Vec<(&str, Vec<&SearchHit>)> = Vec::new();
+    for h in hits {
+        match groups.iter_mut().find(|(p, _)| *p == h.rel_path) {
+            Some((_, g)) => g.push(h),
+            None => groups.push((h.rel_path.as_str(), vec![h])),
+        }
+    }
+    groups
+}
+
+/// A snippet on one line for the terminal: controls escaped, line breaks as `⏎`, matched
+/// parts through `mark`.
+fn highlight(snippet: &str, mark: &dyn Fn(&str) -> String) -> String {
+    let one_line: String = snippet
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { '⏎' } else { c })
+        .collect();
+    let mut out = String::new();
+    let mut rest = one_line.as_str();
+    while let Some(i) = rest.find(HIGHLIGHT_START) {
+        out.push_str(&v(&rest[..i]));
+        let after = &rest[i + HIGHLIGHT_START.len_utf8()..];
+        let j = after.find(HIGHLIGHT_END).unwrap_or(after.len());
+        out.push_str(&mark(&v(&after[..j])));
+        rest = after.get(j + HIGHLIGHT_END.len_utf8()..).unwrap_or("");
+    }
+    out.push_str(&v(rest));
+    out
+}
+
+/// The snippet without marks, and the matched parts as `[start, end)` character offsets.
+pub(crate) fn split_marks(snippet: &str) -> (String, Vec<(usize, usize)>) {
+    let mut text = String::new();
+    let mut marks = Vec::new();
+    let mut n = 0usize;
+    let mut open = None;
+    for c in snippet.chars() {
+        match c {
+            HIGHLIGHT_START => open = Some(n),
+            HIGHLIGHT_END => {
+                if let Some(s) = open.take() {
+                    marks.push((s, n));
+                }
+            }
+            c => {
+                text.push(c);
+                n += 1;
+            }
+        }
+    }
+    (text, marks)
+}
+
+fn hit_row(h: &SearchHit) -> SearchHitRow {
+    let (snippet, marks) = split_marks(&h.snippet);
+    SearchHitRow {
+        run_id: Some(h.run_id.clone()).filter(|r| !r.is_empty()),
+        session_id: h.session_id.clone(),
+        workspace: h.workspace.clone(),
+        file: h.rel_path.clone(),
+        byte_offset: h.byte_offset,
+        kind: h.kind.clone(),
+        time: h.time_ms.map(|ms| {
+            session_schema::Timestamp::from_unix_millis(ms)
+                .as_str()
+                .to_owned()
+        }),
+        snippet,
+        highlights: marks.iter().map(|(s, e)| [*s, *e]).collect(),
+        matched_by: match h.matched_by {
+            MatchedBy::Words => json_rows::MatchedBy::Words,
+            _ => json_rows::MatchedBy::Substring,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_become_offsets_and_terminal_highlights() {
+        let s =
+            format!("a {HIGHLIGHT_START}bé{HIGHLIGHT_END} c\x1b {HIGHLIGHT_START}d{HIGHLIGHT_END}");
+        assert_eq!(
+            split_marks(&s),
+            ("a bé c\x1b d".to_owned(), vec![(2, 4), (8, 9)])
+        );
+        assert_eq!(highlight(&s, &|t| format!("<{t}>")), "a <bé> c\\u001b <d>");
+        assert_eq!(highlight("x\ny", &|t| t.to_owned()), "x⏎y");
+    }
+}

@@ -1,0 +1,357 @@
+//! `sessions search` and `show --at` on a copy of the sample store: exact hits (ranking,
+//! grouping, snippets, kinds, Japanese substrings), quoting of raw text, expert syntax, the
+//! search index kept up to date by appends, rebuilt by `reindex --search`, emptied by `gc`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+use common::copy_tree;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const RUN_102: &str = "7a1e0001-0000-4000-8000-000000000102";
+const FILE_102: &str = "2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl";
+const OPEN_RUN: &str = "7a1e0006-0000-4000-8000-000000000601";
+const OPEN_FILE: &str = "2026/11/29/7a1e0006-0000-4000-8000-000000000601.jsonl";
+
+struct Store {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+fn sample_store() -> Store {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    copy_tree(&session_test_support::sample_sessions_dir(), &root);
+    Store { _dir: dir, root }
+}
+
+fn sessions(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_sessions"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("TZ", "UTC")
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
+}
+
+fn json_hits(root: &Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["search"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let (code, out, err) = sessions(root, &all);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `(run_id, byte_offset, kind)` of each hit.
+fn keys(hits: &[Value]) -> Vec<(String, u64, String)> {
+    hits.iter()
+        .map(|h| {
+            (
+                h["run_id"].as_str().unwrap().to_owned(),
+                h["byte_offset"].as_u64().unwrap(),
+                h["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ranked_hits_grouped_per_run_with_highlighted_snippets() {
+    let s = sample_store();
+    let (code, out, err) = sessions(&s.root, &["search", "package", "--limit", "3", "--utc"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "\
+7a1e0003-0000-4000-8000-000000000301  session 5a1e0003-0000-4000-8000-000000000003  2026/11/26/7a1e0003-0000-4000-8000-000000000301.jsonl
+  @1279     user        2026-11-26 08:30:00Z
+    Summarize [package].json.
+
+7a1e0001-0000-4000-8000-000000000102  session 5a1e0001-0000-4000-8000-000000000001  2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl
+  @4424     tool-output 2026-11-24 09:14:42Z
+    AGENTS.md⏎README.md⏎docs⏎[package].json⏎src⏎
+
+7a1e0003-0000-4000-8000-000000000302  session 5a1e0003-0000-4000-8000-000000000003  2026/11/26/7a1e0003-0000-4000-8000-000000000302.jsonl
+  @3240     final       2026-11-26 08:31:16Z
+    [package].json declares acme-app 0.3.1 with a `start` script (`node src/index.js…
+
+3 hit(s) in 3 run(s); `sessions show RUN --at OFFSET` opens a transcript at a hit
+"
+    );
+    // Four hits in all; the fourth is in run 102 again and is listed under it.
+    let hits = json_hits(&s.root, &["package"]);
+    assert_eq!(
+        keys(&hits),
+        vec![
+            (
+                "7a1e0003-0000-4000-8000-000000000301".into(),
+                1279,
+                "user".into()
+            ),
+            (RUN_102.into(), 4424, "tool-output".into()),
+            (RUN_102.into(), 9368, "final".into()),
+            (
+                "7a1e0003-0000-4000-8000-000000000302".into(),
+                3240,
+                "final".into()
+            ),
+        ]
+    );
+    assert_eq!(hits[0]["snippet"], "Summarize package.json.");
+    assert_eq!(hits[0]["highlights"], serde_json::json!([[10, 17]]));
+    assert_eq!(hits[0]["time"], "2026-11-26T08:30:00.300Z");
+    assert_eq!(
+        hits[0]["session_id"],
+        "5a1e0003-0000-4000-8000-000000000003"
+    );
+    assert_eq!(hits[0]["matched_by"], "words");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(s.root.join("search.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
+
+#[test]
+fn kinds_sessions_and_times_filter() {
+    let s = sample_store();
+    assert_eq!(
+        keys(&json_hits(&s.root, &["package", "--kind", "final"])),
+        vec![
+            (
+                "7a1e0003-0000-4000-8000-000000000302".into(),
+                3240,
+                "final".into()
+            ),
+            (RUN_102.into(), 9368, "final".into()),
+        ]
+    );
+    assert_eq!(
+        keys(&json_hits(
+            &s.root,
+            &["package", "--kind", "user", "--kind", "tool-output"]
+        )),
+        vec![
+            (
+                "7a1e0003-0000-4000-8000-000000000301".into(),
+                1279,
+                "user".into()
+            ),
+            (RUN_102.into(), 4424, "tool-output".into()),
+        ]
+    );
+    assert_eq!(
+        keys(&json_hits(
+            &s.root,
+            &[
+                "package",
+                "--session",
+                "5a1e0001-0000-4000-8000-000000000001"
+            ]
+        )),
+        vec![
+            (RUN_102.into(), 4424, "tool-output".into()),
+            (RUN_102.into(), 9368, "final".into())
+        ]
+    );
+    assert_eq!(
+        keys(&json_hits(
+            &s.root,
+            &["package", "--since", "2026-11-26T08:31:00Z"]
+        )),
+        vec![(
+            "7a1e0003-0000-4000-8000-000000000302".into(),
+            3240,
+            "final".into()
+        )]
+    );
+    assert_eq!(
+        keys(&json_hits(
+            &s.root,
+            &["package", "--until", "2026-11-24T09:14:43Z"]
+        )),
+        vec![(RUN_102.into(), 4424, "tool-output".into())]
+    );
+}
+
+#[test]
+fn a_japanese_phrase_inside_a_longer_word_is_found_and_opened() {
+    let s = sample_store();
+    let hits = json_hits(&s.root, &["メッセージ"]);
+    assert_eq!(
+        keys(&hits),
+        vec![(RUN_102.into(), 5545, "tool-output".into())]
+    );
+    assert_eq!(hits[0]["file"], FILE_102);
+    assert_eq!(hits[0]["snippet"], "…  - 挨拶メッセージを改善しました…");
+    assert_eq!(hits[0]["highlights"], serde_json::json!([[7, 12]]));
+    assert_eq!(hits[0]["matched_by"], "substring");
+    // The record at that offset is the start of `show --at`.
+    let (code, out, err) = sessions(&s.root, &["show", RUN_102, "--at", "5545", "--utc"]);
+    assert_eq!(code, 0, "{err}");
+    let body: Vec<&str> = out.lines().skip_while(|l| !l.is_empty()).skip(1).collect();
+    assert!(body[0].starts_with("09:14:42 tool result"), "{out}");
+    assert!(out.contains("挨拶メッセージを改善しました"), "{out}");
+    assert!(!out.contains("Summarize"), "{out}");
+}
+
+#[test]
+fn show_at_an_offset_where_no_record_starts_is_not_found() {
+    let s = sample_store();
+    let (code, _, err) = sessions(&s.root, &["show", RUN_102, "--at", "5546"]);
+    assert_eq!(code, 3);
+    assert_eq!(
+        err,
+        format!(
+            "sessions: no record of run {RUN_102} starts at byte offset 5546 (the record before it starts at 5545)\n"
+        )
+    );
+    let (code, _, err) = sessions(
+        &s.root,
+        &["show", "5a1e0001-0000-4000-8000-000000000001", "--at", "0"],
+    );
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn raw_text_is_quoted_and_fts_syntax_is_opt_in() {
+    let s = sample_store();
+    // Operators and punctuation in plain text are text: no syntax error, exit 0.
+    for q in ["ux-capac", "\"unbalanced", "qqq NOT", "a:b", "(x", "*"] {
+        let (code, out, err) = sessions(&s.root, &["search", q]);
+        assert_eq!((code, out.as_str()), (0, "no matches\n"), "{q}: {err}");
+    }
+    // Expert syntax: prefix and OR.
+    assert_eq!(
+        keys(&json_hits(&s.root, &["--fts", "summar* OR acme"])).len(),
+        keys(&json_hits(&s.root, &["--fts", "summar*"])).len()
+            + keys(&json_hits(&s.root, &["acme"])).len()
+    );
+    let (code, _, err) = sessions(&s.root, &["search", "--fts", "\"unbalanced"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "sessions: search query \"\\\"unbalanced\" is not valid FTS5 syntax: unterminated string\n"
+    );
+}
+
+#[test]
+fn appended_records_are_found_by_the_next_search_and_reindex_rebuilds() {
+    let s = sample_store();
+    assert_eq!(json_hits(&s.root, &["zanzibar"]).len(), 0);
+    // A run without run.end yet: the run index watches it for appends.
+    let path = s.root.join(OPEN_FILE);
+    let size = std::fs::metadata(&path).unwrap().len();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    writeln!(
+        f,
+        r#"{{"type":"x.acme.note","run_id":"{OPEN_RUN}","ts":"2026-11-24T09:14:45.000Z"}}"#
+    )
+    .unwrap();
+    let offset = std::fs::metadata(&path).unwrap().len();
+    writeln!(
+        f,
+        r#"{{"type":"agent.event","run_id":"{OPEN_RUN}","ts":"2026-11-24T09:14:46.000Z","seq":9,"event":{{"type":"text","content":"zanzibar appended"}}}}"#
+    )
+    .unwrap();
+    drop(f);
+    assert!(offset > size);
+    let hits = json_hits(&s.root, &["zanzibar"]);
+    assert_eq!(
+        keys(&hits),
+        vec![(OPEN_RUN.into(), offset, "assistant".into())]
+    );
+
+    let (code, out, err) = sessions(&s.root, &["reindex", "--search"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with("rebuilt the search index: 29 document(s) from 10 run file(s)\n"),
+        "{out}"
+    );
+    assert_eq!(keys(&json_hits(&s.root, &["zanzibar"])), keys(&hits));
+    // Deleting search.db loses nothing: the next search builds it again.
+    std::fs::remove_file(s.root.join("search.db")).unwrap();
+    let _ = std::fs::remove_file(s.root.join("search.db-wal"));
+    let _ = std::fs::remove_file(s.root.join("search.db-shm"));
+    assert_eq!(keys(&json_hits(&s.root, &["zanzibar"])), keys(&hits));
+}
+
+#[test]
+fn gc_removes_the_documents_of_the_runs_it_moves() {
+    let s = sample_store();
+    assert_eq!(json_hits(&s.root, &["package"]).len(), 4);
+    let (code, _, err) = sessions(&s.root, &["gc", "--older-than", "1d"]);
+    assert_eq!(code, 0, "{err}");
+    // Read-only: the index as gc left it, no refresh in between.
+    let (code, out, err) = sessions(&s.root, &["--read-only", "search", "package", "--json"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+}
+
+#[test]
+fn a_read_only_store_without_a_search_index_says_so() {
+    let s = sample_store();
+    let (code, _, err) = sessions(&s.root, &["--read-only", "search", "package"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("no search index at "), "{err}");
+    assert!(!s.root.join("search.db").exists());
+}
+
+#[test]
+fn saved_messages_of_a_session_no_run_log_holds_are_searched() {
+    let s = sample_store();
+    const SESSION_7: &str = "5a1e0007-0000-4000-8000-000000000007";
+    // With its run, the session's text is found in the run log only.
+    let hits = json_hits(&s.root, &["domain"]);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0]["run_id"], "7a1e0007-0000-4000-8000-000000000701");
+    // Without it, in the saved messages: the assistant's line, keyed by its byte offset.
+    std::fs::remove_file(
+        s.root
+            .join("2026/10/20/7a1e0007-0000-4000-8000-000000000701.jsonl"),
+    )
+    .unwrap();
+    let messages =
+        std::fs::read_to_string(s.root.join(format!("messages/{SESSION_7}.jsonl"))).unwrap();
+    let second = messages.find('\n').unwrap() as u64 + 1;
+    let hits = json_hits(&s.root, &["domain"]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["run_id"], Value::Null);
+    assert_eq!(hits[0]["session_id"], SESSION_7);
+    assert_eq!(hits[0]["file"], format!("messages/{SESSION_7}.jsonl"));
+    assert_eq!(hits[0]["byte_offset"], second);
+    assert_eq!(hits[0]["kind"], "assistant");
+    assert_eq!(hits[0]["time"], Value::Null);
+    assert_eq!(json_hits(&s.root, &["todo", "--kind", "user"]).len(), 1);
+    let (code, out, err) = sessions(&s.root, &["search", "domain"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!(
+            "saved messages  session {SESSION_7}  messages/{SESSION_7}.jsonl\n"
+        )),
+        "{out}"
+    );
+}

@@ -1,0 +1,256 @@
+//! Bringing a store's search index (`search.db`, session-state's [`SearchIndex`]) up to date
+//! with its run files, through the pure extraction of [`crate::search`].
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use session_jsonl::{Item, Reader, ReaderOptions};
+use session_state::{IndexedFile, SearchDoc, SearchIndex, SearchWork, StateStore};
+
+use super::Error;
+use crate::search::{Document, Extractor, message_documents};
+
+/// What [`refresh_search`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SearchRefreshReport {
+    /// Run files opened and read (new, grown or changed ones).
+    pub files_read: u64,
+    /// Bytes read from them (decompressed bytes for archives), from where their indexing
+    /// stopped.
+    pub bytes_read: u64,
+    /// Documents added.
+    pub docs_added: u64,
+    /// Files dropped with their documents (gone from the run index).
+    pub removed: u64,
+    /// Files archived or restored whose documents were kept, not read again.
+    pub renamed: u64,
+    /// Files that could not be read, with the error; looked at again by the next refresh.
+    pub failed: Vec<(PathBuf, String)>,
+}
+
+/// Indexes what the run files of `store` gained since the last refresh: call it right after
+/// [`StateStore::index_runs`] (it compares against the run index, see
+/// [`SearchIndex::plan`]). Each changed file is read from the end of its last indexed
+/// complete line up to the size the run index saw (complete lines only: a partial last line
+/// waits for its newline), its records turned into documents by [`Extractor`]; damaged lines
+/// give what the reader recovers of them (lossy UTF-8, repaired surrogates, text beside NUL
+/// runs) and never fail the refresh. A refresh with nothing new opens no run file.
+///
+/// # Errors
+/// [`Error::SearchIndex`] when `search.db` or `state.db` fails. A run file that cannot be
+/// read is reported in [`SearchRefreshReport::failed`], not as an error.
+pub fn refresh_search(
+    store: &StateStore,
+    index: &SearchIndex,
+) -> Result<SearchRefreshReport, Error> {
+    let plan = index.plan(store).map_err(Error::search)?;
+    let mut report = SearchRefreshReport {
+        removed: plan.removed,
+        renamed: plan.renamed,
+        ..Default::default()
+    };
+    // Files are written in batches of about BATCH_BYTES of text (or BATCH_FILES files), one
+    // transaction each: FTS5 writes one index segment per transaction.
+    let mut batch: Vec<(&SearchWork, Batch)> = Vec::new();
+    let mut pending = 0usize;
+    for work in &plan.work {
+        match read_documents(work) {
+            Ok(read) => {
+                report.files_read += 1;
+                report.bytes_read += read.bytes;
+                report.docs_added += read.docs.len() as u64;
+                pending += read.docs.iter().map(|d| d.text.len()).sum::<usize>();
+                batch.push((work, read));
+                if pending >= BATCH_BYTES || batch.len() >= BATCH_FILES {
+                    flush(index, &mut batch)?;
+                    pending = 0;
+                }
+            }
+            Err(e) => report.failed.push((work.path.clone(), e)),
+        }
+    }
+    flush(index, &mut batch)?;
+    Ok(report)
+}
+
+/// Text bytes of documents written per transaction.
+const BATCH_BYTES: usize = 8 << 20;
+
+/// Files written per transaction.
+const BATCH_FILES: usize = 2_000;
+
+fn flush(index: &SearchIndex, batch: &mut Vec<(&SearchWork, Batch)>) -> Result<(), Error> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let files: Vec<IndexedFile<'_>> = batch
+        .iter()
+        .map(|(work, b)| IndexedFile {
+            work,
+            docs: &b.docs,
+            indexed_to: b.indexed_to,
+            next_line: b.next_line,
+        })
+        .collect();
+    index.apply_many(&files).map_err(Error::search)?;
+    batch.clear();
+    Ok(())
+}
+
+struct Batch {
+    docs: Vec<SearchDoc>,
+    indexed_to: u64,
+    next_line: u64,
+    bytes: u64,
+}
+
+/// Counts the bytes a reader pulls through it.
+struct Counting<R> {
+    inner: R,
+    n: u64,
+    last: Option<u8>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n += k as u64;
+        if let Some(b) = buf.get(..k).and_then(|b| b.last()) {
+            self.last = Some(*b);
+        }
+        Ok(k)
+    }
+}
+
+fn read_documents(work: &SearchWork) -> Result<Batch, String> {
+    if work.session_file {
+        return read_messages(work);
+    }
+    let opts = ReaderOptions {
+        expect_header: work.from == 0,
+        ..Default::default()
+    };
+    let src: Box<dyn Read> = if work.compressed {
+        let r = session_jsonl::open_run_file(&work.path).map_err(|e| error_text(&e))?;
+        Box::new(r)
+    } else {
+        let mut f = std::fs::File::open(&work.path).map_err(|e| e.to_string())?;
+        if work.from > 0 {
+            f.seek(SeekFrom::Start(work.from))
+                .map_err(|e| e.to_string())?;
+        }
+        // Only what the run index saw: what is appended meanwhile comes with the next refresh.
+        Box::new(f.take(work.file_size.saturating_sub(work.from)))
+    };
+    let mut counting = Counting {
+        inner: src,
+        n: 0,
+        last: None,
+    };
+    let hint = (!work.compressed).then(|| work.file_size.saturating_sub(work.from));
+    let mut reader =
+        Reader::with_position_and_hint(&mut counting, opts, work.from, work.line, hint);
+    let mut extractor = Extractor::new();
+    let mut docs = Vec::new();
+    let mut last_line = None;
+    let mut items = Vec::new();
+    for item in reader.by_ref() {
+        match item {
+            Ok(Item::Record(r)) => {
+                for d in extractor.documents(r.record(), r.offset) {
+                    docs.push(SearchDoc {
+                        byte_offset: d.byte_offset,
+                        kind: d.kind.as_str(),
+                        text: d.text,
+                        time_ms: d.time_ms,
+                    });
+                }
+                items.push((r.offset, r.line));
+            }
+            Ok(Item::Damage(d)) => items.push((d.offset, d.line)),
+            Err(e) => return Err(error_text(&e)),
+        }
+    }
+    drop(reader);
+    // A last line without its newline (a record being written, or a torn tail) is not
+    // indexed: it is read again, whole, once it has one.
+    let mut indexed_to = work.from.saturating_add(counting.n);
+    if counting.last.is_some_and(|b| b != b'\n')
+        && let Some(&(_, last)) = items.iter().max_by_key(|(_, line)| *line)
+        && let Some(start) = items
+            .iter()
+            .filter(|(_, line)| *line == last)
+            .map(|(offset, _)| *offset)
+            .min()
+    {
+        indexed_to = start;
+    }
+    docs.retain(|d| d.byte_offset < indexed_to);
+    for (offset, line) in items {
+        if offset < indexed_to {
+            last_line = Some(line);
+        }
+    }
+    Ok(Batch {
+        docs,
+        indexed_to,
+        next_line: last_line.map_or(work.line, |l| l + 1),
+        bytes: counting.n,
+    })
+}
+
+fn error_text(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+fn doc(d: Document) -> SearchDoc {
+    SearchDoc {
+        byte_offset: d.byte_offset,
+        kind: d.kind.as_str(),
+        text: d.text,
+        time_ms: d.time_ms,
+    }
+}
+
+/// The documents of a saved session's messages file, read whole (at most
+/// [`session_state::MAX_SESSION_FILE_BYTES`]): one message per complete line, decoded lossily;
+/// lines that are not a message give nothing.
+fn read_messages(work: &SearchWork) -> Result<Batch, String> {
+    let md = std::fs::symlink_metadata(&work.path).map_err(|e| e.to_string())?;
+    if !md.is_file() {
+        return Err("not a regular file".into());
+    }
+    let f = std::fs::File::open(&work.path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    f.take(session_state::MAX_SESSION_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let mut docs = Vec::new();
+    let mut offset = 0u64;
+    let mut lines = 0u64;
+    let mut rest = bytes.as_slice();
+    while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+        let (line, after) = rest.split_at(i);
+        let text = String::from_utf8_lossy(line);
+        if let Ok(m) = serde_json::from_str::<session_schema::BaseMessage>(&text) {
+            docs.extend(message_documents(&m, offset).into_iter().map(doc));
+        }
+        offset += i as u64 + 1;
+        lines += 1;
+        rest = after.get(1..).unwrap_or_default();
+    }
+    Ok(Batch {
+        docs,
+        indexed_to: offset,
+        next_line: lines + 1,
+        bytes: bytes.len() as u64,
+    })
+}

@@ -1,0 +1,427 @@
+//! The search index end to end on a temporary store: extraction, incremental refresh by byte
+//! offset, ranking, snippets, filters, substring search in Japanese, damaged lines, removal
+//! and archiving.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use session_replay::io::search::{SearchRefreshReport, refresh_search};
+use session_state::{
+    HIGHLIGHT_END, HIGHLIGHT_START, MatchedBy, SearchIndex, SearchQuery, StateStore,
+};
+
+const DAY: &str = "2026/03/04";
+
+fn run_path(root: &Path, run: &str) -> PathBuf {
+    root.join(DAY).join(format!("{run}.jsonl"))
+}
+
+fn header(run: &str, session: &str) -> String {
+    format!(
+        r#"{{"type":"header","schema_version":1,"run_id":"{run}","session_id":"{session}","started_at":"2026-03-04T10:00:00.000Z"}}"#
+    )
+}
+
+fn start(run: &str, text: &str, ts: &str) -> String {
+    format!(
+        r#"{{"type":"run.start","run_id":"{run}","ts":"{ts}","input":{{"type":"text","text":{}}}}}"#,
+        serde_json::to_string(text).unwrap()
+    )
+}
+
+fn event(run: &str, kind: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"agent.event","run_id":"{run}","ts":"2026-03-04T10:00:02.000Z","seq":1,"event":{{"type":"{kind}","content":{}}}}}"#,
+        serde_json::to_string(text).unwrap()
+    )
+}
+
+fn output(run: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"tool.output","run_id":"{run}","ts":"2026-03-04T10:00:03.000Z","tool":"shell","tool_call_id":"c1","result_raw":{}}}"#,
+        serde_json::to_string(text).unwrap()
+    )
+}
+
+fn write(path: &Path, lines: &[String]) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    for l in lines {
+        f.write_all(l.as_bytes()).unwrap();
+        f.write_all(b"\n").unwrap();
+    }
+}
+
+fn refresh(store: &StateStore, index: &SearchIndex) -> SearchRefreshReport {
+    store.index_runs().unwrap();
+    refresh_search(store, index).unwrap()
+}
+
+fn hits(index: &SearchIndex, q: SearchQuery) -> Vec<(String, u64, String, String)> {
+    index
+        .search(&q)
+        .unwrap()
+        .into_iter()
+        .map(|h| {
+            let snippet = h
+                .snippet
+                .replace(HIGHLIGHT_START, "[")
+                .replace(HIGHLIGHT_END, "]");
+            (h.run_id, h.byte_offset, h.kind, snippet)
+        })
+        .collect()
+}
+
+fn store() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    fs::create_dir_all(&root).unwrap();
+    (dir, root)
+}
+
+#[test]
+fn ranked_hits_with_snippets_kinds_and_filters() {
+    let (_d, root) = store();
+    let a = vec![
+        header("ra", "s1"),
+        start(
+            "ra",
+            "the build fails with a linker error",
+            "2026-03-04T10:00:01.000Z",
+        ),
+        event("ra", "reasoning", "maybe the linker is missing"),
+        output("ra", "error: linker `cc` not found"),
+        event("ra", "final", "Installed the linker; the build works."),
+    ];
+    let b = vec![
+        header("rb", "s2"),
+        start(
+            "rb",
+            "rename the linker script linker linker",
+            "2026-03-05T10:00:01.000Z",
+        ),
+    ];
+    write(&run_path(&root, "ra"), &a);
+    write(&run_path(&root, "rb"), &b);
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.docs_added, r.removed), (2, 5, 0));
+
+    let off =
+        |lines: &[String], i: usize| lines[..i].iter().map(|l| l.len() as u64 + 1).sum::<u64>();
+    // BM25: the short document that says "linker" three times ranks first.
+    let got = hits(&index, SearchQuery::new("linker"));
+    assert_eq!(got.len(), 5);
+    assert_eq!(
+        got[0],
+        (
+            "rb".to_owned(),
+            off(&b, 1),
+            "user".to_owned(),
+            "rename the [linker] script [linker] [linker]".to_owned()
+        )
+    );
+    let mut rest: Vec<_> = got[1..].iter().map(|h| (h.1, h.2.as_str())).collect();
+    rest.sort();
+    assert_eq!(
+        rest,
+        vec![
+            (off(&a, 1), "user"),
+            (off(&a, 2), "reasoning"),
+            (off(&a, 3), "tool-output"),
+            (off(&a, 4), "final")
+        ]
+    );
+
+    let mut q = SearchQuery::new("linker");
+    q.kinds = vec!["tool-output".into(), "final".into()];
+    let mut got = hits(&index, q);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "ra".to_owned(),
+                off(&a, 3),
+                "tool-output".to_owned(),
+                "error: [linker] `cc` not found".to_owned()
+            ),
+            (
+                "ra".to_owned(),
+                off(&a, 4),
+                "final".to_owned(),
+                "Installed the [linker]; the build works.".to_owned()
+            ),
+        ]
+    );
+
+    let mut q = SearchQuery::new("linker");
+    q.session_id = Some("s2".into());
+    assert_eq!(hits(&index, q).len(), 1);
+    let mut q = SearchQuery::new("linker");
+    q.since_ms = Some(1_772_668_800_000); // 2026-03-05T00:00:00Z
+    assert_eq!(
+        hits(&index, q)
+            .iter()
+            .map(|h| h.0.as_str())
+            .collect::<Vec<_>>(),
+        ["rb"]
+    );
+    let mut q = SearchQuery::new("linker");
+    q.limit = 2;
+    assert_eq!(hits(&index, q).len(), 2);
+    // Two words: both must occur, in any order.
+    assert_eq!(hits(&index, SearchQuery::new("build linker")).len(), 2);
+}
+
+#[test]
+fn quoted_phrases_and_expert_syntax() {
+    let (_d, root) = store();
+    let lines = vec![
+        header("rq", "s"),
+        start(
+            "rq",
+            "raise ux-capacity to 5 (see \"notes\")",
+            "2026-03-04T10:00:01.000Z",
+        ),
+    ];
+    write(&run_path(&root, "rq"), &lines);
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    refresh(&store, &index);
+    // Raw text with FTS5 operators is a phrase, never a syntax error; the prefix is found
+    // inside the longer word by the substring index.
+    let got = index.search(&SearchQuery::new("ux-capac")).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].matched_by, MatchedBy::Substring);
+    assert_eq!(hits(&index, SearchQuery::new("\"notes\")")).len(), 1);
+    assert_eq!(hits(&index, SearchQuery::new("AND OR NOT")).len(), 0);
+    let mut q = SearchQuery::new("capac*");
+    q.fts = true;
+    assert_eq!(
+        hits(&index, q)[0].3,
+        "raise ux-[capacity] to 5 (see \"notes\")"
+    );
+    let mut q = SearchQuery::new("\"unbalanced");
+    q.fts = true;
+    let err = index.search(&q).unwrap_err();
+    assert!(
+        matches!(err, session_state::StateError::SearchQuery { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn japanese_phrase_inside_a_longer_word() {
+    let (_d, root) = store();
+    let lines = vec![
+        header("rj", "s"),
+        start(
+            "rj",
+            "全文検索機能を追加してください",
+            "2026-03-04T10:00:01.000Z",
+        ),
+    ];
+    write(&run_path(&root, "rj"), &lines);
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    refresh(&store, &index);
+    let got = index.search(&SearchQuery::new("検索機能")).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].matched_by, MatchedBy::Substring);
+    assert_eq!(
+        got[0]
+            .snippet
+            .replace(HIGHLIGHT_START, "[")
+            .replace(HIGHLIGHT_END, "]"),
+        "全文[検索機能]を追加してください"
+    );
+}
+
+#[test]
+fn incremental_by_byte_offset_and_no_change_refresh_reads_nothing() {
+    let (_d, root) = store();
+    let path = run_path(&root, "ri");
+    let first = vec![
+        header("ri", "s"),
+        start("ri", "alpha question", "2026-03-04T10:00:01.000Z"),
+    ];
+    write(&path, &first);
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    let size1 = fs::metadata(&path).unwrap().len();
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.bytes_read, r.docs_added), (1, size1, 1));
+
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.bytes_read, r.docs_added), (0, 0, 0));
+
+    // An appended record and a partial line: only the new bytes are read, only the complete
+    // line is indexed.
+    let more = event("ri", "text", "beta answer");
+    let partial = event("ri", "text", "gamma pending");
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    write!(f, "{more}\n{}", &partial[..20]).unwrap();
+    drop(f);
+    let size2 = fs::metadata(&path).unwrap().len();
+    let r = refresh(&store, &index);
+    assert_eq!(
+        (r.files_read, r.bytes_read, r.docs_added),
+        (1, size2 - size1, 1)
+    );
+    assert_eq!(hits(&index, SearchQuery::new("beta"))[0].1, size1);
+    // The line is completed: read from its start.
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    writeln!(f, "{}", &partial[20..]).unwrap();
+    drop(f);
+    let size3 = fs::metadata(&path).unwrap().len();
+    let r = refresh(&store, &index);
+    assert_eq!(
+        (r.files_read, r.bytes_read, r.docs_added),
+        (1, size3 - size1 - more.len() as u64 - 1, 1)
+    );
+    assert_eq!(
+        hits(&index, SearchQuery::new("gamma"))[0].1,
+        size1 + more.len() as u64 + 1
+    );
+    assert_eq!(index.counts().unwrap().docs, 3);
+}
+
+#[test]
+fn damaged_lines_are_indexed_as_far_as_they_decode() {
+    let (_d, root) = store();
+    let path = run_path(&root, "rd");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(header("rd", "s").as_bytes());
+    bytes.push(b'\n');
+    // Invalid UTF-8 inside the text.
+    let bad = start("rd", "invalid XX byte", "2026-03-04T10:00:01.000Z").replace("XX", "\u{1}");
+    let mut bad = bad.into_bytes();
+    let i = bad.iter().position(|&b| b == 1).unwrap();
+    bad[i] = 0xff;
+    bytes.extend_from_slice(&bad);
+    bytes.push(b'\n');
+    // A NUL run before a record.
+    bytes.extend_from_slice(&[0u8; 64]);
+    bytes.extend_from_slice(event("rd", "text", "after nulls").as_bytes());
+    bytes.push(b'\n');
+    // A lone surrogate escape.
+    bytes.extend_from_slice(
+        event("rd", "text", "lonely")
+            .replace("lonely", "lonely \\ud83c surrogate")
+            .as_bytes(),
+    );
+    bytes.push(b'\n');
+    // Garbage that is not JSON.
+    bytes.extend_from_slice(b"{not json at all\n");
+    bytes.extend_from_slice(event("rd", "final", "still indexed").as_bytes());
+    bytes.push(b'\n');
+    fs::write(&path, &bytes).unwrap();
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.docs_added, r.failed.len()), (1, 4, 0));
+    assert_eq!(
+        hits(&index, SearchQuery::new("invalid"))[0].3,
+        "[invalid] \u{fffd} byte"
+    );
+    assert_eq!(
+        hits(&index, SearchQuery::new("nulls"))[0].3,
+        "after [nulls]"
+    );
+    assert_eq!(
+        hits(&index, SearchQuery::new("surrogate"))[0].3,
+        "lonely \u{fffd} [surrogate]"
+    );
+    assert_eq!(hits(&index, SearchQuery::new("still")).len(), 1);
+}
+
+#[test]
+fn removed_runs_lose_their_documents_and_archives_are_not_read_again() {
+    let (_d, root) = store();
+    let keep = run_path(&root, "rk");
+    let gone = run_path(&root, "rg");
+    write(&keep, &[header("rk", "s"), start("rk", "zebra kept", "2026-03-04T10:00:01.000Z"), r#"{"type":"run.end","run_id":"rk","ts":"2026-03-04T10:00:09.000Z","outcome":"completed"}"#.to_owned()]);
+    write(
+        &gone,
+        &[
+            header("rg", "s"),
+            start("rg", "zebra gone", "2026-03-04T10:00:01.000Z"),
+        ],
+    );
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    refresh(&store, &index);
+    assert_eq!(hits(&index, SearchQuery::new("zebra")).len(), 2);
+
+    fs::remove_file(&gone).unwrap();
+    let archived = session_jsonl::archive::compress_run(&keep).unwrap();
+    assert!(archived.to_string_lossy().ends_with(".jsonl.zst"));
+    let r = refresh(&store, &index);
+    assert_eq!(
+        (r.removed, r.renamed, r.files_read, r.bytes_read),
+        (1, 1, 0, 0)
+    );
+    let got = index.search(&SearchQuery::new("zebra")).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].rel_path, format!("{DAY}/rk.jsonl.zst"));
+    assert_eq!(index.counts().unwrap().files, 1);
+
+    // gc's explicit removal.
+    assert_eq!(
+        index
+            .remove_files(&[format!("{DAY}/rk.jsonl.zst")])
+            .unwrap(),
+        1
+    );
+    assert_eq!(index.counts().unwrap().docs, 0);
+}
+
+#[test]
+fn search_db_is_private_and_rebuilt_when_deleted() {
+    let (_d, root) = store();
+    write(
+        &run_path(&root, "rp"),
+        &[
+            header("rp", "s"),
+            start("rp", "private words", "2026-03-04T10:00:01.000Z"),
+        ],
+    );
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    refresh(&store, &index);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(root.join("search.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    drop(index);
+    for f in ["search.db", "search.db-wal", "search.db-shm"] {
+        let _ = fs::remove_file(root.join(f));
+    }
+    let index = SearchIndex::open(&root).unwrap();
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.docs_added), (1, 1));
+    assert_eq!(hits(&index, SearchQuery::new("private")).len(), 1);
+    // A file that is not a database is replaced.
+    drop(index);
+    fs::write(root.join("search.db"), b"garbage, not sqlite at all........................................................................................").unwrap();
+    for f in ["search.db-wal", "search.db-shm"] {
+        let _ = fs::remove_file(root.join(f));
+    }
+    let index = SearchIndex::open(&root).unwrap();
+    assert_eq!(refresh(&store, &index).docs_added, 1);
+}

@@ -1,0 +1,897 @@
+//! `search.db`: the full-text search index beside `state.db` (docs/format.md "search.db").
+//!
+//! A derived file (mode 0600; deleting it loses nothing, the next refresh rebuilds it) with
+//! one row per searchable document of a run log, keyed by the run file and the byte offset of
+//! the record it comes from, and two SQLite FTS5 tables over the documents' text: one with
+//! the `unicode61` tokenizer (words, ranked by BM25) and one with the `trigram` tokenizer
+//! (any substring of three characters or more, which finds a Japanese phrase inside a longer
+//! run of text that the word tokenizer sees as one token).
+//!
+//! The index is advanced per run file by byte offset: `search_files` records, for every run
+//! file of the run index, how far its complete lines were indexed and the size and
+//! modification time seen then. [`SearchIndex::plan`] compares that with the run index (one
+//! SQL join, no file opened) and returns what to read; the caller (session-replay's
+//! `io::refresh_search`, which owns the extraction) reads from there and hands the documents
+//! to [`SearchIndex::apply`]. This crate never parses documents out of records itself: it
+//! stores what it is given.
+
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags, params};
+
+use crate::column::{Cols, query_int};
+use crate::db::db_err;
+use crate::error::{Result, StateError};
+use crate::store::StateStore;
+
+/// File name of the search index under the sessions root.
+pub const SEARCH_DB: &str = "search.db";
+
+/// Marks the start of a matched part in [`SearchHit::snippet`] (a private-use character,
+/// replaced by U+FFFD in indexed text so it never comes from the data).
+pub const HIGHLIGHT_START: char = '\u{E000}';
+
+/// Marks the end of a matched part in [`SearchHit::snippet`].
+pub const HIGHLIGHT_END: char = '\u{E001}';
+
+/// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
+/// drop and rebuild every table (the file is derived).
+const SEARCH_USER_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS search_files (
+    path TEXT PRIMARY KEY,
+    run_id TEXT,
+    session_id TEXT,
+    workspace TEXT,
+    indexed_to INTEGER NOT NULL,
+    next_line INTEGER NOT NULL,
+    file_size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS docs (
+    id INTEGER PRIMARY KEY,
+    file TEXT NOT NULL,
+    byte_offset INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    time_ms INTEGER,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS docs_by_file ON docs(file, byte_offset);
+CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
+    text, content='docs', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
+    text, content='docs', content_rowid='id', tokenize='trigram');
+CREATE TRIGGER IF NOT EXISTS docs_added AFTER INSERT ON docs BEGIN
+    INSERT INTO docs_words(rowid, text) VALUES (new.id, new.text);
+    INSERT INTO docs_trigram(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS docs_removed AFTER DELETE ON docs BEGIN
+    INSERT INTO docs_words(docs_words, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO docs_trigram(docs_trigram, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+";
+
+const DROP: &str = "
+DROP TRIGGER IF EXISTS docs_added;
+DROP TRIGGER IF EXISTS docs_removed;
+DROP TABLE IF EXISTS docs_words;
+DROP TABLE IF EXISTS docs_trigram;
+DROP TABLE IF EXISTS docs;
+DROP TABLE IF EXISTS search_files;
+";
+
+/// One document handed to [`SearchIndex::apply`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchDoc {
+    /// Byte offset of its record in the (decompressed) run file.
+    pub byte_offset: u64,
+    /// Its kind as stored and filtered on (`user`, `assistant`, `reasoning`, `tool-call`,
+    /// `tool-output`, `final`).
+    pub kind: &'static str,
+    /// The text.
+    pub text: String,
+    /// The record's time, milliseconds since the Unix epoch.
+    pub time_ms: Option<i64>,
+}
+
+/// One run file whose new lines are to be indexed, from [`SearchIndex::plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SearchWork {
+    /// Path relative to the sessions root (the run index's key).
+    pub rel_path: String,
+    /// Absolute path.
+    pub path: PathBuf,
+    /// The run id.
+    pub run_id: String,
+    /// The run's session id.
+    pub session_id: Option<String>,
+    /// The run's normalised workspace root.
+    pub workspace: Option<String>,
+    /// Byte offset to read from: the end of the last complete line indexed (0 for a file not
+    /// indexed yet, or one that got shorter, whose documents are replaced).
+    pub from: u64,
+    /// 1-based line number at `from`.
+    pub line: u64,
+    /// The file's size as the run index saw it.
+    pub file_size: u64,
+    /// Its modification time (ns) as the run index saw it.
+    pub mtime_ns: i64,
+    /// A `.jsonl.zst` archive (read through the decompressor from the start).
+    pub compressed: bool,
+    /// The messages file of a saved session that no run log holds (`messages/<id>.jsonl`,
+    /// `run_id` empty): indexed whole, one saved message per line, with
+    /// `session_replay::search::message_documents`.
+    pub session_file: bool,
+}
+
+/// What [`SearchIndex::plan`] found and settled without reading any run file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SearchPlan {
+    /// Files to read, in path order.
+    pub work: Vec<SearchWork>,
+    /// Files dropped from the index because the run index no longer has them (removed, moved
+    /// to the trash by `gc`), with their documents.
+    pub removed: u64,
+    /// Files renamed in place by archiving or restoring (`.jsonl` ⇄ `.jsonl.zst`): their
+    /// documents kept, not read again.
+    pub renamed: u64,
+}
+
+/// A search request for [`SearchIndex::search`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SearchQuery {
+    /// What to look for: plain text (each whitespace-separated word becomes a quoted FTS5
+    /// phrase, all of which must match) or, with [`SearchQuery::fts`], FTS5 query syntax.
+    pub text: String,
+    /// Pass [`SearchQuery::text`] to FTS5 as written.
+    pub fts: bool,
+    /// Only documents of this session.
+    pub session_id: Option<String>,
+    /// Only documents of runs with this (normalised) workspace root.
+    pub workspace: Option<String>,
+    /// Only documents at or after this time (ms since the epoch); documents without a time
+    /// are left out when set.
+    pub since_ms: Option<i64>,
+    /// Only documents before this time (ms since the epoch).
+    pub until_ms: Option<i64>,
+    /// Only documents of these kinds (empty: all).
+    pub kinds: Vec<String>,
+    /// Most hits returned.
+    pub limit: u64,
+}
+
+impl SearchQuery {
+    /// A query for `text` with no filter and a limit of 20 hits.
+    pub fn new(text: impl Into<String>) -> Self {
+        SearchQuery {
+            text: text.into(),
+            limit: 20,
+            ..Default::default()
+        }
+    }
+}
+
+/// How a hit was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MatchedBy {
+    /// The word index (`unicode61`), ranked by BM25.
+    Words,
+    /// The substring index (`trigram`) only: the text occurs inside a longer word. Such hits
+    /// come after the word hits, most recently indexed first.
+    Substring,
+}
+
+/// One hit of [`SearchIndex::search`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SearchHit {
+    /// Run file, relative to the sessions root.
+    pub rel_path: String,
+    /// The run id.
+    pub run_id: String,
+    /// The run's session id.
+    pub session_id: Option<String>,
+    /// The run's workspace root.
+    pub workspace: Option<String>,
+    /// Byte offset of the record in the run file (`show RUN --at OFFSET`).
+    pub byte_offset: u64,
+    /// The document's kind.
+    pub kind: String,
+    /// The record's time, ms since the epoch.
+    pub time_ms: Option<i64>,
+    /// Up to 16 tokens around the match (`…` where text was left out), each matched part
+    /// between [`HIGHLIGHT_START`] and [`HIGHLIGHT_END`].
+    pub snippet: String,
+    /// Which index found it.
+    pub matched_by: MatchedBy,
+    /// BM25 score of its index (lower is better; comparable only within one index).
+    pub score: f64,
+}
+
+/// One file's documents for [`SearchIndex::apply_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct IndexedFile<'a> {
+    /// The file, as [`SearchIndex::plan`] returned it.
+    pub work: &'a SearchWork,
+    /// Its documents from `work.from` on.
+    pub docs: &'a [SearchDoc],
+    /// End of its last complete line read.
+    pub indexed_to: u64,
+    /// 1-based number of the line at `indexed_to`.
+    pub next_line: u64,
+}
+
+fn apply_one(
+    conn: &Connection,
+    work: &SearchWork,
+    docs: &[SearchDoc],
+    indexed_to: u64,
+    next_line: u64,
+) -> rusqlite::Result<()> {
+    if work.from == 0 {
+        conn.prepare_cached("DELETE FROM docs WHERE file = ?1")?
+            .execute([&work.rel_path])?;
+    } else {
+        conn.prepare_cached("DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2")?
+            .execute(params![work.rel_path, to_i64(work.from)])?;
+    }
+    let mut ins = conn.prepare_cached(
+        "INSERT INTO docs (file, byte_offset, kind, time_ms, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for d in docs {
+        ins.execute(params![
+            work.rel_path,
+            to_i64(d.byte_offset),
+            d.kind,
+            d.time_ms,
+            clean(&d.text)
+        ])?;
+    }
+    conn.prepare_cached(
+        "INSERT INTO search_files (path, run_id, session_id, workspace, indexed_to, \
+         next_line, file_size, mtime_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+         ON CONFLICT(path) DO UPDATE SET run_id = excluded.run_id, \
+         session_id = excluded.session_id, workspace = excluded.workspace, \
+         indexed_to = excluded.indexed_to, next_line = excluded.next_line, \
+         file_size = excluded.file_size, mtime_ns = excluded.mtime_ns",
+    )?
+    .execute(params![
+        work.rel_path,
+        work.run_id,
+        work.session_id,
+        work.workspace,
+        to_i64(indexed_to),
+        to_i64(next_line),
+        to_i64(work.file_size),
+        work.mtime_ns
+    ])?;
+    Ok(())
+}
+
+/// Counts of the index, for reports and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SearchCounts {
+    /// Run files known.
+    pub files: u64,
+    /// Documents.
+    pub docs: u64,
+}
+
+/// The search index of one store (`<root>/search.db`).
+#[derive(Debug)]
+pub struct SearchIndex {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    root: PathBuf,
+}
+
+fn lossy_u64(v: Option<i64>) -> u64 {
+    v.and_then(|n| u64::try_from(n).ok()).unwrap_or(0)
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Indexed text: the highlight markers replaced so a snippet's marks are always ours.
+fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains([HIGHLIGHT_START, HIGHLIGHT_END]) {
+        std::borrow::Cow::Owned(text.replace([HIGHLIGHT_START, HIGHLIGHT_END], "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// Plain text as an FTS5 query: every whitespace-separated word a quoted phrase (`"` doubled),
+/// all of which must match. `None` when there is no word.
+pub fn quote_phrases(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+impl SearchIndex {
+    /// Opens (creating it with mode 0600 when absent) `<root>/search.db`. A file of another
+    /// layout version, or one that is not a usable database, is rebuilt empty (it is derived).
+    ///
+    /// # Errors
+    /// [`StateError::Io`] when the file cannot be created; [`StateError::Db`] when SQLite
+    /// fails (a full disk, a read-only file system).
+    pub fn open(root: &Path) -> Result<SearchIndex> {
+        let path = root.join(SEARCH_DB);
+        if !path.exists() {
+            let (_f, _) = crate::fsutil::open_private_rw(&path)?;
+        }
+        let conn = match Self::connect(&path) {
+            Ok(c) => c,
+            Err(StateError::Db { .. }) => {
+                // Not a database (or a damaged one): it holds nothing that is not elsewhere.
+                for suffix in ["", "-wal", "-shm"] {
+                    let p = PathBuf::from(format!("{}{suffix}", path.display()));
+                    match std::fs::remove_file(&p) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(source) => {
+                            return Err(StateError::Io {
+                                op: "remove damaged search index",
+                                path: p,
+                                source,
+                            });
+                        }
+                    }
+                }
+                let (_f, _) = crate::fsutil::open_private_rw(&path)?;
+                Self::connect(&path)?
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(SearchIndex {
+            conn: Mutex::new(conn),
+            path,
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing `<root>/search.db` read-only (a store opened read-only): nothing is
+    /// created or changed. `None` when there is none, or when it has another layout version.
+    ///
+    /// # Errors
+    /// [`StateError::Db`] when the file is there but cannot be read.
+    pub fn open_read_only(root: &Path) -> Result<Option<SearchIndex>> {
+        let path = root.join(SEARCH_DB);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(db_err(&path, "open"))?;
+        let version =
+            query_int(&conn, "PRAGMA user_version", []).map_err(db_err(&path, "read version"))?;
+        if version != SEARCH_USER_VERSION {
+            return Ok(None);
+        }
+        Ok(Some(SearchIndex {
+            conn: Mutex::new(conn),
+            path,
+            root: root.to_path_buf(),
+        }))
+    }
+
+    fn connect(path: &Path) -> Result<Connection> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(db_err(path, "open"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(db_err(path, "set busy timeout"))?;
+        // Derived data: a crash may lose the last transactions, never corrupt the file, and
+        // the next refresh redoes them.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .map_err(db_err(path, "set journal_mode=WAL"))?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -32768;")
+            .map_err(db_err(path, "set pragmas"))?;
+        let version =
+            query_int(&conn, "PRAGMA user_version", []).map_err(db_err(path, "read version"))?;
+        if version != SEARCH_USER_VERSION {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {DROP} {SCHEMA} PRAGMA user_version = {SEARCH_USER_VERSION}; COMMIT;"
+            ))
+            .map_err(db_err(path, "create search index"))?;
+        }
+        Ok(conn)
+    }
+
+    /// Path of `search.db`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Drops every document and file record (`sessions reindex --search` then refreshes).
+    ///
+    /// # Errors
+    /// [`StateError::Db`].
+    pub fn clear(&self) -> Result<()> {
+        let conn = self.conn.lock();
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {DROP} {SCHEMA} PRAGMA user_version = {SEARCH_USER_VERSION}; COMMIT;"
+        ))
+        .map_err(db_err(&self.path, "clear search index"))?;
+        Ok(())
+    }
+
+    /// Compares the index with `store`'s run index (refresh that first): files the run index
+    /// no longer has are dropped with their documents, files archived or restored are renamed
+    /// (documents kept), and every file that is new, grew or changed is returned to be read
+    /// from where its indexing stopped. No run file is opened.
+    ///
+    /// # Errors
+    /// [`StateError::Db`] (`state.db` cannot be attached or read, `search.db` written).
+    pub fn plan(&self, store: &StateStore) -> Result<SearchPlan> {
+        let conn = self.conn.lock();
+        let err = || db_err(&self.path, "plan search refresh");
+        conn.execute(
+            "ATTACH DATABASE ?1 AS st",
+            [store.db_path().to_string_lossy()],
+        )
+        .map_err(err())?;
+        let result = self.plan_attached(&conn);
+        let detached = conn.execute_batch("DETACH DATABASE st").map_err(err());
+        let plan = result?;
+        detached?;
+        Ok(plan)
+    }
+
+    fn plan_attached(&self, conn: &Connection) -> Result<SearchPlan> {
+        let err = || db_err(&self.path, "plan search refresh");
+        let mut plan = SearchPlan::default();
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
+        let result = (|| -> rusqlite::Result<()> {
+            // Files of the index the run index no longer lists as runs.
+            let mut gone: Vec<String> = Vec::new();
+            {
+                let mut stmt = conn.prepare(
+                    "SELECT f.path FROM search_files f WHERE f.run_id <> '' AND NOT EXISTS \
+                     (SELECT 1 FROM st.runs r WHERE r.path = f.path AND r.diagnostic IS NULL)",
+                )?;
+                let mut rows = stmt.query([])?;
+                while let Some(r) = rows.next()? {
+                    let mut c = Cols::new(r, "search_files", &["path"])?;
+                    gone.push(c.text_or_empty(0)?);
+                }
+            }
+            const NAMES: &[&str] = &[
+                "path",
+                "run_id",
+                "session_id",
+                "workspace_root",
+                "file_size",
+                "mtime_ns",
+                "compressed",
+                "indexed_to",
+                "next_line",
+                "known_size",
+                "known_mtime",
+            ];
+            let mut stmt = conn.prepare(
+                "SELECT r.path, r.run_id, r.session_id, r.workspace_root, r.file_size, \
+                 r.mtime_ns, r.compressed, f.indexed_to, f.next_line, f.file_size, f.mtime_ns \
+                 FROM st.runs r LEFT JOIN search_files f ON f.path = r.path \
+                 WHERE r.diagnostic IS NULL AND (f.path IS NULL \
+                 OR f.file_size IS NOT r.file_size OR f.mtime_ns IS NOT r.mtime_ns) \
+                 ORDER BY r.path",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let mut c = Cols::new(r, "runs", NAMES)?;
+                let rel = c.text_or_empty(0)?;
+                let file_size = lossy_u64(c.int(4)?);
+                let mtime_ns = c.int(5)?.unwrap_or(0);
+                let compressed = c.int(6)?.unwrap_or(0) != 0;
+                let known = c.int(7)?.map(|to| (lossy_u64(Some(to)), c.int(8)));
+                let mut work = SearchWork {
+                    path: self.root.join(&rel),
+                    run_id: c.text_or_empty(1)?,
+                    session_id: c.text(2)?,
+                    workspace: c.text(3)?.map(|w| crate::normalize_workspace_root(&w)),
+                    rel_path: rel,
+                    from: 0,
+                    line: 1,
+                    file_size,
+                    mtime_ns,
+                    compressed,
+                    session_file: false,
+                };
+                let known = match known {
+                    Some((to, line)) => Some((to, lossy_u64(line?))),
+                    None => {
+                        // Archived or restored: the same run under its other name.
+                        let other = match work.rel_path.strip_suffix(".zst") {
+                            Some(plain) => plain.to_owned(),
+                            None => format!("{}.zst", work.rel_path),
+                        };
+                        match gone.iter().position(|g| *g == other) {
+                            Some(i) => {
+                                gone.swap_remove(i);
+                                conn.execute(
+                                    "UPDATE search_files SET path = ?1 WHERE path = ?2",
+                                    params![work.rel_path, other],
+                                )?;
+                                conn.execute(
+                                    "UPDATE docs SET file = ?1 WHERE file = ?2",
+                                    params![work.rel_path, other],
+                                )?;
+                                plan.renamed += 1;
+                                let mut q = conn.prepare_cached(
+                                    "SELECT path, indexed_to, next_line FROM search_files \
+                                     WHERE path = ?1",
+                                )?;
+                                let mut rows = q.query([&work.rel_path])?;
+                                match rows.next()? {
+                                    Some(r) => {
+                                        let mut c = Cols::new(
+                                            r,
+                                            "search_files",
+                                            &["path", "indexed_to", "next_line"],
+                                        )?;
+                                        Some((lossy_u64(c.int(1)?), lossy_u64(c.int(2)?)))
+                                    }
+                                    None => None,
+                                }
+                            }
+                            None => None,
+                        }
+                    }
+                };
+                if let Some((to, line)) = known {
+                    // An archive holds what was indexed (archiving takes finished runs);
+                    // a file at exactly the indexed length has nothing new: record the new
+                    // size and time without reading it.
+                    if work.compressed || to == work.file_size {
+                        conn.execute(
+                            "UPDATE search_files SET file_size = ?2, mtime_ns = ?3 WHERE path = ?1",
+                            params![work.rel_path, to_i64(work.file_size), work.mtime_ns],
+                        )?;
+                        continue;
+                    }
+                    if to < work.file_size {
+                        work.from = to;
+                        work.line = line.max(1);
+                    }
+                }
+                plan.work.push(work);
+            }
+            gone.extend(self.plan_sessions(conn, &mut plan)?);
+            for g in &gone {
+                conn.execute("DELETE FROM docs WHERE file = ?1", [g])?;
+                conn.execute("DELETE FROM search_files WHERE path = ?1", [g])?;
+            }
+            plan.removed = gone.len() as u64;
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                conn.execute_batch("COMMIT").map_err(err())?;
+                Ok(plan)
+            }
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(err()(e))
+            }
+        }
+    }
+
+    /// Saved sessions that no run log holds (no row of the run index names them): their
+    /// messages files are indexed whole when new or changed (size or modification time; one
+    /// `lstat` each). Returns the session files of the index that no longer qualify (the
+    /// session got a run, or is gone).
+    fn plan_sessions(
+        &self,
+        conn: &Connection,
+        plan: &mut SearchPlan,
+    ) -> rusqlite::Result<Vec<String>> {
+        let mut known: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+        {
+            let mut stmt = conn
+                .prepare("SELECT path, file_size, mtime_ns FROM search_files WHERE run_id = ''")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let mut c = Cols::new(r, "search_files", &["path", "file_size", "mtime_ns"])?;
+                let path = c.text_or_empty(0)?;
+                let size = c.int(1)?.unwrap_or(-1);
+                let mtime = c.int(2)?.unwrap_or(-1);
+                known.insert(path, (size, mtime));
+            }
+        }
+        let mut stmt = conn.prepare(
+            "SELECT s.session_id, s.workspace_root FROM st.session_state s \
+             WHERE NOT EXISTS (SELECT 1 FROM st.runs r WHERE r.session_id = s.session_id) \
+             ORDER BY s.session_id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let mut c = Cols::new(r, "session_state", &["session_id", "workspace_root"])?;
+            let id = c.text_or_empty(0)?;
+            if !session_schema::is_safe_id(&id) {
+                continue;
+            }
+            let rel = format!("messages/{id}.jsonl");
+            let path = self.root.join(&rel);
+            let Ok(md) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !md.is_file() {
+                continue;
+            }
+            let size = to_i64(md.len());
+            let mtime = crate::tree::mtime_ns(&md);
+            let was = known.remove(&rel);
+            if was == Some((size, mtime)) {
+                continue;
+            }
+            plan.work.push(SearchWork {
+                path,
+                run_id: String::new(),
+                session_id: Some(id),
+                workspace: c.text(1)?.map(|w| crate::normalize_workspace_root(&w)),
+                rel_path: rel,
+                from: 0,
+                line: 1,
+                file_size: md.len(),
+                mtime_ns: mtime,
+                compressed: false,
+                session_file: true,
+            });
+        }
+        Ok(known.into_keys().collect())
+    }
+
+    /// Records the documents read from `work`'s file, in one transaction: from offset 0 the
+    /// file's earlier documents are replaced, otherwise those from `work.from` on; the file is
+    /// recorded as indexed up to `indexed_to` (the end of its last complete line) with
+    /// `next_line` the number of the line there.
+    ///
+    /// # Errors
+    /// [`StateError::Db`].
+    pub fn apply(
+        &self,
+        work: &SearchWork,
+        docs: &[SearchDoc],
+        indexed_to: u64,
+        next_line: u64,
+    ) -> Result<()> {
+        self.apply_many(&[IndexedFile {
+            work,
+            docs,
+            indexed_to,
+            next_line,
+        }])
+    }
+
+    /// [`SearchIndex::apply`] for several files in one transaction (FTS5 writes one index
+    /// segment per transaction: a refresh of many small files batches them).
+    ///
+    /// # Errors
+    /// [`StateError::Db`]; nothing of the batch is recorded then.
+    pub fn apply_many(&self, files: &[IndexedFile<'_>]) -> Result<()> {
+        let conn = self.conn.lock();
+        let err = || db_err(&self.path, "write search index");
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
+        let result = files
+            .iter()
+            .try_for_each(|f| apply_one(&conn, f.work, f.docs, f.indexed_to, f.next_line));
+        match result {
+            Ok(()) => conn.execute_batch("COMMIT").map_err(err()),
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(err()(e))
+            }
+        }
+    }
+
+    /// Drops the documents of these run files (paths relative to the root), as `gc` does for
+    /// the runs it moves to the trash. Returns how many files were known.
+    ///
+    /// # Errors
+    /// [`StateError::Db`].
+    pub fn remove_files(&self, rel_paths: &[String]) -> Result<u64> {
+        let conn = self.conn.lock();
+        let err = || db_err(&self.path, "remove from search index");
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
+        let result = (|| -> rusqlite::Result<u64> {
+            let mut n = 0u64;
+            for rel in rel_paths {
+                conn.execute("DELETE FROM docs WHERE file = ?1", [rel])?;
+                n += conn.execute("DELETE FROM search_files WHERE path = ?1", [rel])? as u64;
+            }
+            Ok(n)
+        })();
+        match result {
+            Ok(n) => {
+                conn.execute_batch("COMMIT").map_err(err())?;
+                Ok(n)
+            }
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(err()(e))
+            }
+        }
+    }
+
+    /// Numbers of files and documents.
+    ///
+    /// # Errors
+    /// [`StateError::Db`].
+    pub fn counts(&self) -> Result<SearchCounts> {
+        let conn = self.conn.lock();
+        let err = || db_err(&self.path, "count search index");
+        Ok(SearchCounts {
+            files: lossy_u64(Some(
+                query_int(&conn, "SELECT count(*) FROM search_files", []).map_err(err())?,
+            )),
+            docs: lossy_u64(Some(
+                query_int(&conn, "SELECT count(*) FROM docs", []).map_err(err())?,
+            )),
+        })
+    }
+
+    /// Ranked hits for `q`: first those of the word index by BM25, then those only the
+    /// substring index finds (every query word of three characters or more; shorter words
+    /// are left to the word index), most recently indexed first; at most
+    /// [`SearchQuery::limit`] in all.
+    ///
+    /// # Errors
+    /// [`StateError::SearchQuery`] when an [`SearchQuery::fts`] query is not valid FTS5
+    /// syntax; [`StateError::Db`] otherwise.
+    pub fn search(&self, q: &SearchQuery) -> Result<Vec<SearchHit>> {
+        let expr = if q.fts {
+            Some(q.text.clone())
+        } else {
+            quote_phrases(&q.text)
+        };
+        let Some(expr) = expr else {
+            return Ok(Vec::new());
+        };
+        let limit = q.limit;
+        let conn = self.conn.lock();
+        let mut hits = self.query(&conn, "docs_words", &expr, q, limit, MatchedBy::Words)?;
+        let substring_ok = q.fts || q.text.split_whitespace().all(|w| w.chars().count() >= 3);
+        if substring_ok && (hits.len() as u64) < limit {
+            let key = |h: &SearchHit| (h.rel_path.clone(), h.byte_offset, h.kind.clone());
+            let mut seen: std::collections::BTreeSet<(String, u64, String)> =
+                hits.iter().map(key).collect();
+            let extra = self.query(
+                &conn,
+                "docs_trigram",
+                &expr,
+                q,
+                limit.saturating_add(hits.len() as u64),
+                MatchedBy::Substring,
+            );
+            // Expert syntax the word index took may still not suit trigrams (a prefix query
+            // shorter than three characters): the word hits stand.
+            let extra = match extra {
+                Ok(e) => e,
+                Err(StateError::SearchQuery { .. }) if q.fts => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            for h in extra {
+                if (hits.len() as u64) >= limit {
+                    break;
+                }
+                if seen.insert(key(&h)) {
+                    hits.push(h);
+                }
+            }
+        }
+        Ok(hits)
+    }
+
+    fn query(
+        &self,
+        conn: &Connection,
+        table: &'static str,
+        expr: &str,
+        q: &SearchQuery,
+        limit: u64,
+        by: MatchedBy,
+    ) -> Result<Vec<SearchHit>> {
+        let mut sql = format!(
+            "SELECT f.path, f.run_id, f.session_id, f.workspace, d.byte_offset, d.kind, \
+             d.time_ms, snippet({table}, 0, char(57344), char(57345), '…', 16), {table}.rank \
+             FROM {table} JOIN docs d ON d.id = {table}.rowid JOIN search_files f \
+             ON f.path = d.file WHERE {table} MATCH ?1"
+        );
+        let mut args: Vec<rusqlite::types::Value> = vec![expr.to_owned().into()];
+        let mut arg = |sql: &mut String, cond: &str, v: rusqlite::types::Value| {
+            args.push(v);
+            sql.push_str(&format!(" AND {cond} ?{}", args.len()));
+        };
+        if let Some(s) = &q.session_id {
+            arg(&mut sql, "f.session_id =", s.clone().into());
+        }
+        if let Some(w) = &q.workspace {
+            arg(&mut sql, "f.workspace =", w.clone().into());
+        }
+        if let Some(t) = q.since_ms {
+            arg(&mut sql, "d.time_ms >=", t.into());
+        }
+        if let Some(t) = q.until_ms {
+            arg(&mut sql, "d.time_ms <", t.into());
+        }
+        if !q.kinds.is_empty() {
+            let first = args.len() + 1;
+            for k in &q.kinds {
+                args.push(k.clone().into());
+            }
+            let marks: Vec<String> = (first..=args.len()).map(|i| format!("?{i}")).collect();
+            sql.push_str(&format!(" AND d.kind IN ({})", marks.join(", ")));
+        }
+        args.push(to_i64(limit).into());
+        // Substring hits come newest document first: FTS5 streams its document list in rowid
+        // order and stops at the limit, where ranking would score every match (a trigram
+        // common to every run is scored 100,000 times at 100k runs).
+        let order = match by {
+            MatchedBy::Words => format!("{table}.rank, f.path, d.byte_offset"),
+            MatchedBy::Substring => format!("{table}.rowid DESC"),
+        };
+        sql.push_str(&format!(" ORDER BY {order} LIMIT ?{}", args.len()));
+        const NAMES: &[&str] = &[
+            "path",
+            "run_id",
+            "session_id",
+            "workspace",
+            "byte_offset",
+            "kind",
+            "time_ms",
+            "snippet",
+            "rank",
+        ];
+        let run = || -> rusqlite::Result<Vec<SearchHit>> {
+            let mut stmt = conn.prepare(&sql)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                let mut c = Cols::new(r, "docs", NAMES)?;
+                let score = match c.raw(8)? {
+                    rusqlite::types::ValueRef::Real(f) => f,
+                    rusqlite::types::ValueRef::Integer(i) => i as f64,
+                    _ => 0.0,
+                };
+                out.push(SearchHit {
+                    rel_path: c.text_or_empty(0)?,
+                    run_id: c.text_or_empty(1)?,
+                    session_id: c.text(2)?,
+                    workspace: c.text(3)?,
+                    byte_offset: lossy_u64(c.int(4)?),
+                    kind: c.text_or_empty(5)?,
+                    time_ms: c.int(6)?,
+                    snippet: c.text_or_empty(7)?,
+                    matched_by: by,
+                    score,
+                });
+            }
+            Ok(out)
+        };
+        // Our SQL is fixed; a plain SQLITE_ERROR comes from FTS5 parsing the query
+        // ("unterminated string", "fts5: syntax error near …", "no such column: x").
+        run().map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(ref f, Some(ref msg))
+                if f.code == rusqlite::ErrorCode::Unknown && f.extended_code == 1 =>
+            {
+                StateError::SearchQuery {
+                    query: expr.to_owned(),
+                    message: msg.clone(),
+                }
+            }
+            e => db_err(&self.path, "search")(e),
+        })
+    }
+}
