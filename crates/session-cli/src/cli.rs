@@ -228,7 +228,7 @@ Examples:
   sessions search \"connection refused\"
   sessions search ux-capac --kind tool-output --since 7d
   sessions search 'retry NEAR backoff' --fts --session 5a1e0002
-  sessions search timeout --json | jq -r '.run_id + \" \" + (.byte_offset|tostring)'";
+  sessions search timeout --json | jq -r .byte_offset";
 const EXAMPLES_COMPLETIONS: &str = "\
 Examples:
   sessions completions bash >> ~/.bash_completion

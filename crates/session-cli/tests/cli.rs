@@ -177,7 +177,7 @@ fn help_documents_exit_codes_and_bad_usage_exits_2() {
     assert_eq!(r.code, 0);
     for line in [
         "0  success",
-        "1  verify found problems",
+        "1  findings (not failures): verify found problems",
         "2  usage error",
         "3  not found",
         "4  data or I/O error",

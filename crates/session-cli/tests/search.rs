@@ -84,13 +84,13 @@ fn ranked_hits_grouped_per_run_with_highlighted_snippets() {
   @1279     user        2026-11-26 08:30:00Z
     Summarize [package].json.
 
-7a1e0001-0000-4000-8000-000000000102  session 5a1e0001-0000-4000-8000-000000000001  2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl
-  @4424     tool-output 2026-11-24 09:14:42Z
-    AGENTS.md⏎README.md⏎docs⏎[package].json⏎src⏎
-
 7a1e0003-0000-4000-8000-000000000302  session 5a1e0003-0000-4000-8000-000000000003  2026/11/26/7a1e0003-0000-4000-8000-000000000302.jsonl
   @3240     final       2026-11-26 08:31:16Z
     [package].json declares acme-app 0.3.1 with a `start` script (`node src/index.js…
+
+7a1e0001-0000-4000-8000-000000000102  session 5a1e0001-0000-4000-8000-000000000001  2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl
+  @4460     tool-output 2026-11-24 09:14:42Z
+    ls; cat CHANGELOG.md⏎AGENTS.md⏎README.md⏎docs⏎[package].json⏎src⏎⏎cat: CHANGELOG.md: No…
 
 3 hit(s) in 3 run(s); `sessions show RUN --at OFFSET` opens a transcript at a hit
 "
@@ -105,13 +105,13 @@ fn ranked_hits_grouped_per_run_with_highlighted_snippets() {
                 1279,
                 "user".into()
             ),
-            (RUN_102.into(), 4424, "tool-output".into()),
-            (RUN_102.into(), 9368, "final".into()),
             (
                 "7a1e0003-0000-4000-8000-000000000302".into(),
                 3240,
                 "final".into()
             ),
+            (RUN_102.into(), 4460, "tool-output".into()),
+            (RUN_102.into(), 10046, "final".into()),
         ]
     );
     assert_eq!(hits[0]["snippet"], "Summarize package.json.");
@@ -144,7 +144,7 @@ fn kinds_sessions_and_times_filter() {
                 3240,
                 "final".into()
             ),
-            (RUN_102.into(), 9368, "final".into()),
+            (RUN_102.into(), 10046, "final".into()),
         ]
     );
     assert_eq!(
@@ -158,7 +158,7 @@ fn kinds_sessions_and_times_filter() {
                 1279,
                 "user".into()
             ),
-            (RUN_102.into(), 4424, "tool-output".into()),
+            (RUN_102.into(), 4460, "tool-output".into()),
         ]
     );
     assert_eq!(
@@ -171,8 +171,8 @@ fn kinds_sessions_and_times_filter() {
             ]
         )),
         vec![
-            (RUN_102.into(), 4424, "tool-output".into()),
-            (RUN_102.into(), 9368, "final".into())
+            (RUN_102.into(), 4460, "tool-output".into()),
+            (RUN_102.into(), 10046, "final".into())
         ]
     );
     assert_eq!(
@@ -191,7 +191,7 @@ fn kinds_sessions_and_times_filter() {
             &s.root,
             &["package", "--until", "2026-11-24T09:14:43Z"]
         )),
-        vec![(RUN_102.into(), 4424, "tool-output".into())]
+        vec![(RUN_102.into(), 4460, "tool-output".into())]
     );
 }
 
@@ -201,14 +201,14 @@ fn a_japanese_phrase_inside_a_longer_word_is_found_and_opened() {
     let hits = json_hits(&s.root, &["メッセージ"]);
     assert_eq!(
         keys(&hits),
-        vec![(RUN_102.into(), 5545, "tool-output".into())]
+        vec![(RUN_102.into(), 5997, "tool-output".into())]
     );
     assert_eq!(hits[0]["file"], FILE_102);
     assert_eq!(hits[0]["snippet"], "…  - 挨拶メッセージを改善しました…");
     assert_eq!(hits[0]["highlights"], serde_json::json!([[7, 12]]));
     assert_eq!(hits[0]["matched_by"], "substring");
     // The record at that offset is the start of `show --at`.
-    let (code, out, err) = sessions(&s.root, &["show", RUN_102, "--at", "5545", "--utc"]);
+    let (code, out, err) = sessions(&s.root, &["show", RUN_102, "--at", "5997", "--utc"]);
     assert_eq!(code, 0, "{err}");
     let body: Vec<&str> = out.lines().skip_while(|l| !l.is_empty()).skip(1).collect();
     assert!(body[0].starts_with("09:14:42 tool result"), "{out}");
@@ -219,12 +219,12 @@ fn a_japanese_phrase_inside_a_longer_word_is_found_and_opened() {
 #[test]
 fn show_at_an_offset_where_no_record_starts_is_not_found() {
     let s = sample_store();
-    let (code, _, err) = sessions(&s.root, &["show", RUN_102, "--at", "5546"]);
+    let (code, _, err) = sessions(&s.root, &["show", RUN_102, "--at", "5998"]);
     assert_eq!(code, 3);
     assert_eq!(
         err,
         format!(
-            "sessions: no record of run {RUN_102} starts at byte offset 5546 (the record before it starts at 5545)\n"
+            "sessions: no record of run {RUN_102} starts at byte offset 5998 (the record before it starts at 5997)\n"
         )
     );
     let (code, _, err) = sessions(

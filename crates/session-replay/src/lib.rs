@@ -86,7 +86,8 @@ pub use resume::{
 pub use run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
 pub use stats::{InvocationStats, RunStats, Stats, Tokens, ToolStats, stats};
 pub use tool_output::{
-    EditOutput, ShellOutput, ToolOutputView, tool_output_markdown, view_tool_output,
+    EditOutput, ShellOutput, ToolOutputView, tool_output_markdown, tool_output_text,
+    view_tool_output,
 };
 pub use transcript::{
     Entry, EntryKind, IncompleteReason, Transcript, TranscriptBuilder, describe_retry,

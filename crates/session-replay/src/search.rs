@@ -157,7 +157,8 @@ impl Extractor {
                 AgentEvent::ToolResult(x) => {
                     let id = x.tool_call_id.as_deref().unwrap_or_default();
                     if !self.outputs_seen.contains(id) {
-                        push(DocKind::ToolOutput, x.result.clone().unwrap_or_default());
+                        let text = x.result.as_deref().unwrap_or_default();
+                        push(DocKind::ToolOutput, crate::tool_output_text(text));
                     }
                 }
                 AgentEvent::Final(x) => {
@@ -168,7 +169,7 @@ impl Extractor {
             },
             Record::ToolOutput(o) => {
                 self.outputs_seen.insert(o.tool_call_id.clone());
-                push(DocKind::ToolOutput, o.result_raw.clone());
+                push(DocKind::ToolOutput, crate::tool_output_text(&o.result_raw));
             }
             Record::RunEnd(e) => {
                 if !self.final_seen
@@ -222,7 +223,10 @@ pub fn message_documents(message: &BaseMessage, byte_offset: u64) -> Vec<Documen
         BaseMessage::Reasoning(m) => {
             push(DocKind::Reasoning, m.content.clone().unwrap_or_default())
         }
-        BaseMessage::Tool(m) => push(DocKind::ToolOutput, m.content.plain_text()),
+        BaseMessage::Tool(m) => push(
+            DocKind::ToolOutput,
+            crate::tool_output_text(&m.content.plain_text()),
+        ),
         _ => {}
     }
     out
@@ -342,6 +346,20 @@ mod tests {
             r#"{{"type":"llm.request",{R},"seq":1,"input":{{"messages":[{{"role":"user","content":"secret history"}}]}}}}"#
         ));
         assert_eq!(x.documents(&r, 0), vec![]);
+    }
+
+    #[test]
+    fn shell_results_are_indexed_as_their_text() {
+        let mut e = Extractor::new();
+        let docs = e.documents(
+            &rec(
+                r#"{"type":"tool.output","run_id":"r","ts":"2026-11-24T09:14:42.000Z","tool":"shell","tool_call_id":"c1","result_raw":"{\"key\":\"k\",\"state\":\"completed\",\"command\":\"ls\",\"exit_code\":0,\"stdout\":\"AGENTS.md\\nREADME.md\\n\",\"stderr\":\"\"}"}"#,
+            ),
+            7,
+        );
+        assert_eq!(docs.len(), 1);
+        assert_eq!(docs[0].kind, DocKind::ToolOutput);
+        assert_eq!(docs[0].text, "ls\nAGENTS.md\nREADME.md\n");
     }
 
     #[test]

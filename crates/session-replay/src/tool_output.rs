@@ -90,6 +90,29 @@ pub struct EditOutput {
     pub other: Vec<(String, String)>,
 }
 
+/// The text of a tool result as people read it, for search: a shell result's command, stdout
+/// and stderr, an edit's summary and diff (their JSON escapes decoded, so `\n` separates
+/// words instead of gluing `n` to the next one); any other result as stored.
+pub fn tool_output_text(output: &str) -> String {
+    match view_tool_output(output) {
+        ToolOutputView::Shell(s) => {
+            let mut text = s.command.unwrap_or_default();
+            for part in [s.stdout, s.stderr] {
+                if !part.is_empty() {
+                    text.push('\n');
+                    text.push_str(&part);
+                }
+            }
+            text
+        }
+        ToolOutputView::Edit(e) => match e.summary {
+            Some(summary) => format!("{summary}\n{}", e.diff),
+            None => e.diff,
+        },
+        ToolOutputView::Text | ToolOutputView::Json { .. } => output.to_owned(),
+    }
+}
+
 /// Sorts a tool result's text into the shape to render (see [`ToolOutputView`]). Never fails:
 /// text that is not JSON, or JSON of no known shape, is [`ToolOutputView::Text`] or
 /// [`ToolOutputView::Json`].
