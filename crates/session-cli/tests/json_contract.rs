@@ -394,6 +394,22 @@ fn schema_refuses_lines_outside_the_contract() {
     edit(&action, &|m| {
         m.insert("status".into(), "maybe".into());
     });
+    // `storage` once wrote its totals as `type: "total"`, and `session` rows of its own.
+    let storage = serde_json::json!({
+        "type": "summary", "command": "storage", "root": "/s", "bytes": 3, "run_files": 1,
+        "run_bytes": 1, "archived_files": 0, "archived_bytes": 0, "messages_files": 1,
+        "messages_bytes": 1, "legacy_files": 0, "legacy_bytes": 0, "state_db_bytes": 1,
+        "trash_files": 0, "trash_bytes": 0
+    });
+    assert!(validator.is_valid(&storage));
+    edit(&storage, &|m| {
+        m.insert("type".into(), "total".into());
+        m.remove("command");
+    });
+    refused.push(serde_json::json!({
+        "type": "session", "session_id": "s", "title": null, "bytes": 1, "runs": 0,
+        "run_bytes": 0, "messages_bytes": 1, "legacy_bytes": 0
+    }));
     for v in &refused {
         assert!(!validator.is_valid(v), "accepted: {v}");
     }
