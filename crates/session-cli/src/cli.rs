@@ -330,7 +330,7 @@ pub(crate) struct DeleteArgs {
     /// Show what would move without moving anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    /// One JSON object per moved item.
+    /// One JSON object per line: an action per item, then a summary naming the trash batch.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -345,7 +345,7 @@ pub(crate) struct RestoreArgs {
     /// Show what would be restored without restoring anything.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    /// One JSON object per restored item.
+    /// One JSON object per line: an action per item, then a summary.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -375,7 +375,7 @@ pub(crate) struct StorageArgs {
     /// Rows of the day and session tables (the largest sessions, the latest days).
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = count_arg)]
     pub(crate) limit: usize,
-    /// One JSON object per line: a total, then days, sessions and trash batches.
+    /// One JSON object per line: days, sessions and trash batches, then the totals.
     #[arg(long)]
     pub(crate) json: bool,
 }

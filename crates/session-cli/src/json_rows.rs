@@ -52,8 +52,14 @@ pub(crate) enum Row {
     IndexChange(IndexChangeRow),
     /// `stats --json`: the totals of one group.
     StatsGroup(StatsGroupRow),
-    /// The last line of `history`, `verify`, `reindex` and `stats --json`: totals of the
-    /// whole answer.
+    /// `storage --json`: the run files of one day.
+    StorageDay(StorageDayRow),
+    /// `storage --json`: the bytes of one session (or of the runs of no session).
+    StorageSession(StorageSessionRow),
+    /// `storage --json`: one trash batch.
+    StorageBatch(StorageBatchRow),
+    /// The last line of `history`, `verify`, `reindex`, `stats`, `storage`, `delete` and
+    /// `restore --json`: totals of the whole answer.
     Summary(SummaryRow),
     /// `replay`: the exact prompt of one invocation.
     Prompt(PromptRow),
@@ -538,6 +544,12 @@ pub(crate) enum SummaryRow {
     Reindex(ReindexSummary),
     /// `stats`: the totals over every group.
     Stats(StatsSummary),
+    /// `storage`: the bytes of the whole store, by area.
+    Storage(StorageSummary),
+    /// `delete`: what went (or, with `--dry-run`, would go) into the trash, and what stayed.
+    Delete(DeleteSummary),
+    /// `restore`: what came (or would come) back from the trash batch.
+    Restore(RestoreSummary),
 }
 
 /// `history`'s summary.
@@ -635,6 +647,125 @@ pub(crate) enum MatchedBy {
     Words,
     /// The trigram index (a substring, newest first).
     Substring,
+}
+
+/// `storage`: the run files of one day of the run tree (`YYYY/MM/DD/`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct StorageDayRow {
+    /// The day of the run tree's directory, `YYYY-MM-DD`.
+    pub(crate) day: String,
+    /// Run files of the day (`.jsonl` and `.jsonl.zst`).
+    pub(crate) runs: u64,
+    /// Their size on disk in bytes.
+    pub(crate) bytes: u64,
+    /// Of them, archived run files (`.jsonl.zst`).
+    pub(crate) archived_runs: u64,
+    /// The archived files' size on disk in bytes.
+    pub(crate) archived_bytes: u64,
+}
+
+/// `storage`: the bytes of one session: its run files, its message log and its legacy
+/// snapshot. The run files that belong to no session are one row with `session_id: null`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct StorageSessionRow {
+    /// The session id; `null` for the run files of no session.
+    pub(crate) session_id: Option<String>,
+    /// The session's title (`sessions name`), or `null`.
+    pub(crate) title: Option<String>,
+    /// All of the session's bytes: `run_bytes + messages_bytes + legacy_bytes`.
+    pub(crate) bytes: u64,
+    /// Its run files (by the run index, or the file's header).
+    pub(crate) runs: u64,
+    /// Their size on disk in bytes.
+    pub(crate) run_bytes: u64,
+    /// The size of `messages/<id>.jsonl` in bytes (0 when there is none).
+    pub(crate) messages_bytes: u64,
+    /// The size of a legacy `state/<id>.json` snapshot in bytes (0 when there is none).
+    pub(crate) legacy_bytes: u64,
+}
+
+/// `storage`: one trash batch (`trash/<batch>/`, what `delete` and `gc` moved there).
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct StorageBatchRow {
+    /// The batch's name (its directory under `trash/`; `restore` takes it).
+    pub(crate) batch: String,
+    /// Files in it, its manifest included.
+    pub(crate) files: u64,
+    /// Their size in bytes.
+    pub(crate) bytes: u64,
+}
+
+/// `storage`'s summary: the bytes of the whole store, by area (sizes on disk, links counted
+/// by their own size).
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct StorageSummary {
+    /// The store root (absolute path).
+    pub(crate) root: String,
+    /// All of it: `run_bytes + messages_bytes + legacy_bytes + state_db_bytes +
+    /// trash_bytes`.
+    pub(crate) bytes: u64,
+    /// Run files under the run tree (`.jsonl` and `.jsonl.zst`).
+    pub(crate) run_files: u64,
+    /// Their bytes.
+    pub(crate) run_bytes: u64,
+    /// Of them, archived run files (`.jsonl.zst`).
+    pub(crate) archived_files: u64,
+    /// Their bytes.
+    pub(crate) archived_bytes: u64,
+    /// Message logs (`messages/<id>.jsonl`).
+    pub(crate) messages_files: u64,
+    /// Their bytes.
+    pub(crate) messages_bytes: u64,
+    /// Legacy snapshots (`state/<id>.json`).
+    pub(crate) legacy_files: u64,
+    /// Their bytes.
+    pub(crate) legacy_bytes: u64,
+    /// `state.db` with its `-wal` and `-shm` files, in bytes.
+    pub(crate) state_db_bytes: u64,
+    /// Files in the trash (every batch).
+    pub(crate) trash_files: u64,
+    /// Their bytes.
+    pub(crate) trash_bytes: u64,
+}
+
+/// `delete`'s summary, after its `action` lines.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct DeleteSummary {
+    /// The trash batch the items went to (its name under `trash/`, what `restore` takes);
+    /// with `--dry-run` the name it would have; `null` when nothing moved.
+    pub(crate) batch: Option<String>,
+    /// Whether this was `--dry-run` (nothing moved; the counts are the plan).
+    pub(crate) dry_run: bool,
+    /// Run files moved into the trash.
+    pub(crate) runs: u64,
+    /// Their size in bytes.
+    pub(crate) bytes: u64,
+    /// Sessions moved into the trash.
+    pub(crate) sessions: u64,
+    /// Runs kept because a writer holds them.
+    pub(crate) kept_locked: u64,
+    /// Sessions kept because they are open (another holder has their lease, or a writer has
+    /// one of their runs open).
+    pub(crate) kept_open: u64,
+    /// Runs and sessions kept because they changed since they were read.
+    pub(crate) kept_changed: u64,
+    /// Sessions whose move failed (kept; the command exits 4).
+    pub(crate) failed: u64,
+}
+
+/// `restore`'s summary, after its `action` lines.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct RestoreSummary {
+    /// The trash batch restored from (its name under `trash/`).
+    pub(crate) batch: String,
+    /// Whether this was `--dry-run` (nothing restored; the counts are the plan).
+    pub(crate) dry_run: bool,
+    /// Run files put back.
+    pub(crate) runs: u64,
+    /// Sessions put back.
+    pub(crate) sessions: u64,
+    /// Whether the batch is gone (nothing was left in it but its manifest).
+    pub(crate) batch_removed: bool,
 }
 
 /// `replay`: the exact prompt sent at one invocation.

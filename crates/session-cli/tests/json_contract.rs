@@ -113,6 +113,8 @@ fn types_of(command: &str) -> &'static [&'static str] {
         "history" => &["event", "summary"],
         "verify" => &["finding", "summary"],
         "repair" | "gc" => &["action"],
+        "delete" | "restore" => &["action", "summary"],
+        "storage" => &["storage_day", "storage_session", "storage_batch", "summary"],
         "archive" | "unarchive" => &["action", "note"],
         "reindex" => &["index_change", "summary"],
         "stats" => &["stats_group", "summary"],
@@ -214,8 +216,11 @@ fn every_command(validator: &jsonschema::Validator, src: &Path, seen: &mut BTree
         .sum();
         assert_eq!(counted, summary["runs"].as_u64().unwrap(), "{summary}");
     }
+    managing(&root, &mut run, &session_ids[0]);
     run(&["repair", "--dry-run", "--json"]);
     run(&["gc", "--older-than", "1d", "--dry-run", "--json"]);
+    run(&["gc", "--keep-last", "1", "--dry-run", "--json"]);
+    run(&["gc", "--max-size", "1K", "--dry-run", "--json"]);
     run(&["archive", "--older-than", "1d", "--dry-run", "--json"]);
     run(&["gc", "--empty-trash", "--json"]);
     run(&["repair", "--json"]);
@@ -223,6 +228,91 @@ fn every_command(validator: &jsonschema::Validator, src: &Path, seen: &mut BTree
     run(&["unarchive", "--all", "--dry-run", "--json"]);
     run(&["unarchive", "--all", "--json"]);
     run(&["gc", "--older-than", "1d", "--json"]);
+}
+
+/// The commands that manage history, on `session`: a title and a pin show in `sessions` and
+/// `storage`; `delete` and `restore` end with a summary naming the trash batch, which
+/// `storage` lists while it exists.
+fn managing(root: &Path, run: &mut dyn FnMut(&[&str]) -> Vec<Value>, session: &str) {
+    // `name`, `pin` and `unpin` write one line of text and have no `--json`.
+    for args in [&["name", session, "contract check"][..], &["pin", session]] {
+        let out = sessions(root, args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+    }
+    let listed = run(&["sessions", "--all", "--json"]);
+    let row = listed.iter().find(|l| l["session_id"] == session).unwrap();
+    assert_eq!(row["title"], "contract check", "{row}");
+    assert_eq!(row["pinned"], true, "{row}");
+    let out = sessions(root, &["unpin", session]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let storage = run(&["storage", "--json"]);
+    let summary = storage.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["command"], "storage");
+    assert_eq!(summary["trash_bytes"], 0, "{summary}");
+    let row = storage
+        .iter()
+        .find(|l| l["type"] == "storage_session" && l["session_id"] == session)
+        .unwrap();
+    assert_eq!(row["title"], "contract check", "{row}");
+    let day_runs: u64 = storage
+        .iter()
+        .filter(|l| l["type"] == "storage_day")
+        .map(|l| l["runs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        day_runs,
+        summary["run_files"].as_u64().unwrap(),
+        "{storage:?}"
+    );
+
+    let plan = run(&["delete", session, "--dry-run", "--json"]);
+    let planned = plan.last().unwrap();
+    assert_eq!(planned["command"], "delete", "{plan:?}");
+    assert_eq!(planned["dry_run"], true);
+    assert_eq!(planned["sessions"], 1, "{planned}");
+    let moved = run(&["delete", session, "--json"]);
+    let summary = moved.last().unwrap();
+    assert_eq!(summary["command"], "delete", "{moved:?}");
+    assert_eq!(summary["dry_run"], false);
+    assert_eq!(summary["sessions"], 1, "{summary}");
+    assert_eq!(summary["runs"], planned["runs"], "{summary}");
+    assert_eq!(
+        summary["batch"], planned["batch"],
+        "the dry run names the same batch"
+    );
+    let batch = summary["batch"].as_str().unwrap().to_owned();
+    assert!(root.join("trash").join(&batch).is_dir(), "{summary}");
+    assert_eq!(
+        moved.len() as u64,
+        1 + summary["runs"].as_u64().unwrap() + 1
+    );
+
+    let storage = run(&["storage", "--json"]);
+    let row = storage
+        .iter()
+        .find(|l| l["type"] == "storage_batch")
+        .unwrap();
+    assert_eq!(row["batch"], batch.as_str(), "{row}");
+    assert_eq!(
+        storage.last().unwrap()["trash_bytes"],
+        row["bytes"],
+        "{storage:?}"
+    );
+
+    let plan = run(&["restore", &batch, "--dry-run", "--json"]);
+    let planned = plan.last().unwrap();
+    assert_eq!(planned["command"], "restore", "{plan:?}");
+    assert_eq!(planned["batch_removed"], false, "{planned}");
+    let back = run(&["restore", &batch, "--json"]);
+    let summary = back.last().unwrap();
+    assert_eq!(summary["command"], "restore", "{back:?}");
+    assert_eq!(summary["batch"], batch.as_str());
+    assert_eq!(summary["sessions"], 1, "{summary}");
+    assert_eq!(summary["runs"], planned["runs"], "{summary}");
+    assert_eq!(summary["batch_removed"], true, "{summary}");
+    assert!(!root.join("trash").join(&batch).exists());
 }
 
 #[test]
@@ -314,6 +404,22 @@ fn schema_refuses_lines_outside_the_contract() {
     edit(&action, &|m| {
         m.insert("status".into(), "maybe".into());
     });
+    // `storage` once wrote its totals as `type: "total"`, and `session` rows of its own.
+    let storage = serde_json::json!({
+        "type": "summary", "command": "storage", "root": "/s", "bytes": 3, "run_files": 1,
+        "run_bytes": 1, "archived_files": 0, "archived_bytes": 0, "messages_files": 1,
+        "messages_bytes": 1, "legacy_files": 0, "legacy_bytes": 0, "state_db_bytes": 1,
+        "trash_files": 0, "trash_bytes": 0
+    });
+    assert!(validator.is_valid(&storage));
+    edit(&storage, &|m| {
+        m.insert("type".into(), "total".into());
+        m.remove("command");
+    });
+    refused.push(serde_json::json!({
+        "type": "session", "session_id": "s", "title": null, "bytes": 1, "runs": 0,
+        "run_bytes": 0, "messages_bytes": 1, "legacy_bytes": 0
+    }));
     for v in &refused {
         assert!(!validator.is_valid(v), "accepted: {v}");
     }

@@ -194,12 +194,64 @@ fn delete_moves_a_session_with_its_runs_and_restore_puts_everything_back() {
             ("restore_session", S4),
         ])
     );
+    assert_eq!(
+        json_lines(&out).last().unwrap(),
+        &serde_json::json!({
+            "type": "summary", "command": "restore", "batch": BATCH, "dry_run": false,
+            "runs": 2, "sessions": 1, "batch_removed": true
+        })
+    );
     // Everything is back byte for byte, and the emptied batch is gone.
     assert_same(&files(&s.root), &before, "restored");
     assert!(!s.root.join("trash").exists());
     assert!(session_ids(&s.root).contains(S4));
     let runs = json_lines(&ok(&s.root, &["runs", "--session", S4, "--json"]));
     assert_eq!(runs.iter().filter(|r| r["run_id"].is_string()).count(), 2);
+}
+
+/// `delete --json` ends with a summary naming the trash batch (the name `restore` takes),
+/// the same in the plan as in the move; restoring one run of it leaves the batch in place.
+#[test]
+fn delete_json_ends_with_a_summary_naming_the_batch() {
+    let s = sample_store();
+    let bytes: u64 = S4_RUNS
+        .iter()
+        .map(|p| std::fs::metadata(s.root.join(p)).unwrap().len())
+        .sum();
+    let want = |dry_run: bool| {
+        serde_json::json!({
+            "type": "summary", "command": "delete", "batch": BATCH, "dry_run": dry_run,
+            "runs": 2, "bytes": bytes, "sessions": 1, "kept_locked": 0, "kept_open": 0,
+            "kept_changed": 0, "failed": 0
+        })
+    };
+    let plan = json_lines(&ok(&s.root, &["delete", S4, "--dry-run", "--json"]));
+    assert_eq!(plan.len(), 4, "{plan:?}");
+    assert_eq!(plan[3], want(true));
+    let moved = json_lines(&ok(&s.root, &["delete", S4, "--json"]));
+    assert_eq!(moved.len(), 4, "{moved:?}");
+    assert!(
+        moved[..3].iter().all(|a| a["status"] == "done"),
+        "{moved:?}"
+    );
+    assert_eq!(moved[3], want(false));
+    // Nothing left to delete: no batch.
+    let out = run_in(&s.root, &["delete", S4, "--json"]);
+    assert_eq!(out.code, 3, "{}", out.err);
+    assert_eq!(out.out, "");
+
+    let back = json_lines(&ok(
+        &s.root,
+        &["restore", "7a1e0004-0000-4000-8000-000000000401", "--json"],
+    ));
+    assert_eq!(
+        back.last().unwrap(),
+        &serde_json::json!({
+            "type": "summary", "command": "restore", "batch": BATCH, "dry_run": false,
+            "runs": 1, "sessions": 0, "batch_removed": false
+        })
+    );
+    assert!(s.root.join("trash").join(BATCH).is_dir());
 }
 
 #[test]
@@ -209,8 +261,16 @@ fn restore_of_one_run_leaves_the_rest_of_the_batch() {
     ok(&s.root, &["delete", "@slow check"]);
     let before = files(&s.root);
     let out = ok(&s.root, &["restore", BATCH, "--dry-run", "--json"]);
-    assert_eq!(json_lines(&out).len(), 3);
-    assert!(json_lines(&out).iter().all(|a| a["status"] == "planned"));
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[..3].iter().all(|a| a["status"] == "planned"), "{out}");
+    assert_eq!(
+        lines[3],
+        serde_json::json!({
+            "type": "summary", "command": "restore", "batch": BATCH, "dry_run": true,
+            "runs": 2, "sessions": 1, "batch_removed": false
+        })
+    );
     assert_same(&files(&s.root), &before, "restore --dry-run");
     let out = ok(
         &s.root,
@@ -411,14 +471,14 @@ fn keep_last_keeps_the_newest_sessions_and_moves_the_rest() {
 fn max_size_moves_the_oldest_until_the_store_fits() {
     let s = sample_store();
     let lines = json_lines(&ok(&s.root, &["storage", "--json"]));
-    let total = &lines[0];
+    let total = lines.last().unwrap();
     let kept_bytes = total["run_bytes"].as_u64().unwrap()
         + total["messages_bytes"].as_u64().unwrap()
         + total["legacy_bytes"].as_u64().unwrap();
     let session_bytes = |id: &str| {
         lines
             .iter()
-            .find(|l| l["type"] == "session" && l["session_id"] == id)
+            .find(|l| l["type"] == "storage_session" && l["session_id"] == id)
             .unwrap()["bytes"]
             .as_u64()
             .unwrap()
@@ -470,8 +530,10 @@ fn storage_reports_bytes_by_area_day_session_and_trash_batch() {
             .sum()
     };
     let lines = json_lines(&ok(&s.root, &["storage", "--json"]));
-    let total = &lines[0];
-    assert_eq!(total["type"], "total");
+    let total = lines.last().unwrap();
+    assert_eq!(total["type"], "summary");
+    assert_eq!(total["command"], "storage");
+    assert_eq!(total["root"], s.root.to_string_lossy().as_ref());
     assert_eq!(total["run_files"], 10);
     assert_eq!(total["run_bytes"], size(&|p| p.starts_with("2026/")));
     assert_eq!(total["messages_files"], 7);
@@ -484,13 +546,13 @@ fn storage_reports_bytes_by_area_day_session_and_trash_batch() {
     assert_eq!(total["trash_bytes"], 0);
     let day = lines
         .iter()
-        .find(|l| l["type"] == "day" && l["day"] == "2026-11-27")
+        .find(|l| l["type"] == "storage_day" && l["day"] == "2026-11-27")
         .unwrap();
     assert_eq!(day["runs"], 2);
     assert_eq!(day["bytes"], size(&|p| p.starts_with("2026/11/27/")));
     let s4 = lines
         .iter()
-        .find(|l| l["type"] == "session" && l["session_id"] == S4)
+        .find(|l| l["type"] == "storage_session" && l["session_id"] == S4)
         .unwrap();
     assert_eq!(s4["runs"], 2);
     assert_eq!(s4["run_bytes"], size(&|p| p.starts_with("2026/11/27/")));
@@ -501,20 +563,20 @@ fn storage_reports_bytes_by_area_day_session_and_trash_batch() {
     // Sessions come largest first.
     let sizes: Vec<u64> = lines
         .iter()
-        .filter(|l| l["type"] == "session")
+        .filter(|l| l["type"] == "storage_session")
         .map(|l| l["bytes"].as_u64().unwrap())
         .collect();
     assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
 
     ok(&s.root, &["delete", S4]);
     let lines = json_lines(&ok(&s.root, &["storage", "--json"]));
-    let batch = lines.iter().find(|l| l["type"] == "trash_batch").unwrap();
+    let batch = lines.iter().find(|l| l["type"] == "storage_batch").unwrap();
     assert_eq!(batch["batch"], BATCH);
     assert_eq!(
         batch["files"], 5,
         "2 runs, the manifest, the snapshot and the messages copy"
     );
-    assert_eq!(lines[0]["run_files"], 8);
+    assert_eq!(lines.last().unwrap()["run_files"], 8);
     let text = ok(&s.root, &["storage"]);
     assert!(
         text.contains(&format!("{BATCH}{}5", " ".repeat(12))),

@@ -15,7 +15,9 @@ use super::state::{open_store, open_store_read_only, state_err};
 use crate::Ctx;
 use crate::cli::{NameArgs, PinArgs, StorageArgs};
 use crate::error::{CliError, EXIT_OK, one_line};
-use crate::jsonw::JsonObj;
+use crate::json_rows::{
+    Row, StorageBatchRow, StorageDayRow, StorageSessionRow, StorageSummary, SummaryRow, write_row,
+};
 use crate::style::{Paint, bytes as fmt_bytes, pad};
 
 /// The labels of the store, or none when there is no `state.db` yet.
@@ -290,7 +292,10 @@ struct DayBytes {
 }
 
 /// `sessions storage`: bytes by area (runs, archives, messages, legacy snapshots,
-/// `state.db`, trash), by day, by session (largest first) and by trash batch.
+/// `state.db`, trash), by day, by session (largest first) and by trash batch. With `--json`
+/// (docs/cli-json.md): a `storage_day` row per day (oldest first), a `storage_session` row
+/// per session (largest first; every one, `--limit` cuts only the text tables), a
+/// `storage_batch` row per trash batch, then the `summary` (`command: "storage"`).
 pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliError> {
     super::state::check_root(ctx)?;
     let root = ctx.root.path.clone();
@@ -391,58 +396,54 @@ pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliE
     let mut by_size: Vec<(&String, &SessionBytes)> = sessions.iter().collect();
     by_size.sort_by(|a, b| b.1.total().cmp(&a.1.total()).then(a.0.cmp(b.0)));
     if args.json {
-        let mut o = JsonObj::new();
-        o.str("type", "total");
-        o.str("root", &root.to_string_lossy());
-        o.unum("bytes", total);
-        o.unum("run_files", run_files);
-        o.unum("run_bytes", run_bytes);
-        o.unum("archived_files", archived);
-        o.unum("archived_bytes", archived_bytes);
-        o.unum("messages_files", messages_files);
-        o.unum("messages_bytes", messages_bytes);
-        o.unum("legacy_files", legacy_files);
-        o.unum("legacy_bytes", legacy_bytes);
-        o.unum("state_db_bytes", db_bytes);
-        o.unum("trash_files", trash_files);
-        o.unum("trash_bytes", trash_bytes);
-        writeln!(ctx.out, "{}", o.finish())?;
         for (day, d) in &days {
-            let mut o = JsonObj::new();
-            o.str("type", "day");
-            o.str("day", day);
-            o.unum("runs", d.runs);
-            o.unum("bytes", d.bytes);
-            o.unum("archived_runs", d.archived);
-            o.unum("archived_bytes", d.archived_bytes);
-            writeln!(ctx.out, "{}", o.finish())?;
+            let row = StorageDayRow {
+                day: day.clone(),
+                runs: d.runs,
+                bytes: d.bytes,
+                archived_runs: d.archived,
+                archived_bytes: d.archived_bytes,
+            };
+            write_row(ctx.out, &Row::StorageDay(row))?;
         }
         let rows = by_size.iter().map(|(id, b)| (Some(id.as_str()), *b));
         let rows = rows.chain((no_session.runs > 0).then_some((None, &no_session)));
         for (id, b) in rows {
-            let mut o = JsonObj::new();
-            o.str("type", "session");
-            o.opt_str("session_id", id);
-            o.opt_str(
-                "title",
-                id.and_then(|i| titles.get(i))
-                    .and_then(|l| l.title.as_deref()),
-            );
-            o.unum("bytes", b.total());
-            o.unum("runs", b.runs);
-            o.unum("run_bytes", b.run_bytes);
-            o.unum("messages_bytes", b.messages_bytes);
-            o.unum("legacy_bytes", b.legacy_bytes);
-            writeln!(ctx.out, "{}", o.finish())?;
+            let row = StorageSessionRow {
+                session_id: id.map(str::to_owned),
+                title: id.and_then(|i| titles.get(i)).and_then(|l| l.title.clone()),
+                bytes: b.total(),
+                runs: b.runs,
+                run_bytes: b.run_bytes,
+                messages_bytes: b.messages_bytes,
+                legacy_bytes: b.legacy_bytes,
+            };
+            write_row(ctx.out, &Row::StorageSession(row))?;
         }
         for (name, files, bytes) in &batches {
-            let mut o = JsonObj::new();
-            o.str("type", "trash_batch");
-            o.str("batch", name);
-            o.unum("files", *files);
-            o.unum("bytes", *bytes);
-            writeln!(ctx.out, "{}", o.finish())?;
+            let row = StorageBatchRow {
+                batch: name.clone(),
+                files: *files,
+                bytes: *bytes,
+            };
+            write_row(ctx.out, &Row::StorageBatch(row))?;
         }
+        let summary = StorageSummary {
+            root: root.to_string_lossy().into_owned(),
+            bytes: total,
+            run_files,
+            run_bytes,
+            archived_files: archived,
+            archived_bytes,
+            messages_files,
+            messages_bytes,
+            legacy_files,
+            legacy_bytes,
+            state_db_bytes: db_bytes,
+            trash_files,
+            trash_bytes,
+        };
+        write_row(ctx.out, &Row::Summary(SummaryRow::Storage(summary)))?;
         return Ok(EXIT_OK);
     }
     let s = ctx.style;

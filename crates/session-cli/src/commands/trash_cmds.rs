@@ -20,14 +20,18 @@ use super::state::{refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{DeleteArgs, RestoreArgs};
 use crate::error::{CliError, EXIT_OK, one_line};
-use crate::json_rows::{ActionKind, ActionStatus};
+use crate::json_rows::{
+    ActionKind, ActionStatus, DeleteSummary, RestoreSummary, Row, SummaryRow, write_row,
+};
 use crate::jsonw::JsonObj;
 use crate::store::rel;
 use crate::style::bytes as fmt_bytes;
 
 /// `sessions delete ID…`: each id names a run (that run) or a session (the session and every
 /// run of it); all go into one trash batch. An id that names nothing is not found (3) and
-/// nothing moves; a pinned session (or a run of one) is refused (2) until unpinned.
+/// nothing moves; a pinned session (or a run of one) is refused (2) until unpinned. With
+/// `--json`: an `action` row per item, then the `summary` (`command: "delete"`, naming the
+/// batch).
 pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliError> {
     if ctx.read_only && !args.dry_run {
         return Err(CliError::Usage(
@@ -120,7 +124,24 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
         args.dry_run,
         args.json,
     )?;
-    if !args.json {
+    if args.json {
+        let batch = (moved.runs > 0 || moved.sessions > 0)
+            .then(|| moved.batch.file_name())
+            .flatten()
+            .map(|n| n.to_string_lossy().into_owned());
+        let summary = DeleteSummary {
+            batch,
+            dry_run: args.dry_run,
+            runs: count(moved.runs),
+            bytes: moved.bytes,
+            sessions: count(moved.sessions),
+            kept_locked: count(moved.kept_locked),
+            kept_open: count(moved.kept_open + kept_sessions),
+            kept_changed: count(moved.kept_changed),
+            failed: count(moved.failures),
+        };
+        write_row(ctx.out, &Row::Summary(SummaryRow::Delete(summary)))?;
+    } else {
         let root = ctx.root.path.clone();
         let verb = if args.dry_run { "would move" } else { "moved" };
         let whereto = if moved.runs == 0 && moved.sessions == 0 {
@@ -163,6 +184,12 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
         )?;
     }
     moved.result()
+}
+
+/// A count of items as a JSON number (`usize` is never wider than 64 bits on the targets
+/// this builds for; saturates otherwise).
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// Whether `path` is an archived run (`.jsonl.zst`).
@@ -276,7 +303,8 @@ fn batches(root: &Path) -> Result<Vec<PathBuf>, CliError> {
 
 /// `sessions restore BATCH|ID`: every item of a trash batch still in the trash, or the newest
 /// trash copy of one run (that run) or session (the session and its runs of the same batch;
-/// `@title` names a session by the title it had).
+/// `@title` names a session by the title it had). With `--json`: an `action` row per item,
+/// then the `summary` (`command: "restore"`).
 pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliError> {
     if ctx.read_only && !args.dry_run {
         return Err(CliError::Usage(
@@ -472,6 +500,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
             }
         }
     }
+    let mut batch_removed = false;
     if !args.dry_run {
         if runs > 0 {
             refresh_index(ctx, &store)?;
@@ -481,9 +510,22 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
             let _ = fs::remove_file(&manifest);
             remove_empty_dirs(&batch);
             let _ = fs::remove_dir(root.join(TRASH_DIR));
+            batch_removed = !batch.exists();
         }
     }
-    if !args.json {
+    if args.json {
+        let summary = RestoreSummary {
+            batch: batch
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            dry_run: args.dry_run,
+            runs: count(runs),
+            sessions: count(sessions),
+            batch_removed,
+        };
+        write_row(ctx.out, &Row::Summary(SummaryRow::Restore(summary)))?;
+    } else {
         let verb = if args.dry_run {
             "would restore"
         } else {
