@@ -627,7 +627,7 @@ pub(crate) struct SearchHitRow {
     /// Byte offset of the record's line in `file` (`show RUN --at OFFSET` opens it there).
     pub(crate) byte_offset: u64,
     /// What the text is: `user`, `assistant`, `reasoning`, `tool_call`, `tool_output` or
-    /// `final`.
+    /// `final` (the `--kind` names, snake_case).
     pub(crate) kind: String,
     /// The record's time (RFC 3339), where known.
     pub(crate) time: Option<String>,

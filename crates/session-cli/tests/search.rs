@@ -110,7 +110,7 @@ fn ranked_hits_grouped_per_run_with_highlighted_snippets() {
                 3240,
                 "final".into()
             ),
-            (RUN_102.into(), 4460, "tool-output".into()),
+            (RUN_102.into(), 4460, "tool_output".into()),
             (RUN_102.into(), 10046, "final".into()),
         ]
     );
@@ -158,7 +158,7 @@ fn kinds_sessions_and_times_filter() {
                 1279,
                 "user".into()
             ),
-            (RUN_102.into(), 4460, "tool-output".into()),
+            (RUN_102.into(), 4460, "tool_output".into()),
         ]
     );
     assert_eq!(
@@ -171,7 +171,7 @@ fn kinds_sessions_and_times_filter() {
             ]
         )),
         vec![
-            (RUN_102.into(), 4460, "tool-output".into()),
+            (RUN_102.into(), 4460, "tool_output".into()),
             (RUN_102.into(), 10046, "final".into())
         ]
     );
@@ -191,7 +191,7 @@ fn kinds_sessions_and_times_filter() {
             &s.root,
             &["package", "--until", "2026-11-24T09:14:43Z"]
         )),
-        vec![(RUN_102.into(), 4460, "tool-output".into())]
+        vec![(RUN_102.into(), 4460, "tool_output".into())]
     );
 }
 
@@ -201,7 +201,7 @@ fn a_japanese_phrase_inside_a_longer_word_is_found_and_opened() {
     let hits = json_hits(&s.root, &["メッセージ"]);
     assert_eq!(
         keys(&hits),
-        vec![(RUN_102.into(), 5997, "tool-output".into())]
+        vec![(RUN_102.into(), 5997, "tool_output".into())]
     );
     assert_eq!(hits[0]["file"], FILE_102);
     assert_eq!(hits[0]["snippet"], "…  - 挨拶メッセージを改善しました…");

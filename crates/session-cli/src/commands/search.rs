@@ -249,7 +249,8 @@ fn hit_row(h: &SearchHit) -> SearchHitRow {
         workspace: h.workspace.clone(),
         file: h.rel_path.clone(),
         byte_offset: h.byte_offset,
-        kind: h.kind.clone(),
+        // snake_case like every value of the JSON contract (`--kind` takes `tool-output`).
+        kind: h.kind.replace('-', "_"),
         time: h.time_ms.map(|ms| {
             session_schema::Timestamp::from_unix_millis(ms)
                 .as_str()
