@@ -65,6 +65,8 @@ pub(crate) enum Row {
     Prompt(PromptRow),
     /// `search --json`: one matching record, hits of one run together, best runs first.
     SearchHit(SearchHitRow),
+    /// `search --json` (before the hits): a session whose title matches.
+    TitleHit(TitleHitRow),
     /// `export --format json` of a run (the runs of a session export have the same fields,
     /// without `type`).
     #[expect(
@@ -637,6 +639,17 @@ pub(crate) struct SearchHitRow {
     pub(crate) highlights: Vec<[usize; 2]>,
     /// Which index found it.
     pub(crate) matched_by: MatchedBy,
+}
+
+/// `search`: a session whose title (`sessions name`) holds every word of the text.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct TitleHitRow {
+    /// The session id.
+    pub(crate) session_id: String,
+    /// Its title.
+    pub(crate) title: String,
+    /// Whether it is pinned.
+    pub(crate) pinned: bool,
 }
 
 /// Which index of `search.db` found a hit.

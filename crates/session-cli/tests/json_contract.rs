@@ -120,7 +120,7 @@ fn types_of(command: &str) -> &'static [&'static str] {
         "stats" => &["stats_group", "summary"],
         "replay" => &["prompt"],
         "export" => &["run_export", "session_export"],
-        "search" => &["search_hit"],
+        "search" => &["title_hit", "search_hit"],
         other => panic!("no types listed for {other}"),
     }
 }
@@ -170,6 +170,18 @@ fn every_command(validator: &jsonschema::Validator, src: &Path, seen: &mut BTree
         .map(|v| v["run_id"].as_str().unwrap().to_owned())
         .collect();
     assert!(run_ids.len() >= 2, "{runs:?}");
+    // A titled session is found by its title.
+    let sid = runs
+        .iter()
+        .find_map(|v| v["session_id"].as_str())
+        .unwrap()
+        .to_owned();
+    let named = sessions(&root, &["name", &sid, "Contract Title"]);
+    assert_eq!(named.code, 0, "{}", named.stderr);
+    let titled = run(&["search", "--json", "contract"]);
+    assert_eq!(titled[0]["type"], "title_hit", "{titled:?}");
+    assert_eq!(titled[0]["session_id"], sid.as_str());
+    assert_eq!(titled[0]["title"], "Contract Title");
     let page = run(&["runs", "--json", "--limit", "1"]);
     assert_eq!(page.last().unwrap()["type"], "cursor", "{page:?}");
     run(&[

@@ -355,3 +355,27 @@ fn saved_messages_of_a_session_no_run_log_holds_are_searched() {
         "{out}"
     );
 }
+
+#[test]
+fn session_titles_are_searched_too() {
+    let s = sample_store();
+    let sid = "5a1e0003-0000-4000-8000-000000000003";
+    let (code, _, err) = sessions(&s.root, &["name", sid, "Release Notes draft"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = sessions(&s.root, &["search", "notes", "release"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!("session {sid}  titled \"Release Notes draft\"\n")),
+        "{out}"
+    );
+    // Every word must be in the title; filters on records leave titles out.
+    let (_, out, _) = sessions(&s.root, &["search", "notes", "final", "--json"]);
+    assert!(!out.contains("title_hit"), "{out}");
+    let (_, out, _) = sessions(&s.root, &["search", "release", "--kind", "user", "--json"]);
+    assert!(!out.contains("title_hit"), "{out}");
+    let (_, out, _) = sessions(&s.root, &["search", "RELEASE", "--json"]);
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "title_hit");
+    assert_eq!(first["session_id"], sid);
+    assert_eq!(first["pinned"], false);
+}

@@ -9,7 +9,7 @@ use session_state::{
 use crate::Ctx;
 use crate::cli::SearchArgs;
 use crate::error::{CliError, EXIT_OK};
-use crate::json_rows::{self, Row, SearchHitRow, write_row};
+use crate::json_rows::{self, Row, SearchHitRow, TitleHitRow, write_row};
 use crate::style::{Paint, escape_controls as v};
 
 use super::state::{open_reading, refresh_index, state_err};
@@ -121,8 +121,17 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
         }
         e => state_err(e),
     })?;
+    let titled = titled_sessions(&store, args, &q)?;
     let groups = group_by_run(&hits);
     if args.json {
+        for l in &titled {
+            let row = TitleHitRow {
+                session_id: l.session_id.clone(),
+                title: l.title.clone().unwrap_or_default(),
+                pinned: l.pinned,
+            };
+            write_row(ctx.out, &Row::TitleHit(row))?;
+        }
         for (_, run_hits) in &groups {
             for h in run_hits {
                 write_row(ctx.out, &Row::SearchHit(hit_row(h)))?;
@@ -130,8 +139,23 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
         }
         return Ok(EXIT_OK);
     }
+    for l in &titled {
+        let pin = if l.pinned { "  [pinned]" } else { "" };
+        writeln!(
+            ctx.out,
+            "{}  titled \"{}\"{pin}",
+            ctx.style
+                .paint(Paint::Bold, &format!("session {}", v(&l.session_id))),
+            v(l.title.as_deref().unwrap_or_default()),
+        )?;
+    }
+    if !titled.is_empty() && !hits.is_empty() {
+        writeln!(ctx.out)?;
+    }
     if hits.is_empty() {
-        writeln!(ctx.out, "no matches")?;
+        if titled.is_empty() {
+            writeln!(ctx.out, "no matches")?;
+        }
         return Ok(EXIT_OK);
     }
     let times = ctx.times(args.utc);
@@ -239,6 +263,41 @@ pub(crate) fn split_marks(snippet: &str) -> (String, Vec<(usize, usize)>) {
         }
     }
     (text, marks)
+}
+
+/// The sessions whose title (`sessions name`, our own table) holds every word of the text,
+/// ignoring case, in id order. Titles are not records: only a search without `--fts`,
+/// `--kind`, `--since`, `--until` and `--workspace` looks at them (`--session` narrows them
+/// to that session).
+fn titled_sessions(
+    store: &StateStore,
+    args: &SearchArgs,
+    q: &SearchQuery,
+) -> Result<Vec<session_state::SessionLabel>, CliError> {
+    if args.fts
+        || !args.kind.is_empty()
+        || args.since.is_some()
+        || args.until.is_some()
+        || args.workspace.is_some()
+    {
+        return Ok(Vec::new());
+    }
+    let words: Vec<String> = args
+        .text
+        .join(" ")
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect();
+    Ok(super::manage::titles(store)?
+        .into_values()
+        .filter(|l| q.session_id.as_ref().is_none_or(|s| *s == l.session_id))
+        .filter(|l| {
+            l.title.as_deref().is_some_and(|t| {
+                let t = t.to_lowercase();
+                words.iter().all(|w| t.contains(w.as_str()))
+            })
+        })
+        .collect())
 }
 
 fn hit_row(h: &SearchHit) -> SearchHitRow {
