@@ -187,36 +187,39 @@ fn quitting_the_pager_early_ends_the_command_quietly() {
     assert_eq!(std::fs::read(&got).unwrap().len(), 100);
 }
 
+/// Every subcommand of `sessions`.
+const SUBCOMMANDS: [&str; 25] = [
+    "where",
+    "runs",
+    "sessions",
+    "show",
+    "replay",
+    "history",
+    "tail",
+    "verify",
+    "repair",
+    "stats",
+    "export",
+    "gc",
+    "archive",
+    "unarchive",
+    "reindex",
+    "serve",
+    "sync",
+    "completions",
+    "delete",
+    "restore",
+    "pin",
+    "unpin",
+    "name",
+    "storage",
+    "search",
+];
+
 #[test]
 fn completions_name_every_command_for_every_shell() {
     let (_dir, root) = sample();
-    let subcommands = [
-        "where",
-        "runs",
-        "sessions",
-        "show",
-        "replay",
-        "history",
-        "tail",
-        "verify",
-        "repair",
-        "stats",
-        "export",
-        "gc",
-        "archive",
-        "unarchive",
-        "reindex",
-        "serve",
-        "sync",
-        "completions",
-        "delete",
-        "restore",
-        "pin",
-        "unpin",
-        "name",
-        "storage",
-        "search",
-    ];
+    let subcommands = SUBCOMMANDS;
     for (shell, marker) in [
         ("bash", "complete -F _sessions"),
         ("zsh", "#compdef sessions"),
@@ -260,33 +263,7 @@ fn man_pages_cover_every_command() {
         main.starts_with(".ie") || main.contains(".TH sessions 1"),
         "{main}"
     );
-    for sub in [
-        "where",
-        "runs",
-        "sessions",
-        "show",
-        "replay",
-        "history",
-        "tail",
-        "verify",
-        "repair",
-        "stats",
-        "export",
-        "gc",
-        "archive",
-        "unarchive",
-        "reindex",
-        "serve",
-        "sync",
-        "completions",
-        "delete",
-        "restore",
-        "pin",
-        "unpin",
-        "name",
-        "storage",
-        "search",
-    ] {
+    for sub in SUBCOMMANDS {
         let page = format!("sessions-{sub}.1");
         assert!(names.contains(&page), "no {page} in {names:?}");
         assert!(main.contains(sub), "sessions.1 does not mention {sub}");
@@ -294,7 +271,7 @@ fn man_pages_cover_every_command() {
         assert!(text.contains("Examples:"), "{page} has no examples");
         assert!(text.contains("sessions "), "{page}");
     }
-    assert_eq!(names.len(), 26, "{names:?}");
+    assert_eq!(names.len(), SUBCOMMANDS.len() + 1, "{names:?}");
 }
 
 /// The display column at which `needle` starts in `line`.

@@ -84,6 +84,25 @@ pub struct Document {
     pub time_ms: Option<i64>,
 }
 
+impl Document {
+    /// A document of `text` cut to its kind's cap ([`TOOL_OUTPUT_CAP`] for tool output,
+    /// [`TEXT_CAP`] otherwise); `None` when nothing but white space is left.
+    fn capped(byte_offset: u64, kind: DocKind, text: String, time_ms: Option<i64>) -> Option<Self> {
+        let cap = if kind == DocKind::ToolOutput {
+            TOOL_OUTPUT_CAP
+        } else {
+            TEXT_CAP
+        };
+        let text = capped(text, cap);
+        (!text.trim().is_empty()).then_some(Document {
+            byte_offset,
+            kind,
+            text,
+            time_ms,
+        })
+    }
+}
+
 /// Cuts `s` to at most `cap` bytes at a character boundary.
 fn capped(mut s: String, cap: usize) -> String {
     if s.len() > cap {
@@ -120,20 +139,7 @@ impl Extractor {
         let time_ms = record.ts().and_then(|t| t.unix_millis());
         let mut out = Vec::new();
         let mut push = |kind: DocKind, text: String| {
-            let cap = if kind == DocKind::ToolOutput {
-                TOOL_OUTPUT_CAP
-            } else {
-                TEXT_CAP
-            };
-            let text = capped(text, cap);
-            if !text.trim().is_empty() {
-                out.push(Document {
-                    byte_offset,
-                    kind,
-                    text,
-                    time_ms,
-                });
-            }
+            out.extend(Document::capped(byte_offset, kind, text, time_ms));
         };
         match record {
             Record::RunStart(s) => push(DocKind::User, s.input.display_text()),
@@ -192,20 +198,7 @@ impl Extractor {
 pub fn message_documents(message: &BaseMessage, byte_offset: u64) -> Vec<Document> {
     let mut out = Vec::new();
     let mut push = |kind: DocKind, text: String| {
-        let cap = if kind == DocKind::ToolOutput {
-            TOOL_OUTPUT_CAP
-        } else {
-            TEXT_CAP
-        };
-        let text = capped(text, cap);
-        if !text.trim().is_empty() {
-            out.push(Document {
-                byte_offset,
-                kind,
-                text,
-                time_ms: None,
-            });
-        }
+        out.extend(Document::capped(byte_offset, kind, text, None));
     };
     match message {
         BaseMessage::User(m) => push(DocKind::User, m.content.plain_text()),
