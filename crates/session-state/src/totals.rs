@@ -59,7 +59,10 @@ pub struct RunTotals {
 }
 
 impl RunTotals {
-    fn add(&mut self, o: &RunTotals) {
+    /// Adds the sums of `o` to these (saturating): the totals of two groups taken together,
+    /// as when a caller puts minute groups ([`RunGrouping::Minute`]) into days, weeks or
+    /// months of a time zone.
+    pub fn add(&mut self, o: &RunTotals) {
         self.runs = self.runs.saturating_add(o.runs);
         self.completed = self.completed.saturating_add(o.completed);
         self.errors = self.errors.saturating_add(o.errors);

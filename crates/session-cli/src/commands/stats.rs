@@ -22,54 +22,6 @@ use crate::style::thousands;
 use crate::table::{Cell, Column, Step, Table};
 use crate::timefmt::parse_zone;
 
-/// Totals of one group.
-#[derive(Debug, Default, Clone)]
-struct Group {
-    runs: u64,
-    completed: u64,
-    errors: u64,
-    cancelled: u64,
-    open: u64,
-    invocations: u64,
-    input: u64,
-    cached: u64,
-    output: u64,
-    total: u64,
-}
-
-impl From<&RunTotals> for Group {
-    fn from(t: &RunTotals) -> Group {
-        Group {
-            runs: t.runs,
-            completed: t.completed,
-            errors: t.errors,
-            cancelled: t.cancelled,
-            open: t.open,
-            invocations: t.invocations,
-            input: t.input_tokens,
-            cached: t.cached_input_tokens,
-            output: t.output_tokens,
-            total: t.total_tokens,
-        }
-    }
-}
-
-impl Group {
-    /// Adds `other` to this group (saturating).
-    fn add(&mut self, other: &Group) {
-        self.runs = self.runs.saturating_add(other.runs);
-        self.completed = self.completed.saturating_add(other.completed);
-        self.errors = self.errors.saturating_add(other.errors);
-        self.cancelled = self.cancelled.saturating_add(other.cancelled);
-        self.open = self.open.saturating_add(other.open);
-        self.invocations = self.invocations.saturating_add(other.invocations);
-        self.input = self.input.saturating_add(other.input);
-        self.cached = self.cached.saturating_add(other.cached);
-        self.output = self.output.saturating_add(other.output);
-        self.total = self.total.saturating_add(other.total);
-    }
-}
-
 /// A calendar period of `stats --by day|week|month`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Period {
@@ -144,15 +96,15 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             .map(|p| super::state::real_path(&store, &root_path, p))
             .collect();
     }
-    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+    let mut groups: BTreeMap<String, RunTotals> = BTreeMap::new();
     for (k, t) in &totals.groups {
         let key = match period {
             Some(p) => p.key(k, &zone),
             None => k.clone(),
         };
-        groups.entry(key).or_default().add(&Group::from(t));
+        groups.entry(key).or_default().add(t);
     }
-    let all = Group::from(&totals.all);
+    let all = totals.all;
     super::runs::warn_other_files(ctx, &totals.duplicated);
     super::runs::report_not_runs(ctx, &store, false)?;
     let tz = period.map(|_| zone_name(&zone));
@@ -230,8 +182,8 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             Step::Shrink(BAR, 4),
         ],
     );
-    let max = groups.values().map(|g| g.total).max().unwrap_or(0);
-    let cells = |key: &str, g: &Group| {
+    let max = groups.values().map(|g| g.total_tokens).max().unwrap_or(0);
+    let cells = |key: &str, g: &RunTotals| {
         vec![
             Cell::text(key),
             Cell::text(g.runs.to_string()),
@@ -239,15 +191,15 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             Cell::text(g.errors.to_string()),
             Cell::text(g.cancelled.to_string()),
             Cell::text(g.open.to_string()),
-            Cell::text(thousands(g.input)),
-            Cell::text(thousands(g.output)),
-            Cell::text(thousands(g.total)),
+            Cell::text(thousands(g.input_tokens)),
+            Cell::text(thousands(g.output_tokens)),
+            Cell::text(thousands(g.total_tokens)),
         ]
     };
     for (k, g) in &groups {
         let mut row = cells(k, g);
         row.push(Cell::Bar {
-            value: g.total,
+            value: g.total_tokens,
             max,
         });
         table.row(row);
@@ -257,7 +209,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     ctx.hint(&format!(
         "{} invocation(s); {} cached input tokens",
         thousands(all.invocations),
-        thousands(all.cached)
+        thousands(all.cached_input_tokens)
     ))?;
     Ok(EXIT_OK)
 }
@@ -332,7 +284,7 @@ fn group_key(
 
 /// The `--json` totals of a group: the index's counts, its open runs split into running,
 /// crashed and (the rest: a `run.end` outcome this version does not know) other.
-fn totals_row(t: &Group, u: &Unfinished) -> RunTotalsRow {
+fn totals_row(t: &RunTotals, u: &Unfinished) -> RunTotalsRow {
     let running = u.running.min(t.open);
     let crashed = u.crashed.min(t.open - running);
     RunTotalsRow {
@@ -346,9 +298,9 @@ fn totals_row(t: &Group, u: &Unfinished) -> RunTotalsRow {
             other: t.open - running - crashed,
         },
         invocations: t.invocations,
-        input_tokens: t.input,
-        cached_input_tokens: t.cached,
-        output_tokens: t.output,
-        total_tokens: t.total,
+        input_tokens: t.input_tokens,
+        cached_input_tokens: t.cached_input_tokens,
+        output_tokens: t.output_tokens,
+        total_tokens: t.total_tokens,
     }
 }
