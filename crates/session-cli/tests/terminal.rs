@@ -289,6 +289,7 @@ fn tables_fit_the_terminal_and_align_wide_characters() {
             &["sessions", "--all"],
             &["stats"],
             &["stats", "--by", "session"],
+            &["storage"],
         ] {
             let r = run(&root, args, &[("COLUMNS", &cols)], tty(200));
             assert_eq!(r.code, 0, "{args:?}: {}", r.err);

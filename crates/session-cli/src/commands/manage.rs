@@ -19,6 +19,7 @@ use crate::json_rows::{
     Row, StorageBatchRow, StorageDayRow, StorageSessionRow, StorageSummary, SummaryRow, write_row,
 };
 use crate::style::{Paint, bytes as fmt_bytes, pad};
+use crate::table::{Cell, Column, Step, Table};
 
 /// The labels of the store, or none when there is no `state.db` yet.
 fn labels_of(store: &StateStore) -> Result<Vec<SessionLabel>, CliError> {
@@ -491,103 +492,100 @@ pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliE
         "{}",
         area("trash", format!("{} batch(es)", batches.len()), trash_bytes)
     )?;
+    // The tables fit the terminal like every listing (piped: tab-separated rows).
     writeln!(ctx.out)?;
-    writeln!(
-        ctx.out,
-        "{}",
-        s.paint(
-            Paint::Bold,
-            &format!(
-                "{} {:>5} {:>10} {:>10}",
-                pad("DAY", 10),
-                "RUNS",
-                "BYTES",
-                "ARCHIVED"
-            )
-        )
-    )?;
+    let mut by_day = Table::new(
+        vec![
+            Column::text("DAY"),
+            Column::number("RUNS"),
+            Column::number("BYTES"),
+            Column::number("ARCHIVED"),
+        ],
+        Vec::new(),
+    );
     for (day, d) in days.iter().rev().take(args.limit) {
-        writeln!(
-            ctx.out,
-            "{} {:>5} {:>10} {:>10}",
-            pad(day, 10),
-            d.runs,
-            fmt_bytes(d.bytes),
-            fmt_bytes(d.archived_bytes)
-        )?;
+        by_day.row(vec![
+            Cell::text(day.as_str()),
+            Cell::text(d.runs.to_string()),
+            Cell::text(fmt_bytes(d.bytes)),
+            Cell::text(fmt_bytes(d.archived_bytes)),
+        ]);
     }
+    ctx.table(&by_day)?;
     if days.len() > args.limit {
-        writeln!(
-            ctx.out,
+        ctx.hint(&format!(
             "… {} more day(s) (--limit, --json)",
             days.len() - args.limit
-        )?;
+        ))?;
     }
     writeln!(ctx.out)?;
-    writeln!(
-        ctx.out,
-        "{}",
-        s.paint(
-            Paint::Bold,
-            &format!(
-                "{} {:>5} {:>10} {:>10}  TITLE",
-                pad("SESSION (largest first)", 36),
-                "RUNS",
-                "BYTES",
-                "MESSAGES"
-            )
-        )
-    )?;
+    // Sessions, largest first: on a narrow terminal the title is clipped first, then the id
+    // becomes its 8-character prefix, then the messages column goes.
+    const SESSION: usize = 0;
+    const MESSAGES: usize = 3;
+    const TITLE: usize = 4;
+    let mut by_session = Table::new(
+        vec![
+            Column::id("SESSION"),
+            Column::number("RUNS"),
+            Column::number("BYTES"),
+            Column::number("MESSAGES"),
+            Column::text("TITLE"),
+        ],
+        vec![
+            Step::Shrink(TITLE, 20),
+            Step::Shrink(SESSION, 8),
+            Step::Drop(MESSAGES),
+            Step::Shrink(TITLE, 8),
+        ],
+    );
     for (id, b) in by_size.iter().take(args.limit) {
         let title = titles
             .get(*id)
             .and_then(|l| l.title.as_deref())
             .unwrap_or("");
-        writeln!(
-            ctx.out,
-            "{} {:>5} {:>10} {:>10}  {}",
-            pad(id, 36),
-            b.runs,
-            fmt_bytes(b.total()),
-            fmt_bytes(b.messages_bytes),
-            crate::style::one_line(title, 40)
-        )?;
-    }
-    if by_size.len() > args.limit {
-        writeln!(
-            ctx.out,
-            "… {} more session(s) (--limit, --json)",
-            by_size.len() - args.limit
-        )?;
+        by_session.row(vec![
+            Cell::text(*id),
+            Cell::text(b.runs.to_string()),
+            Cell::text(fmt_bytes(b.total())),
+            Cell::text(fmt_bytes(b.messages_bytes)),
+            Cell::text(title),
+        ]);
     }
     if no_session.runs > 0 {
-        writeln!(
-            ctx.out,
-            "{} {:>5} {:>10}",
-            pad("(runs without a session)", 36),
-            no_session.runs,
-            fmt_bytes(no_session.run_bytes)
-        )?;
+        by_session.row(vec![
+            Cell::text("-"),
+            Cell::text(no_session.runs.to_string()),
+            Cell::text(fmt_bytes(no_session.run_bytes)),
+            Cell::text(""),
+            Cell::text("(runs without a session)"),
+        ]);
+    }
+    ctx.table(&by_session)?;
+    if by_size.len() > args.limit {
+        ctx.hint(&format!(
+            "… {} more session(s), largest first (--limit, --json)",
+            by_size.len() - args.limit
+        ))?;
     }
     if !batches.is_empty() {
         writeln!(ctx.out)?;
-        writeln!(
-            ctx.out,
-            "{}",
-            s.paint(
-                Paint::Bold,
-                &format!("{} {:>6} {:>10}", pad("TRASH BATCH", 22), "FILES", "BYTES")
-            )
-        )?;
+        let mut by_batch = Table::new(
+            vec![
+                Column::text("TRASH BATCH"),
+                Column::number("FILES"),
+                Column::number("BYTES"),
+            ],
+            Vec::new(),
+        );
         for (name, files, bytes) in &batches {
-            writeln!(
-                ctx.out,
-                "{} {:>6} {:>10}",
-                pad(name, 22),
-                files,
-                fmt_bytes(*bytes)
-            )?;
+            by_batch.row(vec![
+                Cell::text(name.as_str()),
+                Cell::text(files.to_string()),
+                Cell::text(fmt_bytes(*bytes)),
+            ]);
         }
+        ctx.table(&by_batch)?;
     }
     Ok(EXIT_OK)
 }
