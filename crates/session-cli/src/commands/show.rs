@@ -23,7 +23,7 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
     // Values of the session's state.db row that are not what their column should hold (text
     // that is not UTF-8 is shown decoded, with U+FFFD).
     for d in &target.damage {
-        if let session_state::DamageKind::Column(c) = &d.kind {
+        if let session_state::MessageDamageKind::Column(c) = &d.kind {
             ctx.warn(&format!("saved state: {c}"));
         }
     }
