@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use session_jsonl::{DamageKind, Durability, RunWriter, WriterOptions, needs_seal, read_run};
 use session_replay::{EntryKind, HistoryOptions, RunLog};
 use session_schema::{AgentEvent, Record, SessionState, Timestamp};
-use session_state::{ListQuery, RunOutcome, RunQuery, SaveMode, StateStore};
+use session_state::{IndexedRunOutcome, ListQuery, RunQuery, SaveMode, StateStore};
 
 use crate::support::*;
 
@@ -414,7 +414,7 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     let ids: Vec<&str> = rows.iter().map(|r| r.run_id.as_str()).collect();
     assert_eq!(ids, [RUN_A, RUN_B, RUN_C], "oldest started_at first");
     let a = &rows[0];
-    assert_eq!(a.outcome, RunOutcome::Completed);
+    assert_eq!(a.outcome, IndexedRunOutcome::Completed);
     assert_eq!(a.last_status.as_deref(), Some("completed"));
     assert_eq!(a.record_count, w.records_a.len() as u64);
     assert_eq!(a.invocation_count, 2);
@@ -438,12 +438,12 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     let b = &rows[1];
     assert_eq!(
         (b.outcome.clone(), b.damage_count, b.total_tokens),
-        (RunOutcome::Completed, 0, 1530)
+        (IndexedRunOutcome::Completed, 0, 1530)
     );
     let c = &rows[2];
     assert_eq!(
         c.outcome,
-        RunOutcome::Open,
+        IndexedRunOutcome::Open,
         "no run.end: still running or crashed"
     );
     assert_eq!(c.last_status.as_deref(), Some("running"));
@@ -463,7 +463,7 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     );
     let open = store
         .list_runs(&RunQuery {
-            outcome: Some(RunOutcome::Open),
+            outcome: Some(IndexedRunOutcome::Open),
             ..Default::default()
         })
         .expect("list open runs");

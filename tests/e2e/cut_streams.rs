@@ -9,7 +9,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use session_jsonl::{DamageKind, Durability, RunWriter, WriterOptions, read_run};
 use session_schema::Record;
-use session_state::{RunOutcome, StateStore};
+use session_state::{IndexedRunOutcome, StateStore};
 
 use crate::support::*;
 
@@ -239,10 +239,10 @@ fn check_cut(
     prop_assert_eq!(row.output_tokens, sum(|t| t.output));
     prop_assert_eq!(row.total_tokens, sum(Tok::total));
     let outcome = match kept.iter().find_map(|f| f.end) {
-        Some("completed") => RunOutcome::Completed,
-        Some("error") => RunOutcome::Error,
-        Some("cancelled") => RunOutcome::Cancelled,
-        _ => RunOutcome::Open,
+        Some("completed") => IndexedRunOutcome::Completed,
+        Some("error") => IndexedRunOutcome::Error,
+        Some("cancelled") => IndexedRunOutcome::Cancelled,
+        _ => IndexedRunOutcome::Open,
     };
     prop_assert_eq!(&row.outcome, &outcome);
     let last_status = kept.iter().rev().find_map(|f| f.status);

@@ -6,7 +6,7 @@
 use std::fs;
 
 use session_jsonl::{Durability, RunWriter, WriterOptions, is_locked};
-use session_state::{RunOutcome, StateStore};
+use session_state::{IndexedRunOutcome, StateStore};
 
 use crate::support::*;
 
@@ -49,7 +49,7 @@ fn a_locked_run_is_running_for_every_layer_until_it_ends() {
     let store = StateStore::open(&root).expect("store");
     store.index_runs().expect("index");
     let row = store.runs_for_session(SESSION).expect("rows").remove(0);
-    assert_eq!(row.outcome, RunOutcome::Open);
+    assert_eq!(row.outcome, IndexedRunOutcome::Open);
     assert_eq!((row.record_count, row.invocation_count), (4, 1));
     drop(store);
 

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use session_jsonl::{DamageKind, read_run};
-use session_state::{ListQuery, LoadSource, RunOutcome, StateStore};
+use session_state::{IndexedRunOutcome, ListQuery, LoadSource, StateStore};
 
 use crate::support::*;
 
@@ -177,7 +177,7 @@ fn repair_seals_migrates_and_reindexes_a_recorded_store() {
         .expect("rows")
         .pop()
         .expect("S9 run");
-    assert_eq!(row.outcome, RunOutcome::Open);
+    assert_eq!(row.outcome, IndexedRunOutcome::Open);
     assert_eq!(row.damage_count, 1);
     assert_eq!(row.file_size, sealed.len() as u64);
     assert!(store.reindex().expect("reindex").changes.is_empty());

@@ -10,7 +10,7 @@ use rusqlite::types::Value as Sql;
 use session_jsonl::{Durability, RunWriter, WriterOptions, read_run};
 use session_replay::HistoryOptions;
 use session_schema::{AgentEvent, Record, Timestamp, parse_message, to_line};
-use session_state::{ListQuery, RunOutcome, StateStore};
+use session_state::{IndexedRunOutcome, ListQuery, StateStore};
 
 use crate::support::*;
 
@@ -235,7 +235,7 @@ fn a_session_continued_by_us_stays_intact_for_the_reference() {
     want_ids.push(NEW_RUN.to_owned());
     assert_eq!(ids, want_ids);
     let ours = rows.last().expect("our run");
-    assert_eq!(ours.outcome, RunOutcome::Completed);
+    assert_eq!(ours.outcome, IndexedRunOutcome::Completed);
     assert_eq!((ours.invocation_count, ours.total_tokens), (1, 21018));
     assert_eq!(ours.record_count, records.len() as u64);
     let (logs, diags) =

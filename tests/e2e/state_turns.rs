@@ -78,7 +78,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn open(root: &Path) -> StateStore {
     let options = StoreOptions {
-        durability: session_state::Durability::NoSync,
+        durability: session_state::SaveDurability::NoSync,
         ..StoreOptions::default()
     };
     StateStore::open_with(root, options).expect("open store")

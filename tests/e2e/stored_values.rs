@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use proptest::prelude::*;
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 use session_schema::{SessionState, Timestamp};
-use session_state::{DamageKind, FaultPoint, ListQuery, RunQuery, StateStore, StoreOptions};
+use session_state::{FaultPoint, ListQuery, MessageDamageKind, RunQuery, StateStore, StoreOptions};
 
 use crate::support::{copy_tree, msg, sessions, user_msg};
 
@@ -452,7 +452,7 @@ fn library_checks(d: &Damaged) {
     let (root, misfits) = (&d.root, &d.misfits);
     // No fsync: the checks are about reading, and they run many times.
     let options = StoreOptions {
-        durability: session_state::Durability::NoSync,
+        durability: session_state::SaveDurability::NoSync,
         ..StoreOptions::default()
     };
     let store = StateStore::open_with(root, options).unwrap_or_else(|e| panic!("open: {e}"));
@@ -483,7 +483,7 @@ fn library_checks(d: &Damaged) {
     for id in [S1, S2, S3] {
         if let Some(loaded) = store.load(id).unwrap() {
             for d in &loaded.damage {
-                if let DamageKind::Column(c) = &d.kind {
+                if let MessageDamageKind::Column(c) = &d.kind {
                     reports.add(c);
                 }
             }
@@ -537,7 +537,7 @@ fn library_checks(d: &Damaged) {
             assert!(
                 !l.damage
                     .iter()
-                    .any(|d| matches!(d.kind, DamageKind::Column(_))),
+                    .any(|d| matches!(d.kind, MessageDamageKind::Column(_))),
                 "{id}: {:?}",
                 l.damage
             );

@@ -31,7 +31,7 @@
 //!   (`crates/session-cli/examples/fullfs.rs`). Needs root to mount; skipped otherwise.
 //!
 //! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs`, `readme.rs`, `refs.rs`,
-//! `spec_example.rs` and `schema.rs` are part of `cargo test --workspace`.
+//! `spec_example.rs`, `schema.rs` and `vocabulary.rs` are part of `cargo test --workspace`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[cfg(test)]
@@ -47,6 +47,8 @@ mod schema;
 #[cfg(test)]
 mod spec_example;
 mod tidy;
+#[cfg(test)]
+mod vocabulary;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};

@@ -81,7 +81,7 @@ fn generate(root: &Path, n: usize) -> u64 {
     let store = session_state::StateStore::open_with(
         root,
         session_state::StoreOptions {
-            durability: session_state::Durability::NoSync,
+            durability: session_state::SaveDurability::NoSync,
             ..Default::default()
         },
     )

@@ -141,10 +141,15 @@ pub enum EntryKind {
         outcome: String,
     },
     /// A record of a type this version does not know (`x.<org>.*` extensions, newer types),
-    /// kept in place so nothing in the log goes unmentioned.
+    /// kept in place so nothing in the log goes unmentioned. Its entry time is the record's
+    /// `ts` field when that is a string. Every renderer shows the type, the time and the JSON
+    /// (terminal renderers clip the JSON; Markdown and HTML show it whole).
     UnknownRecord {
         /// Its `type`.
         kind: String,
+        /// The whole record as compact JSON (`type` first, fields in stored order, no
+        /// trailing newline).
+        json: String,
     },
     /// A line of the log could not be read.
     Skipped {
@@ -282,6 +287,7 @@ impl TranscriptBuilder {
 
     /// Appends the entries of record `i` to `out` (none for records a transcript does not
     /// show), and notes its part of the head.
+    #[deny(clippy::wildcard_enum_match_arm)]
     pub fn record(&mut self, i: usize, record: &Record, out: &mut Vec<Entry>) {
         self.note_head(record);
         let push = |out: &mut Vec<Entry>, i: usize, ts: &Timestamp, kind: EntryKind| {
@@ -299,6 +305,8 @@ impl TranscriptBuilder {
                         .iter()
                         .filter(|p| matches!(p, session_schema::ContentPart::ImageUrl(_)))
                         .count(),
+                    RunInput::Text(_) | RunInput::Unknown(_) => 0,
+                    // A newer input shape session-schema adds: no images known.
                     _ => 0,
                 };
                 push(
@@ -378,6 +386,12 @@ impl TranscriptBuilder {
                             text: x.content.clone().unwrap_or_default(),
                         })
                     }
+                    AgentEvent::StepStart(_)
+                    | AgentEvent::StepComplete(_)
+                    | AgentEvent::PermissionPreview(_)
+                    | AgentEvent::PermissionReady(_)
+                    | AgentEvent::HiddenUserMessage(_)
+                    | AgentEvent::Unknown(_) => None,
                     _ => None,
                 };
                 if let Some(kind) = kind {
@@ -435,16 +449,19 @@ impl TranscriptBuilder {
                 );
             }
             Record::Unknown(u) => out.push(Entry {
-                ts: u
-                    .fields
-                    .get("ts")
-                    .and_then(|v| v.parse::<String>().ok())
-                    .map(Timestamp::from_raw),
+                ts: u.ts(),
                 record: Some(i),
                 kind: EntryKind::UnknownRecord {
                     kind: u.tag.clone(),
+                    json: compact_json(record),
                 },
             }),
+            // Shown in the head (header) or not part of a transcript (context usage, the
+            // running/completed status changes and status changes without a message).
+            Record::Header(_) | Record::RunContext(_) | Record::RunStatus(_) => {}
+            // `Record` is `#[non_exhaustive]`: a type added to session-schema lands here until
+            // it is listed above (clippy's `wildcard_enum_match_arm`, denied on this function,
+            // fails the build while a known type is left to this arm).
             _ => {}
         }
     }
@@ -663,8 +680,9 @@ pub fn render_markdown_entry(e: &Entry) -> String {
         EntryKind::Outcome { outcome } => {
             let _ = writeln!(out, "**Outcome: {outcome}**{ts}");
         }
-        EntryKind::UnknownRecord { kind } => {
-            let _ = writeln!(out, "_Record of unknown type `{kind}`{ts}_");
+        EntryKind::UnknownRecord { kind, json } => {
+            let _ = writeln!(out, "_Record of unknown type `{kind}`{ts}_\n");
+            push_fenced(&mut out, "json", json);
         }
         EntryKind::Skipped { line, kind } => {
             let _ = writeln!(out, "> [line {line} skipped: {}]", kind.as_str());
@@ -681,6 +699,11 @@ pub fn render_markdown_entry(e: &Entry) -> String {
         }
     }
     out
+}
+
+/// A record as one compact JSON text (no newline); empty when it cannot be serialized.
+fn compact_json(record: &Record) -> String {
+    serde_json::to_string(record).unwrap_or_default()
 }
 
 fn push_quoted_text(out: &mut String, text: &str) {

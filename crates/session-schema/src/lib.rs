@@ -97,3 +97,15 @@ pub struct UnknownObject {
     /// Every other field, in read order.
     pub fields: Extra,
 }
+
+impl UnknownObject {
+    /// Its `ts` field when that is a JSON string (a record of a type this version does not
+    /// know usually carries one, spec §3), else `None`. Renderers show it as the time of the
+    /// record, like [`Record::ts`] for known types.
+    pub fn ts(&self) -> Option<Timestamp> {
+        self.fields
+            .get("ts")
+            .and_then(|v| v.parse::<String>().ok())
+            .map(Timestamp::from_raw)
+    }
+}

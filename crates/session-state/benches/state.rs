@@ -5,9 +5,9 @@
 //!    our incremental append vs the reference's full rewrite (temp file + rename of the whole
 //!    messages file, then the row upsert). Bytes are counted two ways: message-file bytes, and
 //!    every byte the process handed to `write` (`/proc/self/io` `wchar`, SQLite's WAL included).
-//!    Two comparisons at equal durability: ours with `Durability::Sync` ÷ the reference's
+//!    Two comparisons at equal durability: ours with `SaveDurability::Sync` ÷ the reference's
 //!    approach made as durable (fsync of the temp file, rename, fsync of the directory,
-//!    `synchronous=FULL`), and ours with `Durability::NoSync` ÷ the reference as it is (no
+//!    `synchronous=FULL`), and ours with `SaveDurability::NoSync` ÷ the reference as it is (no
 //!    fsync, `synchronous=NORMAL`).
 //! 2. `list` at 100k sessions: the first page of 50 and the full list, vs the reference's
 //!    `list()` (all rows ordered by `updated_at`, then the page taken in memory).
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use session_schema::{BaseMessage, RawJson, SessionState, Timestamp, parse_message};
-use session_state::{Durability, ListQuery, StateStore, StoreOptions, summarize};
+use session_state::{ListQuery, SaveDurability, StateStore, StoreOptions, summarize};
 
 fn scale() -> f64 {
     std::env::var("SESSION_BENCH_SCALE")
@@ -179,8 +179,8 @@ struct Measured {
 /// Whose save [`growth`] measures.
 #[derive(Clone, Copy)]
 enum Saver {
-    Ours(Durability),
-    /// The reference's approach; `true` = made as durable as `Durability::Sync`.
+    Ours(SaveDurability),
+    /// The reference's approach; `true` = made as durable as `SaveDurability::Sync`.
     Reference(bool),
 }
 
@@ -457,22 +457,22 @@ fn bench_growth() {
     let n = scaled(500);
     let reference = growth(n, Saver::Reference(false));
     let reference_durable = growth(n, Saver::Reference(true));
-    let synced = growth(n, Saver::Ours(Durability::Sync));
-    let nosync = growth(n, Saver::Ours(Durability::NoSync));
+    let synced = growth(n, Saver::Ours(SaveDurability::Sync));
+    let nosync = growth(n, Saver::Ours(SaveDurability::NoSync));
     println!("\n## session growing to {n} messages (~2 KB each), saved after every message");
     println!("| | time | message-file bytes | all bytes written (incl. SQLite WAL) |");
     println!("|---|---:|---:|---:|");
     let io = |m: &Measured| m.io_bytes.map_or("n/a".to_owned(), |b| b.to_string());
     for (name, m) in [
         (
-            "ours, Durability::Sync (fdatasync + WAL fsync per save)",
+            "ours, SaveDurability::Sync (fdatasync + WAL fsync per save)",
             &synced,
         ),
         (
             "reference approach + fsync (temp fsync, rename, dir fsync, synchronous=FULL)",
             &reference_durable,
         ),
-        ("ours, Durability::NoSync (no fsync)", &nosync),
+        ("ours, SaveDurability::NoSync (no fsync)", &nosync),
         (
             "reference as it is (no fsync, synchronous=NORMAL)",
             &reference,
@@ -523,7 +523,9 @@ fn bench_growth() {
     let rounds = repeats();
     let (mut ours_ms, mut floor_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let ours = growth(n, Saver::Ours(Durability::Sync)).time.as_secs_f64();
+        let ours = growth(n, Saver::Ours(SaveDurability::Sync))
+            .time
+            .as_secs_f64();
         let base = floor(n).as_secs_f64();
         ours_ms.push(ours * 1e3 / n as f64);
         floor_ms.push(base * 1e3 / n as f64);
@@ -536,7 +538,7 @@ fn bench_growth() {
     println!("## durable save against its floor ({rounds} interleaved rounds, min / median / max)");
     println!("| | per save |");
     println!("|---|---:|");
-    println!("| ours, Durability::Sync | {a:.3} / {b:.3} / {c:.3} ms |");
+    println!("| ours, SaveDurability::Sync | {a:.3} / {b:.3} / {c:.3} ms |");
     println!(
         "| floor: 2 × (write + fdatasync) of the message's bytes | {d:.3} / {e:.3} / {f:.3} ms |"
     );

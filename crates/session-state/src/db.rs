@@ -253,7 +253,7 @@ pub(crate) fn open_db(db_path: &Path, options: &crate::types::StoreOptions) -> R
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
     })?;
     let sync = match options.durability {
-        crate::types::Durability::NoSync => "PRAGMA synchronous = NORMAL",
+        crate::types::SaveDurability::NoSync => "PRAGMA synchronous = NORMAL",
         _ => "PRAGMA synchronous = FULL",
     };
     conn.execute_batch(sync)

@@ -11,7 +11,7 @@ use crate::error::{Result, StateError};
 /// The largest messages file or legacy snapshot this crate reads into memory: 512 MiB, the
 /// size of the longest string the reference's JavaScript engine can hold (V8: 2^29 − 24
 /// UTF-16 units), so the reference cannot load a larger session either. A larger file is
-/// [`StateError::FileTooLarge`] (a `DamageKind::TooLarge` report for `load`), never read.
+/// [`StateError::FileTooLarge`] (a `MessageDamageKind::TooLarge` report for `load`), never read.
 pub const MAX_SESSION_FILE_BYTES: u64 = 512 << 20;
 
 /// Open options for every file of the store under `messages/` and `state/`: symbolic links
@@ -338,20 +338,22 @@ pub(crate) fn read_for_load(
     path: &Path,
     damage: &mut Vec<crate::types::MessageDamage>,
 ) -> Result<(Vec<u8>, bool)> {
-    use crate::types::{DamageKind, MessageDamage};
+    use crate::types::{MessageDamage, MessageDamageKind};
     let kind = match read_if_exists(path) {
         Ok(bytes) => return Ok((bytes.unwrap_or_default(), false)),
         Err(StateError::NotRegularFile { kind, .. }) if kind != "directory" => {
-            DamageKind::NotRegularFile { kind }
+            MessageDamageKind::NotRegularFile { kind }
         }
-        Err(StateError::FileTooLarge { size, limit, .. }) => DamageKind::TooLarge { size, limit },
+        Err(StateError::FileTooLarge { size, limit, .. }) => {
+            MessageDamageKind::TooLarge { size, limit }
+        }
         Err(e) => return Err(e),
     };
     let detail = match &kind {
-        DamageKind::NotRegularFile { kind } => {
+        MessageDamageKind::NotRegularFile { kind } => {
             format!("the messages file is a {kind}, not a regular file: it was not read")
         }
-        DamageKind::TooLarge { size, limit } => format!(
+        MessageDamageKind::TooLarge { size, limit } => format!(
             "the messages file holds {size} bytes, more than the {limit} a session may have: \
              it was not read"
         ),

@@ -15,7 +15,7 @@ use crate::fsutil;
 use crate::messages::{keep_raw, ordered_object, parse_messages};
 use crate::store::StateStore;
 use crate::summary::summarize;
-use crate::types::{DamageKind, LegacyLoad, LoadNote, MessageDamage};
+use crate::types::{LegacyLoad, LoadNote, MessageDamage, MessageDamageKind};
 
 /// Reads and validates `state/<id>.json`. `Ok(None)` when the file does not exist.
 pub(crate) fn read_legacy(store: &StateStore, id: &str) -> Result<Option<LegacyLoad>> {
@@ -217,9 +217,9 @@ pub(crate) fn parse_legacy(path: &Path, id: &str, bytes: &[u8]) -> Result<Legacy
                     None
                 };
                 let kind = match (&err, &kept) {
-                    (_, Some(_)) => DamageKind::Shape,
-                    (ParseError::NotObject, _) => DamageKind::NotObject,
-                    _ => DamageKind::MissingRole,
+                    (_, Some(_)) => MessageDamageKind::Shape,
+                    (ParseError::NotObject, _) => MessageDamageKind::NotObject,
+                    _ => MessageDamageKind::MissingRole,
                 };
                 damage.push(MessageDamage {
                     path: path.to_path_buf(),

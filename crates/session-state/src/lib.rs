@@ -120,8 +120,8 @@ pub use lease::{
 pub use memindex::{FilesIndexed, RowRead};
 pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
 pub use runs::{
-    FIRST_INPUT_CHARS, IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic,
-    RunOutcome, RunPage, RunQuery, RunRow,
+    FIRST_INPUT_CHARS, IndexReport, IndexedRunOutcome, ReindexReport, RunChange, RunCursor,
+    RunFileDiagnostic, RunPage, RunQuery, RunRow,
 };
 pub use search::{
     HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, SEARCH_DB, SearchCounts, SearchDoc,
@@ -134,9 +134,9 @@ pub use summary::{
 };
 pub use totals::{GroupedRunTotals, RunGrouping, RunTotals};
 pub use types::{
-    DamageKind, DeferredRename, DeleteReport, Durability, EntrySource, FaultPoint, Generation,
-    ListCursor, ListDiagnostic, ListEntry, ListPage, ListQuery, LoadNote, LoadSource,
-    LoadedSession, MessageDamage, MigrationEntry, MigrationOutcome, MigrationReport, Recovery,
+    DeferredRename, DeleteReport, EntrySource, FaultPoint, Generation, ListCursor, ListDiagnostic,
+    ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
+    MessageDamageKind, MigrationEntry, MigrationOutcome, MigrationReport, Recovery, SaveDurability,
     SaveMode, SaveReport, StaleReason, StoreOptions, WorkspaceFilter,
 };
 #[doc(hidden)]

@@ -15,7 +15,8 @@ use session_jsonl::{DamageKind, Item, Reader, ReaderOptions, RunEndState, RunFil
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::runs::{
-    RunOutcome, RunRow, outcome_of_end, read_run_row, rel_path, row_from_items, to_values, upsert,
+    IndexedRunOutcome, RunRow, outcome_of_end, read_run_row, rel_path, row_from_items, to_values,
+    upsert,
 };
 use crate::store::StateStore;
 use crate::types::StoreOptions;
@@ -173,15 +174,15 @@ fn read_run_row_bounded(
     if !tail.undecided {
         row.outcome = match &tail.end {
             RunEndState::Ended { outcome, .. } => outcome_of_end(outcome.as_str()),
-            RunEndState::Errored { .. } => RunOutcome::Error,
-            _ => RunOutcome::Open,
+            RunEndState::Errored { .. } => IndexedRunOutcome::Error,
+            _ => IndexedRunOutcome::Open,
         };
         if let Some(ts) = &tail.last_ts {
             row.last_ts = Some(ts.as_str().to_owned());
         }
     } else {
         // Nothing after the head block is known.
-        row.outcome = RunOutcome::Open;
+        row.outcome = IndexedRunOutcome::Open;
     }
     // A `run.status` of the head block is not the last one.
     row.last_status = None;
@@ -239,7 +240,7 @@ mod tests {
         assert_eq!(row.run_id, "r1");
         assert_eq!(row.session_id.as_deref(), Some("s"));
         assert_eq!(row.started_at_utc.as_deref(), Some(AT));
-        assert_eq!(row.outcome, RunOutcome::Cancelled);
+        assert_eq!(row.outcome, IndexedRunOutcome::Cancelled);
         assert_eq!(row.path, day.join("r1.jsonl"));
         assert!(memory.run_file_diagnostics().unwrap().is_empty());
 
@@ -252,7 +253,7 @@ mod tests {
         let row = &whole.list_runs(&crate::RunQuery::default()).unwrap().runs[0];
         assert_eq!(
             (row.record_count, row.outcome.clone()),
-            (2, RunOutcome::Cancelled)
+            (2, IndexedRunOutcome::Cancelled)
         );
 
         // Nothing was created under the root; sessions cannot be written through it.

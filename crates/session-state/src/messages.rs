@@ -8,7 +8,7 @@ use session_schema::{BaseMessage, Extra, ParseError, RawJson, UnknownObject, par
 use crate::compact::compact_json;
 use crate::error::{Result, StateError};
 use crate::fsutil::{chain_digest, line_digest};
-use crate::types::{DamageKind, LoadNote, MessageDamage};
+use crate::types::{LoadNote, MessageDamage, MessageDamageKind};
 
 /// Serialized message lines (compact JSON + `\n` each) with their digests, for the messages
 /// `base..` of a list (`base` > 0 when the prefix is known to be stored already).
@@ -193,15 +193,15 @@ pub(crate) fn parse_messages(path: &Path, bytes: &[u8]) -> ReadMessages {
             Err(ParseError::Empty) => {}
             Err(err) => {
                 let (kind, kept) = match &err {
-                    e if e.is_eof() && !has_newline => (DamageKind::TornTail, None),
+                    e if e.is_eof() && !has_newline => (MessageDamageKind::TornTail, None),
                     ParseError::Syntax { .. } | ParseError::InvalidUtf8 { .. } => {
-                        (DamageKind::Corrupt, None)
+                        (MessageDamageKind::Corrupt, None)
                     }
-                    ParseError::NotObject => (DamageKind::NotObject, None),
-                    ParseError::MissingTag { .. } => (DamageKind::MissingRole, None),
+                    ParseError::NotObject => (MessageDamageKind::NotObject, None),
+                    ParseError::MissingTag { .. } => (MessageDamageKind::MissingRole, None),
                     _ => match keep_raw(line) {
-                        Some(m) => (DamageKind::Shape, Some(m)),
-                        None => (DamageKind::MissingRole, None),
+                        Some(m) => (MessageDamageKind::Shape, Some(m)),
+                        None => (MessageDamageKind::MissingRole, None),
                     },
                 };
                 damage.push(MessageDamage {
@@ -302,11 +302,11 @@ mod tests {
         assert_eq!(
             kinds,
             vec![
-                (Some(4), DamageKind::Corrupt, false),
-                (Some(5), DamageKind::NotObject, false),
-                (Some(6), DamageKind::MissingRole, false),
-                (Some(7), DamageKind::Shape, true),
-                (Some(8), DamageKind::TornTail, false),
+                (Some(4), MessageDamageKind::Corrupt, false),
+                (Some(5), MessageDamageKind::NotObject, false),
+                (Some(6), MessageDamageKind::MissingRole, false),
+                (Some(7), MessageDamageKind::Shape, true),
+                (Some(8), MessageDamageKind::TornTail, false),
             ]
         );
         assert_eq!(r.messages.len(), 3);

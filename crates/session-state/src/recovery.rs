@@ -27,7 +27,7 @@ use crate::error::{Result, StateError};
 use crate::fsutil;
 use crate::store::StateStore;
 use crate::stored::{Base, FilesRow, Stored, read_bookkeeping, read_stored};
-use crate::types::{Durability, IoStep, Recovery, StaleReason};
+use crate::types::{IoStep, Recovery, SaveDurability, StaleReason};
 
 /// Name of the append-intent file inside `messages/`.
 pub(crate) const INTENT_FILE: &str = ".append-intent";
@@ -111,7 +111,7 @@ impl StateStore {
     }
 
     fn sync_enabled(&self) -> bool {
-        self.options.durability == Durability::Sync
+        self.options.durability == SaveDurability::Sync
     }
 
     /// Called by `open`: completes or sets aside every pending rewrite, then cuts the

@@ -30,10 +30,12 @@ use crate::workspace::normalize_workspace_root;
 /// Longest [`RunRow::first_input`], in characters.
 pub const FIRST_INPUT_CHARS: usize = 200;
 
-/// How a run ended, from its `run.end` record.
+/// How a run ended, from its `run.end` record, as the run index stores it
+/// ([`RunRow::outcome`], the [`RunQuery::outcome`] filter). Unlike the record's own
+/// `session_schema::RunOutcome` it has [`IndexedRunOutcome::Open`] for a run without `run.end`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum RunOutcome {
+pub enum IndexedRunOutcome {
     /// `run.end{outcome:"completed"}`.
     Completed,
     /// `run.end{outcome:"error"}`, or a `run.error` record with no `run.end` after it
@@ -52,26 +54,26 @@ pub enum RunOutcome {
     Other(String),
 }
 
-impl RunOutcome {
+impl IndexedRunOutcome {
     /// The stored spelling: `completed`, `error`, `cancelled`, `open`, or the unknown value.
     pub fn as_str(&self) -> &str {
         match self {
-            RunOutcome::Completed => "completed",
-            RunOutcome::Error => "error",
-            RunOutcome::Cancelled => "cancelled",
-            RunOutcome::Open => "open",
-            RunOutcome::Other(s) => s,
+            IndexedRunOutcome::Completed => "completed",
+            IndexedRunOutcome::Error => "error",
+            IndexedRunOutcome::Cancelled => "cancelled",
+            IndexedRunOutcome::Open => "open",
+            IndexedRunOutcome::Other(s) => s,
         }
     }
 
-    /// Parses [`RunOutcome::as_str`] output.
-    pub fn from_stored(s: &str) -> RunOutcome {
+    /// Parses [`IndexedRunOutcome::as_str`] output.
+    pub fn from_stored(s: &str) -> IndexedRunOutcome {
         match s {
-            "completed" => RunOutcome::Completed,
-            "error" => RunOutcome::Error,
-            "cancelled" => RunOutcome::Cancelled,
-            "open" => RunOutcome::Open,
-            other => RunOutcome::Other(other.to_owned()),
+            "completed" => IndexedRunOutcome::Completed,
+            "error" => IndexedRunOutcome::Error,
+            "cancelled" => IndexedRunOutcome::Cancelled,
+            "open" => IndexedRunOutcome::Open,
+            other => IndexedRunOutcome::Other(other.to_owned()),
         }
     }
 }
@@ -97,7 +99,7 @@ pub struct RunRow {
     /// Header `model.name` (else the first `llm.request.model.name`).
     pub model_name: Option<String>,
     /// Terminal outcome.
-    pub outcome: RunOutcome,
+    pub outcome: IndexedRunOutcome,
     /// Status of the last `run.status` record (`running`, `completed`, `error`, …).
     pub last_status: Option<String>,
     /// Records recovered from the file.
@@ -274,7 +276,7 @@ pub struct RunQuery {
     /// Only runs started before this instant (same forms and rules as `since`).
     pub until: Option<String>,
     /// Only runs with this outcome.
-    pub outcome: Option<RunOutcome>,
+    pub outcome: Option<IndexedRunOutcome>,
     /// Only runs whose workspace root equals this one after normalisation.
     pub workspace: Option<String>,
     /// Maximum number of rows (`None` = all).
@@ -415,7 +417,7 @@ fn row_and_diagnostic_from_sql(
         started_at: (!started.is_empty()).then_some(started),
         model_provider: c.text(4)?,
         model_name: c.text(5)?,
-        outcome: RunOutcome::from_stored(&outcome),
+        outcome: IndexedRunOutcome::from_stored(&outcome),
         last_status: c.text(7)?,
         record_count: n(&mut c, 8)?,
         invocation_count: n(&mut c, 9)?,
@@ -487,7 +489,7 @@ pub(crate) fn row_from_items(
         started_at_utc: None,
         model_provider: None,
         model_name: None,
-        outcome: RunOutcome::Open,
+        outcome: IndexedRunOutcome::Open,
         last_status: None,
         record_count: 0,
         invocation_count: 0,
@@ -599,7 +601,7 @@ pub(crate) fn row_from_items(
             Record::RunStatus(s) => row.last_status = Some(s.status.as_str().to_owned()),
             // `run.error` is terminal: a run that stops after it failed, whether or
             // not its `run.end` follows. A later `run.end` has the last word.
-            Record::RunError(_) => row.outcome = RunOutcome::Error,
+            Record::RunError(_) => row.outcome = IndexedRunOutcome::Error,
             Record::RunEnd(e) => row.outcome = outcome_of_end(e.outcome.as_str()),
             _ => {}
         }
@@ -660,7 +662,7 @@ fn completeness(row: &RunRow) -> session_jsonl::Completeness {
     session_jsonl::Completeness::new(
         &row.path,
         &row.run_id,
-        row.outcome != RunOutcome::Open,
+        row.outcome != IndexedRunOutcome::Open,
         row.record_count,
         row.file_size,
     )
@@ -705,16 +707,16 @@ fn add_tokens(sum: &mut u64, add: u64) -> bool {
 }
 
 /// The outcome of a `run.end` record. A value this version does not know is kept verbatim as
-/// [`RunOutcome::Other`]; the two spellings that would read back from the index as
-/// [`RunOutcome::Open`] or as nothing (`open`, the empty string) are stored as `other:open` and
+/// [`IndexedRunOutcome::Other`]; the two spellings that would read back from the index as
+/// [`IndexedRunOutcome::Open`] or as nothing (`open`, the empty string) are stored as `other:open` and
 /// `other:`, so a run with a `run.end` is never listed as open.
-pub(crate) fn outcome_of_end(outcome: &str) -> RunOutcome {
+pub(crate) fn outcome_of_end(outcome: &str) -> IndexedRunOutcome {
     match outcome {
-        "completed" => RunOutcome::Completed,
-        "error" => RunOutcome::Error,
-        "cancelled" => RunOutcome::Cancelled,
-        "open" | "" => RunOutcome::Other(format!("other:{outcome}")),
-        other => RunOutcome::Other(other.to_owned()),
+        "completed" => IndexedRunOutcome::Completed,
+        "error" => IndexedRunOutcome::Error,
+        "cancelled" => IndexedRunOutcome::Cancelled,
+        "open" | "" => IndexedRunOutcome::Other(format!("other:{outcome}")),
+        other => IndexedRunOutcome::Other(other.to_owned()),
     }
 }
 
@@ -912,7 +914,7 @@ fn known_of(c: &mut Cols<'_, '_>) -> rusqlite::Result<Option<Known>> {
         (Some(size), Some(mtime)) if !c.is_damaged() => Some(Known {
             size,
             mtime,
-            open: outcome == RunOutcome::Open.as_str(),
+            open: outcome == IndexedRunOutcome::Open.as_str(),
         }),
         _ => None,
     })
@@ -1431,7 +1433,7 @@ impl StateStore {
                         changes
                             .upserts
                             .push(to_values(&f.rel, &row, diagnostic.as_deref()));
-                        let open = row.outcome == RunOutcome::Open;
+                        let open = row.outcome == IndexedRunOutcome::Open;
                         Some((open, !open && changed_since(f)))
                     }
                     Err(e) => {
@@ -1536,7 +1538,7 @@ impl StateStore {
         for (i, f) in files.iter().enumerate() {
             match read_run_row(&f.path, f.size, f.mtime_ns, f.compressed) {
                 Ok((row, diagnostic)) => {
-                    let open = row.outcome == RunOutcome::Open;
+                    let open = row.outcome == IndexedRunOutcome::Open;
                     if keep_watching(open, f, !open && changed_since(f)) {
                         watch.push(&f.rel);
                     }

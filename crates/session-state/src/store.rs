@@ -16,8 +16,8 @@ use crate::recovery::Uncommitted;
 use crate::stored::{Base, FilesRow, Stored};
 use crate::summary::summarize;
 use crate::types::{
-    DamageKind, DeferredRename, Durability, FaultPoint, Generation, IoStep, LoadNote, LoadSource,
-    LoadedSession, MessageDamage, Recovery, SaveMode, SaveReport, StoreOptions,
+    DeferredRename, FaultPoint, Generation, IoStep, LoadNote, LoadSource, LoadedSession,
+    MessageDamage, MessageDamageKind, Recovery, SaveDurability, SaveMode, SaveReport, StoreOptions,
 };
 
 /// Resumable session state under one sessions root (spec §2, §3.1; compat notes §2.5–2.11).
@@ -289,7 +289,7 @@ impl StateStore {
     }
 
     pub(crate) fn sync(&self) -> bool {
-        self.options.durability == Durability::Sync
+        self.options.durability == SaveDurability::Sync
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
@@ -1038,7 +1038,7 @@ impl StateStore {
                         path: path.clone(),
                         line: None,
                         byte_offset: 0,
-                        kind: DamageKind::FileChanged,
+                        kind: MessageDamageKind::FileChanged,
                         kept: true,
                         detail: format!(
                             "file holds {} bytes, {} were committed with a different digest",
@@ -1071,7 +1071,7 @@ impl StateStore {
                 path: main.clone(),
                 line: None,
                 byte_offset: 0,
-                kind: DamageKind::CountMismatch {
+                kind: MessageDamageKind::CountMismatch {
                     expected: u64::try_from(expected).unwrap_or(0),
                     found: messages.len() as u64,
                 },

@@ -12,7 +12,7 @@ use session_schema::RawJson;
 use crate::column::{Cols, ColumnDamage, ColumnDamageKind, OwnedValue, describe, text_of};
 use crate::db::{self, db_err};
 use crate::error::{Result, StateError};
-use crate::types::{DamageKind, Generation, LoadNote, MessageDamage};
+use crate::types::{Generation, LoadNote, MessageDamage, MessageDamageKind};
 
 /// The nine reference columns, in the order [`Stored::values`] holds them.
 pub(crate) const ROW_COLUMNS: &str = "session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root";
@@ -387,7 +387,7 @@ pub(crate) fn as_message_damage(db_path: &Path, d: ColumnDamage) -> MessageDamag
         byte_offset: 0,
         detail: d.to_string(),
         kept: true,
-        kind: DamageKind::Column(d),
+        kind: MessageDamageKind::Column(d),
     }
 }
 

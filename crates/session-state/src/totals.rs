@@ -9,7 +9,7 @@ use rusqlite::types::Value;
 use crate::column::{OwnedValue, int_of, owned_row, text_of};
 use crate::db::db_err;
 use crate::error::Result;
-use crate::runs::{RUN_COLUMNS, RunOutcome, RunQuery, RunRow, row_from_sql, run_filters};
+use crate::runs::{IndexedRunOutcome, RUN_COLUMNS, RunQuery, RunRow, row_from_sql, run_filters};
 use crate::store::StateStore;
 
 /// How [`StateStore::run_totals`] groups runs.
@@ -79,9 +79,9 @@ impl RunTotals {
 
     fn of_row(row: &RunRow) -> RunTotals {
         let (completed, errors, cancelled) = match row.outcome {
-            RunOutcome::Completed => (1, 0, 0),
-            RunOutcome::Error => (0, 1, 0),
-            RunOutcome::Cancelled => (0, 0, 1),
+            IndexedRunOutcome::Completed => (1, 0, 0),
+            IndexedRunOutcome::Error => (0, 1, 0),
+            IndexedRunOutcome::Cancelled => (0, 0, 1),
             _ => (0, 0, 0),
         };
         RunTotals {

@@ -19,8 +19,8 @@ pub struct StoreOptions {
     /// wait for each other; they never fail with "database is locked" while another process
     /// makes progress.
     pub max_busy_wait: Duration,
-    /// What a completed save survives (default [`Durability::Sync`]).
-    pub durability: Durability,
+    /// What a completed save survives (default [`SaveDurability::Sync`]).
+    pub durability: SaveDurability,
     /// Fault injection for crash-consistency tests: called at each [`FaultPoint`] of `save`;
     /// returning `true` stops the save right there, as a crash would (nothing is cleaned up),
     /// and `save` returns [`crate::StateError::InjectedFault`].
@@ -36,9 +36,11 @@ pub struct StoreOptions {
 
 /// What a completed save survives. Both levels keep the crash-consistency guarantee for a
 /// crash of the process (the order of writes is the same); they differ for power loss.
+/// ([`StoreOptions::durability`]; the run-log writer's own modes are
+/// `session_jsonl::Durability`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum Durability {
+pub enum SaveDurability {
     /// fsync of the messages file (and of its directory after a create or rename) before the
     /// commit, and `synchronous=FULL`: a returned save survives power loss, and a power loss
     /// at any point leaves the complete old or new state. Costs about two fsyncs per save.
@@ -64,7 +66,7 @@ impl Default for StoreOptions {
         StoreOptions {
             busy_timeout: Duration::from_secs(5),
             max_busy_wait: Duration::from_secs(120),
-            durability: Durability::Sync,
+            durability: SaveDurability::Sync,
             fault_hook: None,
             io_fault: None,
         }
@@ -274,7 +276,7 @@ pub struct MessageDamage {
     /// Byte offset of the line start within the file (0 for file-level damage and legacy).
     pub byte_offset: u64,
     /// What is wrong.
-    pub kind: DamageKind,
+    pub kind: MessageDamageKind,
     /// Whether the message was still kept: a JSON object with a string `role` that does not
     /// fit the typed model is kept verbatim as `BaseMessage::Unknown` (tag = its role) so that
     /// nothing is lost on the next save.
@@ -283,10 +285,11 @@ pub struct MessageDamage {
     pub detail: String,
 }
 
-/// Kinds of [`MessageDamage`].
+/// Kinds of [`MessageDamage`]: what is wrong with a session's messages file or its
+/// `state.db` row (the damage kinds of run logs are `session_jsonl::DamageKind`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum DamageKind {
+pub enum MessageDamageKind {
     /// The last line is cut short (a torn write): no `\n` and the JSON ends early.
     TornTail,
     /// A line is not valid JSON or not UTF-8.
@@ -343,7 +346,7 @@ pub enum LoadNote {
     },
     /// A legacy snapshot field had a type the format does not allow (`invoke_seq` as a
     /// string, for example); the value was omitted. (Values of `state.db` columns are
-    /// reported as [`DamageKind::Column`].)
+    /// reported as [`MessageDamageKind::Column`].)
     ColumnType {
         /// Column (or legacy field) name.
         column: &'static str,

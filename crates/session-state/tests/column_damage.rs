@@ -14,7 +14,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use session_schema::{SessionState, Timestamp};
 use session_state::{
-    ColumnDamage, ColumnDamageKind, DamageKind, ListQuery, RunQuery, SaveMode, StateStore,
+    ColumnDamage, ColumnDamageKind, ListQuery, MessageDamageKind, RunQuery, SaveMode, StateStore,
 };
 
 const ID: &str = "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1";
@@ -72,7 +72,7 @@ fn column_damage(loaded: &session_state::LoadedSession) -> Vec<Found> {
         .damage
         .iter()
         .filter_map(|d| match &d.kind {
-            DamageKind::Column(c) => Some(found(c)),
+            MessageDamageKind::Column(c) => Some(found(c)),
             _ => None,
         })
         .collect()

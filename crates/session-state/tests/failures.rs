@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 use session_schema::{BaseMessage, SessionState, Timestamp};
 use session_state::{
-    DamageKind, FaultPoint, IoFault, IoStep, Recovery, StaleReason, StateError, StateStore,
+    FaultPoint, IoFault, IoStep, MessageDamageKind, Recovery, StaleReason, StateError, StateStore,
     StoreOptions, WriteUnavailable,
 };
 
@@ -221,9 +221,9 @@ fn a_pending_rewrite_is_not_renamed_over_a_replaced_messages_file() {
     // The row (ours) and the file disagree: the whole file is read and the mismatch reported.
     let loaded = store.load(ID).unwrap().unwrap();
     assert_eq!(loaded.state.messages, theirs.messages);
-    let kinds: Vec<&DamageKind> = loaded.damage.iter().map(|d| &d.kind).collect();
+    let kinds: Vec<&MessageDamageKind> = loaded.damage.iter().map(|d| &d.kind).collect();
     assert!(
-        kinds.contains(&&DamageKind::FileChanged),
+        kinds.contains(&&MessageDamageKind::FileChanged),
         "{:?}",
         loaded.damage
     );

@@ -10,7 +10,9 @@ use std::fs;
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use session_state::{EntrySource, ListQuery, LoadSource, RunOutcome, StateStore, summarize_lines};
+use session_state::{
+    EntrySource, IndexedRunOutcome, ListQuery, LoadSource, StateStore, summarize_lines,
+};
 
 fn fixture_dir() -> PathBuf {
     session_test_support::codelia_runtime_dir()
@@ -345,10 +347,10 @@ fn run_index_matches_the_run_facts() {
                 f["llm_request_seqs"].as_array().unwrap().len() as u64
             );
             let outcome = match f["run_end"]["outcome"].as_str() {
-                Some("completed") => RunOutcome::Completed,
-                Some("error") => RunOutcome::Error,
-                Some("cancelled") => RunOutcome::Cancelled,
-                None => RunOutcome::Open,
+                Some("completed") => IndexedRunOutcome::Completed,
+                Some("error") => IndexedRunOutcome::Error,
+                Some("cancelled") => IndexedRunOutcome::Cancelled,
+                None => IndexedRunOutcome::Open,
                 Some(o) => panic!("{o}"),
             };
             assert_eq!(run.outcome, outcome, "{}", run.run_id);
@@ -399,7 +401,7 @@ fn run_index_matches_the_run_facts() {
     let s9 = store
         .runs_for_session("8cde78e5-83d1-486e-9235-92043137d532")
         .unwrap();
-    assert_eq!(s9[0].outcome, RunOutcome::Open);
+    assert_eq!(s9[0].outcome, IndexedRunOutcome::Open);
     assert_eq!(s9[0].last_status.as_deref(), Some("running"));
     assert_eq!(
         s9[0].first_input.as_deref(),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use session_schema::{SessionState, Timestamp};
 use session_state::{
-    DamageKind, ListQuery, MAX_SESSION_FILE_BYTES, MigrationOutcome, ReconstructionOutcome,
+    ListQuery, MAX_SESSION_FILE_BYTES, MessageDamageKind, MigrationOutcome, ReconstructionOutcome,
     SaveMode, StateError, StateStore,
 };
 
@@ -171,7 +171,7 @@ fn a_symbolic_link_is_never_followed() {
     assert!(loaded.state.messages.is_empty());
     assert!(
         loaded.damage.iter().any(|d| d.kind
-            == DamageKind::NotRegularFile {
+            == MessageDamageKind::NotRegularFile {
                 kind: "symbolic link"
             }
             && !d.kept),
@@ -271,7 +271,7 @@ fn a_fifo_never_makes_a_reader_wait() {
         loaded
             .damage
             .iter()
-            .any(|d| d.kind == DamageKind::NotRegularFile { kind: "FIFO" }),
+            .any(|d| d.kind == MessageDamageKind::NotRegularFile { kind: "FIFO" }),
         "{:?}",
         loaded.damage
     );
@@ -322,7 +322,7 @@ fn no_read_of_a_session_file_grows_past_the_limit() {
     assert!(loaded.state.messages.is_empty());
     assert!(
         loaded.damage.iter().any(|d| d.kind
-            == DamageKind::TooLarge {
+            == MessageDamageKind::TooLarge {
                 size: MAX_SESSION_FILE_BYTES + 1,
                 limit: MAX_SESSION_FILE_BYTES
             }),

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use session_jsonl::{Durability, RunWriter, WriterOptions};
 use session_schema::{Header, Record, RunEnd, RunOutcome as EndOutcome, RunStatus, Timestamp};
-use session_state::{IndexReport, RunOutcome, RunQuery, StateStore};
+use session_state::{IndexReport, IndexedRunOutcome, RunQuery, StateStore};
 
 /// Writes a run started at `started_at` (`2026-11-DDTHH:MM:SS.000Z`), ended with `run.end`
 /// when `ended`; returns its path.
@@ -197,7 +197,7 @@ fn archiving_a_run_replaces_its_row() {
     let rows = store.list_runs(&RunQuery::default()).unwrap().runs;
     let row = rows.iter().find(|row| row.path == zst).unwrap();
     assert!(row.compressed);
-    assert_eq!(row.outcome, RunOutcome::Completed);
+    assert_eq!(row.outcome, IndexedRunOutcome::Completed);
     assert!(!rows.iter().any(|row| row.path == plain));
     assert_in_sync(&store);
 }

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use session_schema::{BaseMessage, parse_message};
-use session_state::{DamageKind, ListQuery, LoadNote, LoadSource, MigrationOutcome, StateStore};
+use session_state::{
+    ListQuery, LoadNote, LoadSource, MessageDamageKind, MigrationOutcome, StateStore,
+};
 
 const L2: &str = "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d";
 const L1: &str = "5d0c6f1e-2a7b-4c3d-8e9f-0a1b2c3d4e5f";
@@ -110,7 +112,7 @@ fn without_state_db_no_session_loses_its_messages_file() {
             !again
                 .damage
                 .iter()
-                .any(|d| matches!(d.kind, DamageKind::CountMismatch { .. })),
+                .any(|d| matches!(d.kind, MessageDamageKind::CountMismatch { .. })),
             "{id}: {:?}",
             again.damage
         );
@@ -247,15 +249,15 @@ fn odd_legacy_messages_and_fields_are_reported_and_the_count_is_what_was_written
     );
     assert_eq!(summary.message_count, Some(lines.len() as u64));
     // The others are reported with their 1-based index in `messages`.
-    let damage: Vec<(Option<u64>, DamageKind, bool)> = entry
+    let damage: Vec<(Option<u64>, MessageDamageKind, bool)> = entry
         .damage
         .iter()
         .map(|d| (d.line, d.kind.clone(), d.kept))
         .collect();
-    assert!(damage.contains(&(Some(2), DamageKind::MissingRole, false)));
-    assert!(damage.contains(&(Some(3), DamageKind::Shape, true)));
-    assert!(damage.contains(&(Some(5), DamageKind::NotObject, false)));
-    assert!(damage.contains(&(Some(6), DamageKind::NotObject, false)));
+    assert!(damage.contains(&(Some(2), MessageDamageKind::MissingRole, false)));
+    assert!(damage.contains(&(Some(3), MessageDamageKind::Shape, true)));
+    assert!(damage.contains(&(Some(5), MessageDamageKind::NotObject, false)));
+    assert!(damage.contains(&(Some(6), MessageDamageKind::NotObject, false)));
     assert_eq!(damage.iter().filter(|d| !d.2).count(), 3);
     // Wrong-typed fields are left out and reported.
     let columns: Vec<(&str, &str)> = entry
@@ -275,7 +277,7 @@ fn odd_legacy_messages_and_fields_are_reported_and_the_count_is_what_was_written
         !loaded
             .damage
             .iter()
-            .any(|d| matches!(d.kind, DamageKind::CountMismatch { .. }))
+            .any(|d| matches!(d.kind, MessageDamageKind::CountMismatch { .. }))
     );
     let listed = store.list(&ListQuery::default()).unwrap();
     assert_eq!(listed.entries[0].summary.message_count, Some(4));

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use rusqlite::types::Value as Sql;
 use serde_json::Value;
-use session_state::{DamageKind, LoadSource, ReconstructionOutcome, StateStore};
+use session_state::{LoadSource, MessageDamageKind, ReconstructionOutcome, StateStore};
 
 fn expected() -> Value {
     let path = session_test_support::codelia_runtime_dir().join("expected.json");
@@ -206,7 +206,7 @@ fn rows_rebuilt_from_messages_files_and_run_logs_equal_the_recorded_ones() {
             !loaded
                 .damage
                 .iter()
-                .any(|d| matches!(d.kind, DamageKind::CountMismatch { .. })),
+                .any(|d| matches!(d.kind, MessageDamageKind::CountMismatch { .. })),
             "{id}"
         );
     }

@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use session_state::{RunOutcome, RunQuery, StateStore};
+use session_state::{IndexedRunOutcome, RunQuery, StateStore};
 
 const SESSION: &str = "5e55e55e-0000-4000-8000-0000000000f1";
 
@@ -95,12 +95,12 @@ fn files_that_are_no_runs_are_remembered_and_reported_never_listed() {
         ids(&store, &RunQuery::default()),
         [(good.to_owned(), good_path.clone())]
     );
-    for outcome in [RunOutcome::Open, RunOutcome::Completed] {
+    for outcome in [IndexedRunOutcome::Open, IndexedRunOutcome::Completed] {
         let q = RunQuery {
             outcome: Some(outcome.clone()),
             ..RunQuery::default()
         };
-        let want = if outcome == RunOutcome::Completed {
+        let want = if outcome == IndexedRunOutcome::Completed {
             vec![(good.to_owned(), good_path.clone())]
         } else {
             Vec::new()
@@ -231,7 +231,7 @@ fn one_row_per_run_id_the_most_complete_file_naming_the_others() {
     );
     // The run is completed: the open twin does not make it show up as open.
     let open = RunQuery {
-        outcome: Some(RunOutcome::Open),
+        outcome: Some(IndexedRunOutcome::Open),
         ..RunQuery::default()
     };
     assert!(ids(&store, &open).is_empty());

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use session_jsonl::{Durability, RunWriter, WriterOptions};
 use session_schema::{Header, ModelInfo, Record, RunEnd, RunOutcome as EndOutcome, Timestamp};
-use session_state::{RunChange, RunCursor, RunOutcome, RunQuery, StateStore};
+use session_state::{IndexedRunOutcome, RunChange, RunCursor, RunQuery, StateStore};
 
 fn fixture_runs() -> PathBuf {
     session_test_support::codelia_runs_dir()
@@ -62,7 +62,7 @@ fn index_follows_changes_incrementally() {
     assert_eq!(s1[0].path, zst);
     assert!(s1[0].compressed);
     assert_eq!(s1[0].record_count, 10);
-    assert_eq!(s1[0].outcome, RunOutcome::Completed);
+    assert_eq!(s1[0].outcome, IndexedRunOutcome::Completed);
     // Deleting a file drops its row.
     fs::remove_file(&s9).unwrap();
     assert_eq!(counts(&store.index_runs().unwrap()), (0, 0, 1, 19));
@@ -98,7 +98,7 @@ fn runs_of_our_own_writer_are_indexed_and_open_until_run_end() {
     .unwrap();
     store.index_runs().unwrap();
     let row = store.runs_for_session("s-own").unwrap().remove(0);
-    assert_eq!(row.outcome, RunOutcome::Open);
+    assert_eq!(row.outcome, IndexedRunOutcome::Open);
     assert!(session_jsonl::is_locked(&row.path).unwrap());
     assert_eq!(row.model_name.as_deref(), Some("gpt-5.6"));
     writer
@@ -113,7 +113,7 @@ fn runs_of_our_own_writer_are_indexed_and_open_until_run_end() {
     let r = store.index_runs().unwrap();
     assert_eq!(r.updated, 1);
     let row = store.runs_for_session("s-own").unwrap().remove(0);
-    assert_eq!(row.outcome, RunOutcome::Cancelled);
+    assert_eq!(row.outcome, IndexedRunOutcome::Cancelled);
     assert_eq!(row.last_ts.as_deref(), Some("2026-12-01T09:00:05.000Z"));
     assert_eq!(row.record_count, 2);
 }
@@ -157,21 +157,21 @@ fn listing_is_newest_first_filtered_and_paged() {
     let q = |q: RunQuery| store.list_runs(&q).unwrap().runs.len();
     assert_eq!(
         q(RunQuery {
-            outcome: Some(RunOutcome::Error),
+            outcome: Some(IndexedRunOutcome::Error),
             ..Default::default()
         }),
         1
     );
     assert_eq!(
         q(RunQuery {
-            outcome: Some(RunOutcome::Cancelled),
+            outcome: Some(IndexedRunOutcome::Cancelled),
             ..Default::default()
         }),
         2
     );
     assert_eq!(
         q(RunQuery {
-            outcome: Some(RunOutcome::Open),
+            outcome: Some(IndexedRunOutcome::Open),
             ..Default::default()
         }),
         1
@@ -588,18 +588,21 @@ fn run_error_ends_a_run_and_unknown_outcomes_are_not_open() {
     write_run_lines(&root, running, &[response(running, 1, 3, 4)]);
     let store = StateStore::open(&root).unwrap();
     store.index_runs().unwrap();
-    assert_eq!(row_of(&store, errored).outcome, RunOutcome::Error);
-    assert_eq!(row_of(&store, cancelled).outcome, RunOutcome::Cancelled);
+    assert_eq!(row_of(&store, errored).outcome, IndexedRunOutcome::Error);
+    assert_eq!(
+        row_of(&store, cancelled).outcome,
+        IndexedRunOutcome::Cancelled
+    );
     assert_eq!(
         row_of(&store, exploded).outcome,
-        RunOutcome::Other("exploded".to_owned())
+        IndexedRunOutcome::Other("exploded".to_owned())
     );
     assert_eq!(
         row_of(&store, says_open).outcome,
-        RunOutcome::Other("other:open".to_owned())
+        IndexedRunOutcome::Other("other:open".to_owned())
     );
-    assert_eq!(row_of(&store, running).outcome, RunOutcome::Open);
-    let ids = |outcome: RunOutcome| -> Vec<String> {
+    assert_eq!(row_of(&store, running).outcome, IndexedRunOutcome::Open);
+    let ids = |outcome: IndexedRunOutcome| -> Vec<String> {
         store
             .list_runs(&RunQuery {
                 outcome: Some(outcome),
@@ -611,10 +614,10 @@ fn run_error_ends_a_run_and_unknown_outcomes_are_not_open() {
             .map(|r| r.run_id)
             .collect()
     };
-    assert_eq!(ids(RunOutcome::Error), vec![errored.to_owned()]);
-    assert_eq!(ids(RunOutcome::Open), vec![running.to_owned()]);
+    assert_eq!(ids(IndexedRunOutcome::Error), vec![errored.to_owned()]);
+    assert_eq!(ids(IndexedRunOutcome::Open), vec![running.to_owned()]);
     assert_eq!(
-        ids(RunOutcome::Other("exploded".to_owned())),
+        ids(IndexedRunOutcome::Other("exploded".to_owned())),
         vec![exploded.to_owned()]
     );
     // A refresh and a rebuild agree on every outcome.
@@ -640,7 +643,7 @@ fn a_run_end_after_run_error_is_picked_up_while_the_file_is_racy() {
     );
     let store = StateStore::open(&root).unwrap();
     store.index_runs().unwrap();
-    assert_eq!(row_of(&store, id).outcome, RunOutcome::Error);
+    assert_eq!(row_of(&store, id).outcome, IndexedRunOutcome::Error);
     // The writer appends its run.end right after run.error: the directory does not change,
     // the file was racy when looked at, so it is still watched.
     let mut bytes = fs::read(&path).unwrap();
@@ -656,7 +659,7 @@ fn a_run_end_after_run_error_is_picked_up_while_the_file_is_racy() {
         "{r:?}"
     );
     let row = row_of(&store, id);
-    assert_eq!(row.outcome, RunOutcome::Cancelled);
+    assert_eq!(row.outcome, IndexedRunOutcome::Cancelled);
     assert_eq!(row.file_size, bytes.len() as u64);
     assert!(store.reindex().unwrap().changes.is_empty());
 }

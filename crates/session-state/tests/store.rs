@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rusqlite::Connection;
 use session_schema::{BaseMessage, RawJson, SessionState, Timestamp};
 use session_state::{
-    DamageKind, FaultPoint, ListQuery, SaveMode, StateError, StateStore, StoreOptions,
+    FaultPoint, ListQuery, MessageDamageKind, SaveMode, StateError, StateStore, StoreOptions,
 };
 
 fn state(id: &str, n: usize, tag: &str) -> SessionState {
@@ -321,8 +321,8 @@ fn torn_and_corrupt_message_lines_are_reported_not_fatal() {
     assert_eq!(
         kinds,
         vec![
-            (DamageKind::Corrupt, Some(5)),
-            (DamageKind::TornTail, Some(6))
+            (MessageDamageKind::Corrupt, Some(5)),
+            (MessageDamageKind::TornTail, Some(6))
         ]
     );
     // Saving repairs the file.
@@ -348,7 +348,7 @@ fn a_file_changed_behind_our_back_is_detected() {
         loaded
             .damage
             .iter()
-            .any(|d| d.kind == DamageKind::FileChanged)
+            .any(|d| d.kind == MessageDamageKind::FileChanged)
     );
     assert_eq!(loaded.state.messages.len(), 4);
 }
@@ -1161,12 +1161,12 @@ fn out_of_range_numbers_in_the_database_are_reported_not_a_panic() {
     let mismatch: Vec<_> = loaded
         .damage
         .iter()
-        .filter(|d| matches!(d.kind, DamageKind::CountMismatch { .. }))
+        .filter(|d| matches!(d.kind, MessageDamageKind::CountMismatch { .. }))
         .collect();
     assert_eq!(mismatch.len(), 1);
     assert_eq!(
         mismatch[0].kind,
-        DamageKind::CountMismatch {
+        MessageDamageKind::CountMismatch {
             expected: 0,
             found: 3
         }

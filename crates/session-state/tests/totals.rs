@@ -11,7 +11,7 @@ use session_schema::{
     Header, LlmResponse, LlmResponseOutput, Record, RunEnd, RunOutcome as EndOutcome, Timestamp,
     Usage,
 };
-use session_state::{RunGrouping, RunOutcome, RunQuery, RunRow, RunTotals, StateStore};
+use session_state::{IndexedRunOutcome, RunGrouping, RunQuery, RunRow, RunTotals, StateStore};
 
 fn write_run(root: &Path, n: u32) -> PathBuf {
     let run_id = format!("00000000-0000-4000-8000-{n:012}");
@@ -72,9 +72,9 @@ fn write_run(root: &Path, n: u32) -> PathBuf {
 fn add(t: &mut RunTotals, r: &RunRow) {
     t.runs += 1;
     match r.outcome {
-        RunOutcome::Completed => t.completed += 1,
-        RunOutcome::Error => t.errors += 1,
-        RunOutcome::Cancelled => t.cancelled += 1,
+        IndexedRunOutcome::Completed => t.completed += 1,
+        IndexedRunOutcome::Error => t.errors += 1,
+        IndexedRunOutcome::Cancelled => t.cancelled += 1,
         _ => t.open += 1,
     }
     t.invocations += r.invocation_count;

@@ -220,7 +220,7 @@ fn fast() -> LocalOptions {
     LocalOptions {
         sync_appends: false,
         store: session_state::StoreOptions {
-            durability: session_state::Durability::NoSync,
+            durability: session_state::SaveDurability::NoSync,
             ..session_state::StoreOptions::default()
         },
         ..LocalOptions::default()

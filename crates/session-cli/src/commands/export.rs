@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use session_state::{DamageKind as MsgDamage, LoadNote, MessageDamage};
+use session_state::{LoadNote, MessageDamage, MessageDamageKind};
 
 use crate::Ctx;
 use crate::cli::{ExportArgs, ExportFormat};
@@ -442,21 +442,21 @@ fn message_lost(d: &MessageDamage) -> bool {
     !d.kept
         || matches!(
             d.kind,
-            MsgDamage::CountMismatch { .. } | MsgDamage::FileChanged
+            MessageDamageKind::CountMismatch { .. } | MessageDamageKind::FileChanged
         )
 }
 
 /// `verify`'s kind names for message-log damage (see the README).
-fn damage_kind(kind: &MsgDamage) -> &'static str {
+fn damage_kind(kind: &MessageDamageKind) -> &'static str {
     match kind {
-        MsgDamage::TornTail => "torn_tail",
-        MsgDamage::Corrupt => "corrupt_line",
-        MsgDamage::NotObject => "not_object",
-        MsgDamage::MissingRole => "missing_role",
-        MsgDamage::Shape => "schema_mismatch",
-        MsgDamage::CountMismatch { .. } => "message_count_mismatch",
-        MsgDamage::FileChanged => "messages_file_changed",
-        MsgDamage::Column(_) => "column_damage",
+        MessageDamageKind::TornTail => "torn_tail",
+        MessageDamageKind::Corrupt => "corrupt_line",
+        MessageDamageKind::NotObject => "not_object",
+        MessageDamageKind::MissingRole => "missing_role",
+        MessageDamageKind::Shape => "schema_mismatch",
+        MessageDamageKind::CountMismatch { .. } => "message_count_mismatch",
+        MessageDamageKind::FileChanged => "messages_file_changed",
+        MessageDamageKind::Column(_) => "column_damage",
         _ => "message_damage",
     }
 }
@@ -470,7 +470,7 @@ pub(super) fn describe_damage(root: &Path, d: &MessageDamage) -> String {
     s.push_str(": ");
     s.push_str(damage_kind(&d.kind));
     match &d.kind {
-        MsgDamage::CountMismatch { expected, found } => s.push_str(&format!(
+        MessageDamageKind::CountMismatch { expected, found } => s.push_str(&format!(
             ": state.db says {expected} message(s), {found} found"
         )),
         _ if d.detail.is_empty() => {}
@@ -592,7 +592,9 @@ fn message_damage(root: &Path, damage: &[MessageDamage]) -> Vec<json_rows::Messa
         .iter()
         .map(|d| {
             let (expected, found) = match &d.kind {
-                MsgDamage::CountMismatch { expected, found } => (Some(*expected), Some(*found)),
+                MessageDamageKind::CountMismatch { expected, found } => {
+                    (Some(*expected), Some(*found))
+                }
                 _ => (None, None),
             };
             json_rows::MessageDamage {

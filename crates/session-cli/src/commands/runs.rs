@@ -1,6 +1,6 @@
 //! `sessions runs`: runs newest first from the run index, with filters and a cursor.
 
-use session_state::{RunCursor, RunOutcome, RunQuery, RunRow, StateStore};
+use session_state::{IndexedRunOutcome, RunCursor, RunQuery, RunRow, StateStore};
 use time::OffsetDateTime;
 
 use super::state::{open_reading, open_store_read_only, refresh_index, state_err};
@@ -31,7 +31,7 @@ pub(crate) fn recent_record(last_ts: Option<&str>, now: OffsetDateTime) -> Optio
 /// of a `run.end` outcome this version does not know.
 pub(crate) fn display_outcome(row: &RunRow, now: OffsetDateTime) -> Outcome {
     match &row.outcome {
-        RunOutcome::Open => {
+        IndexedRunOutcome::Open => {
             if session_jsonl::is_locked(&row.path).unwrap_or(false)
                 || recent_record(row.last_ts.as_deref(), now).is_some()
             {
@@ -40,9 +40,9 @@ pub(crate) fn display_outcome(row: &RunRow, now: OffsetDateTime) -> Outcome {
                 Outcome::Crashed
             }
         }
-        RunOutcome::Completed => Outcome::Completed,
-        RunOutcome::Error => Outcome::Error,
-        RunOutcome::Cancelled => Outcome::Cancelled,
+        IndexedRunOutcome::Completed => Outcome::Completed,
+        IndexedRunOutcome::Error => Outcome::Error,
+        IndexedRunOutcome::Cancelled => Outcome::Cancelled,
         other => Outcome::Other(other.as_str().to_owned()),
     }
 }
@@ -187,10 +187,10 @@ pub(crate) fn fetch(
     // One outcome the index knows exactly is filtered there.
     if let [only] = outcomes {
         query.outcome = match only {
-            OutcomeArg::Completed => Some(RunOutcome::Completed),
-            OutcomeArg::Error => Some(RunOutcome::Error),
-            OutcomeArg::Cancelled => Some(RunOutcome::Cancelled),
-            OutcomeArg::Running | OutcomeArg::Crashed => Some(RunOutcome::Open),
+            OutcomeArg::Completed => Some(IndexedRunOutcome::Completed),
+            OutcomeArg::Error => Some(IndexedRunOutcome::Error),
+            OutcomeArg::Cancelled => Some(IndexedRunOutcome::Cancelled),
+            OutcomeArg::Running | OutcomeArg::Crashed => Some(IndexedRunOutcome::Open),
         };
     }
     // Collect one match more than asked for: it tells whether a next page exists.

@@ -2,7 +2,7 @@
 //! listings, state checks for `verify`, and `reindex`.
 
 use session_state::{
-    DamageKind as MsgDamage, EntrySource, LoadSource, RunChange, StateError, StateStore,
+    EntrySource, LoadSource, MessageDamageKind, RunChange, StateError, StateStore,
 };
 
 use super::verify::Finding;
@@ -637,22 +637,22 @@ pub(crate) fn verify_state(
             continue;
         }
         for d in &loaded.damage {
-            if let MsgDamage::Column(c) = &d.kind {
+            if let MessageDamageKind::Column(c) = &d.kind {
                 if column_seen.insert((c.row.clone(), c.table, c.column)) {
                     findings.push(column_finding(&d.path, c));
                 }
                 continue;
             }
             let (kind, problem) = match &d.kind {
-                MsgDamage::TornTail => ("torn_tail", true),
-                MsgDamage::Corrupt => ("corrupt_line", true),
-                MsgDamage::NotObject => ("not_object", true),
-                MsgDamage::MissingRole => ("missing_role", true),
-                MsgDamage::Shape => ("schema_mismatch", true),
-                MsgDamage::CountMismatch { .. } => ("message_count_mismatch", true),
-                MsgDamage::FileChanged => ("messages_file_changed", true),
-                MsgDamage::NotRegularFile { .. } => ("not_regular_file", true),
-                MsgDamage::TooLarge { .. } => ("too_large", true),
+                MessageDamageKind::TornTail => ("torn_tail", true),
+                MessageDamageKind::Corrupt => ("corrupt_line", true),
+                MessageDamageKind::NotObject => ("not_object", true),
+                MessageDamageKind::MissingRole => ("missing_role", true),
+                MessageDamageKind::Shape => ("schema_mismatch", true),
+                MessageDamageKind::CountMismatch { .. } => ("message_count_mismatch", true),
+                MessageDamageKind::FileChanged => ("messages_file_changed", true),
+                MessageDamageKind::NotRegularFile { .. } => ("not_regular_file", true),
+                MessageDamageKind::TooLarge { .. } => ("too_large", true),
                 _ => ("message_damage", true),
             };
             findings.push(Finding {

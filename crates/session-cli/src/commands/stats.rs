@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use session_state::{RunGrouping, RunOutcome, RunQuery, RunTotals};
+use session_state::{IndexedRunOutcome, RunGrouping, RunQuery, RunTotals};
 
 use super::runs::bound;
 use super::state::{open_reading, refresh_index, state_err};
@@ -241,7 +241,7 @@ fn split_unfinished(
     let mut query = RunQuery::default();
     query.since = since;
     query.until = until;
-    query.outcome = Some(RunOutcome::Open);
+    query.outcome = Some(IndexedRunOutcome::Open);
     let limit = usize::try_from(open)
         .unwrap_or(usize::MAX)
         .min(crate::cli::MAX_COUNT);

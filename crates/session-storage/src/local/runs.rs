@@ -13,7 +13,7 @@ use session_jsonl::{
     JsonlError, find_run, is_archived, open_run_file, read_header, run_path, terminal_state_exact,
 };
 use session_schema::Timestamp;
-use session_state::{RunCursor, RunOutcome, RunQuery, RunRow};
+use session_state::{IndexedRunOutcome, RunCursor, RunQuery, RunRow};
 
 use super::{LocalBackend, state_err};
 use crate::catalogue::{RunCatalogue, already_present, check_complete_lines};
@@ -556,7 +556,7 @@ impl RunCatalogue for LocalBackend {
         q.outcome = query
             .outcome
             .as_ref()
-            .map(|o| RunOutcome::from_stored(o.as_str()));
+            .map(|o| IndexedRunOutcome::from_stored(o.as_str()));
         q.workspace = query.workspace.clone();
         q.after = match &query.after {
             Some(c) => Some(

@@ -4,8 +4,8 @@
 
 use session_schema::SessionState;
 use session_state::{
-    DamageKind, Generation, ListCursor, ListQuery, LoadNote, LoadSource, LoadedSession,
-    MessageDamage, StateError,
+    Generation, ListCursor, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
+    MessageDamageKind, StateError,
 };
 
 use super::{LocalBackend, lease, locked, state_err};
@@ -29,22 +29,22 @@ fn found_version(found: &str) -> Option<Version> {
     (found != NO_ROW).then(|| Version::new(found))
 }
 
-fn damage_kind(kind: &DamageKind) -> String {
+fn damage_kind(kind: &MessageDamageKind) -> String {
     match kind {
-        DamageKind::TornTail => "torn_tail".to_owned(),
-        DamageKind::Corrupt => "corrupt".to_owned(),
-        DamageKind::NotObject => "not_object".to_owned(),
-        DamageKind::MissingRole => "missing_role".to_owned(),
-        DamageKind::Shape => "shape".to_owned(),
-        DamageKind::CountMismatch { .. } => "count_mismatch".to_owned(),
-        DamageKind::FileChanged => "file_changed".to_owned(),
+        MessageDamageKind::TornTail => "torn_tail".to_owned(),
+        MessageDamageKind::Corrupt => "corrupt".to_owned(),
+        MessageDamageKind::NotObject => "not_object".to_owned(),
+        MessageDamageKind::MissingRole => "missing_role".to_owned(),
+        MessageDamageKind::Shape => "shape".to_owned(),
+        MessageDamageKind::CountMismatch { .. } => "count_mismatch".to_owned(),
+        MessageDamageKind::FileChanged => "file_changed".to_owned(),
         other => format!("{other:?}").to_lowercase(),
     }
 }
 
 fn session_damage(d: &MessageDamage) -> SessionDamage {
     let detail = match &d.kind {
-        DamageKind::CountMismatch { expected, found } => format!(
+        MessageDamageKind::CountMismatch { expected, found } => format!(
             "{} (the row says {expected} messages, {found} found)",
             d.detail
         ),
