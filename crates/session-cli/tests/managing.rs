@@ -5,11 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::copy_tree;
+use common::{Run, sample_store};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -30,43 +29,8 @@ const S7_RUN: &str = "7a1e0007-0000-4000-8000-000000000701";
 /// L1: the legacy snapshot (no runs), saved 2026-10-02.
 const L1: &str = "5a1e00a1-0000-4000-8000-0000000000a1";
 
-struct Store {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-fn sample_store() -> Store {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("sessions");
-    copy_tree(&session_test_support::sample_sessions_dir(), &root);
-    Store { _dir: dir, root }
-}
-
-struct Run {
-    code: i32,
-    out: String,
-    err: String,
-}
-
 fn run_in(root: &Path, args: &[&str]) -> Run {
-    let o = Command::new(env!("CARGO_BIN_EXE_sessions"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", "/nonexistent-home")
-        .env("TZ", "UTC")
-        .env("SESSIONS_NOW", NOW)
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .output()
-        .unwrap();
-    let r = Run {
-        code: o.status.code().unwrap_or(-1),
-        out: String::from_utf8(o.stdout).unwrap(),
-        err: String::from_utf8(o.stderr).unwrap(),
-    };
-    assert!(!r.err.contains("panicked"), "panic: {}", r.err);
-    r
+    common::run_at(root, NOW, args)
 }
 
 fn ok(root: &Path, args: &[&str]) -> String {

@@ -5,10 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-use common::copy_tree;
+use common::sample_store;
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -17,18 +17,6 @@ const RUN_102: &str = "7a1e0001-0000-4000-8000-000000000102";
 const FILE_102: &str = "2026/11/24/7a1e0001-0000-4000-8000-000000000102.jsonl";
 const OPEN_RUN: &str = "7a1e0006-0000-4000-8000-000000000601";
 const OPEN_FILE: &str = "2026/11/29/7a1e0006-0000-4000-8000-000000000601.jsonl";
-
-struct Store {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-fn sample_store() -> Store {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("sessions");
-    copy_tree(&session_test_support::sample_sessions_dir(), &root);
-    Store { _dir: dir, root }
-}
 
 fn sessions(root: &Path, args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_sessions"))
