@@ -255,29 +255,37 @@ pub(crate) fn newest(ctx: &mut Ctx<'_>, want: Want) -> Result<(IdKind, String), 
     )))
 }
 
-/// `id` as a whole session id: `@title` is the session with that title, `-` is the [`newest`]; an id that
-/// names nothing is expanded as a prefix ([`expand`]); anything else is returned as it is
-/// (for the command to find, or report as not found).
+/// `id` as a whole session id: [`id_arg`] for a session.
+///
+/// # Errors
+/// As [`id_arg`].
+pub(crate) fn session_arg(ctx: &mut Ctx<'_>, id: &str) -> Result<String, CliError> {
+    id_arg(ctx, id, Want::Session)
+}
+
+/// `id` as a whole id for a command that wants `want`: `@title` is the session with that title
+/// (not for a run), `-` is the [`newest`]; an id that names nothing is expanded as a prefix
+/// ([`expand`]); anything else is returned as it is (for the command to find, or report as
+/// not found).
 ///
 /// # Errors
 /// Usage (2) for an unsafe id or an ambiguous prefix; not found (3) for `-` in a workspace
-/// without runs or sessions.
-pub(crate) fn session_arg(ctx: &mut Ctx<'_>, id: &str) -> Result<String, CliError> {
-    if id.starts_with('@') {
+/// without runs or sessions, or an unknown title.
+pub(crate) fn id_arg(ctx: &mut Ctx<'_>, id: &str, want: Want) -> Result<String, CliError> {
+    if id.starts_with('@') && want != Want::Run {
         return crate::commands::manage::resolve_id(ctx, id);
     }
-    check(id, Want::Session)?;
+    check(id, want)?;
     if id == NEWEST {
-        return newest(ctx, Want::Session).map(|(_, id)| id);
+        return newest(ctx, want).map(|(_, id)| id);
     }
     let (store, _) = open_reading(ctx)?;
     // The whole id sorts first among the ids it begins.
-    let first = store.session_ids_with_prefix(id, 1).map_err(state_err)?;
-    if first.first().is_some_and(|m| m.id == id) {
+    if query(&store, id, want)?.iter().any(|m| m.id == id) {
         return Ok(id.to_owned());
     }
     drop(store);
-    Ok(match expand(ctx, id, Want::Session)? {
+    Ok(match expand(ctx, id, want)? {
         Some((_, full)) => full,
         None => id.to_owned(),
     })

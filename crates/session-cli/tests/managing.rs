@@ -548,6 +548,41 @@ fn storage_reports_bytes_by_area_day_session_and_trash_batch() {
 }
 
 #[test]
+fn name_pin_and_delete_take_unique_prefixes_like_every_command() {
+    let s = sample_store();
+    assert_eq!(
+        ok(&s.root, &["name", "5a1e0002", "prefix title"]),
+        format!("session {S2} is titled \"prefix title\" (use it as @prefix title)\n")
+    );
+    ok(&s.root, &["pin", "5a1e0002"]);
+    let listed = json_lines(&ok(&s.root, &["sessions", "--all", "--json"]));
+    let s2 = listed.iter().find(|x| x["session_id"] == S2).unwrap();
+    assert_eq!(
+        (&s2["title"], &s2["pinned"]),
+        (&Value::from("prefix title"), &Value::from(true))
+    );
+    ok(&s.root, &["unpin", "5a1e0002"]);
+    // A run prefix and a session prefix name what their whole ids name.
+    let plan = json_lines(&ok(
+        &s.root,
+        &["delete", "7a1e0007", "5a1e0004", "--dry-run", "--json"],
+    ));
+    let summary = plan.last().unwrap();
+    assert_eq!(
+        (&summary["runs"], &summary["sessions"]),
+        (&Value::from(3), &Value::from(1))
+    );
+    // A prefix of several ids is a usage error listing them.
+    let r = run_in(&s.root, &["name", "5a1e000", "x"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(
+        r.err.contains("ambiguous") && r.err.contains(S2),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
 fn titles_name_sessions_in_listings_and_as_ids() {
     let s = sample_store();
     assert_eq!(

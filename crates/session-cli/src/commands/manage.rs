@@ -14,7 +14,7 @@ use super::housekeeping::TRASH_DIR;
 use super::state::{open_store, open_store_read_only, state_err};
 use crate::Ctx;
 use crate::cli::{NameArgs, PinArgs, StorageArgs};
-use crate::error::{CliError, EXIT_OK, one_line};
+use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{
     Row, StorageBatchRow, StorageDayRow, StorageSessionRow, StorageSummary, SummaryRow, write_row,
 };
@@ -126,8 +126,8 @@ fn open_for_labels(ctx: &mut Ctx<'_>) -> Result<StateStore, CliError> {
 
 /// A session id that exists (a `state.db` row, a legacy snapshot, or runs in the run index).
 fn existing_session(ctx: &mut Ctx<'_>, store: &StateStore, raw: &str) -> Result<String, CliError> {
-    let id = resolve_title(store, raw)?;
-    session_schema::check_id(&id).map_err(|e| CliError::Usage(one_line(&e)))?;
+    // `@title`, `-` and unique prefixes as every command takes them.
+    let id = crate::ids::session_arg(ctx, raw)?;
     let listed = store
         .list(&session_state::ListQuery::all())
         .map_err(state_err)?

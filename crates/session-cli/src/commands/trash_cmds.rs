@@ -46,8 +46,8 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliErr
     let mut seen_paths: BTreeSet<PathBuf> = BTreeSet::new();
     let mut seen_sessions: BTreeSet<String> = BTreeSet::new();
     for raw in &args.ids {
-        let id = super::manage::resolve_title(&store, raw)?;
-        session_schema::check_id(&id).map_err(|e| CliError::Usage(one_line(&e)))?;
+        // `@title`, `-` and unique prefixes as every command takes them.
+        let id = crate::ids::id_arg(ctx, raw, crate::ids::Want::Either)?;
         if let Some(path) = crate::store::try_locate_run(ctx, &id)? {
             let compressed = is_archive(&path);
             let facts = run_facts(path, id.clone(), compressed)?;
