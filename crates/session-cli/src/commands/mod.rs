@@ -10,7 +10,8 @@ pub(crate) mod search;
 #[cfg(feature = "serve")]
 mod serve;
 mod sessions;
-mod show;
+pub(crate) mod shared;
+pub(crate) mod show;
 pub(crate) mod state;
 mod stats;
 mod sync;
@@ -53,6 +54,9 @@ use crate::json_rows::{Row, WhereRow, write_row};
 
 /// `sessions where`.
 pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliError> {
+    if let Some(shared) = ctx.shared.clone() {
+        return shared::where_cmd(ctx, &shared, args);
+    }
     let root = &ctx.root;
     let exists = root.path.is_dir();
     if args.json {
@@ -64,6 +68,7 @@ pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliE
                 .iter()
                 .map(crate::root::RootSource::key)
                 .collect(),
+            store: None,
         });
         write_row(ctx.out, &row)?;
     } else {
