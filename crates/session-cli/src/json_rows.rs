@@ -413,6 +413,10 @@ pub(crate) enum ActionKind {
     RestoreRun,
     /// `restore`: put a session of a trash batch back.
     RestoreSession,
+    /// `gc` on a shared store: remove a run (recorded in the store's `gc_audit` table).
+    RemoveRun,
+    /// `gc` on a shared store: remove a session (recorded in the store's `gc_audit` table).
+    RemoveSession,
 }
 
 impl ActionKind {
@@ -433,6 +437,8 @@ impl ActionKind {
             ActionKind::RestoreSession => "restore-session",
             ActionKind::Archive => "archive",
             ActionKind::Unarchive => "unarchive",
+            ActionKind::RemoveRun => "remove-run",
+            ActionKind::RemoveSession => "remove-session",
         }
     }
 }

@@ -2,8 +2,9 @@
 //! throwaway cluster (session-pg's test harness): the recorded reference data and the sample
 //! store are shipped with `sessions sync`, then every reading command is run on the local
 //! store and on the shared one and their output compared. The documented differences: a run
-//! row's `file` (a shared store's `host:run_id`), `file_size`/`compressed` (stored bytes) and
-//! `origin_host` (only a shared store knows it; a HOST column in the table).
+//! row's `file` (a shared store's `host:run_id`), `file_size`/`compressed` (stored bytes),
+//! `origin_host` (only a shared store knows it; a HOST column in the table), and a session's
+//! `source` (`sync` ships a legacy snapshot as a row: `db`, no `(legacy)` mark).
 
 #![allow(
     clippy::unwrap_used,
@@ -88,6 +89,15 @@ fn this_host() -> String {
 /// shared store's `origin_host` is checked here.
 fn comparable(line: &str, shared: bool) -> serde_json::Value {
     let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+    // A shared store keeps every session as rows: `sync` ships a legacy snapshot as one.
+    if let Some(o) = v.as_object_mut()
+        && o.get("type").and_then(|t| t.as_str()) == Some("session")
+    {
+        let source = o.remove("source");
+        if shared {
+            assert_eq!(source, Some(serde_json::Value::from("db")), "{line}");
+        }
+    }
     if let Some(o) = v.as_object_mut()
         && o.get("type").and_then(|t| t.as_str()) == Some("run")
     {
@@ -154,11 +164,20 @@ fn same_json(local: &[&str], shared: &[&str], args: &[&str]) {
     let a = sessions(local, &[], args);
     let b = sessions(shared, &[], args);
     assert_eq!(a.code, b.code, "{args:?}: {} / {}", a.err, b.err);
-    assert_eq!(
-        json_lines(&a.out, false),
-        json_lines(&b.out, true),
-        "{args:?}"
-    );
+    let (x, y) = (json_lines(&a.out, false), json_lines(&b.out, true));
+    assert_eq!(x.len(), y.len(), "{args:?}");
+    for (x, y) in x.iter().zip(&y) {
+        if let (Some(xo), Some(yo)) = (x.as_object(), y.as_object()) {
+            let differ: Vec<String> = xo
+                .keys()
+                .chain(yo.keys())
+                .filter(|k| xo.get(*k) != yo.get(*k))
+                .map(|k| format!("{k}: {:?} / {:?}", xo.get(k), yo.get(k)))
+                .collect();
+            assert!(differ.is_empty(), "{args:?}: {differ:?}");
+        }
+        assert_eq!(x, y, "{args:?}");
+    }
 }
 
 /// Export in `format` to stdout, with the `file` names of the stores taken out.
@@ -247,7 +266,13 @@ fn compare_stores(src: &Path) {
     }
     assert_eq!(paged, runs);
 
+    same_json(&local, &shared, &["sessions", "--all", "--json"]);
+    let a = sessions(&local, &[], &["sessions", "--all"]);
+    let b = sessions(&shared, &[], &["sessions", "--all"]);
+    assert_eq!(a.out.replace("(legacy) ", ""), b.out);
     for id in &runs {
+        same(&local, &shared, &["tail", id]);
+        same(&local, &shared, &["tail", "-n", "+1", "--raw", id]);
         same(&local, &shared, &["show", id]);
         same(&local, &shared, &["show", id, "--raw"]);
         same(&local, &shared, &["show", &id[..8]]);
@@ -257,6 +282,8 @@ fn compare_stores(src: &Path) {
         }
     }
     for id in session_ids(&local) {
+        same(&local, &shared, &["history", &id]);
+        same(&local, &shared, &["history", &id, "--json"]);
         same(&local, &shared, &["show", &id]);
         for format in ["md", "json", "html"] {
             same_export(&local, &shared, &id, format);
@@ -361,4 +388,123 @@ fn ids_resolve_on_the_shared_store_as_locally() {
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(r.err.contains("id prefix `7a1e` is ambiguous"), "{}", r.err);
     assert!(r.err.contains("\n  run     7a1e0001-"), "{}", r.err);
+}
+
+#[test]
+fn tail_follow_on_the_shared_store_sees_a_line_appended_through_the_catalogue() {
+    use session_storage::RunCatalogue;
+    use std::io::BufRead;
+    let cluster = cluster!();
+    let (_tmp, _root, conn) = shipped(cluster, &session_test_support::sample_sessions_dir());
+    let run = "7a1e0006-0000-4000-8000-000000000601";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessions"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("TZ", "UTC")
+        .args([
+            "--store",
+            &conn,
+            "tail",
+            "-f",
+            "-n",
+            "2",
+            run,
+            "--timeout",
+            "60",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // The last two records as stored now.
+    let first: Vec<String> = (0..2).map(|_| lines.next().unwrap().unwrap()).collect();
+    assert!(first[1].contains("tool_call shell"), "{first:?}");
+    // A writer elsewhere appends a line and then the run's end.
+    let pg = session_pg::PgBackend::open(&conn).unwrap();
+    let len = pg.stat_run(run).unwrap().unwrap().len;
+    let more = format!(
+        "{{\"type\":\"run.status\",\"run_id\":\"{run}\",\"ts\":\"2026-11-29T21:06:00.000Z\",\"status\":\"completed\"}}\n\
+         {{\"type\":\"run.end\",\"run_id\":\"{run}\",\"ts\":\"2026-11-29T21:06:00.100Z\",\"outcome\":\"completed\"}}\n"
+    );
+    pg.append_lines(run, len, more.as_bytes()).unwrap();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(rest.len(), 2, "{rest:?}");
+    assert!(rest[0].contains("run.status"), "{rest:?}");
+    assert!(
+        rest[1].contains("run.end") && rest[1].contains("completed"),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn gc_on_the_shared_store_plans_what_the_local_gc_plans_then_removes_and_audits() {
+    let cluster = cluster!();
+    let (_tmp, root, conn) = shipped(cluster, &session_test_support::sample_sessions_dir());
+    let root_s = root.to_str().unwrap().to_owned();
+    let later = [("SESSIONS_NOW", "2027-06-01T00:00:00Z")];
+    let ids = |out: &str, action: &str| -> Vec<String> {
+        let mut v: Vec<String> = out
+            .lines()
+            .filter_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (v["action"] == action).then(|| v["id"].as_str().unwrap().to_owned())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let args = ["gc", "--older-than", "30d", "--dry-run", "--json"];
+    let local = sessions(&["--root", &root_s], &later, &args);
+    assert_eq!(local.code, 0, "{}", local.err);
+    let shared = sessions(&["--store", &conn], &later, &args);
+    assert_eq!(shared.code, 0, "{}", shared.err);
+    let planned = ids(&shared.out, "remove_run");
+    assert_eq!(planned, ids(&local.out, "move_run"));
+    assert_eq!(planned.len(), run_ids(&["--root", &root_s]).len());
+    assert!(shared.out.contains("\"status\":\"planned\""));
+    // The dry run removed nothing.
+    let before = sessions(&["--store", &conn], &[], &["runs", "--json"]);
+    assert_eq!(before.out.lines().count(), planned.len());
+    // Human output: one line per item, then the summary.
+    let human = sessions(
+        &["--store", &conn],
+        &later,
+        &["gc", "--older-than", "30d", "--dry-run"],
+    );
+    assert!(
+        human
+            .out
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with(&format!("would remove {} run(s) (", planned.len())),
+        "{}",
+        human.out
+    );
+    // For real: gone from the listing, recorded in gc_audit.
+    let done = sessions(&["--store", &conn], &later, &["gc", "--older-than", "30d"]);
+    assert_eq!(done.code, 0, "{}", done.err);
+    assert!(
+        done.out.contains("recorded in the store's gc_audit table"),
+        "{}",
+        done.out
+    );
+    let after = sessions(&["--store", &conn], &[], &["runs", "--json"]);
+    assert_eq!(after.out, "");
+    let pg = session_pg::PgBackend::open(&conn).unwrap();
+    let audit = pg.gc_audit(1000).unwrap();
+    let mut audited: Vec<String> = audit
+        .iter()
+        .filter(|a| a.kind == "run")
+        .map(|a| a.id.clone())
+        .collect();
+    audited.sort();
+    assert_eq!(audited, planned);
+    // Options a shared store has no use for are refused.
+    let r = sessions(&["--store", &conn], &[], &["gc", "--empty-trash"]);
+    assert_eq!(r.code, 2, "{}", r.err);
 }

@@ -2,14 +2,14 @@
 
 mod cold;
 mod export;
-mod housekeeping;
+pub(crate) mod housekeeping;
 pub(crate) mod manage;
 mod replay;
 pub(crate) mod runs;
 pub(crate) mod search;
 #[cfg(feature = "serve")]
 mod serve;
-mod sessions;
+pub(crate) mod sessions;
 pub(crate) mod shared;
 pub(crate) mod show;
 pub(crate) mod state;

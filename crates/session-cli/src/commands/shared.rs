@@ -10,7 +10,7 @@ use session_storage::{PageCursor, RunCatalogue, RunListQuery, RunSummary, Sessio
 
 use crate::Ctx;
 use crate::backend::{Named, RunRef, Shared, local_only, resolve_id, storage_err};
-use crate::cli::{Command, RunsArgs, ShowArgs, WhereArgs};
+use crate::cli::{Command, GcArgs, RunsArgs, ShowArgs, WhereArgs};
 use crate::error::{CliError, EXIT_OK};
 use crate::ids::Want;
 use crate::json_rows::{CursorRow, Outcome, Row, write_row};
@@ -30,6 +30,10 @@ pub(crate) fn dispatch(
         // These resolve their argument on the shared store themselves.
         Command::Export(a) => super::export(ctx, &a),
         Command::Replay(a) => super::replay(ctx, &a),
+        Command::History(a) => super::history(ctx, &a),
+        Command::Tail(a) => super::tail(ctx, &a),
+        Command::Gc(a) => gc(ctx, shared, &a),
+        Command::Sessions(a) => super::sessions::sessions_shared(ctx, shared, &a),
         // `sync` reads the local store; a shared store named by the environment is its
         // default destination, not its source.
         Command::Sync(a) if shared.source == crate::backend::StoreSource::EnvVar => {
@@ -384,4 +388,91 @@ fn show(ctx: &mut Ctx<'_>, shared: &Shared, args: &ShowArgs) -> Result<i32, CliE
         target.state.as_ref(),
         &target.runs,
     )
+}
+
+/// `sessions gc --older-than AGE [--dry-run]` on the shared store
+/// ([`PgBackend::gc`]): the same rules as on a local store (runs of a session saved within
+/// the window stay, undated runs stay; also runs written to since the cutoff), one action
+/// line (or `--json` row) per run and session, then the summary line. Removed items are
+/// deleted, not moved to a trash; the store's `gc_audit` table records each of them.
+fn gc(ctx: &mut Ctx<'_>, shared: &Shared, args: &GcArgs) -> Result<i32, CliError> {
+    use super::housekeeping::{Action, emit};
+    use crate::json_rows::{ActionKind, ActionStatus};
+    if args.empty_trash || args.keep_last.is_some() || args.max_size.is_some() {
+        return Err(CliError::Usage(format!(
+            "on the shared store {} `sessions gc` takes --older-than (and --dry-run) only: \
+             a shared store has no trash, and --keep-last and --max-size work on a local store",
+            shared.describe()
+        )));
+    }
+    let Some(age) = args.older_than.as_deref() else {
+        return Err(CliError::Usage(
+            "on a shared store `sessions gc` needs --older-than AGE".into(),
+        ));
+    };
+    if ctx.read_only && !args.dry_run {
+        return Err(CliError::Usage(
+            "--read-only: `sessions gc` accepts only --dry-run".into(),
+        ));
+    }
+    let cutoff = crate::timefmt::older_than(age, ctx.now, &ctx.zone)?;
+    let cutoff_ms = i64::try_from(cutoff.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MIN);
+    let pg = shared.backend()?;
+    let report = pg.gc(cutoff_ms, args.dry_run).map_err(|e| {
+        CliError::Data(format!(
+            "shared store {}: gc: {}",
+            shared.describe(),
+            crate::error::one_line(&e)
+        ))
+    })?;
+    let status = if args.dry_run {
+        ActionStatus::Planned
+    } else {
+        ActionStatus::Done
+    };
+    let (mut runs, mut sessions, mut bytes) = (0u64, 0u64, 0u64);
+    for item in &report.removed {
+        let (action, file) = match item.kind {
+            session_pg::GcKind::Session => {
+                sessions += 1;
+                (ActionKind::RemoveSession, item.id.clone())
+            }
+            _ => {
+                runs += 1;
+                bytes = bytes.saturating_add(item.bytes);
+                let host = item.origin_host.as_deref().unwrap_or("-");
+                (ActionKind::RemoveRun, format!("{host}:{}", item.id))
+            }
+        };
+        let action = Action {
+            action,
+            file,
+            id: Some(item.id.clone()),
+            status,
+            detail: format!("{} line(s), {} bytes", item.lines, item.bytes),
+        };
+        emit(ctx, args.json, &action)?;
+    }
+    if !args.json {
+        let verb = if args.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
+        let audit = if args.dry_run || report.removed.is_empty() {
+            ""
+        } else {
+            "; recorded in the store's gc_audit table"
+        };
+        writeln!(
+            ctx.out,
+            "{verb} {runs} run(s) ({}) and {sessions} session(s){audit}; kept {} of sessions \
+             saved within {age}, {} undated, {} written to since the cutoff",
+            crate::style::bytes(bytes),
+            report.kept_active_session,
+            report.kept_undated,
+            report.kept_recent_write,
+        )?;
+    }
+    Ok(EXIT_OK)
 }
