@@ -267,6 +267,15 @@ fn compare_stores(src: &Path) {
     assert_eq!(paged, runs);
 
     same_json(&local, &shared, &["sessions", "--all", "--json"]);
+    for by in ["day", "week", "month", "model", "session"] {
+        same(&local, &shared, &["stats", "--by", by, "--json"]);
+        same(&local, &shared, &["stats", "--by", by]);
+    }
+    same(
+        &local,
+        &shared,
+        &["stats", "--since", "2026-11-25", "--json"],
+    );
     let a = sessions(&local, &[], &["sessions", "--all"]);
     let b = sessions(&shared, &[], &["sessions", "--all"]);
     assert_eq!(a.out.replace("(legacy) ", ""), b.out);

@@ -13,7 +13,7 @@ pub(crate) mod sessions;
 pub(crate) mod shared;
 pub(crate) mod show;
 pub(crate) mod state;
-mod stats;
+pub(crate) mod stats;
 mod sync;
 mod tail;
 mod trash;
