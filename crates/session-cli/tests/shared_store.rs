@@ -180,11 +180,22 @@ fn same_json(local: &[&str], shared: &[&str], args: &[&str]) {
     }
 }
 
-/// Export in `format` to stdout, with the `file` names of the stores taken out.
+/// The number of sessions `sessions --all --json` lists.
+fn session_count(store: &[&str]) -> usize {
+    sessions(store, &[], &["sessions", "--all", "--json"])
+        .out
+        .lines()
+        .count()
+}
+
+/// Export in `format` to stdout (`verify`: `verify ID --json`), with the `file` names of the
+/// stores taken out.
 fn same_export(local: &[&str], shared: &[&str], id: &str, format: &str) {
-    let args = ["export", id, "--format", format];
-    let a = sessions(local, &[], &args);
-    let b = sessions(shared, &[], &args);
+    let export = ["export", id, "--format", format];
+    let verify = ["verify", id, "--json"];
+    let args: &[&str] = if format == "verify" { &verify } else { &export };
+    let a = sessions(local, &[], args);
+    let b = sessions(shared, &[], args);
     assert_eq!(a.code, b.code, "{args:?}: {} / {}", a.err, b.err);
     let file = regex_lite_file(&a.out);
     let b_file = regex_lite_file(&b.out);
@@ -279,7 +290,14 @@ fn compare_stores(src: &Path) {
     let a = sessions(&local, &[], &["sessions", "--all"]);
     let b = sessions(&shared, &[], &["sessions", "--all"]);
     assert_eq!(a.out.replace("(legacy) ", ""), b.out);
+    // The shared store checks every run and every session; a run checks the same locally.
+    let r = sessions(&shared, &[], &["verify", "--json"]);
+    assert!(r.code == 0 || r.code == 1, "{}", r.err);
+    let summary: serde_json::Value = serde_json::from_str(r.out.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["run_files"], runs.len());
+    assert_eq!(summary["sessions"], session_count(&local));
     for id in &runs {
+        same_export(&local, &shared, id, "verify");
         same(&local, &shared, &["tail", id]);
         same(&local, &shared, &["tail", "-n", "+1", "--raw", id]);
         same(&local, &shared, &["show", id]);

@@ -34,6 +34,7 @@ pub(crate) fn dispatch(
         Command::Tail(a) => super::tail(ctx, &a),
         Command::Gc(a) => gc(ctx, shared, &a),
         Command::Stats(a) => super::stats::stats_shared(ctx, shared, &a),
+        Command::Verify(a) => super::verify::verify_shared(ctx, shared, &a),
         Command::Sessions(a) => super::sessions::sessions_shared(ctx, shared, &a),
         // `sync` reads the local store; a shared store named by the environment is its
         // default destination, not its source.
