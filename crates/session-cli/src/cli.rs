@@ -5,10 +5,13 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = "\
-Store location: --root DIR wins, then $SESSIONS_ROOT; otherwise
-CODELIA_LAYOUT=xdg (any case) selects ${XDG_STATE_HOME:-~/.local/state}/codelia/
-sessions (an empty XDG_STATE_HOME counts as unset), else ~/.codelia/sessions.
-`sessions where` shows the choice.
+Store location: --store STORE or --root DIR wins (not both), then
+$SESSIONS_STORE, then $SESSIONS_ROOT; otherwise CODELIA_LAYOUT=xdg (any case)
+selects ${XDG_STATE_HOME:-~/.local/state}/codelia/sessions (an empty
+XDG_STATE_HOME counts as unset), else ~/.codelia/sessions. A STORE that is a
+postgres:// or postgresql:// URL (a unix socket directory as ?host=/dir) or
+libpq key=value pairs is a shared PostgreSQL store; any other STORE is a local
+directory. `sessions where` shows the choice (passwords redacted).
 
 Exit status (the same in every command):
   0  success (verify: no problems found; tail -f: the run ended)
@@ -85,8 +88,15 @@ fn tail_lines_arg(text: &str) -> Result<TailLines, String> {
 pub(crate) struct Cli {
     /// Session store directory (the `sessions/` folder); overrides $SESSIONS_ROOT and the
     /// layout variables.
-    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL, conflicts_with = "store")]
     pub(crate) root: Option<PathBuf>,
+    /// The store to work on: a shared PostgreSQL store (a postgres:// or postgresql:// URL,
+    /// a unix socket directory as ?host=/dir, or libpq key=value pairs) or a local directory
+    /// (as --root). Wins over $SESSIONS_STORE, which wins over $SESSIONS_ROOT. On a shared
+    /// store runs, sessions, show, replay, history, tail, export, stats, verify and gc work;
+    /// the other commands refuse.
+    #[arg(long, global = true, value_name = "STORE", help_heading = GLOBAL)]
+    pub(crate) store: Option<String>,
     /// Open the store read-only: no file under the root is created or changed (the run
     /// index is used as the last writer left it; `repair`, `gc`, `archive`, `reindex`,
     /// `delete` and `restore` accept only `--dry-run`; `pin`, `unpin` and `name` refuse). Used automatically, with a warning, when the store cannot be

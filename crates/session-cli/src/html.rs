@@ -641,7 +641,7 @@ pub(crate) fn export_page(
         sink.write(piece.as_bytes())?;
         let mut marks = EntryMarks::default();
         let damage = std::mem::take(&mut run.damage);
-        let path = run.path.clone();
+        let path = run.src.clone();
         crate::stream::for_each_entry(&path, &mut run.transcript, |e, record, pos| {
             piece.clear();
             h.entry(&mut piece, e, record, pos, &damage, &anchor, &mut marks);

@@ -163,24 +163,9 @@ pub(crate) fn expand(
 
 /// The usage error of an ambiguous prefix: one line per candidate, `kind id  time  text`.
 fn ambiguous(ctx: &Ctx<'_>, prefix: &str, found: &[IdMatch]) -> CliError {
-    let times = ctx.times(false);
     let runs = found.iter().filter(|m| m.kind == IdKind::Run).count();
     let sessions = found.len() - runs;
-    let mut counts = Vec::new();
-    for (n, noun) in [(runs, "run"), (sessions, "session")] {
-        match n {
-            0 => {}
-            1 => counts.push(format!("1 {noun}")),
-            n if n > MAX_CANDIDATES => counts.push(format!("more than {MAX_CANDIDATES} {noun}s")),
-            n => counts.push(format!("{n} {noun}s")),
-        }
-    }
-    let mut msg = format!(
-        "id prefix `{prefix}` is ambiguous: {} match; give more characters",
-        counts.join(" and ")
-    );
-    let width = found.iter().map(|m| m.id.len()).max().unwrap_or(0);
-    for m in found
+    let listed = found
         .iter()
         .filter(|m| m.kind == IdKind::Run)
         .take(MAX_CANDIDATES)
@@ -190,19 +175,53 @@ fn ambiguous(ctx: &Ctx<'_>, prefix: &str, found: &[IdMatch]) -> CliError {
                 .filter(|m| m.kind == IdKind::Session)
                 .take(MAX_CANDIDATES),
         )
-    {
-        let time = m.time.as_deref().map(|t| times.show(t)).unwrap_or_default();
-        let text = m
-            .text
-            .as_deref()
+        .map(|m| {
+            (
+                m.kind.as_str(),
+                m.id.as_str(),
+                m.time.as_deref(),
+                m.text.as_deref(),
+            )
+        });
+    ambiguous_list(ctx, prefix, (runs, sessions), listed)
+}
+
+/// The usage error of an ambiguous prefix from `counts` (runs, sessions that match; more
+/// than [`MAX_CANDIDATES`] reads "more than") and the candidates to list, each
+/// `(kind, id, time, text)`, one line per candidate: `kind id  time  text`. Shared by the
+/// local and the shared store ([`crate::backend::resolve_id`]).
+pub(crate) fn ambiguous_list<'a>(
+    ctx: &Ctx<'_>,
+    prefix: &str,
+    counts: (usize, usize),
+    listed: impl Iterator<Item = (&'a str, &'a str, Option<&'a str>, Option<&'a str>)>,
+) -> CliError {
+    let times = ctx.times(false);
+    let mut words = Vec::new();
+    for (n, noun) in [(counts.0, "run"), (counts.1, "session")] {
+        match n {
+            0 => {}
+            1 => words.push(format!("1 {noun}")),
+            n if n > MAX_CANDIDATES => words.push(format!("more than {MAX_CANDIDATES} {noun}s")),
+            n => words.push(format!("{n} {noun}s")),
+        }
+    }
+    let mut msg = format!(
+        "id prefix `{prefix}` is ambiguous: {} match; give more characters",
+        words.join(" and ")
+    );
+    let listed: Vec<_> = listed.collect();
+    let width = listed
+        .iter()
+        .map(|(_, id, _, _)| id.len())
+        .max()
+        .unwrap_or(0);
+    for (kind, id, time, text) in listed {
+        let time = time.map(|t| times.show(t)).unwrap_or_default();
+        let text = text
             .map(|t| one_line(&escape_controls(t), 60))
             .unwrap_or_default();
-        msg.push_str(&format!(
-            "\n  {:<7} {:<width$}  {:<20}  {text}",
-            m.kind.as_str(),
-            m.id,
-            time
-        ));
+        msg.push_str(&format!("\n  {kind:<7} {id:<width$}  {time:<20}  {text}"));
     }
     CliError::Usage(msg.trim_end().to_owned())
 }

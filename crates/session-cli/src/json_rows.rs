@@ -148,6 +148,29 @@ pub(crate) struct WhereRow {
     pub(crate) exists: bool,
     /// The rules that choose the root, in the order they are tried (the `source` names).
     pub(crate) precedence: Vec<RootSource>,
+    /// The shared store the commands work on instead of the root, when `--store` or
+    /// `$SESSIONS_STORE` names one (the root fields then describe the local store `sync`
+    /// reads); `null` otherwise.
+    pub(crate) store: Option<SharedStoreRow>,
+}
+
+/// `where`: the shared store in use.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct SharedStoreRow {
+    /// The connection string with every password replaced by `***`.
+    pub(crate) connection: String,
+    /// How it was chosen: `flag` (`--store`) or `env` (`$SESSIONS_STORE`).
+    pub(crate) source: SharedStoreSource,
+}
+
+/// How the shared store was chosen (`where`).
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SharedStoreSource {
+    /// `--store STORE`.
+    Flag,
+    /// `$SESSIONS_STORE`.
+    Env,
 }
 
 /// How the store root was chosen (`sessions where`).
@@ -216,6 +239,9 @@ pub(crate) struct RunRow {
     /// reads at most a head and a tail block of each file): what only a whole read can tell
     /// is `null` (`last_status`, `invocations`, tokens, `records`, `damage_count`).
     pub(crate) partial: bool,
+    /// The host the run came from, in a shared store (`--store`): the host of the client
+    /// that created it. `null` for a local store, whose files do not record it.
+    pub(crate) origin_host: Option<String>,
 }
 
 /// `runs`: where the next page starts (`--cursor`).
@@ -387,6 +413,10 @@ pub(crate) enum ActionKind {
     RestoreRun,
     /// `restore`: put a session of a trash batch back.
     RestoreSession,
+    /// `gc` on a shared store: remove a run (recorded in the store's `gc_audit` table).
+    RemoveRun,
+    /// `gc` on a shared store: remove a session (recorded in the store's `gc_audit` table).
+    RemoveSession,
 }
 
 impl ActionKind {
@@ -407,6 +437,8 @@ impl ActionKind {
             ActionKind::RestoreSession => "restore-session",
             ActionKind::Archive => "archive",
             ActionKind::Unarchive => "unarchive",
+            ActionKind::RemoveRun => "remove-run",
+            ActionKind::RemoveSession => "remove-session",
         }
     }
 }

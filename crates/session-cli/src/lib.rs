@@ -40,6 +40,7 @@ use std::path::PathBuf;
 use clap::{CommandFactory, FromArgMatches};
 use time::{OffsetDateTime, UtcOffset};
 
+mod backend;
 mod cli;
 mod commands;
 mod env;
@@ -112,6 +113,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) layout: term::Layout,
     pub(crate) progress: bool,
     pub(crate) root: root::Root,
+    /// The shared store the command works on (`--store`/`$SESSIONS_STORE` naming a
+    /// PostgreSQL store); `None`: the local store at [`Ctx::root`].
+    pub(crate) shared: Option<std::sync::Arc<backend::Shared>>,
     pub(crate) local: UtcOffset,
     pub(crate) now: OffsetDateTime,
     /// The zone in which dates, `today` and calendar ages of time arguments are read
@@ -264,10 +268,12 @@ pub fn run_with(
         }
         None => OffsetDateTime::now_utc(),
     };
-    let root = match root::resolve(cli.root.clone(), env) {
-        Ok(r) => r,
+    let choice = match backend::resolve(cli.store.as_deref(), cli.root.clone(), env) {
+        Ok(c) => c,
         Err(e) => return report(stderr, &e),
     };
+    let root = choice.root;
+    let shared = choice.shared.map(std::sync::Arc::new);
     let out_mode = if human::stdout_is_human(&cli.command) {
         human::Mode::Human { color }
     } else {
@@ -286,6 +292,7 @@ pub fn run_with(
             layout,
             progress: term::progress(env, term),
             root,
+            shared,
             local,
             now,
             zone: timefmt::input_zone(env),
@@ -367,6 +374,9 @@ fn report(stderr: &mut dyn Write, e: &CliError) -> i32 {
 }
 
 fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
+    if let Some(shared) = ctx.shared.clone() {
+        return commands::shared::dispatch(ctx, &shared, command);
+    }
     match command {
         Command::Where(a) => commands::where_cmd(ctx, &a),
         Command::Runs(a) => commands::runs(ctx, &a),

@@ -162,6 +162,59 @@ pub(crate) fn load_run_file(path: &Path) -> Result<LoadedRun, CliError> {
     })
 }
 
+/// [`load_run_file`] for a run of either kind of store: a file, or a run of a catalogue read
+/// whole through the same tolerant reader.
+///
+/// # Errors
+/// As [`load_run_file`]; not found (3) for a stored run that is gone.
+pub(crate) fn load_run(src: &crate::backend::RunRef) -> Result<LoadedRun, CliError> {
+    let (catalogue, run_id, location) = match src {
+        crate::backend::RunRef::File(path) => return load_run_file(path),
+        crate::backend::RunRef::Stored {
+            catalogue,
+            run_id,
+            location,
+        } => (catalogue, run_id, location),
+    };
+    let mut read = session_jsonl::RunRead {
+        path: src.display_path(),
+        ..session_jsonl::RunRead::default()
+    };
+    let mut reader = catalogue
+        .read_items(
+            run_id,
+            session_storage::LinePosition::START,
+            session_jsonl::ReaderOptions::default(),
+        )
+        .map_err(|e| crate::stream::stored_err(location, e))?;
+    while let Some(item) = reader.next() {
+        match item {
+            Ok(session_jsonl::Item::Record(r)) => read.records.push(r),
+            Ok(session_jsonl::Item::Damage(d)) => read.damage.push(d),
+            Err(e) => {
+                return Err(CliError::Data(format!(
+                    "{location}: line {}, byte offset {}: {}",
+                    reader.next_line(),
+                    reader.complete_offset(),
+                    one_line(&e)
+                )));
+            }
+        }
+    }
+    read.bytes = reader.complete_offset();
+    let offsets = read.records.iter().map(|r| r.offset).collect();
+    let bytes = read.bytes;
+    let damage = read.damage.clone();
+    let (log, diags) = session_replay::io::run_log_from_read(read);
+    Ok(LoadedRun {
+        log,
+        diags,
+        damage,
+        offsets,
+        bytes,
+    })
+}
+
 /// The run id a run file's name gives.
 pub(crate) fn run_id_of_path(path: &Path) -> Option<String> {
     let name = path.file_name()?.to_str()?;

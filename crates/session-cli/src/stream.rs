@@ -8,13 +8,17 @@ use session_jsonl::{Damage, Item, Reader, ReaderOptions};
 use session_replay::RunMeta;
 use session_schema::Record;
 
+use crate::backend::RunRef;
 use crate::error::CliError;
 use crate::store::jsonl_err;
 
 /// What one pass over a run file tells a streaming export before its records are written.
 pub(crate) struct RunSummary {
-    /// The file.
+    /// The file; for a run of a shared store its location (`host:run_id`), what messages and
+    /// `file` fields show.
     pub(crate) path: PathBuf,
+    /// The run, for the next pass.
+    pub(crate) src: RunRef,
     /// Run id, session id and start time, as [`RunMeta::from_records`] derives them (the file
     /// name's run id when no record names a run).
     pub(crate) meta: RunMeta,
@@ -46,35 +50,69 @@ fn read_err<R: std::io::Read>(path: &Path, reader: &Reader<R>, e: std::io::Error
     })
 }
 
-/// Calls `each` with every item of the run file at `path`, in file order, one at a time.
+/// Calls `each` with every item of the run `src` (a run file, or a run of a catalogue read
+/// through the same tolerant reader), in order, one at a time.
 ///
 /// # Errors
-/// Data/IO (4) naming the file, line and byte offset when a read fails; `each`'s errors.
+/// Data/IO (4) naming the file (or stored run), line and byte offset when a read fails;
+/// not found (3) for a stored run that is gone; `each`'s errors.
 pub(crate) fn for_each_item(
-    path: &Path,
+    src: impl Into<RunRef>,
     keep_raw: bool,
     mut each: impl FnMut(Item) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    let mut reader = Reader::open_with(
-        path,
-        ReaderOptions {
-            keep_raw,
-            ..ReaderOptions::default()
-        },
-    )
-    .map_err(jsonl_err)?;
-    while let Some(item) = reader.next() {
-        let item = item.map_err(|e| read_err(path, &reader, e))?;
-        each(item)?;
+    let options = ReaderOptions {
+        keep_raw,
+        ..ReaderOptions::default()
+    };
+    match src.into() {
+        RunRef::File(path) => {
+            let mut reader = Reader::open_with(&path, options).map_err(jsonl_err)?;
+            while let Some(item) = reader.next() {
+                let item = item.map_err(|e| read_err(&path, &reader, e))?;
+                each(item)?;
+            }
+        }
+        RunRef::Stored {
+            catalogue,
+            run_id,
+            location,
+        } => {
+            let mut reader = catalogue
+                .read_items(&run_id, session_storage::LinePosition::START, options)
+                .map_err(|e| stored_err(&location, e))?;
+            while let Some(item) = reader.next() {
+                let item = item.map_err(|e| {
+                    CliError::Data(format!(
+                        "{location}: line {}, byte offset {}: {}",
+                        reader.next_line(),
+                        reader.complete_offset(),
+                        crate::error::one_line(&e)
+                    ))
+                })?;
+                each(item)?;
+            }
+        }
     }
     Ok(())
 }
 
-/// The first pass of a streaming export: meta, outcome and damage of the run file at `path`.
+/// A catalogue's error on the stored run at `location`: gone → not found (3), else data (4).
+pub(crate) fn stored_err(location: &str, e: session_storage::StorageError) -> CliError {
+    match e {
+        session_storage::StorageError::RunNotFound { .. } => {
+            CliError::NotFound(format!("{location}: {}", crate::error::one_line(&e)))
+        }
+        _ => CliError::Data(format!("{location}: {}", crate::error::one_line(&e))),
+    }
+}
+
+/// The first pass of a streaming export: meta, outcome and damage of the run `src`.
 ///
 /// # Errors
 /// As [`for_each_item`].
-pub(crate) fn summarize(path: &Path) -> Result<RunSummary, CliError> {
+pub(crate) fn summarize(src: impl Into<RunRef>) -> Result<RunSummary, CliError> {
+    let src: RunRef = src.into();
     let mut header: Option<RunMeta> = None;
     let mut first_named: Option<(String, session_schema::Timestamp)> = None;
     let mut start_session: Option<String> = None;
@@ -82,7 +120,7 @@ pub(crate) fn summarize(path: &Path) -> Result<RunSummary, CliError> {
     let mut damage = Vec::new();
     let mut first_record = true;
     let mut transcript = session_replay::TranscriptBuilder::default();
-    for_each_item(path, false, |item| {
+    for_each_item(&src, false, |item| {
         match item {
             Item::Damage(d) => damage.push(d),
             Item::Record(r) => {
@@ -120,12 +158,13 @@ pub(crate) fn summarize(path: &Path) -> Result<RunSummary, CliError> {
             started_at,
         },
         None => RunMeta {
-            run_id: crate::store::run_id_of_path(path).unwrap_or_default(),
+            run_id: src.run_id().unwrap_or_default(),
             ..RunMeta::default()
         },
     });
     Ok(RunSummary {
-        path: path.to_owned(),
+        path: src.display_path(),
+        src,
         meta,
         outcome,
         damage,
@@ -142,7 +181,7 @@ pub(crate) fn summarize(path: &Path) -> Result<RunSummary, CliError> {
 /// # Errors
 /// As [`for_each_item`]; `each`'s errors.
 pub(crate) fn for_each_entry(
-    path: &Path,
+    path: impl Into<RunRef>,
     builder: &mut session_replay::TranscriptBuilder,
     mut each: impl FnMut(
         &session_replay::Entry,
@@ -191,10 +230,12 @@ pub(crate) fn for_each_entry(
 /// # Errors
 /// As [`for_each_item`]; data (4) when a record has no stored line and cannot be written.
 pub(crate) fn for_each_record_line(
-    path: &Path,
+    src: impl Into<RunRef>,
     mut each: impl FnMut(&[u8]) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    for_each_item(path, true, |item| {
+    let src: RunRef = src.into();
+    let path = src.display_path();
+    for_each_item(&src, true, |item| {
         let Item::Record(r) = item else {
             return Ok(());
         };

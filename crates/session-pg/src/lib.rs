@@ -35,6 +35,7 @@ mod derive;
 mod error;
 mod gc;
 mod lease;
+mod lookup;
 mod pool;
 mod runs;
 pub mod schema;
@@ -47,6 +48,7 @@ pub use backend::{PgBackend, PgOptions};
 pub use config::{PgConfig, SslMode, looks_like_connection_string};
 pub use error::PgError;
 pub use gc::{GcAuditRow, GcItem, GcKind, GcReport};
+pub use lookup::{PrefixMatch, PrefixMatches};
 pub use runs::RunFingerprint;
 pub use text::normalize_workspace_root;
 

@@ -40,8 +40,22 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
     } else {
         None
     };
-    let target = super::resolve_target(ctx, crate::cli::id_or_newest(args.id.as_ref()))?;
-    export_streaming(ctx, args, &target, redactor)
+    let id = crate::cli::id_or_newest(args.id.as_ref());
+    if let Some(shared) = ctx.shared.clone() {
+        let found = super::shared::resolve_target(ctx, &shared, id, crate::ids::Want::Either)?;
+        let target = super::Target {
+            session: found.session,
+            state: found.state,
+            paths: Vec::new(),
+            damage: Vec::new(),
+            notes: Vec::new(),
+            state_error: None,
+        };
+        return export_streaming(ctx, args, &target, &found.runs, redactor);
+    }
+    let target = super::resolve_target(ctx, id)?;
+    let runs: Vec<crate::backend::RunRef> = target.paths.iter().map(Into::into).collect();
+    export_streaming(ctx, args, &target, &runs, redactor)
 }
 
 /// The warnings about a session's saved state (damaged message lines, a state that cannot be
@@ -78,11 +92,12 @@ fn export_streaming(
     ctx: &mut Ctx<'_>,
     args: &ExportArgs,
     target: &super::Target,
+    runs: &[crate::backend::RunRef],
     mut redactor: Option<Redactor>,
 ) -> Result<i32, CliError> {
     let root = ctx.root.path.clone();
-    let mut summaries = Vec::with_capacity(target.paths.len());
-    for p in &target.paths {
+    let mut summaries = Vec::with_capacity(runs.len());
+    for p in runs {
         summaries.push(crate::stream::summarize(p)?);
     }
     let mut complete = true;
@@ -243,7 +258,7 @@ fn stream_markdown(
         let head = session_replay::render_markdown_head(run.transcript.head());
         md.put_run(&head, session.is_some())?;
         let mut ends_in_newline = head.ends_with('\n');
-        crate::stream::for_each_entry(&run.path, &mut run.transcript, |e, _, _| {
+        crate::stream::for_each_entry(&run.src, &mut run.transcript, |e, _, _| {
             let text = session_replay::render_markdown_entry(e);
             if !text.is_empty() {
                 ends_in_newline = text.ends_with('\n');
@@ -279,7 +294,7 @@ fn stream_jsonl(
     mut redactor: Option<&mut Redactor>,
 ) -> Result<(), CliError> {
     for run in runs {
-        crate::stream::for_each_record_line(&run.path, |line| {
+        crate::stream::for_each_record_line(&run.src, |line| {
             match redactor.as_mut() {
                 Some(r) => {
                     let text = String::from_utf8_lossy(line);
@@ -336,7 +351,7 @@ fn stream_run_json(
     put_json(sink, redactor, &open_object(o))?;
     sink.write(b",\"records\":[")?;
     let mut first = true;
-    crate::stream::for_each_record_line(&run.path, |line| {
+    crate::stream::for_each_record_line(&run.src, |line| {
         if !first {
             sink.write(b",")?;
         }

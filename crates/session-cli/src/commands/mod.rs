@@ -2,17 +2,18 @@
 
 mod cold;
 mod export;
-mod housekeeping;
+pub(crate) mod housekeeping;
 pub(crate) mod manage;
 mod replay;
 pub(crate) mod runs;
 pub(crate) mod search;
 #[cfg(feature = "serve")]
 mod serve;
-mod sessions;
-mod show;
+pub(crate) mod sessions;
+pub(crate) mod shared;
+pub(crate) mod show;
 pub(crate) mod state;
-mod stats;
+pub(crate) mod stats;
 mod sync;
 mod tail;
 mod trash;
@@ -53,6 +54,9 @@ use crate::json_rows::{Row, WhereRow, write_row};
 
 /// `sessions where`.
 pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliError> {
+    if let Some(shared) = ctx.shared.clone() {
+        return shared::where_cmd(ctx, &shared, args);
+    }
     let root = &ctx.root;
     let exists = root.path.is_dir();
     if args.json {
@@ -64,6 +68,7 @@ pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliE
                 .iter()
                 .map(crate::root::RootSource::key)
                 .collect(),
+            store: None,
         });
         write_row(ctx.out, &row)?;
     } else {

@@ -7,8 +7,21 @@ use crate::json_rows::{self, OverInclusive, PromptRow, Row, write_row};
 use crate::store::{load_run_file, locate_run};
 
 pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError> {
-    let path = locate_run(ctx, crate::cli::id_or_newest(args.run.as_ref()))?;
-    let run = load_run_file(&path)?;
+    let id = crate::cli::id_or_newest(args.run.as_ref());
+    let (path, run) = match ctx.shared.clone() {
+        Some(shared) => {
+            let found = super::shared::resolve_target(ctx, &shared, id, crate::ids::Want::Run)?;
+            let [src] = found.runs.as_slice() else {
+                return Err(CliError::Usage(format!("{id} is not a run id")));
+            };
+            (src.display_path(), crate::store::load_run(src)?)
+        }
+        None => {
+            let path = locate_run(ctx, id)?;
+            let run = load_run_file(&path)?;
+            (path, run)
+        }
+    };
     let (prompt, diags) = session_replay::prompt_at(&run.log.records, args.seq);
     for d in &diags {
         if d.kind != session_replay::DiagnosticKind::NoSuchInvocation {
@@ -32,7 +45,7 @@ pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliErr
         };
         return Err(CliError::NotFound(format!(
             "run {} has no {which}: {have}",
-            crate::store::run_id_of_path(&path).unwrap_or_default()
+            crate::store::run_id_of_path(&path).unwrap_or_else(|| id.to_owned())
         )));
     };
     let messages = match (&p.over_inclusive, args.corrected) {

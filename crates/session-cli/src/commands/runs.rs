@@ -323,11 +323,8 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     let first_page = args.cursor.is_none();
     if args.json {
         for (row, outcome) in &rows {
-            let partial = partial.contains(&row.path);
-            write_row(
-                ctx.out,
-                &Row::Run(run_row(&root, row, outcome.clone(), partial)),
-            )?;
+            let listed = Listed::of_row(&root, row, partial.contains(&row.path));
+            write_row(ctx.out, &Row::Run(run_row(&listed, outcome.clone())))?;
         }
         if first_page {
             report_not_runs(ctx, &store, true)?;
@@ -344,7 +341,16 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     }
     let times = ctx.times(args.utc);
     if !rows.is_empty() {
-        ctx.table(&runs_table(&rows, &partial, times))?;
+        let listed: Vec<(Listed<'_>, Outcome)> = rows
+            .iter()
+            .map(|(row, o)| {
+                (
+                    Listed::of_row(&root, row, partial.contains(&row.path)),
+                    o.clone(),
+                )
+            })
+            .collect();
+        ctx.table(&runs_table(&listed, times))?;
     } else {
         ctx.hint("(no runs match)")?;
     }
@@ -359,52 +365,176 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     Ok(EXIT_OK)
 }
 
-/// One run as a `--json` row; `partial` for a row read bounded from its file (a listing
-/// without a usable index): what only a whole read can tell is then `null`.
-pub(crate) fn run_row(
-    root: &std::path::Path,
-    row: &RunRow,
-    outcome: Outcome,
-    partial: bool,
-) -> json_rows::RunRow {
+/// One run of a listing as both kinds of store give it (the run index's [`RunRow`], a
+/// catalogue's [`session_storage::RunSummary`]): what the table and the `--json` row show.
+pub(crate) struct Listed<'a> {
+    pub(crate) run_id: &'a str,
+    pub(crate) session_id: Option<&'a str>,
+    pub(crate) started_at: Option<&'a str>,
+    pub(crate) last_status: Option<&'a str>,
+    pub(crate) model_provider: Option<&'a str>,
+    pub(crate) model_name: Option<&'a str>,
+    pub(crate) invocation_count: u64,
+    /// Input, cached input, cache creation, output and total tokens.
+    pub(crate) tokens: [u64; 5],
+    pub(crate) first_input: Option<&'a str>,
+    pub(crate) workspace_root: Option<&'a str>,
+    pub(crate) record_count: u64,
+    pub(crate) damage_count: u64,
+    pub(crate) last_ts: Option<&'a str>,
+    /// The run file relative to the root; a shared store's location (`host:run_id`).
+    pub(crate) file: String,
+    /// Bytes stored (a file's size, compressed for archives).
+    pub(crate) file_size: u64,
+    pub(crate) compressed: bool,
+    /// Read bounded from its file: counts unknown.
+    pub(crate) partial: bool,
+    /// The host the run came from (a shared store); `None` for local files.
+    pub(crate) origin_host: Option<&'a str>,
+}
+
+impl<'a> Listed<'a> {
+    /// A row of the local run index; `partial` for a row read bounded from its file.
+    pub(crate) fn of_row(root: &std::path::Path, row: &'a RunRow, partial: bool) -> Self {
+        Listed {
+            run_id: &row.run_id,
+            session_id: row.session_id.as_deref(),
+            started_at: row.started_at.as_deref(),
+            last_status: row.last_status.as_deref(),
+            model_provider: row.model_provider.as_deref(),
+            model_name: row.model_name.as_deref(),
+            invocation_count: row.invocation_count,
+            tokens: [
+                row.input_tokens,
+                row.cached_input_tokens,
+                row.cache_creation_tokens,
+                row.output_tokens,
+                row.total_tokens,
+            ],
+            first_input: row.first_input.as_deref(),
+            workspace_root: row.workspace_root.as_deref(),
+            record_count: row.record_count,
+            damage_count: row.damage_count,
+            last_ts: row.last_ts.as_deref(),
+            file: rel(root, &row.path).into_owned(),
+            file_size: row.file_size,
+            compressed: row.compressed,
+            partial,
+            origin_host: None,
+        }
+    }
+
+    /// A run of a catalogue listing (a shared store).
+    pub(crate) fn of_summary(s: &'a session_storage::RunSummary) -> Self {
+        Listed {
+            run_id: &s.run_id,
+            session_id: s.session_id.as_deref(),
+            started_at: s.started_at.as_deref(),
+            last_status: s.last_status.as_deref(),
+            model_provider: s.model_provider.as_deref(),
+            model_name: s.model_name.as_deref(),
+            invocation_count: s.invocation_count,
+            tokens: [
+                s.tokens.input,
+                s.tokens.cached_input,
+                s.tokens.cache_creation,
+                s.tokens.output,
+                s.tokens.total,
+            ],
+            first_input: s.first_input.as_deref(),
+            workspace_root: s.workspace_root.as_deref(),
+            record_count: s.record_count,
+            damage_count: s.damage_count,
+            last_ts: s.last_ts.as_deref(),
+            file: s.location.clone(),
+            file_size: s.stored_bytes,
+            compressed: s.archived,
+            partial: false,
+            origin_host: s.origin_host.as_deref(),
+        }
+    }
+}
+
+/// The displayed outcome of a catalogue's run: as [`display_outcome`], without the lock a
+/// shared store cannot see (an open run written to in the last two minutes is `running`).
+pub(crate) fn summary_outcome(s: &session_storage::RunSummary, now: OffsetDateTime) -> Outcome {
+    use session_storage::Outcome as O;
+    match &s.outcome {
+        O::Open => {
+            if recent_record(s.last_ts.as_deref(), now).is_some() {
+                Outcome::Running
+            } else {
+                Outcome::Crashed
+            }
+        }
+        O::Completed => Outcome::Completed,
+        O::Error => Outcome::Error,
+        O::Cancelled => Outcome::Cancelled,
+        O::Other(other) => Outcome::Other(other.clone()),
+    }
+}
+
+/// The catalogue's outcome filter for `--outcome` values it stores exactly (`running` and
+/// `crashed` are both `open` there, told apart afterwards).
+pub(crate) fn stored_outcome(o: OutcomeArg) -> session_storage::Outcome {
+    match o {
+        OutcomeArg::Completed => session_storage::Outcome::Completed,
+        OutcomeArg::Error => session_storage::Outcome::Error,
+        OutcomeArg::Cancelled => session_storage::Outcome::Cancelled,
+        OutcomeArg::Running | OutcomeArg::Crashed => session_storage::Outcome::Open,
+    }
+}
+
+/// Whether `shown` passes the `--outcome` filter (none given: everything).
+pub(crate) fn outcome_wanted(outcomes: &[OutcomeArg], shown: &Outcome) -> bool {
+    outcomes.is_empty() || outcomes.iter().any(|o| outcome_name(*o) == shown.as_str())
+}
+
+/// One run as a `--json` row; in a `partial` row (read bounded from its file) what only a
+/// whole read can tell is `null`.
+pub(crate) fn run_row(row: &Listed<'_>, outcome: Outcome) -> json_rows::RunRow {
+    let partial = row.partial;
     let whole = |n: u64| (!partial).then_some(n);
+    let [input, cached, creation, output, total] = row.tokens;
+    let owned = |s: Option<&str>| s.map(str::to_owned);
     json_rows::RunRow {
-        run_id: row.run_id.clone(),
-        session_id: row.session_id.clone(),
-        started_at: row.started_at.clone(),
+        run_id: row.run_id.to_owned(),
+        session_id: owned(row.session_id),
+        started_at: owned(row.started_at),
         outcome,
         last_status: if partial {
             None
         } else {
-            row.last_status.clone()
+            owned(row.last_status)
         },
-        model_provider: row.model_provider.clone(),
-        model: row.model_name.clone(),
+        model_provider: owned(row.model_provider),
+        model: owned(row.model_name),
         invocations: whole(row.invocation_count),
-        input_tokens: whole(row.input_tokens),
-        cached_input_tokens: whole(row.cached_input_tokens),
-        cache_creation_tokens: whole(row.cache_creation_tokens),
-        output_tokens: whole(row.output_tokens),
-        total_tokens: whole(row.total_tokens),
-        first_input: row.first_input.clone(),
-        workspace_root: row.workspace_root.clone(),
+        input_tokens: whole(input),
+        cached_input_tokens: whole(cached),
+        cache_creation_tokens: whole(creation),
+        output_tokens: whole(output),
+        total_tokens: whole(total),
+        first_input: owned(row.first_input),
+        workspace_root: owned(row.workspace_root),
         records: whole(row.record_count),
         damage_count: whole(row.damage_count),
-        last_ts: row.last_ts.clone(),
-        file: rel(root, &row.path).into_owned(),
+        last_ts: owned(row.last_ts),
+        file: row.file.clone(),
         file_size: row.file_size,
         compressed: row.compressed,
         partial,
+        origin_host: owned(row.origin_host),
     }
 }
 
 /// The runs listing: on a terminal the input is clipped first (to 20 columns), then the
 /// session and run ids become their 8-character prefixes, then the session and invocation
-/// columns go, then the model and the input are clipped further. A row read bounded (in
-/// `partial`) counted only its head block: it shows no counts.
-fn runs_table(
-    rows: &[(RunRow, Outcome)],
-    partial: &std::collections::BTreeSet<std::path::PathBuf>,
+/// columns go, then the model and the input are clipped further. A row read bounded
+/// (`partial`) counted only its head block: it shows no counts. A HOST column (where each run
+/// came from) is added when a row knows its host (a shared store).
+pub(crate) fn runs_table(
+    rows: &[(Listed<'_>, Outcome)],
     times: crate::timefmt::TimeDisplay,
 ) -> Table {
     const SESSION: usize = 2;
@@ -412,55 +542,58 @@ fn runs_table(
     const MODEL: usize = 4;
     const INV: usize = 5;
     const INPUT: usize = 7;
-    let mut t = Table::new(
-        vec![
-            Column::text("STARTED"),
-            Column::id("RUN"),
-            Column::id("SESSION"),
-            Column::text("OUTCOME"),
-            Column::text("MODEL"),
-            Column::number("INV"),
-            Column::number("TOKENS"),
-            Column::text("INPUT"),
-        ],
-        vec![
-            Step::Shrink(SESSION, 8),
-            Step::Shrink(INPUT, 20),
-            Step::Shrink(RUN, 8),
-            Step::Drop(SESSION),
-            Step::Drop(INV),
-            Step::Shrink(MODEL, 10),
-            Step::Shrink(INPUT, 8),
-        ],
-    );
+    const HOST: usize = 8;
+    let hosts = rows.iter().any(|(r, _)| r.origin_host.is_some());
+    let mut columns = vec![
+        Column::text("STARTED"),
+        Column::id("RUN"),
+        Column::id("SESSION"),
+        Column::text("OUTCOME"),
+        Column::text("MODEL"),
+        Column::number("INV"),
+        Column::number("TOKENS"),
+        Column::text("INPUT"),
+    ];
+    let mut steps = vec![
+        Step::Shrink(SESSION, 8),
+        Step::Shrink(INPUT, 20),
+        Step::Shrink(RUN, 8),
+        Step::Drop(SESSION),
+        Step::Drop(INV),
+        Step::Shrink(MODEL, 10),
+        Step::Shrink(INPUT, 8),
+    ];
+    if hosts {
+        columns.push(Column::text("HOST"));
+        steps.insert(0, Step::Shrink(HOST, 16));
+    }
+    let mut t = Table::new(columns, steps);
     for (row, outcome) in rows {
-        let started = row
-            .started_at
-            .as_deref()
-            .map_or_else(|| "-".into(), |t| times.show(t));
+        let started = row.started_at.map_or_else(|| "-".into(), |t| times.show(t));
         let paint = match outcome {
             Outcome::Completed => Paint::Green,
             Outcome::Cancelled | Outcome::Running => Paint::Yellow,
             _ => Paint::Red,
         };
-        let (inv, tokens) = if partial.contains(&row.path) {
+        let (inv, tokens) = if row.partial {
             ("-".to_owned(), "-".to_owned())
         } else {
-            (
-                row.invocation_count.to_string(),
-                thousands(row.total_tokens),
-            )
+            (row.invocation_count.to_string(), thousands(row.tokens[4]))
         };
-        t.row(vec![
+        let mut cells = vec![
             Cell::text(started),
-            Cell::text(row.run_id.clone()),
-            Cell::text(row.session_id.as_deref().unwrap_or("-")),
+            Cell::text(row.run_id),
+            Cell::text(row.session_id.unwrap_or("-")),
             Cell::painted(outcome.as_str(), paint),
-            Cell::text(row.model_name.as_deref().unwrap_or("-")),
+            Cell::text(row.model_name.unwrap_or("-")),
             Cell::text(inv),
             Cell::text(tokens),
-            Cell::text(row.first_input.as_deref().unwrap_or("")),
-        ]);
+            Cell::text(row.first_input.unwrap_or("")),
+        ];
+        if hosts {
+            cells.push(Cell::text(row.origin_host.unwrap_or("-")));
+        }
+        t.row(cells);
     }
     t
 }

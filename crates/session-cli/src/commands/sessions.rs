@@ -99,9 +99,71 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
     };
     // Titles and pins (our table; none in a store without it).
     let labels = super::manage::titles(&store)?;
+    let rows: Vec<(&session_schema::SessionStateSummary, bool)> = page
+        .entries
+        .iter()
+        .map(|e| (&e.summary, e.source == EntrySource::Legacy))
+        .collect();
+    let more = page.next_cursor.is_some();
+    write_sessions(ctx, args, scope.as_deref(), &rows, &labels, &open, more)
+}
+
+/// `sessions sessions` on a shared store: its sessions through
+/// [`SessionStore::list_sessions`](session_storage::SessionStore::list_sessions), shown as
+/// on a local store (a shared store keeps no titles or pins, and tells no lease holders).
+pub(crate) fn sessions_shared(
+    ctx: &mut Ctx<'_>,
+    shared: &crate::backend::Shared,
+    args: &SessionsArgs,
+) -> Result<i32, CliError> {
+    use session_storage::SessionStore;
+    let pg = shared.backend()?;
+    let scope = if args.all {
+        None
+    } else {
+        Some(match &args.workspace {
+            Some(w) => super::runs::workspace_arg(ctx, w)?,
+            None => workspace_of(&ctx.cwd()?).to_string_lossy().into_owned(),
+        })
+    };
+    let page = pg
+        .list_sessions(&session_storage::SessionListQuery {
+            workspace: scope.clone(),
+            limit: (args.limit > 0).then_some(args.limit),
+            after: None,
+        })
+        .map_err(|e| crate::backend::storage_err(shared, e))?;
+    for n in &page.notes {
+        ctx.warn(n);
+    }
+    let rows: Vec<(&session_schema::SessionStateSummary, bool)> =
+        page.sessions.iter().map(|s| (s, false)).collect();
+    let more = page.next_cursor.is_some();
+    write_sessions(
+        ctx,
+        args,
+        scope.as_deref(),
+        &rows,
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+        more,
+    )
+}
+
+/// The sessions listing of either kind of store: `--json` rows or the table. `rows` are the
+/// summaries with whether each is a legacy snapshot; `more`: the listing was cut by
+/// `--limit`.
+fn write_sessions(
+    ctx: &mut Ctx<'_>,
+    args: &SessionsArgs,
+    scope: Option<&str>,
+    rows: &[(&session_schema::SessionStateSummary, bool)],
+    labels: &BTreeMap<String, session_state::SessionLabel>,
+    open: &BTreeMap<String, LeaseHolder>,
+    more: bool,
+) -> Result<i32, CliError> {
     if args.json {
-        for e in &page.entries {
-            let s = &e.summary;
+        for (s, legacy) in rows {
             let label = labels.get(&s.session_id);
             let row = SessionRow {
                 session_id: s.session_id.clone(),
@@ -112,7 +174,7 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
                 message_count: s.message_count,
                 last_user_message: s.last_user_message.clone(),
                 workspace_root: s.workspace_root.clone(),
-                source: if e.source == EntrySource::Legacy {
+                source: if *legacy {
                     SessionSource::Legacy
                 } else {
                     SessionSource::Db
@@ -130,7 +192,7 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         return Ok(EXIT_OK);
     }
     let times = ctx.times(args.utc);
-    match &scope {
+    match scope {
         Some(ws) => ctx.hint(&format!("workspace {ws} (--all for every workspace)"))?,
         None => ctx.hint("all workspaces")?,
     }
@@ -159,11 +221,10 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
             Step::Shrink(WORKSPACE, 8),
         ],
     );
-    for e in &page.entries {
-        let s = &e.summary;
+    for (s, legacy) in rows {
         let msgs = s.message_count.map_or("-".to_owned(), |n| n.to_string());
         let last = s.last_user_message.as_deref().unwrap_or("");
-        let last = if e.source == EntrySource::Legacy {
+        let last = if *legacy {
             format!("(legacy) {last}")
         } else {
             last.to_owned()
@@ -197,12 +258,12 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
             Cell::text(s.workspace_root.as_deref().unwrap_or("-")),
         ]);
     }
-    if page.entries.is_empty() {
+    if rows.is_empty() {
         ctx.hint("(no sessions)")?;
     } else {
         ctx.table(&table)?;
     }
-    if page.next_cursor.is_some() {
+    if more {
         ctx.hint(&format!(
             "showing the newest {}; --limit 0 shows all",
             args.limit
@@ -212,7 +273,17 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
 }
 
 pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError> {
-    let session = crate::ids::session_arg(ctx, crate::cli::id_or_newest(args.session.as_ref()))?;
+    let id = crate::cli::id_or_newest(args.session.as_ref());
+    if let Some(shared) = ctx.shared.clone() {
+        // The session's runs (oldest first) and saved state, from the shared store.
+        let found = super::shared::resolve_target(ctx, &shared, id, crate::ids::Want::Session)?;
+        let mut logs = Vec::with_capacity(found.runs.len());
+        for r in &found.runs {
+            logs.push(crate::store::load_run(r)?.log);
+        }
+        return write_history(ctx, args, &logs);
+    }
+    let session = crate::ids::session_arg(ctx, id)?;
     let store = open_store_for_reading(ctx, IndexUse::FindsRuns)?;
     let runs = crate::store::session_runs(ctx, &store, &session)?;
     let mut logs = Vec::with_capacity(runs.len());
@@ -236,8 +307,17 @@ pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliE
             )));
         }
     }
+    write_history(ctx, args, &logs)
+}
+
+/// The history of a session's run logs (oldest first), as `--json` rows or text.
+fn write_history(
+    ctx: &mut Ctx<'_>,
+    args: &HistoryArgs,
+    logs: &[session_replay::RunLog],
+) -> Result<i32, CliError> {
     let h = session_replay::session_history(
-        &logs,
+        logs,
         HistoryOptions {
             max_runs: args.max_runs,
             max_events: args.max_events,

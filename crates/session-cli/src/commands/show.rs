@@ -27,10 +27,30 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
             ctx.warn(&format!("saved state: {c}"));
         }
     }
+    let runs: Vec<crate::backend::RunRef> = target.paths.iter().map(Into::into).collect();
+    show_target(
+        ctx,
+        args,
+        target.session.as_deref(),
+        target.state.as_ref(),
+        &runs,
+    )
+}
+
+/// `show` of a resolved argument, on either kind of store: the session's heading (and its
+/// saved messages when it has no runs), then each run's transcript (`--raw`: its bytes as
+/// stored; `--at`: one run from a record on).
+pub(crate) fn show_target(
+    ctx: &mut Ctx<'_>,
+    args: &ShowArgs,
+    session: Option<&str>,
+    state: Option<&session_schema::SessionState>,
+    runs: &[crate::backend::RunRef],
+) -> Result<i32, CliError> {
     let times = ctx.times(args.utc);
     if let Some(offset) = args.at {
         let id = crate::cli::id_or_newest(args.id.as_ref());
-        let (None, [path]) = (&target.session, target.paths.as_slice()) else {
+        let (None, [path]) = (session, runs) else {
             return Err(CliError::Usage(format!(
                 "--at OFFSET opens one run at a record; {id} is a session id (use one of its run ids)"
             )));
@@ -38,15 +58,15 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
         show_at(ctx.out, ctx.style, times, path, offset, id)?;
         return Ok(EXIT_OK);
     }
-    if let (Some(id), Some(state)) = (&target.session, &target.state)
+    if let (Some(id), Some(state)) = (session, state)
         && !args.raw
     {
-        session_heading(ctx.out, ctx.style, times, id, state, target.paths.len())?;
-        if target.paths.is_empty() {
+        session_heading(ctx.out, ctx.style, times, id, state, runs.len())?;
+        if runs.is_empty() {
             render_messages(ctx.out, ctx.style, state)?;
         }
     }
-    for (i, path) in target.paths.iter().enumerate() {
+    for (i, path) in runs.iter().enumerate() {
         if args.raw {
             // Copied as stored, never parsed or held whole.
             write_raw(ctx.out, path)?;
@@ -66,16 +86,17 @@ pub(crate) fn show(ctx: &mut Ctx<'_>, args: &ShowArgs) -> Result<i32, CliError> 
 ///
 /// # Errors
 /// Not found (3) when no record starts at `offset`, naming the start of the one before it.
-fn show_at(
+pub(crate) fn show_at(
     out: &mut dyn Write,
     s: Style,
     times: TimeDisplay,
-    path: &std::path::Path,
+    path: impl Into<crate::backend::RunRef>,
     offset: u64,
     id: &str,
 ) -> Result<(), CliError> {
+    let path: crate::backend::RunRef = path.into();
     let (mut found, mut before) = (false, None);
-    crate::stream::for_each_item(path, false, |item| {
+    crate::stream::for_each_item(&path, false, |item| {
         if let session_jsonl::Item::Record(r) = item {
             if r.offset == offset {
                 found = true;
@@ -93,10 +114,10 @@ fn show_at(
                 .unwrap_or_default()
         )));
     }
-    let mut summary = crate::stream::summarize(path)?;
+    let mut summary = crate::stream::summarize(&path)?;
     render_head(out, s, times, summary.transcript.head())?;
     let mut started = false;
-    crate::stream::for_each_entry(path, &mut summary.transcript, |e, _, pos| {
+    crate::stream::for_each_entry(&path, &mut summary.transcript, |e, _, pos| {
         started |= pos.is_some_and(|(_, o)| o >= offset);
         if started {
             render_entry(out, s, times, e)
@@ -109,26 +130,46 @@ fn show_at(
 /// Renders the transcript of the run file at `path` in two streamed passes (the head and the
 /// call ids with a full `tool.output`, then each record's entries as it is read), so memory
 /// follows the longest line, not the file. The output is [`render`]'s of the whole transcript.
-fn show_streamed(
+pub(crate) fn show_streamed(
     out: &mut dyn Write,
     s: Style,
     times: TimeDisplay,
-    path: &std::path::Path,
+    path: impl Into<crate::backend::RunRef>,
 ) -> Result<(), CliError> {
-    let mut summary = crate::stream::summarize(path)?;
+    let path: crate::backend::RunRef = path.into();
+    let mut summary = crate::stream::summarize(&path)?;
     render_head(out, s, times, summary.transcript.head())?;
-    crate::stream::for_each_entry(path, &mut summary.transcript, |e, _, _| {
+    crate::stream::for_each_entry(&path, &mut summary.transcript, |e, _, _| {
         render_entry(out, s, times, e)
     })?;
     Ok(())
 }
 
-/// Copies a run file's bytes (decompressed for archives) to `out`.
-pub(crate) fn write_raw(out: &mut dyn Write, path: &std::path::Path) -> Result<(), CliError> {
-    let mut src = session_jsonl::open_run_file(path).map_err(crate::store::jsonl_err)?;
-    std::io::copy(&mut src, out).map_err(|e| match e.kind() {
+/// Copies a run's bytes as stored (a file decompressed for archives; a stored run with its
+/// torn tail, as the file would have it) to `out`, streamed.
+pub(crate) fn write_raw(
+    out: &mut dyn Write,
+    path: impl Into<crate::backend::RunRef>,
+) -> Result<(), CliError> {
+    let copied = match path.into() {
+        crate::backend::RunRef::File(path) => {
+            let mut src = session_jsonl::open_run_file(&path).map_err(crate::store::jsonl_err)?;
+            std::io::copy(&mut src, out).map_err(|e| (path.display().to_string(), e))
+        }
+        crate::backend::RunRef::Stored {
+            catalogue,
+            run_id,
+            location,
+        } => {
+            let mut src = catalogue
+                .read_bytes(&run_id, 0, session_storage::Extent::WithTornTail)
+                .map_err(|e| crate::stream::stored_err(&location, e))?;
+            std::io::copy(&mut src, out).map_err(|e| (location, e))
+        }
+    };
+    copied.map_err(|(name, e)| match e.kind() {
         std::io::ErrorKind::BrokenPipe => CliError::Output(e),
-        _ => CliError::io(path, e),
+        _ => CliError::io(name, e),
     })?;
     Ok(())
 }
@@ -445,7 +486,7 @@ fn render_entry(
 }
 
 /// One block about a session's saved state, printed before its runs.
-fn session_heading(
+pub(crate) fn session_heading(
     out: &mut dyn Write,
     s: Style,
     times: TimeDisplay,
@@ -474,7 +515,7 @@ fn session_heading(
 }
 
 /// The saved conversation of a session without run files (a legacy snapshot, for example).
-fn render_messages(
+pub(crate) fn render_messages(
     out: &mut dyn Write,
     s: Style,
     state: &session_schema::SessionState,

@@ -107,16 +107,115 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     let all = totals.all;
     super::runs::warn_other_files(ctx, &totals.duplicated);
     super::runs::report_not_runs(ctx, &store, false)?;
-    let tz = period.map(|_| zone_name(&zone));
-    if args.json {
-        let split = split_unfinished(
+    let split = if args.json {
+        split_unfinished(
             ctx,
             &store,
             query_filters,
             grouping,
             period.map(|p| (p, &zone)),
             totals.all.open,
-        )?;
+        )?
+    } else {
+        BTreeMap::new()
+    };
+    write_stats(ctx, args, period, &zone, &groups, &all, &split)
+}
+
+/// `stats` on a shared store: the catalogue's runs of the window
+/// ([`RunCatalogue::list_runs`](session_storage::RunCatalogue::list_runs), paged), summed
+/// per group here, shown as on a local store.
+// RunTotals is non_exhaustive, so it cannot be built with a struct literal outside its crate.
+#[allow(clippy::field_reassign_with_default)]
+pub(crate) fn stats_shared(
+    ctx: &mut Ctx<'_>,
+    shared: &crate::backend::Shared,
+    args: &StatsArgs,
+) -> Result<i32, CliError> {
+    use session_storage::{Outcome as Stored, RunCatalogue, RunListQuery};
+    let zone = parse_zone(&args.tz, &ctx.zone)?;
+    let period = match args.by {
+        StatsBy::Day => Some(Period::Day),
+        StatsBy::Week => Some(Period::Week),
+        StatsBy::Month => Some(Period::Month),
+        StatsBy::Model | StatsBy::Session => None,
+    };
+    let by = match args.by {
+        StatsBy::Day | StatsBy::Week | StatsBy::Month => RunGrouping::Minute,
+        StatsBy::Model => RunGrouping::Model,
+        StatsBy::Session => RunGrouping::Session,
+    };
+    let pg = shared.backend()?;
+    let mut query = RunListQuery {
+        since: bound(args.since.as_deref(), ctx.now, &zone)?,
+        until: bound(args.until.as_deref(), ctx.now, &zone)?,
+        limit: Some(1000),
+        ..RunListQuery::default()
+    };
+    let mut groups: BTreeMap<String, RunTotals> = BTreeMap::new();
+    let mut split: BTreeMap<String, Unfinished> = BTreeMap::new();
+    let mut all = RunTotals::default();
+    loop {
+        let page = pg
+            .list_runs(&query)
+            .map_err(|e| crate::backend::storage_err(shared, e))?;
+        for s in &page.runs {
+            let mut t = RunTotals::default();
+            t.runs = 1;
+            match &s.outcome {
+                Stored::Completed => t.completed = 1,
+                Stored::Error => t.errors = 1,
+                Stored::Cancelled => t.cancelled = 1,
+                _ => t.open = 1,
+            }
+            t.invocations = s.invocation_count;
+            t.input_tokens = s.tokens.input;
+            t.cached_input_tokens = s.tokens.cached_input;
+            t.output_tokens = s.tokens.output;
+            t.total_tokens = s.tokens.total;
+            let key = group_key_of(
+                s.model_provider.as_deref(),
+                s.model_name.as_deref(),
+                s.session_id.as_deref(),
+                s.started_at_utc.as_deref(),
+                by,
+                period.map(|p| (p, &zone)),
+            );
+            match super::runs::summary_outcome(s, ctx.now) {
+                Outcome::Running => {
+                    let u = split.entry(key.clone()).or_default();
+                    u.running = u.running.saturating_add(1);
+                }
+                Outcome::Crashed => {
+                    let u = split.entry(key.clone()).or_default();
+                    u.crashed = u.crashed.saturating_add(1);
+                }
+                _ => {}
+            }
+            groups.entry(key).or_default().add(&t);
+            all.add(&t);
+        }
+        match page.next_cursor {
+            Some(c) => query.after = Some(c),
+            None => break,
+        }
+    }
+    write_stats(ctx, args, period, &zone, &groups, &all, &split)
+}
+
+/// The `stats` output of either kind of store: `--json` group rows and the summary, or the
+/// table and its hint. `split` tells each group's open runs apart (needed with `--json`).
+fn write_stats(
+    ctx: &mut Ctx<'_>,
+    args: &StatsArgs,
+    period: Option<Period>,
+    zone: &jiff::tz::TimeZone,
+    groups: &BTreeMap<String, RunTotals>,
+    all: &RunTotals,
+    split: &BTreeMap<String, Unfinished>,
+) -> Result<i32, CliError> {
+    let tz = period.map(|_| zone_name(zone));
+    if args.json {
         let by = match args.by {
             StatsBy::Day => json_rows::StatsBy::Day,
             StatsBy::Week => json_rows::StatsBy::Week,
@@ -125,7 +224,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             StatsBy::Session => json_rows::StatsBy::Session,
         };
         let none = Unfinished::default();
-        for (key, g) in &groups {
+        for (key, g) in groups {
             let row = StatsGroupRow {
                 by,
                 key: key.clone(),
@@ -142,7 +241,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
         let summary = StatsSummary {
             by,
             tz,
-            totals: totals_row(&all, &every),
+            totals: totals_row(all, &every),
         };
         write_row(ctx.out, &Row::Summary(SummaryRow::Stats(summary)))?;
         return Ok(EXIT_OK);
@@ -196,7 +295,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
             Cell::text(thousands(g.total_tokens)),
         ]
     };
-    for (k, g) in &groups {
+    for (k, g) in groups {
         let mut row = cells(k, g);
         row.push(Cell::Bar {
             value: g.total_tokens,
@@ -204,7 +303,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
         });
         table.row(row);
     }
-    table.row(cells("all", &all));
+    table.row(cells("all", all));
     ctx.table(&table)?;
     ctx.hint(&format!(
         "{} invocation(s); {} cached input tokens",
@@ -264,17 +363,33 @@ fn group_key(
     by: RunGrouping,
     period: Option<(Period, &jiff::tz::TimeZone)>,
 ) -> String {
+    group_key_of(
+        row.model_provider.as_deref(),
+        row.model_name.as_deref(),
+        row.session_id.as_deref(),
+        row.started_at_utc.as_deref(),
+        by,
+        period,
+    )
+}
+
+/// [`group_key`] from a run's provider, model, session and UTC start.
+fn group_key_of(
+    provider: Option<&str>,
+    model: Option<&str>,
+    session: Option<&str>,
+    started_at_utc: Option<&str>,
+    by: RunGrouping,
+    period: Option<(Period, &jiff::tz::TimeZone)>,
+) -> String {
     match by {
-        RunGrouping::Model => match (&row.model_provider, &row.model_name) {
+        RunGrouping::Model => match (provider, model) {
             (Some(p), Some(n)) => format!("{p}/{n}"),
-            (None, Some(n)) => n.clone(),
+            (None, Some(n)) => n.to_owned(),
             _ => "(unknown model)".into(),
         },
-        RunGrouping::Session => row
-            .session_id
-            .clone()
-            .unwrap_or_else(|| "(no session)".into()),
-        _ => match (row.started_at_utc.as_deref(), period) {
+        RunGrouping::Session => session.unwrap_or("(no session)").to_owned(),
+        _ => match (started_at_utc, period) {
             (Some(k), Some((p, zone))) if k.len() >= 16 => p.key(k.get(..16).unwrap_or(k), zone),
             (Some(k), None) if k.len() >= 10 => k.get(..10).unwrap_or(k).to_owned(),
             _ => "(unknown date)".into(),

@@ -93,6 +93,13 @@ fn say_ended(ctx: &mut Ctx<'_>, run: &str, outcome: &str) {
 
 pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
     let arg = crate::cli::id_or_newest(args.run.as_ref());
+    if let Some(shared) = ctx.shared.clone() {
+        let found = super::shared::resolve_target(ctx, &shared, arg, crate::ids::Want::Run)?;
+        let [src] = found.runs.as_slice() else {
+            return Err(CliError::Usage(format!("{arg} is not a run id")));
+        };
+        return tail_stored(ctx, args, src);
+    }
     let path = locate_run(ctx, arg)?;
     let run = crate::store::run_id_of_path(&path).unwrap_or_else(|| arg.to_owned());
     let times = ctx.times(false);
@@ -207,6 +214,116 @@ pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> 
         }
     }
     Ok(EXIT_OK)
+}
+
+/// `tail` of a run of a catalogue (a shared store). Without `-f` the run as stored, torn
+/// tail included, through the same reader as a file. With `-f` the complete lines only:
+/// what is committed now, then every [`CHECK_EVERY`] the run's committed length
+/// ([`RunCatalogue::stat_run`](session_storage::RunCatalogue::stat_run)) and, when it grew,
+/// the bytes from the last offset read ([`RunCatalogue::read_bytes`](session_storage::RunCatalogue::read_bytes)),
+/// until a `run.end` (or `--timeout` seconds without a new record).
+fn tail_stored(
+    ctx: &mut Ctx<'_>,
+    args: &TailArgs,
+    src: &crate::backend::RunRef,
+) -> Result<i32, CliError> {
+    use session_storage::{Extent, LinePosition};
+    let crate::backend::RunRef::Stored {
+        catalogue,
+        run_id,
+        location,
+    } = src
+    else {
+        return Err(CliError::Usage("not a stored run".into()));
+    };
+    let times = ctx.times(false);
+    let mut last = LastItems::new(args.lines);
+    if !args.follow {
+        crate::stream::for_each_item(src, args.raw, |item| last.feed(ctx, times, args.raw, item))?;
+        last.print(ctx, times, args.raw)?;
+        return Ok(EXIT_OK);
+    }
+    let options = session_jsonl::ReaderOptions {
+        keep_raw: args.raw,
+        ..Default::default()
+    };
+    // Reads the committed lines from `at` on, calling `each` with every item; returns the
+    // position after them.
+    let read_from = |at: LinePosition,
+                     each: &mut dyn FnMut(Item) -> Result<(), CliError>|
+     -> Result<LinePosition, CliError> {
+        let bytes = catalogue
+            .read_bytes(run_id, at.offset, Extent::Committed)
+            .map_err(|e| crate::stream::stored_err(location, e))?;
+        let mut opts = options.clone();
+        opts.expect_header = at.offset == 0;
+        let mut reader = session_jsonl::Reader::with_position(bytes, opts, at.offset, at.line);
+        while let Some(item) = reader.next() {
+            let item = item.map_err(|e| {
+                CliError::Data(format!(
+                    "{location}: line {}, byte offset {}: {}",
+                    reader.next_line(),
+                    reader.complete_offset(),
+                    crate::error::one_line(&e)
+                ))
+            })?;
+            each(item)?;
+        }
+        Ok(LinePosition {
+            offset: reader.complete_offset(),
+            line: reader.next_line(),
+        })
+    };
+    let mut at = read_from(LinePosition::START, &mut |item| {
+        last.push(item);
+        Ok(())
+    })?;
+    let ended = last.ended.take();
+    last.print(ctx, times, args.raw)?;
+    ctx.out.flush()?;
+    if let Some(outcome) = ended {
+        say_ended(ctx, run_id, &outcome);
+        return Ok(EXIT_OK);
+    }
+    let idle = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
+    let mut last_seen = Instant::now();
+    loop {
+        std::thread::sleep(CHECK_EVERY);
+        let stat = catalogue
+            .stat_run(run_id)
+            .map_err(|e| crate::stream::stored_err(location, e))?;
+        let Some(stat) = stat else {
+            return Err(CliError::NotFound(format!(
+                "{location}: run removed from the shared store while being followed                  (`sessions gc` removes old runs)"
+            )));
+        };
+        if stat.len > at.offset {
+            let mut ended = false;
+            let (out, err, style) = (&mut *ctx.out, &mut *ctx.err, ctx.style);
+            at = read_from(at, &mut |item| {
+                if let Item::Record(r) = &item {
+                    ended |= matches!(r.record(), Record::RunEnd(_));
+                }
+                print_item(out, err, style, times, args.raw, &item)
+            })?;
+            ctx.out.flush()?;
+            last_seen = Instant::now();
+            if ended {
+                return Ok(EXIT_OK);
+            }
+        } else if stat.len < at.offset {
+            return Err(CliError::Data(format!(
+                "{location}: the stored run became shorter ({} bytes) than what was read ({})                  while being followed; stopped",
+                stat.len, at.offset
+            )));
+        } else if idle.is_some_and(|d| last_seen.elapsed() >= d) {
+            ctx.warn(&format!(
+                "no new records for {} s and no run.end; stopped following",
+                args.timeout
+            ));
+            return Ok(EXIT_OK);
+        }
+    }
 }
 
 /// How often `tail -f` checks that the followed path still names the file it opened.

@@ -117,11 +117,28 @@ pub(crate) struct Checked {
 /// find runs by name (the reference's, `find_run`) do not find it, and a copy under another
 /// name counts the run twice.
 pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<Checked, CliError> {
-    let run = load_run_file(path)?;
-    let file_size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    check_run_ref(&crate::backend::RunRef::File(path.to_owned()), findings)
+}
+
+/// [`check_run`] of a run of either kind of store; a stored run's key plays the file name's
+/// part (its `file` is the run's location), its size is its stored bytes.
+pub(crate) fn check_run_ref(
+    src: &crate::backend::RunRef,
+    findings: &mut Vec<Finding>,
+) -> Result<Checked, CliError> {
+    let owned = src.display_path();
+    let path = owned.as_path();
+    let run = match src {
+        crate::backend::RunRef::File(p) => load_run_file(p)?,
+        crate::backend::RunRef::Stored { .. } => crate::store::load_run(src)?,
+    };
+    let file_size = match src {
+        crate::backend::RunRef::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+        crate::backend::RunRef::Stored { .. } => run.bytes,
+    };
     let id = Some(run.log.meta.run_id.clone()).filter(|s| !s.is_empty());
     if let Some(header_id) = &id {
-        let name_id = crate::store::run_id_of_path(path);
+        let name_id = src.run_id();
         if name_id.as_deref() != Some(header_id.as_str()) {
             let name = path
                 .file_name()
@@ -231,6 +248,108 @@ pub(crate) fn duplicate_findings(
         }
     }
     out
+}
+
+/// `verify` on a shared store: every run of the catalogue (or the named ones) through the
+/// same checks as a run file, and with no run named every session loaded
+/// ([`SessionStore::load_session`](session_storage::SessionStore::load_session)), its damaged
+/// messages reported (kept ones as notes).
+pub(crate) fn verify_shared(
+    ctx: &mut Ctx<'_>,
+    shared: &crate::backend::Shared,
+    args: &VerifyArgs,
+) -> Result<i32, CliError> {
+    use session_storage::{RunCatalogue, RunListQuery, SessionListQuery, SessionStore};
+    let pg = shared.backend()?;
+    let err = |e| crate::backend::storage_err(shared, e);
+    let mut runs: Vec<crate::backend::RunRef> = Vec::new();
+    let whole_store = args.runs.is_empty();
+    if whole_store {
+        let mut query = RunListQuery {
+            limit: Some(1000),
+            ..RunListQuery::default()
+        };
+        loop {
+            let page = pg.list_runs(&query).map_err(err)?;
+            runs.extend(
+                page.runs
+                    .iter()
+                    .map(|s| crate::backend::RunRef::stored(&pg, s)),
+            );
+            match page.next_cursor {
+                Some(c) => query.after = Some(c),
+                None => break,
+            }
+        }
+    } else {
+        for r in &args.runs {
+            let found = super::shared::resolve_target(ctx, shared, r, crate::ids::Want::Run)?;
+            runs.extend(found.runs);
+        }
+    }
+    let mut findings = Vec::new();
+    let progress = Progress::new(ctx.progress, runs.len() as u64, "verifying runs");
+    let mut total_bytes = 0u64;
+    for r in &runs {
+        match check_run_ref(r, &mut findings) {
+            Ok(c) => total_bytes += c.file_size,
+            Err(e) => findings.push(Finding {
+                file: r.display_path(),
+                id: r.run_id(),
+                kind: "unreadable".into(),
+                problem: true,
+                line: None,
+                offset: None,
+                message: e.to_string(),
+            }),
+        }
+        progress.inc();
+    }
+    progress.finish();
+    let mut sessions_checked = 0usize;
+    if whole_store {
+        let mut query = SessionListQuery {
+            limit: Some(500),
+            ..SessionListQuery::default()
+        };
+        loop {
+            let page = pg.list_sessions(&query).map_err(err)?;
+            for s in &page.sessions {
+                sessions_checked += 1;
+                let Some(loaded) = pg.load_session(&s.session_id).map_err(err)? else {
+                    continue;
+                };
+                for d in loaded.damage {
+                    findings.push(Finding {
+                        file: PathBuf::from(format!("session {}", s.session_id)),
+                        id: Some(s.session_id.clone()),
+                        kind: d.kind,
+                        problem: !d.kept,
+                        line: d.line,
+                        offset: Some(d.offset),
+                        message: d.detail,
+                    });
+                }
+            }
+            match page.next_cursor {
+                Some(c) => query.after = Some(c),
+                None => break,
+            }
+        }
+    }
+    report(
+        ctx,
+        args.json,
+        &findings,
+        runs.len(),
+        (total_bytes, total_bytes),
+        sessions_checked,
+    )?;
+    Ok(if findings.iter().any(|f| f.problem) {
+        EXIT_PROBLEMS
+    } else {
+        EXIT_OK
+    })
 }
 
 pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliError> {
