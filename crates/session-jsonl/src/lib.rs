@@ -10,6 +10,8 @@
 //!   (backward scan of the tail).
 //! * [`Reader`] — streaming iterator of [`Item`]s (records with offset and line, or [`Damage`]
 //!   reports); [`read_run`] reads a whole file. `.jsonl.zst` archives are read transparently.
+//! * [`resume`] — [`ReaderCheckpoint`]: go on reading a growing run file from its last
+//!   complete line ([`Reader::resume_run_file`]), checked against head and guard digests.
 //! * [`Follower`] — follow a run that is still being written (`tail -f`).
 //! * [`RunWriter`] — one writer per file (advisory lock), header first, one `write` per line,
 //!   explicit [`Durability`] including group commit; [`seal_torn_tail`], [`needs_seal`] and
@@ -70,6 +72,7 @@ mod follow;
 mod holder;
 pub mod layout;
 mod reader;
+pub mod resume;
 pub mod scan;
 pub mod tally;
 pub mod text;
@@ -95,6 +98,7 @@ pub use reader::{
     Item, Reader, ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file,
     read_buffer_bytes_on_this_thread, read_run, read_run_with,
 };
+pub use resume::{GUARD_LEN, HeaderProgress, ReaderCheckpoint};
 pub use scan::{
     HeadScan, HeaderFacts, RunEndState, TAIL_PROBE, TerminalState, read_head_block, read_header,
     terminal_state, terminal_state_exact, terminal_state_probe,

@@ -343,6 +343,28 @@ impl Decoder {
         }
     }
 
+    /// The header decision and whether content was seen, for a checkpoint.
+    pub(crate) fn decisions(&self) -> (crate::resume::HeaderProgress, bool) {
+        use crate::resume::HeaderProgress as P;
+        let header = match self.header {
+            HeaderState::Pending => P::Pending,
+            HeaderState::Seen => P::Seen,
+            HeaderState::Missing => P::Missing,
+        };
+        (header, self.content_seen)
+    }
+
+    /// Restores the decisions of a checkpoint (for a run file: `expect_header` stays as set).
+    pub(crate) fn resume(&mut self, header: crate::resume::HeaderProgress, content_seen: bool) {
+        use crate::resume::HeaderProgress as P;
+        self.header = match header {
+            P::Pending if self.expect_header => HeaderState::Pending,
+            P::Pending | P::Seen => HeaderState::Seen,
+            P::Missing => HeaderState::Missing,
+        };
+        self.content_seen = content_seen;
+    }
+
     /// One physical line without its `\n`; `terminated` is false for a final line without one.
     pub(crate) fn line(
         &mut self,
@@ -741,6 +763,8 @@ pub struct Reader<R> {
     /// Where this reader's bytes are counted ([`crate::tally`]), when opened from a path
     /// while counting.
     pub(crate) tally: Option<crate::tally::Slot>,
+    /// What checkpoints need ([`Reader::track_checkpoints`]); `None` when not tracking.
+    pub(crate) track: Option<Box<crate::resume::Track>>,
 }
 
 impl<R: Read> Reader<R> {
@@ -789,7 +813,61 @@ impl<R: Read> Reader<R> {
             skip: None,
             pending: VecDeque::new(),
             tally: None,
+            track: None,
         }
+    }
+
+    /// Makes [`Reader::checkpoint`] available: the reader keeps the first 4 KiB of the input
+    /// and the 4 KiB before its buffer (copied when the buffer moves on, not re-read). Call
+    /// before the first item of a reader that starts at offset 0.
+    pub fn track_checkpoints(&mut self) {
+        if self.track.is_none() {
+            self.track = Some(Box::default());
+        }
+    }
+
+    /// With `hold` set, the end of the input is not the end of the file: the reader stops
+    /// (its iterator returns `None`) with a last line that has no `\n` yet still undecided,
+    /// so that [`Reader::checkpoint`] can be taken after every complete line. Clearing it
+    /// again lets the next call decide that line (record or torn tail) and report what ends
+    /// the file, as a reader that never held would have.
+    pub fn hold_last_line(&mut self, hold: bool) {
+        self.follow = hold;
+    }
+
+    /// Where a reader started at offset 0 stands after its last complete line, for
+    /// [`Reader::resume_run_file`]. Take it while holding the last line
+    /// ([`Reader::hold_last_line`]) once the iterator returned `None`. `None` when the
+    /// reader does not track checkpoints, has decided a last line without `\n` already, or is
+    /// in the middle of skipping an oversized line.
+    pub fn checkpoint(&self) -> Option<crate::resume::ReaderCheckpoint> {
+        let track = self.track.as_deref()?;
+        if self.done || self.skip.is_some() || !self.pending.is_empty() {
+            return None;
+        }
+        let offset = self.base + self.pos as u64;
+        let (head_len, head_digest, guard_len, guard_digest) =
+            track.digests(offset, &self.buf[..self.pos]);
+        let (header, content_seen) = self.dec.decisions();
+        Some(crate::resume::ReaderCheckpoint {
+            offset,
+            line: self.line,
+            header,
+            content_seen,
+            head_len,
+            head_digest,
+            guard_len,
+            guard_digest,
+        })
+    }
+
+    /// Restores the decoder's decisions of a checkpoint.
+    pub(crate) fn resume_decisions(
+        &mut self,
+        header: crate::resume::HeaderProgress,
+        content_seen: bool,
+    ) {
+        self.dec.resume(header, content_seen);
     }
 
     pub(crate) fn set_follow(&mut self, follow: bool) {
@@ -838,6 +916,9 @@ impl<R: Read> Reader<R> {
         }
         if self.end == self.buf.len() {
             if self.pos > 0 {
+                if let Some(track) = self.track.as_deref_mut() {
+                    track.dropping(&self.buf[..self.pos]);
+                }
                 self.buf.copy_within(self.pos..self.end, 0);
                 self.base += self.pos as u64;
                 self.end -= self.pos;
@@ -864,6 +945,15 @@ impl<R: Read> Reader<R> {
                 Ok(n) => {
                     self.end += n;
                     crate::tally::read(self.tally, n);
+                    if self.base == 0
+                        && let Some(track) = self.track.as_deref_mut()
+                        && track.head_carried.is_none()
+                        && track.head.len() < crate::resume::GUARD_LEN
+                    {
+                        let n = self.end.min(crate::resume::GUARD_LEN);
+                        track.head.clear();
+                        track.head.extend_from_slice(&self.buf[..n]);
+                    }
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
