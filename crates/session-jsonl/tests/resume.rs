@@ -1,6 +1,8 @@
 //! Resuming a reader from a checkpoint gives what a reader from offset 0 gives after it, and a
 //! file that is no longer the one checkpointed is not resumed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::path::Path;
 
