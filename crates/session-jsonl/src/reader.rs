@@ -84,6 +84,14 @@ pub struct ReaderOptions {
     /// Report [`DamageKind::MissingHeader`] / [`DamageKind::EmptyFile`] (run files); turn off to
     /// read a stream that starts mid-file.
     pub expect_header: bool,
+    /// Skim `llm.request` lines written as the writers write them (`{"type":"llm.request",`
+    /// first, `"input":{"messages":[` the first key of `input`): their messages array is
+    /// checked for structure (strings closed, brackets balanced) but not decoded, and the
+    /// record comes with an empty `input.messages`; every other field is parsed as usual.
+    /// For an index, which needs counts, models and times, not conversations. Grammar faults
+    /// inside the messages that keep brackets balanced go unreported (see [`crate::skim`]);
+    /// off by default.
+    pub skim_llm_requests: bool,
 }
 
 impl Default for ReaderOptions {
@@ -93,6 +101,7 @@ impl Default for ReaderOptions {
             read_size: DEFAULT_READ_SIZE,
             keep_raw: false,
             expect_header: true,
+            skim_llm_requests: false,
         }
     }
 }
@@ -292,12 +301,20 @@ fn replaced_bytes(bytes: &[u8]) -> String {
 }
 
 /// Parses one line: one SIMD UTF-8 check, std's check only for lines that fail it (for the
-/// exact error position).
-fn parse_line(bytes: &[u8]) -> Result<Parsed<Record>, ParseError> {
-    match simdutf8::basic::from_utf8(bytes) {
+/// exact error position). With `skim`, an `llm.request` line is skimmed when it can be
+/// ([`crate::skim`]).
+fn parse_line(bytes: &[u8], skim: bool) -> Result<Parsed<Record>, ParseError> {
+    if skim && let Some(parsed) = crate::skim::skim(bytes) {
+        return Ok(parsed);
+    }
+    let result = match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => parse_record_str(text),
         Err(_) => parse_record(bytes),
+    };
+    if let Ok(parsed) = &result {
+        crate::skim::count_full(&parsed.value);
     }
+    result
 }
 
 /// The message of a [`DamageKind::LoneSurrogate`] report for a line that needed the repair
@@ -320,6 +337,7 @@ fn lone_surrogate_note(parsed: &Parsed<Record>, line: &[u8]) -> Option<String> {
 #[derive(Debug)]
 pub(crate) struct Decoder {
     keep_raw: bool,
+    skim: bool,
     expect_header: bool,
     header: HeaderState,
     content_seen: bool,
@@ -332,6 +350,7 @@ impl Decoder {
     pub(crate) fn new(opts: &ReaderOptions) -> Self {
         Decoder {
             keep_raw: opts.keep_raw,
+            skim: opts.skim_llm_requests,
             expect_header: opts.expect_header,
             header: if opts.expect_header {
                 HeaderState::Pending
@@ -379,7 +398,7 @@ impl Decoder {
         }
         // A line that parses holds no NUL (NUL is invalid anywhere in JSON text), so the NUL
         // scan is needed only for lines that fail.
-        let result = parse_line(bytes);
+        let result = parse_line(bytes, self.skim);
         if result.is_ok() || memchr::memchr(0, bytes).is_none() {
             self.at_newline = terminated;
             self.piece_result(result, bytes, offset, line, terminated, out);
@@ -426,7 +445,7 @@ impl Decoder {
         terminated: bool,
         out: &mut VecDeque<Item>,
     ) {
-        let result = parse_line(bytes);
+        let result = parse_line(bytes, self.skim);
         self.piece_result(result, bytes, offset, line, terminated, out);
     }
 
@@ -472,6 +491,7 @@ impl Decoder {
                 let lossy = String::from_utf8_lossy(bytes);
                 match parse_record(lossy.as_bytes()) {
                     Ok(parsed) => {
+                        crate::skim::count_full(&parsed.value);
                         out.push_back(Item::Damage(Damage {
                             kind: DamageKind::InvalidUtf8,
                             offset,

@@ -44,10 +44,13 @@ pub(crate) struct RowRead {
     pub(crate) resumed: bool,
 }
 
-/// The reader options of every index read.
+/// The reader options of every index read: lines up to [`INDEX_MAX_LINE`], and `llm.request`
+/// lines skimmed (their messages, most bytes of a real log, are checked for structure but not
+/// decoded: the row needs counts, models and times; `sessions verify` decodes them).
 pub(crate) fn index_reader_options() -> ReaderOptions {
     ReaderOptions {
         max_line_len: INDEX_MAX_LINE,
+        skim_llm_requests: true,
         ..ReaderOptions::default()
     }
 }

@@ -267,3 +267,51 @@ fn version_7_stores_get_run_resume_on_the_first_writable_open() {
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
     assert_eq!(version(&conn), 8);
 }
+
+fn request(seq: usize) -> String {
+    format!(
+        r#"{{"type":"llm.request","run_id":"{RUN}","ts":"2026-11-30T10:00:{:02}.000Z","seq":{seq},"model":{{"provider":"p","name":"m"}},"input":{{"messages":[{{"role":"user","content":"{}"}}],"tools":null,"tool_choice":"auto"}}}}"#,
+        seq % 60,
+        "q".repeat(2000)
+    )
+}
+
+#[test]
+fn the_index_pass_skims_llm_requests_and_a_full_read_decodes_them() {
+    use session_jsonl::{
+        llm_requests_deserialized_on_this_thread as decoded,
+        llm_requests_skimmed_on_this_thread as skimmed,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let day = root.join("2026/11/30");
+    std::fs::create_dir_all(&day).unwrap();
+    let path = day.join(format!("{RUN}.jsonl"));
+    let mut body = format!("{}\n", header());
+    for i in 0..12 {
+        body.push_str(&request(i));
+        body.push('\n');
+        body.push_str(&response(i, 10));
+        body.push('\n');
+    }
+    // A request cut short and sealed: damage either way.
+    body.push_str(&request(12)[..900]);
+    body.push('\n');
+    std::fs::write(&path, &body).unwrap();
+    let store = StateStore::open(root).unwrap();
+    let (d0, s0) = (decoded(), skimmed());
+    store.index_runs().unwrap();
+    assert_eq!((decoded() - d0, skimmed() - s0), (0, 12));
+    let row = the_row(&store);
+    assert_eq!((row.invocation_count, row.damage_count), (12, 1));
+    assert_eq!(row.last_ts.as_deref(), Some("2026-11-30T10:11:00.000Z"));
+    // The rebuild skims too.
+    let (d0, s0) = (decoded(), skimmed());
+    assert!(store.reindex().unwrap().changes.is_empty());
+    assert_eq!((decoded() - d0, skimmed() - s0), (0, 12));
+    // The reader `verify` uses decodes every request.
+    let d0 = decoded();
+    let run = session_jsonl::read_run(&path).unwrap();
+    assert_eq!(decoded() - d0, 12);
+    assert_eq!(run.damage.len(), 1);
+}
