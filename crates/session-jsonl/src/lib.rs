@@ -10,6 +10,10 @@
 //!   (backward scan of the tail).
 //! * [`Reader`] — streaming iterator of [`Item`]s (records with offset and line, or [`Damage`]
 //!   reports); [`read_run`] reads a whole file. `.jsonl.zst` archives are read transparently.
+//! * [`resume`] — [`ReaderCheckpoint`]: go on reading a growing run file from its last
+//!   complete line ([`Reader::resume_run_file`]), checked against head and guard digests.
+//! * [`skim`] — `llm.request` lines checked for structure without decoding their messages
+//!   ([`ReaderOptions::skim_llm_requests`]), for indexes.
 //! * [`Follower`] — follow a run that is still being written (`tail -f`).
 //! * [`RunWriter`] — one writer per file (advisory lock), header first, one `write` per line,
 //!   explicit [`Durability`] including group commit; [`seal_torn_tail`], [`needs_seal`] and
@@ -70,7 +74,9 @@ mod follow;
 mod holder;
 pub mod layout;
 mod reader;
+pub mod resume;
 pub mod scan;
+pub mod skim;
 pub mod tally;
 pub mod text;
 #[cfg(all(test, not(feature = "archive")))]
@@ -95,10 +101,12 @@ pub use reader::{
     Item, Reader, ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file,
     read_buffer_bytes_on_this_thread, read_run, read_run_with,
 };
+pub use resume::{GUARD_LEN, HeaderProgress, ReaderCheckpoint};
 pub use scan::{
     HeadScan, HeaderFacts, RunEndState, TAIL_PROBE, TerminalState, read_head_block, read_header,
     terminal_state, terminal_state_exact, terminal_state_probe,
 };
+pub use skim::{llm_requests_deserialized_on_this_thread, llm_requests_skimmed_on_this_thread};
 pub use tally::{FileRead, FileReadCounter, count_file_reads};
 pub use writer::{
     DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Durability, RunWriter, WriterOptions, is_locked,

@@ -84,6 +84,14 @@ pub struct ReaderOptions {
     /// Report [`DamageKind::MissingHeader`] / [`DamageKind::EmptyFile`] (run files); turn off to
     /// read a stream that starts mid-file.
     pub expect_header: bool,
+    /// Skim `llm.request` lines written as the writers write them (`{"type":"llm.request",`
+    /// first, `"input":{"messages":[` the first key of `input`): their messages array is
+    /// checked for structure (strings closed, brackets balanced) but not decoded, and the
+    /// record comes with an empty `input.messages`; every other field is parsed as usual.
+    /// For an index, which needs counts, models and times, not conversations. Grammar faults
+    /// inside the messages that keep brackets balanced go unreported (see [`crate::skim`]);
+    /// off by default.
+    pub skim_llm_requests: bool,
 }
 
 impl Default for ReaderOptions {
@@ -93,6 +101,7 @@ impl Default for ReaderOptions {
             read_size: DEFAULT_READ_SIZE,
             keep_raw: false,
             expect_header: true,
+            skim_llm_requests: false,
         }
     }
 }
@@ -292,12 +301,20 @@ fn replaced_bytes(bytes: &[u8]) -> String {
 }
 
 /// Parses one line: one SIMD UTF-8 check, std's check only for lines that fail it (for the
-/// exact error position).
-fn parse_line(bytes: &[u8]) -> Result<Parsed<Record>, ParseError> {
-    match simdutf8::basic::from_utf8(bytes) {
+/// exact error position). With `skim`, an `llm.request` line is skimmed when it can be
+/// ([`crate::skim`]).
+fn parse_line(bytes: &[u8], skim: bool) -> Result<Parsed<Record>, ParseError> {
+    if skim && let Some(parsed) = crate::skim::skim(bytes) {
+        return Ok(parsed);
+    }
+    let result = match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => parse_record_str(text),
         Err(_) => parse_record(bytes),
+    };
+    if let Ok(parsed) = &result {
+        crate::skim::count_full(&parsed.value);
     }
+    result
 }
 
 /// The message of a [`DamageKind::LoneSurrogate`] report for a line that needed the repair
@@ -320,6 +337,7 @@ fn lone_surrogate_note(parsed: &Parsed<Record>, line: &[u8]) -> Option<String> {
 #[derive(Debug)]
 pub(crate) struct Decoder {
     keep_raw: bool,
+    skim: bool,
     expect_header: bool,
     header: HeaderState,
     content_seen: bool,
@@ -332,6 +350,7 @@ impl Decoder {
     pub(crate) fn new(opts: &ReaderOptions) -> Self {
         Decoder {
             keep_raw: opts.keep_raw,
+            skim: opts.skim_llm_requests,
             expect_header: opts.expect_header,
             header: if opts.expect_header {
                 HeaderState::Pending
@@ -341,6 +360,28 @@ impl Decoder {
             content_seen: false,
             at_newline: false,
         }
+    }
+
+    /// The header decision and whether content was seen, for a checkpoint.
+    pub(crate) fn decisions(&self) -> (crate::resume::HeaderProgress, bool) {
+        use crate::resume::HeaderProgress as P;
+        let header = match self.header {
+            HeaderState::Pending => P::Pending,
+            HeaderState::Seen => P::Seen,
+            HeaderState::Missing => P::Missing,
+        };
+        (header, self.content_seen)
+    }
+
+    /// Restores the decisions of a checkpoint (for a run file: `expect_header` stays as set).
+    pub(crate) fn resume(&mut self, header: crate::resume::HeaderProgress, content_seen: bool) {
+        use crate::resume::HeaderProgress as P;
+        self.header = match header {
+            P::Pending if self.expect_header => HeaderState::Pending,
+            P::Pending | P::Seen => HeaderState::Seen,
+            P::Missing => HeaderState::Missing,
+        };
+        self.content_seen = content_seen;
     }
 
     /// One physical line without its `\n`; `terminated` is false for a final line without one.
@@ -357,7 +398,7 @@ impl Decoder {
         }
         // A line that parses holds no NUL (NUL is invalid anywhere in JSON text), so the NUL
         // scan is needed only for lines that fail.
-        let result = parse_line(bytes);
+        let result = parse_line(bytes, self.skim);
         if result.is_ok() || memchr::memchr(0, bytes).is_none() {
             self.at_newline = terminated;
             self.piece_result(result, bytes, offset, line, terminated, out);
@@ -404,7 +445,7 @@ impl Decoder {
         terminated: bool,
         out: &mut VecDeque<Item>,
     ) {
-        let result = parse_line(bytes);
+        let result = parse_line(bytes, self.skim);
         self.piece_result(result, bytes, offset, line, terminated, out);
     }
 
@@ -450,6 +491,7 @@ impl Decoder {
                 let lossy = String::from_utf8_lossy(bytes);
                 match parse_record(lossy.as_bytes()) {
                     Ok(parsed) => {
+                        crate::skim::count_full(&parsed.value);
                         out.push_back(Item::Damage(Damage {
                             kind: DamageKind::InvalidUtf8,
                             offset,
@@ -741,6 +783,8 @@ pub struct Reader<R> {
     /// Where this reader's bytes are counted ([`crate::tally`]), when opened from a path
     /// while counting.
     pub(crate) tally: Option<crate::tally::Slot>,
+    /// What checkpoints need ([`Reader::track_checkpoints`]); `None` when not tracking.
+    pub(crate) track: Option<Box<crate::resume::Track>>,
 }
 
 impl<R: Read> Reader<R> {
@@ -789,7 +833,61 @@ impl<R: Read> Reader<R> {
             skip: None,
             pending: VecDeque::new(),
             tally: None,
+            track: None,
         }
+    }
+
+    /// Makes [`Reader::checkpoint`] available: the reader keeps the first 4 KiB of the input
+    /// and the 4 KiB before its buffer (copied when the buffer moves on, not re-read). Call
+    /// before the first item of a reader that starts at offset 0.
+    pub fn track_checkpoints(&mut self) {
+        if self.track.is_none() {
+            self.track = Some(Box::default());
+        }
+    }
+
+    /// With `hold` set, the end of the input is not the end of the file: the reader stops
+    /// (its iterator returns `None`) with a last line that has no `\n` yet still undecided,
+    /// so that [`Reader::checkpoint`] can be taken after every complete line. Clearing it
+    /// again lets the next call decide that line (record or torn tail) and report what ends
+    /// the file, as a reader that never held would have.
+    pub fn hold_last_line(&mut self, hold: bool) {
+        self.follow = hold;
+    }
+
+    /// Where a reader started at offset 0 stands after its last complete line, for
+    /// [`Reader::resume_run_file`]. Take it while holding the last line
+    /// ([`Reader::hold_last_line`]) once the iterator returned `None`. `None` when the
+    /// reader does not track checkpoints, has decided a last line without `\n` already, or is
+    /// in the middle of skipping an oversized line.
+    pub fn checkpoint(&self) -> Option<crate::resume::ReaderCheckpoint> {
+        let track = self.track.as_deref()?;
+        if self.done || self.skip.is_some() || !self.pending.is_empty() {
+            return None;
+        }
+        let offset = self.base + self.pos as u64;
+        let (head_len, head_digest, guard_len, guard_digest) =
+            track.digests(offset, &self.buf[..self.pos]);
+        let (header, content_seen) = self.dec.decisions();
+        Some(crate::resume::ReaderCheckpoint {
+            offset,
+            line: self.line,
+            header,
+            content_seen,
+            head_len,
+            head_digest,
+            guard_len,
+            guard_digest,
+        })
+    }
+
+    /// Restores the decoder's decisions of a checkpoint.
+    pub(crate) fn resume_decisions(
+        &mut self,
+        header: crate::resume::HeaderProgress,
+        content_seen: bool,
+    ) {
+        self.dec.resume(header, content_seen);
     }
 
     pub(crate) fn set_follow(&mut self, follow: bool) {
@@ -838,6 +936,9 @@ impl<R: Read> Reader<R> {
         }
         if self.end == self.buf.len() {
             if self.pos > 0 {
+                if let Some(track) = self.track.as_deref_mut() {
+                    track.dropping(&self.buf[..self.pos]);
+                }
                 self.buf.copy_within(self.pos..self.end, 0);
                 self.base += self.pos as u64;
                 self.end -= self.pos;
@@ -864,6 +965,15 @@ impl<R: Read> Reader<R> {
                 Ok(n) => {
                     self.end += n;
                     crate::tally::read(self.tally, n);
+                    if self.base == 0
+                        && let Some(track) = self.track.as_deref_mut()
+                        && track.head_carried.is_none()
+                        && track.head.len() < crate::resume::GUARD_LEN
+                    {
+                        let n = self.end.min(crate::resume::GUARD_LEN);
+                        track.head.clear();
+                        track.head.extend_from_slice(&self.buf[..n]);
+                    }
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -99,6 +99,7 @@ impl RunFold {
             keep_raw: false,
             // Header rules are applied here, with the state carried across appends.
             expect_header: false,
+            skim_llm_requests: false,
         };
         let reader = Reader::with_position(lines, options, offset, first_line);
         for item in reader {

@@ -67,6 +67,10 @@ CREATE TABLE IF NOT EXISTS run_dirs (
 CREATE TABLE IF NOT EXISTS run_watch (
     path TEXT PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS run_resume (
+    path TEXT PRIMARY KEY,
+    checkpoint TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS session_labels (
     session_id TEXT PRIMARY KEY,
     title TEXT,
@@ -101,11 +105,12 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// (what the messages file held when a pending rewrite was committed, checked before the
 /// rewrite's interrupted rename is completed), 6 moved `file_digest` and the digest in
 /// `pending_base` to the XXH3-64 chain of `docs/format.md` (recomputed from the messages files,
-/// see `redigest`), 7 added `session_labels` (titles and pins of sessions, see `labels`).
-const OUR_USER_VERSION: i64 = LABELS_USER_VERSION;
+/// see `redigest`), 7 added `session_labels` (titles and pins of sessions, see `labels`), 8
+/// added `run_resume` (where the index stopped reading each open run, see `resume`).
+const OUR_USER_VERSION: i64 = RESUME_USER_VERSION;
 
-/// The `user_version` that added `session_labels`.
-const LABELS_USER_VERSION: i64 = 7;
+/// The `user_version` that added `run_resume`.
+const RESUME_USER_VERSION: i64 = 8;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -528,6 +533,7 @@ fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
     let v = query_int(conn, "PRAGMA user_version", [])?;
     Ok(v >= OUR_USER_VERSION
         && table_exists(conn, "session_labels")?
+        && table_exists(conn, "run_resume")?
         && has_workspace_column(conn)?
         && has_column(conn, "runs", "started_at_utc")?
         && has_column(conn, "runs", "diagnostic")?

@@ -95,6 +95,7 @@ mod messages;
 mod prefix;
 mod recovery;
 mod redigest;
+mod resume;
 mod runs;
 mod search;
 mod snapshot;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, Row};
-use session_jsonl::{Item, Reader, ReaderOptions};
+use session_jsonl::{Item, Reader};
 use session_schema::Record;
 
 use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
@@ -196,6 +196,9 @@ pub struct IndexReport {
     pub files_checked: u64,
     /// Run files opened and read in this pass (new or changed).
     pub files_read: u64,
+    /// Of [`IndexReport::files_read`], open runs read on from where the previous pass
+    /// stopped (their stored checkpoint) instead of from the start.
+    pub files_resumed: u64,
     /// Rows of the index (`runs`, `run_dirs`, `run_watch`) read in this pass that held values
     /// their columns should not (text that is not UTF-8, a BLOB, a number of the wrong
     /// kind). Each such row was dropped; its file is read again in this pass or, when its
@@ -455,14 +458,7 @@ pub(crate) fn read_run_row(
         path: path.to_path_buf(),
         source: Box::new(e),
     };
-    let reader = Reader::open_with(
-        path,
-        ReaderOptions {
-            max_line_len: 64 << 20,
-            ..ReaderOptions::default()
-        },
-    )
-    .map_err(run_err)?;
+    let reader = Reader::open_with(path, crate::resume::index_reader_options()).map_err(run_err)?;
     row_from_items(path, reader, size, mtime, compressed)
 }
 
@@ -475,91 +471,105 @@ pub(crate) fn row_from_items(
     mtime: i64,
     compressed: bool,
 ) -> Result<(RunRow, Option<String>)> {
-    let file_run_id = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(session_jsonl::layout::parse_run_file_name)
-        .map(|(id, _)| id.to_owned())
-        .unwrap_or_default();
-    let mut row = RunRow {
-        run_id: file_run_id,
-        session_id: None,
-        path: path.to_path_buf(),
-        started_at: None,
-        started_at_utc: None,
-        model_provider: None,
-        model_name: None,
-        outcome: IndexedRunOutcome::Open,
-        last_status: None,
-        record_count: 0,
-        invocation_count: 0,
-        input_tokens: 0,
-        cached_input_tokens: 0,
-        cache_creation_tokens: 0,
-        output_tokens: 0,
-        total_tokens: 0,
-        file_size: size,
-        modified_unix_ns: mtime,
-        first_input: None,
-        workspace_root: None,
-        damage_count: 0,
-        last_ts: None,
-        compressed,
-        other_files: Vec::new(),
-        column_damage: Vec::new(),
-    };
-    let mut header_seen = false;
-    let mut damage = DamageTally::default();
-    let mut header_cwd: Option<String> = None;
-    let mut ui_root: Option<String> = None;
-    let mut request_model: (Option<String>, Option<String>) = (None, None);
+    let mut fold = RunFold::new(path);
     for item in items {
         let item = item.map_err(|e| StateError::Run {
             path: path.to_path_buf(),
             source: Box::new(e),
         })?;
+        fold.add(&item);
+    }
+    Ok(fold.finish(path, size, mtime, compressed))
+}
+
+/// The running fold of a run file's items into its index row: everything the row needs from
+/// the items read so far, serializable so that an open run's fold can be kept beside its
+/// reader checkpoint (`run_resume`) and continued when the file grows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct RunFold {
+    run_id: String,
+    session_id: Option<String>,
+    started_at: Option<String>,
+    model_provider: Option<String>,
+    model_name: Option<String>,
+    /// [`IndexedRunOutcome::as_str`].
+    outcome: String,
+    last_status: Option<String>,
+    record_count: u64,
+    invocation_count: u64,
+    input_tokens: u64,
+    cached_input_tokens: u64,
+    cache_creation_tokens: u64,
+    output_tokens: u64,
+    total_tokens: u64,
+    first_input: Option<String>,
+    damage_count: u64,
+    last_ts: Option<String>,
+    header_seen: bool,
+    damage: DamageTally,
+    header_cwd: Option<String>,
+    ui_root: Option<String>,
+    request_model: (Option<String>, Option<String>),
+}
+
+impl RunFold {
+    /// An empty fold for the file at `path` (run id from the file name until a header comes).
+    pub(crate) fn new(path: &Path) -> RunFold {
+        RunFold {
+            run_id: path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(session_jsonl::layout::parse_run_file_name)
+                .map(|(id, _)| id.to_owned())
+                .unwrap_or_default(),
+            outcome: IndexedRunOutcome::Open.as_str().to_owned(),
+            ..RunFold::default()
+        }
+    }
+
+    /// Folds one item in.
+    pub(crate) fn add(&mut self, item: &Item) {
         let rec = match item {
             Item::Damage(d) => {
-                damage.add(&d);
+                self.damage.add(d);
                 if !d.kind.record_recovered() || d.kind == session_jsonl::DamageKind::MissingHeader
                 {
-                    row.damage_count = row.damage_count.saturating_add(1);
+                    self.damage_count = self.damage_count.saturating_add(1);
                 }
-                continue;
+                return;
             }
             Item::Record(r) => r,
         };
-        row.record_count = row.record_count.saturating_add(1);
+        self.record_count = self.record_count.saturating_add(1);
         let record = rec.record();
         if !matches!(record, Record::Header(_))
             && let Some(ts) = record.ts()
         {
-            row.last_ts = Some(ts.as_str().to_owned());
+            self.last_ts = Some(ts.as_str().to_owned());
         }
         match record {
-            Record::Header(h) if !header_seen => {
-                header_seen = true;
-                row.run_id = h.run_id.clone();
-                row.session_id = h.session_id.clone();
-                row.started_at = Some(h.started_at.as_str().to_owned());
-                row.started_at_utc = utc_key(h.started_at.as_str());
+            Record::Header(h) if !self.header_seen => {
+                self.header_seen = true;
+                self.run_id = h.run_id.clone();
+                self.session_id = h.session_id.clone();
+                self.started_at = Some(h.started_at.as_str().to_owned());
                 if let Some(m) = &h.model {
-                    row.model_provider = m.provider.clone();
-                    row.model_name = m.name.clone();
+                    self.model_provider = m.provider.clone();
+                    self.model_name = m.name.clone();
                 }
-                header_cwd = h.runtime.as_ref().and_then(|r| r.cwd.clone());
+                self.header_cwd = h.runtime.as_ref().and_then(|r| r.cwd.clone());
             }
             Record::RunStart(s) => {
-                if row.session_id.is_none() {
-                    row.session_id = s.session_id.clone();
+                if self.session_id.is_none() {
+                    self.session_id = s.session_id.clone();
                 }
-                if row.first_input.is_none() {
+                if self.first_input.is_none() {
                     let text = s.input.display_text();
                     let first = text.lines().next().unwrap_or("");
-                    row.first_input = Some(first.chars().take(FIRST_INPUT_CHARS).collect());
+                    self.first_input = Some(first.chars().take(FIRST_INPUT_CHARS).collect());
                 }
-                if ui_root.is_none() {
-                    ui_root = s
+                if self.ui_root.is_none() {
+                    self.ui_root = s
                         .ui_context
                         .as_ref()
                         .and_then(|u| u.workspace_root.clone())
@@ -567,60 +577,104 @@ pub(crate) fn row_from_items(
                 }
             }
             Record::LlmRequest(r) => {
-                row.invocation_count = row.invocation_count.saturating_add(1);
-                if request_model.0.is_none()
-                    && request_model.1.is_none()
+                self.invocation_count = self.invocation_count.saturating_add(1);
+                if self.request_model.0.is_none()
+                    && self.request_model.1.is_none()
                     && let Some(m) = &r.model
                 {
-                    request_model = (m.provider.clone(), m.name.clone());
+                    self.request_model = (m.provider.clone(), m.name.clone());
                 }
             }
             Record::LlmResponse(r) => {
                 if let Some(Some(u)) = &r.output.usage {
                     let mut clamped = false;
                     for (sum, add) in [
-                        (&mut row.input_tokens, u.input_tokens),
+                        (&mut self.input_tokens, u.input_tokens),
                         (
-                            &mut row.cached_input_tokens,
+                            &mut self.cached_input_tokens,
                             u.input_cached_tokens.flatten().unwrap_or(0),
                         ),
                         (
-                            &mut row.cache_creation_tokens,
+                            &mut self.cache_creation_tokens,
                             u.input_cache_creation_tokens.flatten().unwrap_or(0),
                         ),
-                        (&mut row.output_tokens, u.output_tokens),
-                        (&mut row.total_tokens, u.total_tokens),
+                        (&mut self.output_tokens, u.output_tokens),
+                        (&mut self.total_tokens, u.total_tokens),
                     ] {
                         clamped |= add_tokens(sum, add);
                     }
                     if clamped {
-                        row.damage_count = row.damage_count.saturating_add(1);
+                        self.damage_count = self.damage_count.saturating_add(1);
                     }
                 }
             }
-            Record::RunStatus(s) => row.last_status = Some(s.status.as_str().to_owned()),
+            Record::RunStatus(s) => self.last_status = Some(s.status.as_str().to_owned()),
             // `run.error` is terminal: a run that stops after it failed, whether or
             // not its `run.end` follows. A later `run.end` has the last word.
-            Record::RunError(_) => row.outcome = IndexedRunOutcome::Error,
-            Record::RunEnd(e) => row.outcome = outcome_of_end(e.outcome.as_str()),
+            Record::RunError(_) => self.outcome = IndexedRunOutcome::Error.as_str().to_owned(),
+            Record::RunEnd(e) => {
+                self.outcome = outcome_of_end(e.outcome.as_str()).as_str().to_owned()
+            }
             _ => {}
         }
     }
-    if row.model_provider.is_none() && row.model_name.is_none() {
-        (row.model_provider, row.model_name) = request_model;
+
+    /// The row of the items folded so far (file facts as given), and why the file is not a
+    /// run when no `header` came.
+    pub(crate) fn finish(
+        self,
+        path: &Path,
+        size: u64,
+        mtime: i64,
+        compressed: bool,
+    ) -> (RunRow, Option<String>) {
+        let (model_provider, model_name) =
+            if self.model_provider.is_none() && self.model_name.is_none() {
+                self.request_model
+            } else {
+                (self.model_provider, self.model_name)
+            };
+        let diagnostic =
+            (!self.header_seen).then(|| self.damage.not_a_run(size, self.record_count));
+        let row = RunRow {
+            run_id: self.run_id,
+            session_id: self.session_id,
+            path: path.to_path_buf(),
+            started_at_utc: self.started_at.as_deref().and_then(utc_key),
+            started_at: self.started_at,
+            model_provider,
+            model_name,
+            outcome: IndexedRunOutcome::from_stored(&self.outcome),
+            last_status: self.last_status,
+            record_count: self.record_count,
+            invocation_count: self.invocation_count,
+            input_tokens: self.input_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            cache_creation_tokens: self.cache_creation_tokens,
+            output_tokens: self.output_tokens,
+            total_tokens: self.total_tokens,
+            file_size: size,
+            modified_unix_ns: mtime,
+            first_input: self.first_input,
+            workspace_root: self.ui_root.or(self.header_cwd),
+            damage_count: self.damage_count,
+            last_ts: self.last_ts,
+            compressed,
+            other_files: Vec::new(),
+            column_damage: Vec::new(),
+        };
+        (row, diagnostic)
     }
-    row.workspace_root = ui_root.or(header_cwd);
-    let diagnostic = (!header_seen).then(|| damage.not_a_run(size, row.record_count));
-    Ok((row, diagnostic))
 }
 
 /// What the reader found wrong in a file, for saying why a file without a header is no run.
-#[derive(Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct DamageTally {
     nul_bytes: u64,
     /// Damaged lines other than NUL runs and file-level reports.
     lines: u64,
-    first: Option<session_jsonl::DamageKind>,
+    /// [`session_jsonl::DamageKind::as_str`] of the first such line.
+    first: Option<String>,
 }
 
 impl DamageTally {
@@ -632,7 +686,7 @@ impl DamageTally {
             k if k.record_recovered() => {}
             k => {
                 self.lines += 1;
-                self.first.get_or_insert(k);
+                self.first.get_or_insert_with(|| k.as_str().to_owned());
             }
         }
     }
@@ -647,7 +701,7 @@ impl DamageTally {
             format!(
                 "no header record: {} damaged line(s), first {}",
                 self.lines,
-                self.first.map_or("damaged", |k| k.as_str())
+                self.first.as_deref().unwrap_or("damaged")
             )
         } else if self.nul_bytes > 0 {
             format!("only NUL bytes ({} of {size} bytes)", self.nul_bytes)
@@ -762,6 +816,8 @@ struct Snapshot {
     relisted: BTreeMap<String, Known>,
     /// Rows read that held unusable values: dropped by the refresh.
     damaged: Vec<DamagedRow>,
+    /// `run_resume`: where the reading of each open run stopped.
+    checkpoints: BTreeMap<String, String>,
 }
 
 /// A row of the index that holds values its columns should not (see
@@ -1068,6 +1124,8 @@ struct Changes {
     dir_shrinks: BTreeMap<String, i64>,
     watch_add: Vec<String>,
     watch_drop: Vec<String>,
+    /// `run_resume` rows to store (`Some`) or drop (`None`).
+    checkpoints: Vec<(String, Option<String>)>,
 }
 
 impl Changes {
@@ -1081,6 +1139,7 @@ impl Changes {
             && self.dir_shrinks.is_empty()
             && self.watch_add.is_empty()
             && self.watch_drop.is_empty()
+            && self.checkpoints.is_empty()
     }
 
     /// Applies the changes; returns the number of run rows deleted.
@@ -1099,6 +1158,7 @@ impl Changes {
                 .execute([rel])? as u64;
             conn.prepare_cached("DELETE FROM run_watch WHERE path = ?1")?
                 .execute([rel])?;
+            crate::resume::put_checkpoint(conn, rel, None)?;
         }
         for prefix in &self.vanished {
             let end = tree::prefix_end(prefix);
@@ -1106,6 +1166,8 @@ impl Changes {
                 .prepare_cached("DELETE FROM runs WHERE path >= ?1 AND path < ?2")?
                 .execute([prefix.as_str(), end.as_str()])? as u64;
             conn.prepare_cached("DELETE FROM run_watch WHERE path >= ?1 AND path < ?2")?
+                .execute([prefix.as_str(), end.as_str()])?;
+            conn.prepare_cached("DELETE FROM run_resume WHERE path >= ?1 AND path < ?2")?
                 .execute([prefix.as_str(), end.as_str()])?;
             conn.prepare_cached("DELETE FROM run_dirs WHERE path = ?1")?
                 .execute([prefix])?;
@@ -1130,6 +1192,9 @@ impl Changes {
         for rel in &self.watch_add {
             conn.prepare_cached("INSERT OR IGNORE INTO run_watch (path) VALUES (?1)")?
                 .execute([rel])?;
+        }
+        for (rel, checkpoint) in &self.checkpoints {
+            crate::resume::put_checkpoint(conn, rel, checkpoint.as_deref())?;
         }
         Ok(deleted)
     }
@@ -1246,6 +1311,7 @@ impl StateStore {
             let snap = Snapshot {
                 prefixes: read_prefixes(&conn, &mut damaged).map_err(err())?,
                 watch: read_watch(&conn, &mut damaged).map_err(err())?,
+                checkpoints: crate::resume::read_checkpoints(&conn).map_err(err())?,
                 dirs,
                 relisted,
                 damaged,
@@ -1419,8 +1485,22 @@ impl StateStore {
                 report.unchanged += 1;
                 Some((k.open, false))
             } else {
-                match read_run_row(&f.path, f.size, f.mtime_ns, f.compressed) {
-                    Ok((row, diagnostic)) => {
+                // An open run that grew goes on from where the last pass stopped.
+                let stored = c
+                    .known
+                    .and_then(|_| snap.checkpoints.get(&f.rel))
+                    .map(String::as_str);
+                match crate::resume::read_row(&f.path, f.size, f.mtime_ns, f.compressed, stored) {
+                    Ok(crate::resume::RowRead {
+                        row,
+                        diagnostic,
+                        checkpoint,
+                        resumed,
+                    }) => {
+                        if checkpoint.is_some() || snap.checkpoints.contains_key(&f.rel) {
+                            changes.checkpoints.push((f.rel.clone(), checkpoint));
+                        }
+                        report.files_resumed += u64::from(resumed);
                         if row.damage_count > 0 {
                             report.damaged.push((f.path.clone(), row.damage_count));
                         }
@@ -1535,9 +1615,18 @@ impl StateStore {
         let total = files.len() as u64;
         let mut fresh: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         let mut watch: Vec<&str> = Vec::new();
+        let mut checkpoints: Vec<(&str, String)> = Vec::new();
         for (i, f) in files.iter().enumerate() {
-            match read_run_row(&f.path, f.size, f.mtime_ns, f.compressed) {
-                Ok((row, diagnostic)) => {
+            match crate::resume::read_row(&f.path, f.size, f.mtime_ns, f.compressed, None) {
+                Ok(crate::resume::RowRead {
+                    row,
+                    diagnostic,
+                    checkpoint,
+                    ..
+                }) => {
+                    if let Some(c) = checkpoint {
+                        checkpoints.push((&f.rel, c));
+                    }
                     let open = row.outcome == IndexedRunOutcome::Open;
                     if keep_watching(open, f, !open && changed_since(f)) {
                         watch.push(&f.rel);
@@ -1582,7 +1671,10 @@ impl StateStore {
             }
         }
         let write = || -> rusqlite::Result<()> {
-            conn.execute_batch("DELETE FROM runs; DELETE FROM run_dirs; DELETE FROM run_watch;")?;
+            conn.execute_batch(
+                "DELETE FROM runs; DELETE FROM run_dirs; DELETE FROM run_watch; \
+                 DELETE FROM run_resume;",
+            )?;
             for values in fresh.values() {
                 upsert(&conn, values)?;
             }
@@ -1594,6 +1686,9 @@ impl StateStore {
             for rel in &watch {
                 conn.prepare_cached("INSERT OR IGNORE INTO run_watch (path) VALUES (?1)")?
                     .execute([rel])?;
+            }
+            for (rel, c) in &checkpoints {
+                crate::resume::put_checkpoint(&conn, rel, Some(c))?;
             }
             Ok(())
         };
