@@ -697,3 +697,34 @@ fn a_reader_during_batches_sees_every_session_complete_at_one_of_its_versions() 
         );
     }
 }
+
+#[test]
+fn a_session_another_holder_has_open_fails_alone_and_a_held_lease_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let elsewhere = StateStore::open(dir.path()).unwrap();
+    let a = state(APPEND, 2, "a");
+    let b = state(REWRITE, 2, "b");
+    let held_elsewhere = elsewhere.lease(REWRITE).unwrap();
+    let ours = store.lease(APPEND).unwrap();
+    let report = store
+        .save_batch(
+            &[BatchSave::new(&a), BatchSave::new(&b)],
+            BatchPolicy::PerSession,
+        )
+        .unwrap();
+    assert_eq!(report.saved(), 1);
+    assert!(report.saves[0].is_ok());
+    assert!(
+        matches!(&report.saves[1], Err(StateError::SessionBusy { session_id, .. }) if session_id == REWRITE)
+    );
+    assert!(store.load(REWRITE).unwrap().is_none());
+    assert_eq!(main_file(dir.path(), REWRITE), b"");
+    drop(held_elsewhere);
+    // Our own lease of the first session is still held (the batch did not take another).
+    assert!(ours.load().unwrap().is_some());
+    assert!(matches!(
+        elsewhere.lease(APPEND),
+        Err(StateError::SessionBusy { .. })
+    ));
+}
