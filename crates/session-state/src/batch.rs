@@ -40,9 +40,10 @@ use crate::types::{
     DeferredRename, FaultPoint, Generation, IoStep, Recovery, SaveMode, SaveReport,
 };
 
-/// Most sessions in one [`StateStore::save_batch`] (bounds `messages/.append-intent`, which
-/// names every appending session of a batch: at most 4096 × 129 bytes).
-pub const MAX_BATCH_SESSIONS: usize = 4096;
+/// Most sessions in one [`StateStore::save_batch`]. A batch holds one file descriptor per
+/// session until its commit (256 stay well inside the usual limit of 1024 per process), and
+/// `messages/.append-intent` names every appending session (at most 256 × 129 bytes).
+pub const MAX_BATCH_SESSIONS: usize = 256;
 
 /// One session's save in a [`StateStore::save_batch`]: the state to store and, for a
 /// compare-and-swap, the generation the stored session must still have.
@@ -151,8 +152,9 @@ struct Staged {
     identity: FileIdentity,
     /// The temp file of a rewrite (a name inside `messages/`).
     pending_file: Option<String>,
-    /// The file to sync in the sync phase (`true`: the temp file of a rewrite).
-    to_sync: Option<(File, bool)>,
+    /// What the sync phase syncs: the appended file (open in [`Slot::uncommitted`], so
+    /// that a session holds one descriptor) or the temp file of a rewrite.
+    to_sync: Option<ToSync>,
     /// The messages directory must be synced (a file was created in it).
     dir_sync: bool,
     /// The batch's row generation of the session after the commit.
@@ -607,11 +609,8 @@ impl StateStore {
                 .metadata()
                 .map_err(|e| StateError::io("stat", &p.main, e))?
                 .len();
-            let handle = file
-                .try_clone()
-                .map_err(|e| StateError::io("open", &p.main, e))?;
             slot.uncommitted = Uncommitted::Appended {
-                file: handle,
+                file,
                 path: p.main.clone(),
                 committed_len,
                 created,
@@ -623,7 +622,6 @@ impl StateStore {
                 intent.push(p.id);
             }
             targets.push(Some(AppendTarget {
-                file,
                 actual,
                 created,
                 new_bytes,
@@ -635,9 +633,12 @@ impl StateStore {
 
         // Writes.
         for ((_, slot), target) in slots.iter_mut().zip(targets) {
-            let staged = match target {
-                Some(t) => self.write_append(slot, t)?,
-                None => self.write_temp(slot)?,
+            let staged = match (target, &mut slot.uncommitted) {
+                (Some(t), Uncommitted::Appended { file, .. }) => {
+                    self.write_append(&slot.prepared, &slot.planned, file, t)?
+                }
+                // (An append target always has its file in `uncommitted`.)
+                _ => self.write_temp(slot)?,
             };
             slot.staged = Some(staged);
         }
@@ -649,27 +650,30 @@ impl StateStore {
             let Some(staged) = slot.staged.as_mut() else {
                 continue;
             };
-            if let Some((file, temp)) = staged.to_sync.take() {
-                let path = match &staged.pending_file {
-                    Some(name) => dir.join(name),
-                    None => slot.prepared.main.clone(),
-                };
-                if temp {
+            let synced = match (staged.to_sync.take(), &slot.uncommitted) {
+                (Some(ToSync::Temp(file)), _) => {
+                    let path = staged
+                        .pending_file
+                        .as_ref()
+                        .map_or_else(|| dir.clone(), |name| dir.join(name));
                     if self.sync() {
                         self.io().sync_all(IoStep::TempFsync, &file, &path)?;
                     }
                     self.fault(FaultPoint::TempSynced)?;
-                } else {
+                    Some((file.metadata(), path))
+                }
+                (Some(ToSync::Appended), Uncommitted::Appended { file, path, .. }) => {
                     if self.sync() {
-                        self.io().sync_data(IoStep::AppendFsync, &file, &path)?;
+                        self.io().sync_data(IoStep::AppendFsync, file, path)?;
                     }
                     self.fault(FaultPoint::AppendSynced)?;
+                    Some((file.metadata(), path.clone()))
                 }
-                staged.identity = FileIdentity::of(
-                    &file
-                        .metadata()
-                        .map_err(|e| StateError::io("stat", &path, e))?,
-                );
+                _ => None,
+            };
+            if let Some((meta, path)) = synced {
+                staged.identity =
+                    FileIdentity::of(&meta.map_err(|e| StateError::io("stat", &path, e))?);
             }
             if staged.pending_file.is_some() {
                 temps = true;
@@ -707,11 +711,15 @@ impl StateStore {
     }
 
     /// Phase 3 of an appending session: cuts an uncommitted tail, writes the new lines.
-    fn write_append(&self, slot: &Slot<'_>, target: AppendTarget) -> Result<Staged> {
-        let p = &slot.prepared;
-        let (n, committed_len, committed_digest) = slot.planned.append_from.unwrap_or_default();
+    fn write_append(
+        &self,
+        p: &Prepared<'_>,
+        planned: &Planned,
+        file: &mut File,
+        target: AppendTarget,
+    ) -> Result<Staged> {
+        let (n, committed_len, committed_digest) = planned.append_from.unwrap_or_default();
         let AppendTarget {
-            mut file,
             actual,
             created,
             new_bytes,
@@ -720,14 +728,14 @@ impl StateStore {
             // An uncommitted tail of a crashed save (checked by the plan: the committed bytes
             // before it are ours), or an orphan file of a session that has no row yet.
             self.io()
-                .set_len(IoStep::TailTruncate, &file, committed_len, &p.main)?;
+                .set_len(IoStep::TailTruncate, file, committed_len, &p.main)?;
             self.fault(FaultPoint::TailTruncated)?;
         }
         if !new_bytes.is_empty() {
             file.seek(SeekFrom::Start(committed_len))
                 .map_err(|e| StateError::io("seek", &p.main, e))?;
             self.io()
-                .write_all(IoStep::AppendWrite, &mut file, &new_bytes, &p.main)?;
+                .write_all(IoStep::AppendWrite, file, &new_bytes, &p.main)?;
             self.fault(FaultPoint::AppendWritten)?;
         }
         let needs_sync = !new_bytes.is_empty() || actual != committed_len || created;
@@ -745,7 +753,7 @@ impl StateStore {
             file_digest: p.lines.extend_digest(committed_digest, n),
             identity,
             pending_file: None,
-            to_sync: needs_sync.then_some((file, false)),
+            to_sync: needs_sync.then_some(ToSync::Appended),
             dir_sync: created,
             row: 0,
         })
@@ -782,7 +790,7 @@ impl StateStore {
             file_digest: p.lines.extend_digest(EMPTY_DIGEST, 0),
             identity,
             pending_file: tmp.file_name().map(|n| n.to_string_lossy().into_owned()),
-            to_sync: Some((f, true)),
+            to_sync: Some(ToSync::Temp(f)),
             dir_sync: true,
             row: 0,
         })
@@ -938,9 +946,17 @@ type SaveItem<'a> = (
 /// A committed session: its index in the batch and what each phase decided.
 type Finished<'a> = (usize, Prepared<'a>, Planned, Staged, Generation);
 
-/// A messages file opened for an append, before anything is written to it.
+/// What the sync phase syncs for one session.
+enum ToSync {
+    /// The appended messages file (open in [`Slot::uncommitted`]): `fdatasync`.
+    Appended,
+    /// The temp file of a rewrite: `fsync`.
+    Temp(File),
+}
+
+/// A messages file opened for an append (the file itself is in [`Slot::uncommitted`]),
+/// before anything is written to it.
 struct AppendTarget {
-    file: File,
     /// Its length when opened.
     actual: u64,
     /// Created by this save.

@@ -37,7 +37,7 @@ pub(crate) const STALE_DIR: &str = "stale";
 
 /// Longest intent file read: one line per appending session of a batch, at most
 /// [`crate::MAX_BATCH_SESSIONS`] lines of at most 129 bytes (an id and its `\n`).
-const INTENT_MAX: u64 = 1 << 20;
+const INTENT_MAX: u64 = 1 << 16;
 
 /// What a save has written that only its commit makes visible: taken back when the save fails
 /// before or at its commit (not after an injected crash, which must leave everything as a

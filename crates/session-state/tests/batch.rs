@@ -728,3 +728,44 @@ fn a_session_another_holder_has_open_fails_alone_and_a_held_lease_is_used() {
         Err(StateError::SessionBusy { .. })
     ));
 }
+
+/// Open descriptors of this process on files under `dir` (Linux).
+fn descriptors_under(dir: &Path) -> Option<usize> {
+    let entries = fs::read_dir("/proc/self/fd").ok()?;
+    Some(
+        entries
+            .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.starts_with(dir))
+            .count(),
+    )
+}
+
+#[test]
+fn a_batch_holds_one_descriptor_per_session_until_its_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let messages = dir.path().join("messages");
+    let seen = Arc::new(Mutex::new(None));
+    let (s, m) = (seen.clone(), messages.clone());
+    let options = StoreOptions {
+        io_fault: Some(Arc::new(move |step| {
+            if step == IoStep::Commit {
+                *s.lock().unwrap() = descriptors_under(&m);
+            }
+            None
+        })),
+        ..StoreOptions::default()
+    };
+    let store = StateStore::open_with(dir.path(), options).unwrap();
+    let sessions: Vec<SessionState> = (0..40)
+        .map(|i| state(&format!("{i:08x}-4a12-4cc4-bbc9-9a0c0d2b5af1"), 2, "d"))
+        .collect();
+    let report = store
+        .save_batch(&batch_of(&sessions), BatchPolicy::PerSession)
+        .unwrap();
+    assert_eq!(report.saved(), 40);
+    let Some(at_commit) = *seen.lock().unwrap() else {
+        return; // No /proc: nothing to count.
+    };
+    assert_eq!(at_commit, 40);
+    assert_eq!(descriptors_under(&messages), Some(0));
+}

@@ -59,7 +59,7 @@ pub trait SessionStore: Send + Sync {
     /// `Expected`, its new version), and returns one result per entry, in order: a version
     /// conflict or any other refusal of one session fails only that entry, with nothing
     /// written for it. A backend that can commit the saves together does so (the local
-    /// backend: one `state.db` transaction for up to 4096 sessions, each session still
+    /// backend: one `state.db` transaction per 256 sessions, each session still
     /// all-or-nothing, session-state's `StateStore::save_batch`); the default saves them one
     /// by one. A session given twice is saved twice by the default and refused by the local
     /// backend (the whole call fails, nothing written).

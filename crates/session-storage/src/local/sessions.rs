@@ -216,7 +216,8 @@ impl SessionStore for LocalBackend {
         }
     }
 
-    /// One `StateStore::save_batch` (one `state.db` transaction) per 4096 sessions, with
+    /// One `StateStore::save_batch` (one `state.db` transaction) per `MAX_BATCH_SESSIONS` (256)
+    /// sessions, with
     /// `BatchPolicy::PerSession`.
     fn save_sessions(&self, saves: &[(&SessionState, Expected)]) -> Result<Vec<Result<Version>>> {
         self.check_writable("save")?;
