@@ -21,8 +21,14 @@
 //!    per save (the messages file and the WAL are two files), interleaved over
 //!    `SESSION_BENCH_REPEATS` rounds (default 3), printed as min/median/max of floor ÷ ours.
 //!
+//!    With the load average before and after.
+//! 5. Batched saves: `save_batch` of N sessions (N = 4, 16, 64; one new ~2 KB message each)
+//!    against N single `save`s of the same sessions, `SaveDurability::Sync`, interleaved over
+//!    `SESSION_BENCH_REPEATS` rounds, printed as min/median/max of batched ÷ single per session
+//!    save, with the load average before and after.
+//!
 //! `SESSION_BENCH_SCALE=0.1` shrinks every size for a quick run; `SESSION_BENCH_ONLY=growth`
-//! (or `list`, `runs`) runs one section. Runs as
+//! (or `floor`, `batch`, `list`, `runs`; comma-separated) runs those sections. Runs as
 //! `cargo bench -p session-state --bench state`.
 
 #![allow(
@@ -39,7 +45,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use session_schema::{BaseMessage, RawJson, SessionState, Timestamp, parse_message};
-use session_state::{ListQuery, SaveDurability, StateStore, StoreOptions, summarize};
+use session_state::{
+    BatchPolicy, BatchSave, ListQuery, SaveDurability, StateStore, StoreOptions, summarize,
+};
 
 fn scale() -> f64 {
     std::env::var("SESSION_BENCH_SCALE")
@@ -179,7 +187,10 @@ struct Measured {
 /// Whose save [`growth`] measures.
 #[derive(Clone, Copy)]
 enum Saver {
+    /// `StateStore::save` (each save takes and releases the session's lease).
     Ours(SaveDurability),
+    /// `SessionLease::save` through a lease held for the whole growth (a runtime's way).
+    OursLeased(SaveDurability),
     /// The reference's approach; `true` = made as durable as `SaveDurability::Sync`.
     Reference(bool),
 }
@@ -196,7 +207,7 @@ fn growth(n: usize, saver: Saver) -> Measured {
     };
     let messages: Vec<BaseMessage> = (0..n).map(message).collect();
     let (store, reference) = match saver {
-        Saver::Ours(durability) => (
+        Saver::Ours(durability) | Saver::OursLeased(durability) => (
             Some(
                 StateStore::open_with(
                     dir.path(),
@@ -211,6 +222,10 @@ fn growth(n: usize, saver: Saver) -> Measured {
         ),
         Saver::Reference(durable) => (None, Some(ReferenceStore::open(dir.path(), durable))),
     };
+    let lease = match (&store, saver) {
+        (Some(s), Saver::OursLeased(_)) => Some(s.lease(&state.session_id).unwrap()),
+        _ => None,
+    };
     let io0 = wchar();
     let start = Instant::now();
     let mut file_bytes = 0;
@@ -219,6 +234,9 @@ fn growth(n: usize, saver: Saver) -> Measured {
         state.invoke_seq = Some(i as i64);
         state.updated_at = Timestamp::now();
         file_bytes += match (&store, &reference) {
+            (Some(_), _) if lease.is_some() => {
+                lease.as_ref().unwrap().save(&state).unwrap().bytes_written
+            }
             (Some(s), _) => s.save(&state).unwrap().bytes_written,
             (_, Some(r)) => r.save(&state),
             _ => unreachable!(),
@@ -445,6 +463,12 @@ fn main() {
     if enabled("growth") {
         bench_growth();
     }
+    if enabled("growth") || enabled("floor") {
+        bench_floor();
+    }
+    if enabled("batch") {
+        bench_batch();
+    }
     if enabled("list") {
         bench_list();
     }
@@ -517,32 +541,134 @@ fn bench_growth() {
         "(for comparison only, mixed durability: ours Sync ÷ reference as it is, time {})",
         ratio(synced.time.as_secs_f64(), reference.time.as_secs_f64())
     );
+}
 
-    // Against the physical floor, interleaved round by round (fsync latency drifts on a shared
-    // machine): floor time ÷ ours, so 1.0 means a save costs no more than its two syncs.
+/// The durable save against its physical floor, interleaved round by round (fsync latency
+/// drifts on a shared machine): floor time ÷ ours, so 1.0 means a save costs no more than its
+/// two syncs.
+fn bench_floor() {
+    let n = scaled(500);
     let rounds = repeats();
-    let (mut ours_ms, mut floor_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let load_before = load_average();
+    let (mut ours_ms, mut leased_ms, mut floor_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ratios, mut leased_ratios) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let ours = growth(n, Saver::Ours(SaveDurability::Sync))
             .time
             .as_secs_f64();
         let base = floor(n).as_secs_f64();
+        let leased = growth(n, Saver::OursLeased(SaveDurability::Sync))
+            .time
+            .as_secs_f64();
         ours_ms.push(ours * 1e3 / n as f64);
+        leased_ms.push(leased * 1e3 / n as f64);
         floor_ms.push(base * 1e3 / n as f64);
         ratios.push(base / ours);
+        leased_ratios.push(base / leased);
     }
     let (a, b, c) = spread(&mut ours_ms);
     let (d, e, f) = spread(&mut floor_ms);
     let (g, h, i) = spread(&mut ratios);
+    let (j, k, l) = spread(&mut leased_ms);
+    let (m, o, p) = spread(&mut leased_ratios);
     println!();
     println!("## durable save against its floor ({rounds} interleaved rounds, min / median / max)");
-    println!("| | per save |");
-    println!("|---|---:|");
-    println!("| ours, SaveDurability::Sync | {a:.3} / {b:.3} / {c:.3} ms |");
+    println!("| | per save | floor ÷ this (goal >= 0.8) |");
+    println!("|---|---:|---:|");
     println!(
-        "| floor: 2 × (write + fdatasync) of the message's bytes | {d:.3} / {e:.3} / {f:.3} ms |"
+        "| ours, SaveDurability::Sync, `save` (a lease taken and released per save) | {a:.3} / {b:.3} / {c:.3} ms | {g:.2} / {h:.2} / {i:.2} |"
     );
-    println!("| floor ÷ ours (goal >= 0.8) | {g:.2} / {h:.2} / {i:.2} |");
+    println!(
+        "| ours, SaveDurability::Sync, through a held lease | {j:.3} / {k:.3} / {l:.3} ms | {m:.2} / {o:.2} / {p:.2} |"
+    );
+    println!(
+        "| floor: 2 × (write + fdatasync) of the message's bytes | {d:.3} / {e:.3} / {f:.3} ms | |"
+    );
+    println!(
+        "(load average before / after: {load_before} / {})",
+        load_average()
+    );
+}
+
+/// The 1-minute load average (`/proc/loadavg`), or `n/a`.
+fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "n/a".to_owned())
+}
+
+/// `sessions` sessions, each saved `rounds` times with one new message (~2 KB) per save:
+/// one `save_batch` of every session per round (`batched`) or one `save` per session.
+/// Returns the time of the timed rounds (the first save of every session is not timed).
+fn batch_rounds(sessions: usize, rounds: usize, batched: bool) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let mut states: Vec<SessionState> = (0..sessions)
+        .map(|i| SessionState {
+            schema_version: Some(1i64.into()),
+            session_id: format!("{i:08x}-4a12-4cc4-bbc9-9a0c0d2b5af1"),
+            updated_at: Timestamp::now(),
+            meta: Some(meta()),
+            messages: vec![message(0)],
+            ..Default::default()
+        })
+        .collect();
+    let save_all = |states: &[SessionState]| {
+        if batched {
+            let saves: Vec<BatchSave<'_>> = states.iter().map(BatchSave::new).collect();
+            let report = store.save_batch(&saves, BatchPolicy::PerSession).unwrap();
+            assert_eq!(report.saved(), states.len());
+        } else {
+            for s in states {
+                store.save(s).unwrap();
+            }
+        }
+    };
+    save_all(&states);
+    let start = Instant::now();
+    for r in 1..=rounds {
+        for s in &mut states {
+            s.messages.push(message(r));
+            s.updated_at = Timestamp::now();
+        }
+        save_all(&states);
+    }
+    start.elapsed()
+}
+
+/// Batched saves against single saves of the same sessions and messages, interleaved.
+fn bench_batch() {
+    let rounds = scaled(20);
+    let repeats = repeats();
+    let load_before = load_average();
+    println!(
+        "\n## save_batch of N sessions ÷ N single saves (SaveDurability::Sync, {rounds} saves of \
+         each session, {repeats} interleaved repeats, min / median / max)"
+    );
+    println!("| N | single, per session save | batched, per session save | batched ÷ single |");
+    println!("|---:|---:|---:|---:|");
+    for sessions in [4, 16, 64] {
+        let (mut single, mut batched, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..repeats {
+            let one = batch_rounds(sessions, rounds, false).as_secs_f64();
+            let many = batch_rounds(sessions, rounds, true).as_secs_f64();
+            let per = (sessions * rounds) as f64;
+            single.push(one * 1e3 / per);
+            batched.push(many * 1e3 / per);
+            ratios.push(many / one);
+        }
+        let (a, b, c) = spread(&mut single);
+        let (d, e, f) = spread(&mut batched);
+        let (g, h, i) = spread(&mut ratios);
+        println!(
+            "| {sessions} | {a:.3} / {b:.3} / {c:.3} ms | {d:.3} / {e:.3} / {f:.3} ms | {g:.2} / {h:.2} / {i:.2} |"
+        );
+    }
+    println!(
+        "(load average before / after: {load_before} / {})",
+        load_average()
+    );
 }
 
 fn bench_list() {

@@ -79,6 +79,14 @@ pub enum StateError {
         /// The generation found in the database (`none` = no row).
         found: String,
     },
+    /// A batch of saves ([`crate::StateStore::save_batch`]) that cannot be saved as given: a
+    /// session appears twice, or it holds more than [`crate::MAX_BATCH_SESSIONS`] sessions.
+    /// Nothing was written.
+    #[error("batch of saves refused: {detail}")]
+    InvalidBatch {
+        /// What is wrong with it.
+        detail: String,
+    },
     /// A legacy `state/<id>.json` snapshot is not a valid session state (cut mid-write,
     /// not JSON, or fields of the wrong type). The file is left untouched.
     #[error("legacy snapshot {} is invalid at line {line}, byte {byte_offset}: {reason}", path.display())]

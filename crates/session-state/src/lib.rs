@@ -9,6 +9,7 @@
 //!   WAL) + `messages/<session_id>.jsonl` + legacy `state/<session_id>.json`:
 //!   [`StateStore::load`] (tolerant, legacy migration), [`StateStore::save`] /
 //!   [`StateStore::save_expecting`] (incremental append, crash-consistent, compare-and-swap),
+//!   [`StateStore::save_batch`] (many sessions, one commit, each session all-or-nothing),
 //!   [`StateStore::list`] (workspace filter, legacy merged, keyset pagination),
 //!   [`StateStore::delete`], [`StateStore::migrate_legacy`].
 //! * [`summarize`] / [`summarize_lines`] — the summary columns exactly as the reference
@@ -79,6 +80,7 @@
 )]
 
 mod adopt;
+mod batch;
 mod column;
 mod compact;
 mod db;
@@ -108,6 +110,7 @@ mod types;
 mod workspace;
 
 pub use adopt::{ReconstructedRow, Reconstruction, ReconstructionOutcome, ReconstructionReport};
+pub use batch::{BatchPolicy, BatchReport, BatchSave, MAX_BATCH_SESSIONS};
 pub use column::{ColumnDamage, ColumnDamageKind};
 pub use fallback::{ReadOnlyFallback, WriteUnavailable};
 

@@ -10,8 +10,8 @@
 //!   session) saved since: the temp file is moved to `messages/stale/` for forensics and
 //!   reported ([`Recovery::StaleTempKept`]).
 //! * **Uncommitted tails.** Before a save appends to a messages file it names the session in
-//!   `messages/.append-intent` (one line; written, not fsynced: it only matters after a crash
-//!   of the process). A save that fails cuts its own bytes off again ([`Uncommitted`]); after a
+//!   `messages/.append-intent` (one line per session; a batch names all of its appending
+//!   sessions; written, not fsynced: it only matters after a crash of the process). A save that fails cuts its own bytes off again ([`Uncommitted`]); after a
 //!   crash, the next `open` (or the next save, of any session) cuts bytes past the committed
 //!   length of the named session, so the reference, which reads the whole file, never takes
 //!   them for history.
@@ -35,8 +35,9 @@ pub(crate) const INTENT_FILE: &str = ".append-intent";
 /// Directory inside `messages/` where stale temp files are kept.
 pub(crate) const STALE_DIR: &str = "stale";
 
-/// Longest intent file read (an id is at most a few hundred bytes).
-const INTENT_MAX: u64 = 4096;
+/// Longest intent file read: one line per appending session of a batch, at most
+/// [`crate::MAX_BATCH_SESSIONS`] lines of at most 129 bytes (an id and its `\n`).
+const INTENT_MAX: u64 = 1 << 16;
 
 /// What a save has written that only its commit makes visible: taken back when the save fails
 /// before or at its commit (not after an injected crash, which must leave everything as a
@@ -274,42 +275,56 @@ impl StateStore {
         self.messages_dir().join(INTENT_FILE)
     }
 
-    /// The session the append intent names, if any (a missing, unreadable or garbled file
-    /// names none).
-    fn read_intent(&self) -> Option<String> {
-        let file = File::open(self.intent_path()).ok()?;
+    /// The sessions the append intent names, one per line (a missing or unreadable file
+    /// names none; lines that are not safe ids are skipped).
+    fn read_intent(&self) -> Vec<String> {
+        let Ok(file) = File::open(self.intent_path()) else {
+            return Vec::new();
+        };
         let mut bytes = Vec::new();
-        file.take(INTENT_MAX).read_to_end(&mut bytes).ok()?;
-        let line = bytes.split(|&b| b == b'\n').next()?;
-        let id = std::str::from_utf8(line).ok()?;
-        session_schema::is_safe_id(id).then(|| id.to_owned())
+        if file.take(INTENT_MAX).read_to_end(&mut bytes).is_err() {
+            return Vec::new();
+        }
+        bytes
+            .split(|&b| b == b'\n')
+            .filter_map(|line| std::str::from_utf8(line).ok())
+            .filter(|id| session_schema::is_safe_id(id))
+            .map(str::to_owned)
+            .collect()
     }
 
-    /// Records, under the write lock and before the first byte is appended to session `id`'s
-    /// messages file, that `id` may have bytes past its committed length until the commit. An
-    /// intent naming another session (a save that crashed) is settled first: that session's
-    /// uncommitted tail is cut.
+    /// Records, under the write lock and before the first byte is appended to the messages
+    /// file of any of `ids`, that those sessions may have bytes past their committed length
+    /// until the commit (one line each). Nothing is written when the intent names every one of
+    /// them already. Otherwise the sessions it names that are not in `ids` (a save that
+    /// crashed) are settled first: their uncommitted tails are cut.
     pub(crate) fn record_append_intent(
         &self,
         conn: &Connection,
-        id: &str,
+        ids: &[&str],
         out: &mut Vec<Recovery>,
     ) -> Result<()> {
         let previous = self.read_intent();
-        if previous.as_deref() == Some(id) {
+        let named: std::collections::BTreeSet<&str> = previous.iter().map(String::as_str).collect();
+        if ids.iter().all(|id| named.contains(id)) {
             return Ok(());
         }
-        if let Some(other) = previous
-            && let Err(e) = self.cut_uncommitted_tail(conn, &other, out)
-        {
-            out.push(failed(&other, &e));
+        let wanted: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+        for other in named.iter().filter(|p| !wanted.contains(*p)) {
+            if let Err(e) = self.cut_uncommitted_tail(conn, other, out) {
+                out.push(failed(other, &e));
+            }
         }
         let path = self.intent_path();
         let (mut file, _) = fsutil::open_private_rw(&path)?;
-        let line = format!("{id}\n");
+        let mut text = String::with_capacity(ids.iter().map(|id| id.len() + 1).sum());
+        for id in ids {
+            text.push_str(id);
+            text.push('\n');
+        }
         self.io()
-            .write_all(IoStep::IntentWrite, &mut file, line.as_bytes(), &path)?;
-        file.set_len(line.len() as u64)
+            .write_all(IoStep::IntentWrite, &mut file, text.as_bytes(), &path)?;
+        file.set_len(text.len() as u64)
             .map_err(|e| StateError::io("truncate", &path, e))
     }
 
@@ -369,28 +384,41 @@ impl StateStore {
         Ok(())
     }
 
-    /// `open`'s part of the intent: a cheap look first (the row and one `stat`), the write
-    /// lock only when the named session's file is longer than its commit.
+    /// `open`'s part of the intent: a cheap look first (the rows and one `stat` per named
+    /// session), the write lock only when a named session's file is longer than its commit.
     fn settle_intent_at_open(&self, out: &mut Vec<Recovery>) -> Result<()> {
-        let Some(id) = self.read_intent() else {
+        let ids = self.read_intent();
+        if ids.is_empty() {
             return Ok(());
-        };
-        let committed_len = {
+        }
+        let committed = {
             let conn = self.lock();
             let _rtx = ReadTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-            read_stored(&conn, &self.db_path, &id)?.and_then(|s| s.files.map(|f| f.file_len))
+            let mut committed = Vec::with_capacity(ids.len());
+            for id in &ids {
+                if let Some(len) =
+                    read_stored(&conn, &self.db_path, id)?.and_then(|s| s.files.map(|f| f.file_len))
+                {
+                    committed.push((id, len));
+                }
+            }
+            committed
         };
-        let Some(committed_len) = committed_len else {
-            return Ok(());
-        };
-        let longer = fs::metadata(self.messages_path(&id)?).is_ok_and(|m| m.len() > committed_len);
-        if !longer {
+        let mut longer = Vec::new();
+        for (id, len) in committed {
+            if fs::metadata(self.messages_path(id)?).is_ok_and(|m| m.len() > len) {
+                longer.push(id);
+            }
+        }
+        if longer.is_empty() {
             return Ok(());
         }
         let conn = self.lock();
         let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-        if let Err(e) = self.cut_uncommitted_tail(&conn, &id, out) {
-            out.push(failed(&id, &e));
+        for id in longer {
+            if let Err(e) = self.cut_uncommitted_tail(&conn, id, out) {
+                out.push(failed(id, &e));
+            }
         }
         tx.commit()
     }

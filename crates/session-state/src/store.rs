@@ -1,23 +1,22 @@
 //! [`StateStore`]: load, save (incremental, crash-consistent, compare-and-swap), list,
 //! delete and legacy migration over `state.db` + `messages/` + `state/`.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, MutexGuard};
 use rusqlite::{Connection, params};
-use session_schema::{BaseMessage, Num, RawJson, SessionState, Timestamp, check_id};
+use session_schema::{BaseMessage, Num, SessionState, Timestamp, check_id};
 
 use crate::db::{self, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::fsutil::{self, EMPTY_DIGEST, FileIdentity};
-use crate::messages::{Lines, parse_messages};
-use crate::recovery::Uncommitted;
-use crate::stored::{Base, FilesRow, Stored};
+use crate::fsutil::{self, FileIdentity};
+use crate::messages::parse_messages;
+use crate::stored::{FilesRow, Stored};
 use crate::summary::summarize;
 use crate::types::{
-    DeferredRename, FaultPoint, Generation, IoStep, LoadNote, LoadSource, LoadedSession,
-    MessageDamage, MessageDamageKind, Recovery, SaveDurability, SaveMode, SaveReport, StoreOptions,
+    FaultPoint, Generation, IoStep, LoadNote, LoadSource, LoadedSession, MessageDamage,
+    MessageDamageKind, Recovery, SaveDurability, SaveReport, StoreOptions,
 };
 
 /// Resumable session state under one sessions root (spec §2, §3.1; compat notes §2.5–2.11).
@@ -46,6 +45,10 @@ pub struct StateStore {
     /// Message lists of the last few sessions saved through this store, so that the next
     /// save of the same session serializes only the new messages.
     cache: Mutex<Vec<CachedSession>>,
+    /// How many sessions the save cache keeps: [`CACHED_SESSIONS`], or the size of the
+    /// largest batch saved through this store (at most [`MAX_CACHED_SESSIONS`]), so that every
+    /// session of a batch saved again appends without reading its committed bytes.
+    cache_room: std::sync::atomic::AtomicUsize,
     /// Sessions whose lease this store holds ([`StateStore::lease`]).
     pub(crate) leases: crate::lease::Registry,
     /// What `open` settled ([`StateStore::recovery`]).
@@ -54,6 +57,9 @@ pub struct StateStore {
 
 /// Sessions kept in [`StateStore`]'s save cache.
 const CACHED_SESSIONS: usize = 8;
+
+/// Most sessions the save cache keeps after large batches ([`StateStore::save_batch`]).
+const MAX_CACHED_SESSIONS: usize = 1024;
 
 /// What this store last committed for one session.
 struct CachedSession {
@@ -140,6 +146,7 @@ impl StateStore {
             read_only: false,
             memory_index: false,
             cache: Mutex::new(Vec::new()),
+            cache_room: std::sync::atomic::AtomicUsize::new(CACHED_SESSIONS),
             leases: Default::default(),
             recovered: Vec::new(),
         };
@@ -216,6 +223,7 @@ impl StateStore {
             read_only: true,
             memory_index: false,
             cache: Mutex::new(Vec::new()),
+            cache_room: std::sync::atomic::AtomicUsize::new(CACHED_SESSIONS),
             leases: Default::default(),
             recovered: Vec::new(),
         })
@@ -237,6 +245,7 @@ impl StateStore {
             read_only: true,
             memory_index: true,
             cache: Mutex::new(Vec::new()),
+            cache_room: std::sync::atomic::AtomicUsize::new(CACHED_SESSIONS),
             leases: Default::default(),
             recovered: Vec::new(),
         }
@@ -292,7 +301,7 @@ impl StateStore {
         self.options.durability == SaveDurability::Sync
     }
 
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
+    pub(crate) fn sync_dir(&self, dir: &Path) -> Result<()> {
         if self.sync() {
             fsutil::sync_dir(dir)
         } else {
@@ -300,7 +309,7 @@ impl StateStore {
         }
     }
 
-    fn fault(&self, point: FaultPoint) -> Result<()> {
+    pub(crate) fn fault(&self, point: FaultPoint) -> Result<()> {
         match &self.options.fault_hook {
             Some(hook) if hook(point) => Err(StateError::InjectedFault { point }),
             _ => Ok(()),
@@ -308,7 +317,11 @@ impl StateStore {
     }
 
     /// Reads the row and our bookkeeping for `session_id` (inside the caller's transaction).
-    fn read_stored(&self, conn: &Connection, session_id: &str) -> Result<Option<Stored>> {
+    pub(crate) fn read_stored(
+        &self,
+        conn: &Connection,
+        session_id: &str,
+    ) -> Result<Option<Stored>> {
         crate::stored::read_stored(conn, &self.db_path, session_id)
     }
 
@@ -329,7 +342,7 @@ impl StateStore {
     /// As [`StateStore::save_expecting`], without [`StateError::Conflict`].
     pub fn save(&self, state: &SessionState) -> Result<SaveReport> {
         let _lease = self.write_guard(&state.session_id)?;
-        self.save_inner(state, None, &[])
+        self.save_one(state, None, &[])
     }
 
     /// Saves `state` only if the stored session still has generation `expected`
@@ -397,369 +410,19 @@ impl StateStore {
         expected: Option<Generation>,
     ) -> Result<SaveReport> {
         let _lease = self.write_guard(&state.session_id)?;
-        self.save_inner(state, Some(expected), &[])
+        self.save_one(state, Some(expected), &[])
     }
 
     /// A legacy snapshot's migration: [`StateStore::save_expecting`] with `None`, writing
     /// the messages that had lone surrogate escapes as they were written.
     pub(crate) fn save_migrated(&self, legacy: &crate::types::LegacyLoad) -> Result<SaveReport> {
-        self.save_inner(&legacy.state, Some(None), &legacy.written)
-    }
-
-    /// `written`: lines (by message index, with `\n`) to write instead of serializing those
-    /// messages of `state` (their form as written, lone surrogate escapes restored).
-    fn save_inner(
-        &self,
-        state: &SessionState,
-        expected: Option<Option<Generation>>,
-        written: &[(usize, Vec<u8>)],
-    ) -> Result<SaveReport> {
-        let id = state.session_id.as_str();
-        checked(id)?;
-        self.check_writable("save")?;
-        // CPU work before taking the lock. When this store committed a prefix of the list
-        // (checked by value, not by serializing), only the new messages are serialized;
-        // whether that prefix is still the committed one is checked under the lock.
-        let cached = self.cached_prefix(id, &state.messages);
-        let mut lines = match cached {
-            Some((_, k)) if written.is_empty() => Lines::serialize_from(id, &state.messages, k)?,
-            _ => Lines::serialize(id, &state.messages)?,
-        };
-        for (i, line) in written {
-            lines.replace(*i, line);
-        }
-        let meta_json = match &state.meta {
-            Some(m) => Some(
-                String::from_utf8(crate::compact::compact_json(m.get().as_bytes())).map_err(
-                    |e| StateError::Serialize {
-                        session_id: id.to_owned(),
-                        index: usize::MAX,
-                        source: serde::de::Error::custom(e),
-                    },
-                )?,
-            ),
-            None => None,
-        };
-        let meta_raw = match &meta_json {
-            Some(m) => {
-                Some(
-                    RawJson::from_json(m.clone()).map_err(|source| StateError::Serialize {
-                        session_id: id.to_owned(),
-                        index: usize::MAX,
-                        source,
-                    })?,
-                )
-            }
-            None => None,
-        };
-        let summary = summarize(&state.messages, meta_raw.as_ref());
-        let schema_version = state
-            .schema_version
-            .as_ref()
-            .and_then(Num::as_i64)
-            .unwrap_or(1);
-
-        let main = self.messages_path(id)?;
-        let dir = self.messages_dir();
-        let conn = self.lock();
-        let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-        let stored = self.read_stored(&conn, id)?;
-        let current = stored.as_ref().map(|s| s.generation);
-        if let Some(expected) = expected
-            && expected != current
-        {
-            return Err(StateError::Conflict {
-                session_id: id.to_owned(),
-                expected: expected.map_or_else(|| "none".to_owned(), |g| g.to_string()),
-                found: current.map_or_else(|| "none".to_owned(), |g| g.to_string()),
-            });
-        }
-        let files = stored.as_ref().and_then(|s| s.files.clone());
-        // Complete a committed rewrite whose rename a crash interrupted, before touching the
-        // file (its content is the committed one), once it is proven nobody saved since;
-        // otherwise its temp file is kept aside.
-        let mut recovery = Vec::new();
-        if let Some(recorded) = stored.as_ref().and_then(|s| s.recorded.as_ref())
-            && let Some(done) = self.roll_forward(id, stored.as_ref(), recorded)?
-        {
-            recovery.push(done);
-        }
-        let old_counter = current.map_or(0, |g| g.counter);
-        // The counter comes from the database, which another tool may have written: wrap
-        // instead of overflowing (a generation only needs to differ from the last one).
-        let new_counter = old_counter.wrapping_add(1);
-
-        // Append when our committed prefix is exactly the start of the new list.
-        let cache_valid = match (cached, &files) {
-            (Some((g, k)), Some(f)) => Some(g) == current && f.file_lines == k as u64,
-            _ => false,
-        };
-        if lines.base != 0 && !cache_valid {
-            lines = Lines::serialize(id, &state.messages)?;
-        }
-        // Where the new lines go, or `None` for a rewrite. `earlier` is the stored list as
-        // read from the file when it had to be read, so that a rewrite keeps the written form
-        // of unchanged lines.
-        let mut earlier: Option<crate::messages::ReadMessages> = None;
-        let append_from: Option<(usize, u64, u64)> = match (&stored, &files) {
-            // No row: a messages file already there is never cut or overwritten.
-            (None, _) => Some(crate::adopt::first_save_base(id, &main, &state.messages)?),
-            (Some(_), Some(f)) => {
-                let n = usize::try_from(f.file_lines).unwrap_or(usize::MAX);
-                let serialized_match = cache_valid
-                    || (n <= lines.count() && lines.prefix(n) == (f.file_len, f.file_digest));
-                // The bookkeeping says which bytes we committed; appending is only safe when
-                // the file still holds exactly them (it may have been replaced, cut, extended
-                // or edited since).
-                if serialized_match {
-                    let recorded = self.cached_identity(id, current);
-                    self.holds_committed(&main, f, recorded)?.then_some((
-                        n,
-                        f.file_len,
-                        f.file_digest,
-                    ))
-                } else {
-                    // The serialized list differs from the committed bytes, which may still
-                    // hold the same messages (a line with repaired lone surrogates): compare
-                    // the committed lines as parsed.
-                    match self.read_committed(&main, f)? {
-                        Some(bytes) => {
-                            let read = parse_messages(&main, &bytes);
-                            if read.is_prefix_of(&bytes, &state.messages) {
-                                Some((n, f.file_len, f.file_digest))
-                            } else {
-                                earlier = Some(read);
-                                None
-                            }
-                        }
-                        None => None,
-                    }
-                }
-            }
-            (Some(_), None) => {
-                // A row the reference wrote (or an older tool): the whole file is what it
-                // stored. Append when it is one clean message per line and those messages
-                // start the new list.
-                let bytes = fsutil::read_if_exists(&main)?.unwrap_or_default();
-                let read = parse_messages(&main, &bytes);
-                if read.is_prefix_of(&bytes, &state.messages) {
-                    let (digest, count) = fsutil::digest_lines(&bytes);
-                    Some((
-                        usize::try_from(count).unwrap_or(usize::MAX),
-                        bytes.len() as u64,
-                        digest,
-                    ))
-                } else {
-                    earlier = Some(read);
-                    None
-                }
-            }
-        };
-        let mut pending_file: Option<String> = None;
-        // What this save writes before its commit; taken back when the save fails before the
-        // commit lands (an injected crash leaves everything as a crash would).
-        let mut uncommitted = Uncommitted::Nothing;
-        let staged = (|| -> Result<(Written, u64)> {
-            let written = match append_from {
-                Some((n, committed_len, committed_digest)) => {
-                    let (mut file, created) = fsutil::open_private_rw(&main)?;
-                    let actual = file
-                        .metadata()
-                        .map_err(|e| StateError::io("stat", &main, e))?
-                        .len();
-                    let handle = file
-                        .try_clone()
-                        .map_err(|e| StateError::io("open", &main, e))?;
-                    uncommitted = Uncommitted::Appended {
-                        file: handle,
-                        path: main.clone(),
-                        committed_len,
-                        created,
-                    };
-                    let new_bytes = lines.concat(n);
-                    if !new_bytes.is_empty() || actual != committed_len {
-                        // Bytes past the committed length are taken back if the save fails,
-                        // and cut by the next open if it crashes.
-                        self.record_append_intent(&conn, id, &mut recovery)?;
-                    }
-                    if actual != committed_len {
-                        // An uncommitted tail of a crashed save (checked above: the committed
-                        // bytes before it are ours), or an orphan file of a session that has
-                        // no row yet.
-                        self.io()
-                            .set_len(IoStep::TailTruncate, &file, committed_len, &main)?;
-                        self.fault(FaultPoint::TailTruncated)?;
-                    }
-                    if !new_bytes.is_empty() {
-                        file.seek(SeekFrom::Start(committed_len))
-                            .map_err(|e| StateError::io("seek", &main, e))?;
-                        self.io()
-                            .write_all(IoStep::AppendWrite, &mut file, &new_bytes, &main)?;
-                        self.fault(FaultPoint::AppendWritten)?;
-                    }
-                    if !new_bytes.is_empty() || actual != committed_len || created {
-                        if self.sync() {
-                            self.io().sync_data(IoStep::AppendFsync, &file, &main)?;
-                        }
-                        self.fault(FaultPoint::AppendSynced)?;
-                    }
-                    if created {
-                        if self.sync() {
-                            self.io().sync_dir(IoStep::AppendDirFsync, &dir)?;
-                        }
-                        self.fault(FaultPoint::AppendDirSynced)?;
-                    }
-                    let identity = FileIdentity::of(
-                        &file
-                            .metadata()
-                            .map_err(|e| StateError::io("stat", &main, e))?,
-                    );
-                    let digest = lines.extend_digest(committed_digest, n);
-                    let len = committed_len + new_bytes.len() as u64;
-                    (
-                        SaveMode::Appended {
-                            messages: (lines.count() - n) as u64,
-                        },
-                        new_bytes.len() as u64,
-                        len,
-                        digest,
-                        identity,
-                    )
-                }
-                None => {
-                    if lines.base != 0 {
-                        lines = Lines::serialize(id, &state.messages)?;
-                    }
-                    if let Some(read) = &earlier {
-                        for (i, line) in read.unchanged_lines(&state.messages) {
-                            lines.replace(i, line);
-                        }
-                    }
-                    self.rewrite(id, &lines, new_counter, &mut pending_file, &mut uncommitted)?
-                }
-            };
-            // What the messages file holds while the rewrite is pending: the roll-forward of
-            // an interrupted rename checks that nobody replaced it since.
-            let pending_base = match &pending_file {
-                Some(_) => Some(Base::of_file(&main)?.encode(new_counter)),
-                None => None,
-            };
-
-            // The commit point: the reference's row and our bookkeeping in one transaction.
-            let err = db_err(&self.db_path, "write session row");
-            conn.prepare_cached(
-                "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                 ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
-                 invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
-                 message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
-                 workspace_root = excluded.workspace_root",
-            )
-            .and_then(|mut stmt| stmt.execute(params![
-                    id,
-                    state.updated_at.as_str(),
-                    state.run_id,
-                    state.invoke_seq,
-                    schema_version,
-                    meta_json,
-                    i64::try_from(summary.message_count).unwrap_or(i64::MAX),
-                    summary.last_user_message,
-                    summary.workspace_root,
-                ]))
-            .map_err(err)?;
-            let fresh = self.read_stored(&conn, id)?.ok_or_else(|| StateError::Db {
-                path: self.db_path.clone(),
-                context: "re-read session row",
-                source: rusqlite::Error::QueryReturnedNoRows,
-            })?;
-            let (_, _, file_len, file_digest, _) = written;
-            conn.prepare_cached(
-                "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file, pending_base) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                 ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, row_fingerprint = excluded.row_fingerprint, \
-                 file_len = excluded.file_len, file_lines = excluded.file_lines, file_digest = excluded.file_digest, \
-                 pending_file = excluded.pending_file, pending_base = excluded.pending_base",
-            )
-            .and_then(|mut stmt| stmt.execute(params![
-                    id,
-                    new_counter.cast_signed(),
-                    fresh.generation.row.cast_signed(),
-                    file_len.cast_signed(),
-                    i64::try_from(lines.count()).unwrap_or(i64::MAX),
-                    file_digest.cast_signed(),
-                    pending_file,
-                    pending_base,
-                ]))
-            .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
-            Ok((written, fresh.generation.row))
-        })();
-        let ((mode, bytes_written, file_len, file_digest, identity), row) = match staged {
-            Ok(v) => v,
-            Err(e) => {
-                drop(tx);
-                return Err(abandon(e, uncommitted));
-            }
-        };
-        let generation = Generation {
-            counter: new_counter,
-            row,
-        };
-        if let Err(e) = self.commit_save(tx) {
-            // A failed COMMIT rolls back; make sure it did before taking the writes back.
-            let landed = self.read_stored(&conn, id).ok().flatten().is_some_and(|s| {
-                s.generation == generation
-                    && s.files
-                        .is_some_and(|f| f.file_len == file_len && f.file_digest == file_digest)
-            });
-            if !landed {
-                return Err(abandon(e, uncommitted));
-            }
-        }
-        drop(uncommitted);
-        self.remember(
-            id,
-            generation,
-            &state.messages,
-            if cache_valid { cached } else { None },
-            identity,
-        );
-        self.fault(FaultPoint::Committed)?;
-        let mut rename_deferred = None;
-        match &pending_file {
-            Some(name) => {
-                let tmp = dir.join(name);
-                match self.finish_own_rename(&tmp, &main, &dir) {
-                    Ok(()) => {}
-                    Err(e @ StateError::InjectedFault { .. }) => return Err(e),
-                    // The save is committed: `load` reads the temp file and the next open or
-                    // save completes the rename.
-                    Err(e) => {
-                        rename_deferred = Some(DeferredRename {
-                            temp: tmp,
-                            error: std::sync::Arc::new(e),
-                        });
-                    }
-                }
-            }
-            None => {
-                // A crashed rewrite at this generation may have left its temp file behind
-                // (best effort: the save is committed).
-                let _ = fsutil::remove_if_exists(&self.temp_path(id, new_counter));
-            }
-        }
-        Ok(SaveReport {
-            generation,
-            mode,
-            bytes_written,
-            rename_deferred,
-            recovery,
-        })
+        self.save_one(&legacy.state, Some(None), &legacy.written)
     }
 
     /// Commits a save's transaction (the commit point). An injected `Commit` fault rolls
     /// back and fails as SQLite does when the disk is full (`SQLITE_FULL` for `ENOSPC`,
     /// `SQLITE_IOERR` otherwise).
-    fn commit_save(&self, tx: WriteTx<'_>) -> Result<()> {
+    pub(crate) fn commit_save(&self, tx: WriteTx<'_>) -> Result<()> {
         if let Err(e) = self.io().check(IoStep::Commit, "commit", &self.db_path) {
             drop(tx);
             return Err(crate::faults::sqlite_failure(&self.db_path, "commit", &e));
@@ -767,26 +430,13 @@ impl StateStore {
         tx.commit()
     }
 
-    /// Renames this save's committed temp file over the messages file and fsyncs the
-    /// directory. A temp file that is gone was renamed by another process's roll-forward.
-    fn finish_own_rename(&self, tmp: &Path, main: &Path, dir: &Path) -> Result<()> {
-        match self.io().rename(IoStep::Rename, tmp, main) {
-            Ok(()) => {}
-            Err(StateError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        }
-        self.fault(FaultPoint::Renamed)?;
-        if self.sync() {
-            self.io().sync_dir(IoStep::RenameDirFsync, dir)?;
-        }
-        self.fault(FaultPoint::RenameDirSynced)
-    }
-
     /// `(generation, k)` when the cache says this store committed `messages[..k]` as
     /// generation `generation` (compared by value).
-    fn cached_prefix(&self, id: &str, messages: &[BaseMessage]) -> Option<(Generation, usize)> {
+    pub(crate) fn cached_prefix(
+        &self,
+        id: &str,
+        messages: &[BaseMessage],
+    ) -> Option<(Generation, usize)> {
         let cache = self.cache.lock();
         let entry = cache.iter().find(|c| c.session_id == id)?;
         let k = entry.messages.len();
@@ -795,7 +445,7 @@ impl StateStore {
     }
 
     /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).
-    fn remember(
+    pub(crate) fn remember(
         &self,
         id: &str,
         generation: Generation,
@@ -823,9 +473,22 @@ impl StateStore {
         entry.generation = generation;
         entry.identity = identity;
         cache.push(entry);
-        if cache.len() > CACHED_SESSIONS {
-            cache.remove(0);
+        let room = self
+            .cache_room
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1);
+        if cache.len() > room {
+            let excess = cache.len() - room;
+            cache.drain(..excess);
         }
+    }
+
+    /// Lets the save cache keep the `sessions` of a batch (at most [`MAX_CACHED_SESSIONS`]).
+    pub(crate) fn widen_cache(&self, sessions: usize) {
+        self.cache_room.fetch_max(
+            sessions.min(MAX_CACHED_SESSIONS),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     pub(crate) fn forget(&self, id: &str) {
@@ -833,49 +496,13 @@ impl StateStore {
         cache.retain(|c| c.session_id != id);
     }
 
-    /// Writes the complete list to a temp file that becomes the committed content
-    /// (`pending_file`) at commit; renamed over the main file after the commit.
-    fn rewrite(
-        &self,
-        id: &str,
-        lines: &Lines,
-        new_counter: u64,
-        pending: &mut Option<String>,
-        uncommitted: &mut Uncommitted,
-    ) -> Result<Written> {
-        let tmp = self.temp_path(id, new_counter);
-        self.io().check(IoStep::TempCreate, "create", &tmp)?;
-        let mut f = fsutil::create_private_truncate(&tmp)?;
-        *uncommitted = Uncommitted::Temp(tmp.clone());
-        let all = lines.concat(0);
-        self.io().write_all(IoStep::TempWrite, &mut f, &all, &tmp)?;
-        self.fault(FaultPoint::TempWritten)?;
-        if self.sync() {
-            self.io().sync_all(IoStep::TempFsync, &f, &tmp)?;
-        }
-        self.fault(FaultPoint::TempSynced)?;
-        if self.sync() {
-            self.io()
-                .sync_dir(IoStep::TempDirFsync, &self.messages_dir())?;
-        }
-        self.fault(FaultPoint::TempDirSynced)?;
-        // The rename keeps the inode; it may change the ctime, which only costs the next save
-        // one read of the committed bytes.
-        let identity =
-            FileIdentity::of(&f.metadata().map_err(|e| StateError::io("stat", &tmp, e))?);
-        *pending = tmp.file_name().map(|n| n.to_string_lossy().into_owned());
-        Ok((
-            SaveMode::Rewritten,
-            all.len() as u64,
-            lines.total_len(),
-            lines.extend_digest(EMPTY_DIGEST, 0),
-            identity,
-        ))
-    }
-
     /// What `stat` said about the messages file when this store committed generation
     /// `current` of session `id` (`None` when this store did not commit it).
-    fn cached_identity(&self, id: &str, current: Option<Generation>) -> Option<FileIdentity> {
+    pub(crate) fn cached_identity(
+        &self,
+        id: &str,
+        current: Option<Generation>,
+    ) -> Option<FileIdentity> {
         let cache = self.cache.lock();
         cache
             .iter()
@@ -890,7 +517,7 @@ impl StateStore {
     /// chain compared. A missing file holds them only when nothing was committed; a shorter
     /// one never; a longer one when the bytes past the committed length are only an
     /// uncommitted tail (a crashed save).
-    fn holds_committed(
+    pub(crate) fn holds_committed(
         &self,
         main: &Path,
         f: &FilesRow,
@@ -915,7 +542,7 @@ impl StateStore {
     /// The committed bytes of `main` (its first `file_len` bytes) when their line count and
     /// digest chain are the committed ones; `None` when the file is missing, shorter or holds
     /// other bytes.
-    fn read_committed(&self, main: &Path, f: &FilesRow) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read_committed(&self, main: &Path, f: &FilesRow) -> Result<Option<Vec<u8>>> {
         let Some(file) = fsutil::open_rw_if_exists(main)? else {
             return Ok((f.file_len == 0).then(Vec::new));
         };
@@ -1309,19 +936,6 @@ enum LoadAttempt {
     Found(Box<LoadedSession>),
     Retry,
     NoRow,
-}
-
-/// What the file side of a save wrote: how, the bytes written, the committed length and
-/// digest chain of the messages file, and the file's `stat` identity.
-type Written = (SaveMode, u64, u64, u64, FileIdentity);
-
-/// A save failed before its commit landed: its file writes are taken back (unless the
-/// failure is an injected crash, which must leave everything in place) and `e` is returned.
-fn abandon(e: StateError, uncommitted: Uncommitted) -> StateError {
-    if !matches!(e, StateError::InjectedFault { .. }) {
-        uncommitted.take_back();
-    }
-    e
 }
 
 pub(crate) fn checked(id: &str) -> Result<()> {

@@ -55,6 +55,28 @@ pub trait SessionStore: Send + Sync {
     /// [`StorageError::Backend`](crate::StorageError::Backend).
     fn save_session(&self, state: &SessionState, expected: &Expected) -> Result<Version>;
 
+    /// Saves several sessions, each as [`save_session`](Self::save_session) would (its
+    /// `Expected`, its new version), and returns one result per entry, in order: a version
+    /// conflict or any other refusal of one session fails only that entry, with nothing
+    /// written for it. A backend that can commit the saves together does so (the local
+    /// backend: one `state.db` transaction per 256 sessions, each session still
+    /// all-or-nothing, session-state's `StateStore::save_batch`); the default saves them one
+    /// by one. A session given twice is saved twice by the default and refused by the local
+    /// backend (the whole call fails, nothing written).
+    ///
+    /// # Errors
+    /// Per entry, as [`save_session`](Self::save_session). The call itself, for a backend
+    /// that commits together, when the commit fails (nothing of the batch is committed):
+    /// [`StorageError::ReadOnly`](crate::StorageError::ReadOnly),
+    /// [`StorageError::Busy`](crate::StorageError::Busy),
+    /// [`StorageError::Backend`](crate::StorageError::Backend).
+    fn save_sessions(&self, saves: &[(&SessionState, Expected)]) -> Result<Vec<Result<Version>>> {
+        Ok(saves
+            .iter()
+            .map(|(state, expected)| self.save_session(state, expected))
+            .collect())
+    }
+
     /// Sessions matching `query`, most recently updated first, one page.
     ///
     /// # Errors

@@ -567,3 +567,67 @@ fn backend_errors_name_the_run_and_keep_the_os_cause() {
     );
     assert!(err.to_string().contains("run r-err"), "{err}");
 }
+
+#[test]
+fn save_sessions_commits_together_and_fails_a_conflicting_session_alone() {
+    let (_d, b) = store();
+    let ids = [
+        "0a0a0a0a-4a12-4cc4-bbc9-9a0c0d2b5af1",
+        "0b0b0b0b-4a12-4cc4-bbc9-9a0c0d2b5af1",
+        "0c0c0c0c-4a12-4cc4-bbc9-9a0c0d2b5af1",
+    ];
+    let first: Vec<session_schema::SessionState> = ids.iter().map(|id| empty_session(id)).collect();
+    let created = b
+        .save_sessions(
+            &first
+                .iter()
+                .map(|s| (s, Expected::Absent))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let versions: Vec<Version> = created.into_iter().map(Result::unwrap).collect();
+    // The second session was saved elsewhere since.
+    let mut elsewhere = first[1].clone();
+    elsewhere.updated_at = Timestamp::from_raw("2026-02-03T13:00:00.000Z");
+    let theirs = b
+        .save_session(&elsewhere, &Expected::Version(versions[1].clone()))
+        .unwrap();
+    let mut next = first.clone();
+    for s in &mut next {
+        s.messages.push(
+            session_schema::parse_message(br#"{"role":"user","content":"next"}"#)
+                .unwrap()
+                .value,
+        );
+    }
+    let saves: Vec<(&session_schema::SessionState, Expected)> = next
+        .iter()
+        .zip(&versions)
+        .map(|(s, v)| (s, Expected::Version(v.clone())))
+        .collect();
+    let results = b.save_sessions(&saves).unwrap();
+    match &results[1] {
+        Err(StorageError::VersionConflict {
+            session_id, found, ..
+        }) => {
+            assert_eq!(session_id, ids[1]);
+            assert_eq!(found.as_ref(), Some(&theirs));
+        }
+        other => panic!("expected a version conflict, got {other:?}"),
+    }
+    for i in [0, 2] {
+        let version = results[i].as_ref().unwrap();
+        let loaded = b.load_session(ids[i]).unwrap().unwrap();
+        assert_eq!(&loaded.version, version);
+        assert_eq!(loaded.state.messages, next[i].messages);
+    }
+    let kept = b.load_session(ids[1]).unwrap().unwrap();
+    assert_eq!(kept.version, theirs);
+    assert!(kept.state.messages.is_empty());
+    // A session given twice is refused whole, nothing written.
+    let twice = [(&next[0], Expected::Any), (&next[0], Expected::Any)];
+    assert!(matches!(
+        b.save_sessions(&twice),
+        Err(StorageError::Backend { .. })
+    ));
+}

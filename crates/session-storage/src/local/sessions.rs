@@ -4,8 +4,8 @@
 
 use session_schema::SessionState;
 use session_state::{
-    Generation, ListCursor, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
-    MessageDamageKind, StateError,
+    BatchPolicy, BatchSave, Generation, ListCursor, ListQuery, LoadNote, LoadSource, LoadedSession,
+    MAX_BATCH_SESSIONS, MessageDamage, MessageDamageKind, StateError,
 };
 
 use super::{LocalBackend, lease, locked, state_err};
@@ -214,6 +214,79 @@ impl SessionStore for LocalBackend {
             }
             Err(e) => Err(state_err("save", Target::session(id), e)),
         }
+    }
+
+    /// One `StateStore::save_batch` (one `state.db` transaction) per `MAX_BATCH_SESSIONS` (256)
+    /// sessions, with
+    /// `BatchPolicy::PerSession`.
+    fn save_sessions(&self, saves: &[(&SessionState, Expected)]) -> Result<Vec<Result<Version>>> {
+        self.check_writable("save")?;
+        let mut results: Vec<Option<Result<Version>>> = Vec::with_capacity(saves.len());
+        let mut batch: Vec<(usize, BatchSave<'_>)> = Vec::with_capacity(saves.len());
+        for (i, (state, expected)) in saves.iter().enumerate() {
+            let id = state.session_id.as_str();
+            let expect = match checked_id(id).and_then(|()| match expected {
+                Expected::Any => Ok(Ok(None)),
+                Expected::Absent => Ok(Ok(Some(None))),
+                Expected::Version(v) => self.generation_for(id, v).map(|r| r.map(Some)),
+            }) {
+                Ok(Ok(expect)) => expect,
+                Ok(Err(found)) => {
+                    results.push(Some(Err(LocalBackend::conflict(id, expected, found))));
+                    continue;
+                }
+                Err(e) => {
+                    results.push(Some(Err(e)));
+                    continue;
+                }
+            };
+            results.push(None);
+            batch.push((
+                i,
+                match expect {
+                    None => BatchSave::new(state),
+                    Some(g) => BatchSave::expecting(state, g),
+                },
+            ));
+        }
+        for chunk in batch.chunks(MAX_BATCH_SESSIONS) {
+            let saves_of_chunk: Vec<BatchSave<'_>> = chunk.iter().map(|(_, b)| *b).collect();
+            let report = self
+                .store
+                .save_batch(&saves_of_chunk, BatchPolicy::PerSession)
+                .map_err(|e| state_err("save", Target::Store, e))?;
+            for ((i, b), saved) in chunk.iter().zip(report.saves) {
+                let id = b.state().session_id.as_str();
+                let result = match saved {
+                    Ok(report) => {
+                        self.remember_generation(id, Some(report.generation));
+                        Ok(Version::new(report.generation.to_string()))
+                    }
+                    Err(StateError::Conflict { found, .. }) => {
+                        let expected = saves.get(*i).map_or(Expected::Any, |s| s.1.clone());
+                        Err(LocalBackend::conflict(id, &expected, found_version(&found)))
+                    }
+                    Err(e) => Err(state_err("save", Target::session(id), e)),
+                };
+                if let Some(slot) = results.get_mut(*i) {
+                    *slot = Some(result);
+                }
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(StorageError::backend(
+                        "save",
+                        Target::Store,
+                        StateError::InvalidBatch {
+                            detail: "a session was neither saved nor refused".to_owned(),
+                        },
+                    ))
+                })
+            })
+            .collect())
     }
 
     fn list_sessions(&self, query: &SessionListQuery) -> Result<SessionListPage> {
