@@ -61,9 +61,24 @@ const SQL_APPEND_AT: &str = "WITH cas AS (UPDATE runs SET committed_len = $4, li
      INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
      SELECT cas.run_key, l.* FROM cas, \
      unnest($14::int8[], $15::int8[], $16::bytea[], $17::text[], $18::text[], $19::text[]) AS l";
-/// Appends of at most this many lines and bytes to a known run go out as [`SQL_APPEND_AT`];
-/// larger ones (a `sync` chunk) as a transaction with a binary COPY.
-const ONE_STATEMENT_LINES: usize = 256;
+/// The first append of a run that does not exist yet, as one statement: the run row is
+/// inserted with its columns after these lines (unless the run exists by then: `ON CONFLICT DO
+/// NOTHING`), and the lines only when it was. Returns the new run key (NULL when the run
+/// existed: the full transaction then decides) and the count of lines inserted.
+const SQL_CREATE_WITH: &str = "WITH new AS (INSERT INTO runs (run_id, committed_len, line_count, \
+     origin_host, session_id, started_at_utc, outcome, workspace_norm, activity_ms, summary, \
+     first_line_sha, last_line_sha) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+     ON CONFLICT (run_id) DO NOTHING RETURNING run_key), \
+     ins AS (INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+     SELECT new.run_key, l.* FROM new, \
+     unnest($13::int8[], $14::int8[], $15::bytea[], $16::text[], $17::text[], $18::text[]) AS l \
+     RETURNING 1) \
+     SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)";
+/// Appends of at most this many lines and bytes to a known run (or a new one) go out as one
+/// statement ([`SQL_APPEND_AT`], [`SQL_CREATE_WITH`]); larger ones as a transaction with a
+/// binary COPY.
+const ONE_STATEMENT_LINES: usize = 4096;
 const ONE_STATEMENT_BYTES: usize = 1 << 20;
 const SQL_LENGTH: &str = "SELECT committed_len FROM runs WHERE run_id = $1";
 const SQL_FINGERPRINT: &str = "SELECT committed_len, line_count, first_line_sha, last_line_sha \
@@ -390,6 +405,72 @@ impl RunColumns {
             summary,
         })
     }
+}
+
+/// Creates run `run_id` with `lines` as its first lines, in one statement
+/// ([`SQL_CREATE_WITH`]). `None`: the run exists already (nothing was written).
+fn create_with(
+    s: &mut Session,
+    run_id: &str,
+    host: &str,
+    lines: &[u8],
+) -> Result<Option<(Appended, KnownRun)>, PgError> {
+    let st = s.prepared(SQL_CREATE_WITH)?;
+    let mut fold = RunFold::new();
+    let new = NewLines::derive(&mut fold, lines, 0, 1);
+    let committed = lines.len() as u64;
+    let line_count = new.data.len() as u64;
+    let cols = RunColumns::of(&fold)?;
+    let row = s
+        .client()?
+        .query_one(
+            &st,
+            &[
+                &run_id,
+                &to_i64(committed),
+                &to_i64(line_count),
+                &pg_text(host),
+                &cols.session_id,
+                &cols.started_at_utc,
+                &cols.outcome,
+                &cols.workspace_norm,
+                &cols.activity_ms,
+                &cols.summary,
+                &new.first_sha,
+                &new.last_sha,
+                &new.offsets,
+                &new.numbers,
+                &new.data,
+                &new.types,
+                &new.tss,
+                &new.damage,
+            ],
+        )
+        .map_err(query("create a run with its lines"))?;
+    let Some(key) = row.col::<Option<i64>>(0)? else {
+        return Ok(None);
+    };
+    let inserted: i64 = row.col(1)?;
+    if inserted != to_i64(line_count) {
+        // One statement: all its rows or none. Anything else is not what was sent.
+        return Err(PgError::Inconsistent {
+            detail: format!("run {run_id}: a new run of {line_count} lines stored {inserted}"),
+        });
+    }
+    Ok(Some((
+        Appended {
+            offset: 0,
+            end: committed,
+            committed_len: committed,
+            already_present: 0,
+        },
+        KnownRun {
+            key,
+            committed,
+            lines: line_count,
+            fold,
+        },
+    )))
 }
 
 /// Appends `lines` at the end of run `run_id` as `known` says it is, in one statement
@@ -946,6 +1027,20 @@ impl RunCatalogue for PgBackend {
         let outcome = self
             .pool
             .run(true, move |s| {
+                // A new run: one statement, unless it exists.
+                if small && expected_len == 0 {
+                    match create_with(s, &id, &host, &data) {
+                        Ok(Some((done, known))) => {
+                            known_runs.remember(&id, known);
+                            return Ok(Ok(done));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            known_runs.forget(&id);
+                            return Err(e);
+                        }
+                    }
+                }
                 // At the end of a run this client left there: one statement.
                 if small && let Some(known) = known_runs.at(&id, expected_len) {
                     match append_at_known(s, &id, known, &data) {

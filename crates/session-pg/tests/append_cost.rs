@@ -2,9 +2,9 @@
 //! binary's own), and that the one-statement append to a run this client knows keeps every
 //! guarantee of the full transaction:
 //!
-//! * after the first append of a run (a transaction that creates and locks its row), each
-//!   append at its end is one statement: no `SELECT … FOR UPDATE`, no separate `UPDATE` (and
-//!   no `BEGIN` / `COMMIT`, which `pg_stat_statements` does not count);
+//! * the first append of a new run is one statement, and so is each append at its end: no
+//!   `SELECT … FOR UPDATE`, no separate `UPDATE` (and no `BEGIN` / `COMMIT`, which
+//!   `pg_stat_statements` does not count);
 //! * a stale guess (another writer appended; the run was removed and made again) writes
 //!   nothing and the transaction decides: a length conflict, or the append at the true end;
 //! * a retry after a lost acknowledgement is recognised, not stored twice;
@@ -99,6 +99,7 @@ fn header(run: &str) -> Vec<u8> {
 }
 
 const STATEMENTS: &[&str] = &[
+    "WITH new AS (INSERT INTO runs",
     "WITH cas AS (UPDATE runs",
     "SELECT committed_len, line_count, summary, run_key FROM runs WHERE run_id = $1 FOR UPDATE",
     "UPDATE runs SET committed_len",
@@ -132,8 +133,9 @@ fn appends_at_the_end_of_a_known_run_are_one_statement_each() {
         len = done.end;
         expected.extend_from_slice(&l);
     }
-    // One transaction for the run's creation, then 20 single statements.
-    assert_eq!(calls(&b, STATEMENTS), vec![20, 1, 1]);
+    // One statement creates the run with its header, one per append after it; no locked
+    // transaction.
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 20, 0, 0]);
     assert_eq!(b.read_all("r1", Extent::Committed).unwrap(), expected);
     let fp = b.run_fingerprint("r1").unwrap().unwrap();
     assert_eq!((fp.len, fp.lines), (len, 21));
@@ -146,6 +148,8 @@ fn appends_at_the_end_of_a_known_run_are_one_statement_each() {
     assert!(!first.was_retry());
     assert!(again.was_retry());
     assert_eq!(again.already_present, l.len() as u64);
+    // The retry went to the locked transaction, which wrote nothing.
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 21, 1, 0]);
     expected.extend_from_slice(&l);
     assert_eq!(b.read_all("r1", Extent::Committed).unwrap(), expected);
     assert_eq!(b.run_fingerprint("r1").unwrap().unwrap().lines, 22);
@@ -158,6 +162,16 @@ fn a_stale_guess_writes_nothing_and_the_transaction_decides() {
     let (a, other) = (backend(&conn, "a"), backend(&conn, "b"));
     let h = header("r2");
     let len = a.append_lines("r2", 0, &h).unwrap().end;
+    // Creating a run that exists: the same first line is a retry; another is a conflict.
+    assert!(other.append_lines("r2", 0, &h).unwrap().was_retry());
+    match other.append_lines("r2", 0, &header("another")) {
+        Err(StorageError::LengthConflict {
+            expected,
+            committed,
+            ..
+        }) => assert_eq!((expected, committed), (0, len)),
+        other => panic!("a second first line was not refused: {other:?}"),
+    }
     // Another writer appends: `a`'s knowledge of the run is stale.
     let l1 = line("r2", 1);
     let end = other.append_lines("r2", len, &l1).unwrap().end;
