@@ -8,6 +8,7 @@ use session_storage::HolderInfo;
 use crate::config::PgConfig;
 use crate::error::PgError;
 use crate::error::RowExt;
+use crate::known::KnownRuns;
 use crate::pool::Pool;
 use crate::schema::{self, MigrationReport};
 
@@ -44,6 +45,8 @@ pub struct PgBackend {
     pub(crate) options: PgOptions,
     pub(crate) migration: MigrationReport,
     pub(crate) store_id: String,
+    /// The runs this client appended to last, as it left them (see `known.rs`).
+    pub(crate) known: Arc<KnownRuns>,
 }
 
 impl fmt::Debug for PgBackend {
@@ -110,6 +113,7 @@ impl PgBackend {
             options,
             migration,
             store_id,
+            known: Arc::default(),
         })
     }
 

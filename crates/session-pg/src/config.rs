@@ -2,6 +2,7 @@
 //! libpq's rules, and shown only with its password redacted.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -21,8 +22,11 @@ pub enum SslMode {
     /// `sslmode=prefer` (libpq's default): TLS when the server offers it and the crate has the
     /// `tls` feature; plain otherwise. Unix sockets are always plain.
     Prefer,
-    /// `sslmode=require`: TLS or no connection (certificates are verified against the
-    /// system's roots, as libpq's `verify-full`; this crate never connects unverified).
+    /// `sslmode=require` (and `verify-ca`, `verify-full`): TLS or no connection. The server's
+    /// certificate is always verified, host name included, as libpq's `verify-full` — against
+    /// the certificates of `sslrootcert` when the string names a file
+    /// ([`PgConfig::ssl_root_cert`]), else the operating system's roots; this crate never
+    /// connects unverified.
     Require,
 }
 
@@ -33,8 +37,12 @@ pub enum SslMode {
 ///
 /// What the string leaves out comes from the environment as with libpq: `PGHOST` (else the
 /// unix socket directory `/var/run/postgresql` when it exists, else `localhost`), `PGPORT`,
-/// `PGUSER` (else `USER`), `PGDATABASE`, `PGPASSWORD`, `PGSSLMODE`. A connect timeout of 10 s
-/// applies unless `connect_timeout` says otherwise.
+/// `PGUSER` (else `USER`), `PGDATABASE`, `PGPASSWORD`, `PGSSLMODE`, `PGSSLROOTCERT`. A connect
+/// timeout of 10 s applies unless `connect_timeout` says otherwise.
+///
+/// TLS (the `tls` feature): `sslmode` as [`SslMode`] says; `sslrootcert=<PEM file>` names the
+/// certificate authorities that sign the server's certificate (a private CA), and
+/// `sslrootcert=system` (the default) means the operating system's roots.
 ///
 /// `Display` and `Debug` show the string with every password replaced by `***`
 /// ([`PgConfig::redacted`]); so does every error of this crate.
@@ -43,6 +51,7 @@ pub struct PgConfig {
     redacted: String,
     config: postgres::Config,
     ssl: SslMode,
+    ssl_root_cert: Option<PathBuf>,
 }
 
 impl PgConfig {
@@ -84,8 +93,9 @@ impl PgConfig {
             ));
         }
         let ssl = ssl_mode_of(trimmed, &env).map_err(&invalid)?;
-        // tokio-postgres does not know `verify-ca` / `verify-full`; both are `require` here
-        // (this crate always verifies).
+        let ssl_root_cert = ssl_root_cert_of(trimmed, &env);
+        // tokio-postgres does not know `verify-ca` / `verify-full` (both are `require` here:
+        // this crate always verifies) nor `sslrootcert` (read by this crate's TLS set-up).
         let for_client = strip_ssl_mode(trimmed);
         let mut config =
             postgres::Config::from_str(&for_client).map_err(|e| invalid(e.to_string()))?;
@@ -156,6 +166,7 @@ impl PgConfig {
             redacted,
             config,
             ssl,
+            ssl_root_cert,
         })
     }
 
@@ -167,6 +178,13 @@ impl PgConfig {
     /// The TLS mode asked for.
     pub fn ssl_mode(&self) -> SslMode {
         self.ssl
+    }
+
+    /// The PEM file of certificate authorities that the server's certificate must chain to
+    /// (`sslrootcert=<file>` or `PGSSLROOTCERT`); `None`: the operating system's roots
+    /// (`sslrootcert=system`, or nothing said). Read when a TLS connection is made.
+    pub fn ssl_root_cert(&self) -> Option<&Path> {
+        self.ssl_root_cert.as_deref()
     }
 
     /// The client configuration (the password is in there: never print it).
@@ -207,6 +225,7 @@ impl fmt::Debug for PgConfig {
         f.debug_struct("PgConfig")
             .field("redacted", &self.redacted)
             .field("ssl", &self.ssl)
+            .field("ssl_root_cert", &self.ssl_root_cert)
             .finish_non_exhaustive()
     }
 }
@@ -227,7 +246,7 @@ pub fn looks_like_connection_string(s: &str) -> bool {
     if s.starts_with("postgres://") || s.starts_with("postgresql://") {
         return true;
     }
-    const KEYS: [&str; 8] = [
+    const KEYS: [&str; 9] = [
         "host",
         "hostaddr",
         "port",
@@ -235,6 +254,7 @@ pub fn looks_like_connection_string(s: &str) -> bool {
         "user",
         "password",
         "sslmode",
+        "sslrootcert",
         "application_name",
     ];
     match s.split_once('=') {
@@ -266,13 +286,30 @@ fn ssl_mode_of(s: &str, env: &impl Fn(&str) -> Option<String>) -> Result<SslMode
     }
 }
 
-/// `s` without its `sslmode` parameter (handled here, since the client does not know every
-/// libpq value).
+/// `sslrootcert` (else `PGSSLROOTCERT`) as a file; `None` for `system` or nothing.
+fn ssl_root_cert_of(s: &str, env: &impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let given = params(s)
+        .into_iter()
+        .rev()
+        .find(|(k, _)| k == "sslrootcert")
+        .map(|(_, v)| v);
+    given
+        .or_else(|| env("PGSSLROOTCERT"))
+        .filter(|v| !v.is_empty() && v != "system")
+        .map(PathBuf::from)
+}
+
+/// Parameters handled by this crate, not by the client (which does not know them all).
+const OWN_KEYS: [&str; 2] = ["sslmode", "sslrootcert"];
+
+/// `s` without its `sslmode` and `sslrootcert` parameters (handled here, since the client
+/// does not know every libpq value).
 fn strip_ssl_mode(s: &str) -> String {
+    let own = |k: &str| OWN_KEYS.contains(&k);
     if let Some((head, query)) = url_query(s) {
         let kept: Vec<&str> = query
             .split('&')
-            .filter(|kv| kv.split('=').next() != Some("sslmode"))
+            .filter(|kv| !own(&percent_decode(kv.split('=').next().unwrap_or(""))))
             .collect();
         if kept.is_empty() {
             head.to_owned()
@@ -283,7 +320,7 @@ fn strip_ssl_mode(s: &str) -> String {
         match kv_tokens(s) {
             Some(tokens) => tokens
                 .iter()
-                .filter(|t| t.key != "sslmode")
+                .filter(|t| !own(&t.key))
                 .map(|t| t.text.as_str())
                 .collect::<Vec<_>>()
                 .join(" "),
@@ -616,6 +653,41 @@ mod tests {
         assert_eq!(c.client_config().get_user(), Some("me"));
         assert_eq!(c.dbname(), Some("mine"));
         assert_eq!(c.ssl_mode(), SslMode::Require);
+    }
+
+    #[test]
+    fn sslrootcert_is_read_here_and_kept_from_the_client() {
+        // A URL (percent-encoded path) and key=value pairs; the client never sees the key
+        // (it would refuse it as unknown).
+        for s in [
+            "postgresql://u@db.example/d?sslmode=verify-full&sslrootcert=%2Fetc%2Fca%20dir%2Fca.pem",
+            "host=db.example user=u dbname=d sslrootcert='/etc/ca dir/ca.pem' sslmode=verify-full",
+        ] {
+            let c = PgConfig::parse_with_env(s, no_env).unwrap();
+            assert_eq!(
+                c.ssl_root_cert(),
+                Some(Path::new("/etc/ca dir/ca.pem")),
+                "{s}"
+            );
+            assert_eq!(c.ssl_mode(), SslMode::Require);
+            assert_eq!(c.dbname(), Some("d"));
+        }
+        // `system`, or nothing: the operating system's roots.
+        let c = PgConfig::parse_with_env("host=db user=u sslrootcert=system", no_env).unwrap();
+        assert_eq!(c.ssl_root_cert(), None);
+        assert_eq!(
+            PgConfig::parse_with_env("host=db user=u", no_env)
+                .unwrap()
+                .ssl_root_cert(),
+            None
+        );
+        // The environment fills it in; the string wins.
+        let env = |k: &str| (k == "PGSSLROOTCERT").then(|| "/env/ca.pem".to_owned());
+        let c = PgConfig::parse_with_env("host=db user=u", env).unwrap();
+        assert_eq!(c.ssl_root_cert(), Some(Path::new("/env/ca.pem")));
+        let c = PgConfig::parse_with_env("host=db user=u sslrootcert=/s.pem", env).unwrap();
+        assert_eq!(c.ssl_root_cert(), Some(Path::new("/s.pem")));
+        assert!(looks_like_connection_string("sslrootcert=/ca.pem host=db"));
     }
 
     #[test]

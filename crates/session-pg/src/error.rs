@@ -69,6 +69,15 @@ pub enum PgError {
         /// What went wrong.
         detail: String,
     },
+    /// The certificate authorities file named by `sslrootcert` / `PGSSLROOTCERT` could not be
+    /// read (the OS error is the `source()`).
+    #[error("TLS: cannot read the root certificates {}: {source}", path.display())]
+    TlsRootCert {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Stored data that this crate wrote itself is not what it wrote (a row out of place, a
     /// gap in a run's byte offsets).
     #[error("inconsistent stored data: {detail}")]

@@ -34,6 +34,7 @@ mod config;
 mod derive;
 mod error;
 mod gc;
+mod known;
 mod lease;
 mod lookup;
 mod pool;

@@ -88,7 +88,7 @@ fn connect(config: &PgConfig) -> Result<Client, PgError> {
         #[cfg(feature = "tls")]
         SslMode::Prefer | SslMode::Require => config
             .client_config()
-            .connect(crate::tls::connector()?)
+            .connect(crate::tls::connector(config)?)
             .map_err(err),
         #[cfg(not(feature = "tls"))]
         SslMode::Prefer => config.client_config().connect(postgres::NoTls).map_err(err),

@@ -22,6 +22,7 @@ use crate::backend::PgBackend;
 use crate::derive::RunFold;
 use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
+use crate::known::KnownRun;
 use crate::pool::{Pool, Session};
 use crate::text::{bound_key, normalize_workspace_root, pg_opt, pg_text};
 
@@ -46,6 +47,39 @@ const SQL_UPDATE: &str = "UPDATE runs SET committed_len = $2, line_count = $3, l
      session_id = $4, started_at_utc = $5, outcome = $6, workspace_norm = $7, \
      activity_ms = $8, summary = $9, first_line_sha = coalesce($10, first_line_sha), \
      last_line_sha = $11 WHERE run_id = $1";
+/// An append at the end of a run whose row this client knows ([`KnownRun`]), as one statement
+/// (one round trip, one commit): the run row is updated only when it still has the known run
+/// key and committed length (compare-and-swap; under READ COMMITTED a concurrent append is
+/// waited for and the row re-checked), and the lines are inserted only when it was. The count
+/// of inserted lines says which: 0 means the run is not as known (the full transaction then
+/// finds out why).
+const SQL_APPEND_AT: &str = "WITH cas AS (UPDATE runs SET committed_len = $4, line_count = $5, \
+     last_write_at = now(), session_id = $6, started_at_utc = $7, outcome = $8, \
+     workspace_norm = $9, activity_ms = $10, summary = $11, \
+     first_line_sha = coalesce($12, first_line_sha), last_line_sha = $13 \
+     WHERE run_id = $1 AND run_key = $2 AND committed_len = $3 RETURNING run_key) \
+     INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+     SELECT cas.run_key, l.* FROM cas, \
+     unnest($14::int8[], $15::int8[], $16::bytea[], $17::text[], $18::text[], $19::text[]) AS l";
+/// The first append of a run that does not exist yet, as one statement: the run row is
+/// inserted with its columns after these lines (unless the run exists by then: `ON CONFLICT DO
+/// NOTHING`), and the lines only when it was. Returns the new run key (NULL when the run
+/// existed: the full transaction then decides) and the count of lines inserted.
+const SQL_CREATE_WITH: &str = "WITH new AS (INSERT INTO runs (run_id, committed_len, line_count, \
+     origin_host, session_id, started_at_utc, outcome, workspace_norm, activity_ms, summary, \
+     first_line_sha, last_line_sha) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+     ON CONFLICT (run_id) DO NOTHING RETURNING run_key), \
+     ins AS (INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+     SELECT new.run_key, l.* FROM new, \
+     unnest($13::int8[], $14::int8[], $15::bytea[], $16::text[], $17::text[], $18::text[]) AS l \
+     RETURNING 1) \
+     SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)";
+/// Appends of at most this many lines and bytes to a known run (or a new one) go out as one
+/// statement ([`SQL_APPEND_AT`], [`SQL_CREATE_WITH`]); larger ones as a transaction with a
+/// binary COPY.
+const ONE_STATEMENT_LINES: usize = 4096;
+const ONE_STATEMENT_BYTES: usize = 1 << 20;
 const SQL_LENGTH: &str = "SELECT committed_len FROM runs WHERE run_id = $1";
 const SQL_FINGERPRINT: &str = "SELECT committed_len, line_count, first_line_sha, last_line_sha \
      FROM runs WHERE run_id = $1";
@@ -71,9 +105,9 @@ impl AppendStatements {
     }
 }
 
-/// What an append transaction decided.
+/// What an append transaction decided (with the run row as it left it).
 enum AppendOutcome {
-    Done(Appended),
+    Done(Appended, Box<KnownRun>),
     Conflict { committed: u64 },
 }
 
@@ -194,53 +228,38 @@ fn append_tx(
     };
     let rest = &lines[present..];
     if rest.is_empty() {
-        return Ok(AppendOutcome::Done(Appended {
-            offset: expected,
-            end,
-            committed_len: run.committed,
-            already_present: present as u64,
-        }));
+        let known = Box::new(KnownRun {
+            key: run.key,
+            committed: run.committed,
+            lines: run.lines,
+            fold: run.fold,
+        });
+        return Ok(AppendOutcome::Done(
+            Appended {
+                offset: expected,
+                end,
+                committed_len: known.committed,
+                already_present: present as u64,
+            },
+            known,
+        ));
     }
     // What is missing starts exactly at the committed end.
     let at = run.committed;
-    let first_line = run.lines + 1;
-    let facts = run.fold.absorb(rest, at, first_line);
-    let mut first_sha = None;
-    let mut last_sha = Vec::new();
-    let mut rows = Vec::with_capacity(facts.len());
-    let mut start = 0usize;
-    for (i, nl) in memchr::memchr_iter(b'\n', rest).enumerate() {
-        let line = &rest[start..=nl];
-        if at == 0 && i == 0 {
-            first_sha = Some(sha256(line));
-        }
-        rows.push((
-            to_i64(at + start as u64),
-            to_i64(first_line + i as u64),
-            line,
-        ));
-        start = nl + 1;
-        if start == rest.len() {
-            last_sha = sha256(line);
-        }
-    }
-    let fact = |i: usize| facts.get(i).cloned().unwrap_or_default();
-    if rows.len() <= SMALL_APPEND_LINES {
+    let new = NewLines::derive(&mut run.fold, rest, at, run.lines + 1);
+    if new.data.len() <= SMALL_APPEND_LINES {
         // A few lines: one prepared INSERT (a COPY costs more to set up than it saves).
-        let (mut offsets, mut numbers, mut data) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut types, mut tss, mut damage) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, (offset, number, line)) in rows.iter().enumerate() {
-            let f = fact(i);
-            offsets.push(*offset);
-            numbers.push(*number);
-            data.push(*line);
-            types.push(f.record_type);
-            tss.push(f.ts);
-            damage.push(f.damage);
-        }
         tx.execute(
             &st.insert,
-            &[&run.key, &offsets, &numbers, &data, &types, &tss, &damage],
+            &[
+                &run.key,
+                &new.offsets,
+                &new.numbers,
+                &new.data,
+                &new.types,
+                &new.tss,
+                &new.damage,
+            ],
         )
         .map_err(query("insert lines"))?;
     } else {
@@ -258,53 +277,270 @@ fn append_tx(
                 Type::TEXT,
             ],
         );
-        for (i, (offset, number, line)) in rows.iter().enumerate() {
-            let f = fact(i);
-            w.write(&[
-                &run.key,
-                offset,
-                number,
-                line,
-                &f.record_type,
-                &f.ts,
-                &f.damage,
-            ])
-            .map_err(query("insert lines"))?;
+        let rows = new
+            .offsets
+            .iter()
+            .zip(&new.numbers)
+            .zip(&new.data)
+            .zip(new.types.iter().zip(&new.tss).zip(&new.damage));
+        for (((offset, number), line), ((record_type, ts), damage)) in rows {
+            w.write(&[&run.key, offset, number, line, record_type, ts, damage])
+                .map_err(query("insert lines"))?;
         }
         w.finish().map_err(query("insert lines"))?;
     }
-    let new_lines = memchr::memchr_iter(b'\n', rest).count() as u64;
     let committed = at + rest.len() as u64;
-    let fold = &run.fold;
-    let summary = serde_json::to_vec(fold).map_err(|e| PgError::Inconsistent {
-        detail: e.to_string(),
-    })?;
-    let activity = activity_ms(fold.started_at.as_deref(), fold.last_ts.as_deref());
+    let line_count = run.lines + new.data.len() as u64;
+    let cols = RunColumns::of(&run.fold)?;
     tx.execute(
         &st.update,
         &[
             &run_id,
             &to_i64(committed),
-            &to_i64(run.lines + new_lines),
-            &pg_opt(fold.session_id.as_deref()),
-            &pg_text(fold.started_at_utc.as_deref().unwrap_or("")),
-            &pg_text(&fold.outcome),
-            &fold
-                .workspace_root()
-                .map(|w| pg_text(&normalize_workspace_root(&w))),
-            &activity,
-            &summary,
-            &first_sha,
-            &last_sha,
+            &to_i64(line_count),
+            &cols.session_id,
+            &cols.started_at_utc,
+            &cols.outcome,
+            &cols.workspace_norm,
+            &cols.activity_ms,
+            &cols.summary,
+            &new.first_sha,
+            &new.last_sha,
         ],
     )
     .map_err(query("update the run row"))?;
-    Ok(AppendOutcome::Done(Appended {
-        offset: expected,
-        end,
-        committed_len: committed,
-        already_present: present as u64,
-    }))
+    Ok(AppendOutcome::Done(
+        Appended {
+            offset: expected,
+            end,
+            committed_len: committed,
+            already_present: present as u64,
+        },
+        Box::new(KnownRun {
+            key: run.key,
+            committed,
+            lines: line_count,
+            fold: run.fold,
+        }),
+    ))
+}
+
+/// The rows of lines about to be stored, as the columns of `run_lines`, with the run's fold
+/// advanced over them.
+struct NewLines<'a> {
+    offsets: Vec<i64>,
+    numbers: Vec<i64>,
+    data: Vec<&'a [u8]>,
+    types: Vec<Option<String>>,
+    tss: Vec<Option<String>>,
+    damage: Vec<Option<String>>,
+    /// SHA-256 of the run's first line, when these lines start the run.
+    first_sha: Option<Vec<u8>>,
+    /// SHA-256 of the last of these lines.
+    last_sha: Vec<u8>,
+}
+
+impl<'a> NewLines<'a> {
+    /// `lines` (complete lines) stored from byte offset `at` and line number `first_line` on;
+    /// `fold` absorbs them.
+    fn derive(fold: &mut RunFold, lines: &'a [u8], at: u64, first_line: u64) -> NewLines<'a> {
+        let facts = fold.absorb(lines, at, first_line);
+        let n = facts.len();
+        let mut out = NewLines {
+            offsets: Vec::with_capacity(n),
+            numbers: Vec::with_capacity(n),
+            data: Vec::with_capacity(n),
+            types: Vec::with_capacity(n),
+            tss: Vec::with_capacity(n),
+            damage: Vec::with_capacity(n),
+            first_sha: None,
+            last_sha: Vec::new(),
+        };
+        let mut facts = facts.into_iter();
+        let mut start = 0usize;
+        for (i, nl) in memchr::memchr_iter(b'\n', lines).enumerate() {
+            let line = &lines[start..=nl];
+            if at == 0 && i == 0 {
+                out.first_sha = Some(sha256(line));
+            }
+            let f = facts.next().unwrap_or_default();
+            out.offsets.push(to_i64(at + start as u64));
+            out.numbers.push(to_i64(first_line + i as u64));
+            out.data.push(line);
+            out.types.push(f.record_type);
+            out.tss.push(f.ts);
+            out.damage.push(f.damage);
+            start = nl + 1;
+            if start == lines.len() {
+                out.last_sha = sha256(line);
+            }
+        }
+        out
+    }
+}
+
+/// The listing columns of a run row, from its fold.
+struct RunColumns {
+    session_id: Option<String>,
+    started_at_utc: String,
+    outcome: String,
+    workspace_norm: Option<String>,
+    activity_ms: Option<i64>,
+    summary: Vec<u8>,
+}
+
+impl RunColumns {
+    fn of(fold: &RunFold) -> Result<RunColumns, PgError> {
+        let summary = serde_json::to_vec(fold).map_err(|e| PgError::Inconsistent {
+            detail: e.to_string(),
+        })?;
+        Ok(RunColumns {
+            session_id: pg_opt(fold.session_id.as_deref()),
+            started_at_utc: pg_text(fold.started_at_utc.as_deref().unwrap_or("")),
+            outcome: pg_text(&fold.outcome),
+            workspace_norm: fold
+                .workspace_root()
+                .map(|w| pg_text(&normalize_workspace_root(&w))),
+            activity_ms: activity_ms(fold.started_at.as_deref(), fold.last_ts.as_deref()),
+            summary,
+        })
+    }
+}
+
+/// Creates run `run_id` with `lines` as its first lines, in one statement
+/// ([`SQL_CREATE_WITH`]). `None`: the run exists already (nothing was written).
+fn create_with(
+    s: &mut Session,
+    run_id: &str,
+    host: &str,
+    lines: &[u8],
+) -> Result<Option<(Appended, KnownRun)>, PgError> {
+    let st = s.prepared(SQL_CREATE_WITH)?;
+    let mut fold = RunFold::new();
+    let new = NewLines::derive(&mut fold, lines, 0, 1);
+    let committed = lines.len() as u64;
+    let line_count = new.data.len() as u64;
+    let cols = RunColumns::of(&fold)?;
+    let row = s
+        .client()?
+        .query_one(
+            &st,
+            &[
+                &run_id,
+                &to_i64(committed),
+                &to_i64(line_count),
+                &pg_text(host),
+                &cols.session_id,
+                &cols.started_at_utc,
+                &cols.outcome,
+                &cols.workspace_norm,
+                &cols.activity_ms,
+                &cols.summary,
+                &new.first_sha,
+                &new.last_sha,
+                &new.offsets,
+                &new.numbers,
+                &new.data,
+                &new.types,
+                &new.tss,
+                &new.damage,
+            ],
+        )
+        .map_err(query("create a run with its lines"))?;
+    let Some(key) = row.col::<Option<i64>>(0)? else {
+        return Ok(None);
+    };
+    let inserted: i64 = row.col(1)?;
+    if inserted != to_i64(line_count) {
+        // One statement: all its rows or none. Anything else is not what was sent.
+        return Err(PgError::Inconsistent {
+            detail: format!("run {run_id}: a new run of {line_count} lines stored {inserted}"),
+        });
+    }
+    Ok(Some((
+        Appended {
+            offset: 0,
+            end: committed,
+            committed_len: committed,
+            already_present: 0,
+        },
+        KnownRun {
+            key,
+            committed,
+            lines: line_count,
+            fold,
+        },
+    )))
+}
+
+/// Appends `lines` at the end of run `run_id` as `known` says it is, in one statement
+/// ([`SQL_APPEND_AT`]). `None`: the run is not as known (nothing was written).
+fn append_at_known(
+    s: &mut Session,
+    run_id: &str,
+    known: KnownRun,
+    lines: &[u8],
+) -> Result<Option<(Appended, KnownRun)>, PgError> {
+    let st = s.prepared(SQL_APPEND_AT)?;
+    let mut fold = known.fold;
+    let at = known.committed;
+    let new = NewLines::derive(&mut fold, lines, at, known.lines + 1);
+    let committed = at + lines.len() as u64;
+    let line_count = known.lines + new.data.len() as u64;
+    let cols = RunColumns::of(&fold)?;
+    let inserted = s
+        .client()?
+        .execute(
+            &st,
+            &[
+                &run_id,
+                &known.key,
+                &to_i64(at),
+                &to_i64(committed),
+                &to_i64(line_count),
+                &cols.session_id,
+                &cols.started_at_utc,
+                &cols.outcome,
+                &cols.workspace_norm,
+                &cols.activity_ms,
+                &cols.summary,
+                &new.first_sha,
+                &new.last_sha,
+                &new.offsets,
+                &new.numbers,
+                &new.data,
+                &new.types,
+                &new.tss,
+                &new.damage,
+            ],
+        )
+        .map_err(query("append to a known run"))?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    if inserted != new.data.len() as u64 {
+        // One statement: all its rows or none. Anything else is not what was sent.
+        return Err(PgError::Inconsistent {
+            detail: format!(
+                "run {run_id}: an append of {} lines stored {inserted}",
+                new.data.len()
+            ),
+        });
+    }
+    Ok(Some((
+        Appended {
+            offset: at,
+            end: committed,
+            committed_len: committed,
+            already_present: 0,
+        },
+        KnownRun {
+            key: known.key,
+            committed,
+            lines: line_count,
+            fold,
+        },
+    )))
 }
 
 /// The latest of `started_at` and `last_ts`, as Unix milliseconds.
@@ -784,27 +1020,64 @@ impl RunCatalogue for PgBackend {
         let id = run_id.to_owned();
         let data = lines.to_vec();
         let host = self.options.origin_host.clone();
+        let known_runs = self.known.clone();
+        let small = lines.len() <= ONE_STATEMENT_BYTES
+            && memchr::memchr_iter(b'\n', lines).count() <= ONE_STATEMENT_LINES;
         // A retry after a lost connection is safe: the append recognises its own lines.
         let outcome = self
             .pool
             .run(true, move |s| {
+                // A new run: one statement, unless it exists.
+                if small && expected_len == 0 {
+                    match create_with(s, &id, &host, &data) {
+                        Ok(Some((done, known))) => {
+                            known_runs.remember(&id, known);
+                            return Ok(Ok(done));
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            known_runs.forget(&id);
+                            return Err(e);
+                        }
+                    }
+                }
+                // At the end of a run this client left there: one statement.
+                if small && let Some(known) = known_runs.at(&id, expected_len) {
+                    match append_at_known(s, &id, known, &data) {
+                        Ok(Some((done, known))) => {
+                            known_runs.remember(&id, known);
+                            return Ok(Ok(done));
+                        }
+                        Ok(None) => known_runs.forget(&id),
+                        Err(e) => {
+                            known_runs.forget(&id);
+                            return Err(e);
+                        }
+                    }
+                }
                 let st = AppendStatements::prepare(s)?;
                 let client = s.client()?;
                 let mut tx = client.transaction().map_err(query("begin an append"))?;
-                let out = append_tx(&mut tx, &st, &id, expected_len, &data, &host)?;
+                let out = append_tx(&mut tx, &st, &id, expected_len, &data, &host);
                 match out {
-                    AppendOutcome::Done(_) => tx.commit().map_err(query("commit an append"))?,
-                    AppendOutcome::Conflict { .. } => {
-                        tx.rollback().map_err(query("roll back an append"))?
+                    Ok(AppendOutcome::Done(done, known)) => {
+                        tx.commit().map_err(query("commit an append"))?;
+                        known_runs.remember(&id, *known);
+                        Ok(Ok(done))
+                    }
+                    Ok(AppendOutcome::Conflict { committed }) => {
+                        known_runs.forget(&id);
+                        tx.rollback().map_err(query("roll back an append"))?;
+                        Ok(Err(committed))
+                    }
+                    Err(e) => {
+                        known_runs.forget(&id);
+                        Err(e)
                     }
                 }
-                Ok(out)
             })
             .map_err(|e| storage("append to", Target::run_at(run_id, expected_len), e))?;
-        match outcome {
-            AppendOutcome::Done(a) => Ok(a),
-            AppendOutcome::Conflict { committed } => Err(conflict(committed)),
-        }
+        outcome.map_err(conflict)
     }
 
     fn read_bytes(

@@ -47,7 +47,24 @@ pub struct Cluster {
     /// `Some(user)` when the server runs as another user (tests run as root).
     pub run_as: Option<String>,
     pub version: String,
+    /// The port: of the unix socket's name, and on 127.0.0.1 when [`Extra::tcp`] is set.
+    pub port: u16,
+    /// Server settings added by [`Cluster::start_with`] (`-c …` arguments).
+    extra_opts: String,
     databases: AtomicU32,
+}
+
+/// What [`Cluster::start_with`] adds to a default cluster.
+#[derive(Debug, Default, Clone)]
+pub struct Extra {
+    /// Files written into the cluster's directory before it starts, `(name, contents)`,
+    /// readable only by the server's user (mode 0600, as PostgreSQL wants a key file).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Server settings `(name, value)`, after (so overriding) the defaults; `{dir}` in a
+    /// value is the cluster's directory (where [`Extra::files`] are).
+    pub settings: Vec<(String, String)>,
+    /// Also listen on TCP at 127.0.0.1, on a free port ([`Cluster::port`]).
+    pub tcp: bool,
 }
 
 fn which(name: &str) -> Option<PathBuf> {
@@ -171,6 +188,25 @@ impl Cluster {
     /// Makes and starts a cluster in a new temporary directory, with a watchdog that stops it
     /// when this process ends.
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(&Extra::default())
+    }
+
+    /// [`Cluster::start`] with `extra` files and settings (TLS, durability, TCP). A TCP port
+    /// found free may be taken by another process before the server binds it: tried three
+    /// times.
+    pub fn start_with(extra: &Extra) -> Result<Cluster, String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Cluster::start_once(extra) {
+                Ok(c) => return Ok(c),
+                Err(e) if extra.tcp => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    fn start_once(extra: &Extra) -> Result<Cluster, String> {
         let bin = find_bindir()?;
         let run_as = is_root().then(|| "nobody".to_owned());
         let base = tempfile::Builder::new()
@@ -185,12 +221,38 @@ impl Cluster {
         std::fs::create_dir(&dir).map_err(|e| format!("mkdir: {e}"))?;
         let socket_dir = dir.join("sock");
         std::fs::create_dir(&socket_dir).map_err(|e| format!("mkdir: {e}"))?;
-        if let Some(user) = &run_as {
-            let (uid, gid) = id_of(user)?;
-            for d in [&dir, &socket_dir] {
-                std::os::unix::fs::chown(d, Some(uid), Some(gid))
+        let owner = match &run_as {
+            Some(user) => Some(id_of(user)?),
+            None => None,
+        };
+        for (name, contents) in &extra.files {
+            let p = dir.join(name);
+            std::fs::write(&p, contents).map_err(|e| format!("write {}: {e}", p.display()))?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("chmod {}: {e}", p.display()))?;
+        }
+        if let Some((uid, gid)) = owner {
+            let files = extra.files.iter().map(|(n, _)| dir.join(n));
+            for d in [dir.clone(), socket_dir.clone()].into_iter().chain(files) {
+                std::os::unix::fs::chown(&d, Some(uid), Some(gid))
                     .map_err(|e| format!("chown {}: {e}", d.display()))?;
             }
+        }
+        let port = if extra.tcp {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("a free TCP port: {e}"))?
+                .port()
+        } else {
+            5432
+        };
+        let mut extra_opts = format!(" -p {port}");
+        if extra.tcp {
+            extra_opts.push_str(" -c listen_addresses=127.0.0.1");
+        }
+        for (k, v) in &extra.settings {
+            let v = v.replace("{dir}", &dir.to_string_lossy());
+            extra_opts.push_str(&format!(" -c {k}={}", sh_quote(&v)));
         }
         let cluster = Cluster {
             data: dir.join("data"),
@@ -198,6 +260,8 @@ impl Cluster {
             bin,
             run_as,
             version: String::new(),
+            port,
+            extra_opts,
             databases: AtomicU32::new(0),
             dir,
         };
@@ -230,8 +294,9 @@ impl Cluster {
 
     fn pg_ctl_start(&self) -> Result<(), String> {
         let opts = format!(
-            "-c listen_addresses='' -k {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
-            self.socket_dir.display()
+            "-c listen_addresses='' -k {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB{}",
+            self.socket_dir.display(),
+            self.extra_opts
         );
         let log = self.dir.join("server.log").to_string_lossy().into_owned();
         let data = self.data.to_string_lossy().into_owned();
@@ -293,8 +358,9 @@ impl Cluster {
     /// `key=value` connection string of database `db`.
     pub fn conn_str(&self, db: &str) -> String {
         format!(
-            "host={} port=5432 user=postgres dbname={db} sslmode=disable",
-            self.socket_dir.display()
+            "host={} port={} user=postgres dbname={db} sslmode=disable",
+            self.socket_dir.display(),
+            self.port
         )
     }
 
@@ -305,13 +371,19 @@ impl Cluster {
 
     /// A new, empty database; returns its connection string.
     pub fn fresh_db(&self) -> String {
+        let name = self.fresh_db_name();
+        self.conn_str(&name)
+    }
+
+    /// A new, empty database; returns its name.
+    pub fn fresh_db_name(&self) -> String {
         let n = self.databases.fetch_add(1, Ordering::SeqCst);
         let name = format!("t{}_{n}", std::process::id());
         let mut admin = self.admin().expect("admin connection");
         admin
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .expect("create database");
-        self.conn_str(&name)
+        name
     }
 
     /// A backend on a new, empty database.
@@ -347,7 +419,13 @@ static SKIP_SAID: OnceLock<()> = OnceLock::new();
 /// The binary's cluster, started on first use; `None` (after one line on stderr) when
 /// PostgreSQL is not available and [`REQUIRED_ENV`] is not set. Panics when it is set.
 pub fn shared() -> Option<&'static Cluster> {
-    match SHARED.get_or_init(Cluster::start) {
+    available(SHARED.get_or_init(Cluster::start))
+}
+
+/// The cluster of `started`, or `None` (after one line on stderr) when it could not start
+/// and [`REQUIRED_ENV`] is not set. Panics when it is set.
+pub fn available(started: &'static Result<Cluster, String>) -> Option<&'static Cluster> {
+    match started {
         Ok(c) => Some(c),
         Err(why) => {
             if std::env::var(REQUIRED_ENV).is_ok_and(|v| v == "1") {
