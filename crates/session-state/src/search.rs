@@ -37,7 +37,7 @@ pub const HIGHLIGHT_END: char = '\u{E001}';
 
 /// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
 /// drop and rebuild every table (the file is derived).
-const SEARCH_USER_VERSION: i64 = 1;
+const SEARCH_USER_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search_files (
@@ -59,6 +59,8 @@ CREATE TABLE IF NOT EXISTS docs (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_by_file ON docs(file, byte_offset);
+CREATE INDEX IF NOT EXISTS search_files_by_session ON search_files(session_id);
+CREATE INDEX IF NOT EXISTS search_files_by_workspace ON search_files(workspace);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
     text, content='docs', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
@@ -622,7 +624,7 @@ impl SearchIndex {
             if !session_schema::is_safe_id(&id) {
                 continue;
             }
-            let rel = format!("messages/{id}.jsonl");
+            let rel = saved_messages_key(&id);
             let path = self.root.join(&rel);
             let Ok(md) = std::fs::symlink_metadata(&path) else {
                 continue;
@@ -824,30 +826,49 @@ impl SearchIndex {
         let (filters, mut args) = filter_sql(q, 2);
         args.insert(0, expr.to_owned().into());
         let run = || -> rusqlite::Result<Vec<SearchHit>> {
-            // Phase 1: the newest window of matches, by rowid (no score computed).
-            let mut floor_args = args.clone();
-            floor_args.push(RANK_WINDOW.into());
-            let floor: Option<i64> = conn
-                .prepare_cached(&format!(
-                    "SELECT min(id) FROM (SELECT {table}.rowid AS id FROM {table} \
+            // Phase 1: the newest window of matches, by rowid (no score computed). A session
+            // or workspace of few files is read from its documents, each looked up in the
+            // word index; otherwise the index's document lists are walked, newest first.
+            let narrow = narrow_files(conn, q)?;
+            let mut window_args = args.clone();
+            window_args.push(RANK_WINDOW.into());
+            let sql = if narrow {
+                format!(
+                    "SELECT min(id), max(id) FROM (SELECT d.id AS id FROM search_files f \
+                     CROSS JOIN docs d CROSS JOIN {table} WHERE d.file = f.path \
+                     AND {table}.rowid = d.id AND {table} MATCH ?1{filters} \
+                     ORDER BY d.id DESC LIMIT ?{})",
+                    window_args.len()
+                )
+            } else {
+                format!(
+                    "SELECT min(id), max(id) FROM (SELECT {table}.rowid AS id FROM {table} \
                      JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
                      WHERE {table} MATCH ?1{filters} ORDER BY {table}.rowid DESC LIMIT ?{})",
-                    floor_args.len()
-                ))?
-                .query_row(rusqlite::params_from_iter(floor_args.iter()), |r| r.get(0))?;
-            let Some(floor) = floor else {
+                    window_args.len()
+                )
+            };
+            let (floor, ceiling): (Option<i64>, Option<i64>) = conn
+                .prepare_cached(&sql)?
+                .query_row(rusqlite::params_from_iter(window_args.iter()), |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            let (Some(floor), Some(ceiling)) = (floor, ceiling) else {
                 return Ok(Vec::new());
             };
             // Phase 2: BM25 of those only, best first.
             let mut rank_args = args.clone();
             rank_args.push(floor.into());
             let floor_arg = rank_args.len();
+            rank_args.push(ceiling.into());
             rank_args.push(to_i64(q.limit).into());
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {table}.rowid, {table}.rank FROM {table} \
                  JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
                  WHERE {table} MATCH ?1{filters} AND {table}.rowid >= ?{floor_arg} \
+                 AND {table}.rowid <= ?{} \
                  ORDER BY {table}.rank, f.path, d.byte_offset LIMIT ?{}",
+                floor_arg + 1,
                 rank_args.len()
             ))?;
             let mut rows = stmt.query(rusqlite::params_from_iter(rank_args.iter()))?;
@@ -964,6 +985,13 @@ impl SearchIndex {
     }
 }
 
+/// The key under which the saved messages of a session that no run log holds are indexed:
+/// its messages file relative to the root, `messages/<session_id>.jsonl` (what
+/// [`SearchHit::rel_path`] holds for their hits and [`SearchIndex::remove_files`] takes).
+pub fn saved_messages_key(session_id: &str) -> String {
+    format!("messages/{session_id}.jsonl")
+}
+
 /// How many of the newest matching documents the word index ranks by BM25 for a first page
 /// (2,000; see [`SearchIndex::search`]).
 pub const RANK_WINDOW: i64 = 2_000;
@@ -971,6 +999,30 @@ pub const RANK_WINDOW: i64 = 2_000;
 /// How many of the newest documents a query word of one or two characters in a script
 /// without spaces is looked for in (200,000; see [`SearchIndex::search`]).
 pub const SHORT_SCAN_WINDOW: i64 = 200_000;
+
+/// Most run files a `--session` or `--workspace` filter may leave for [`SearchIndex::search`]
+/// to read the filtered documents first and look each up in the word index, rather than walk
+/// the word index's document lists (which costs as much as the query without the filter).
+const NARROW_FILES: i64 = 1_000;
+
+/// Whether `q`'s session or workspace filter leaves at most [`NARROW_FILES`] files (counted
+/// on their indexes).
+fn narrow_files(conn: &Connection, q: &SearchQuery) -> rusqlite::Result<bool> {
+    let mut narrow = false;
+    for (column, value) in [("session_id", &q.session_id), ("workspace", &q.workspace)] {
+        if let Some(v) = value {
+            let n: i64 = conn
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM search_files WHERE {column} = ?1 \
+                     LIMIT {})",
+                    NARROW_FILES + 1
+                ))?
+                .query_row([v], |r| r.get(0))?;
+            narrow |= n <= NARROW_FILES;
+        }
+    }
+    Ok(narrow)
+}
 
 /// The columns every hit query starts with, `f` the file and `d` the document.
 const HIT_COLUMNS_F: &str =
