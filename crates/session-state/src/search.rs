@@ -37,7 +37,7 @@ pub const HIGHLIGHT_END: char = '\u{E001}';
 
 /// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
 /// drop and rebuild every table (the file is derived).
-const SEARCH_USER_VERSION: i64 = 2;
+const SEARCH_USER_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search_files (
@@ -65,14 +65,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
     text, content='docs', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
     text, content='docs', content_rowid='id', tokenize='trigram');
-CREATE TRIGGER IF NOT EXISTS docs_added AFTER INSERT ON docs BEGIN
-    INSERT INTO docs_words(rowid, text) VALUES (new.id, new.text);
-    INSERT INTO docs_trigram(rowid, text) VALUES (new.id, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS docs_removed AFTER DELETE ON docs BEGIN
-    INSERT INTO docs_words(docs_words, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO docs_trigram(docs_trigram, rowid, text) VALUES ('delete', old.id, old.text);
-END;
 ";
 
 const DROP: &str = "
@@ -237,23 +229,31 @@ fn apply_one(
     next_line: u64,
 ) -> rusqlite::Result<()> {
     if work.from == 0 {
-        conn.prepare_cached("DELETE FROM docs WHERE file = ?1")?
-            .execute([&work.rel_path])?;
+        delete_docs(conn, &work.rel_path, 0)?;
     } else {
-        conn.prepare_cached("DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2")?
-            .execute(params![work.rel_path, to_i64(work.from)])?;
+        delete_docs(conn, &work.rel_path, work.from)?;
     }
+    // One single-row statement per table and document, no trigger: FTS5 then keeps the
+    // transaction's terms in memory and writes one segment at commit, where a trigger's
+    // statement savepoint would make it write a segment (and merge) per document.
     let mut ins = conn.prepare_cached(
         "INSERT INTO docs (file, byte_offset, kind, time_ms, text) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
+    let mut words = conn.prepare_cached("INSERT INTO docs_words (rowid, text) VALUES (?1, ?2)")?;
+    let mut trigrams =
+        conn.prepare_cached("INSERT INTO docs_trigram (rowid, text) VALUES (?1, ?2)")?;
     for d in docs {
+        let text = clean(&d.text);
         ins.execute(params![
             work.rel_path,
             to_i64(d.byte_offset),
             d.kind,
             d.time_ms,
-            clean(&d.text)
+            text
         ])?;
+        let id = conn.last_insert_rowid();
+        words.execute(params![id, text])?;
+        trigrams.execute(params![id, text])?;
     }
     conn.prepare_cached(
         "INSERT INTO search_files (path, run_id, session_id, workspace, indexed_to, \
@@ -273,6 +273,29 @@ fn apply_one(
         to_i64(work.file_size),
         work.mtime_ns
     ])?;
+    Ok(())
+}
+
+/// Removes the documents of `file` from byte offset `from` on, from both FTS5 tables (an
+/// external-content table forgets a row only when told its old text) and from `docs`.
+fn delete_docs(conn: &Connection, file: &str, from: u64) -> rusqlite::Result<()> {
+    // A statement of several rows makes FTS5 flush what it holds in memory (a statement
+    // savepoint): run them only when there is something to delete (never for a new file).
+    let any: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM docs WHERE file = ?1 AND byte_offset >= ?2)")?
+        .query_row(params![file, to_i64(from)], |r| r.get(0))?;
+    if !any {
+        return Ok(());
+    }
+    for table in ["docs_words", "docs_trigram"] {
+        conn.prepare_cached(&format!(
+            "INSERT INTO {table} ({table}, rowid, text) SELECT 'delete', id, text FROM docs \
+             WHERE file = ?1 AND byte_offset >= ?2"
+        ))?
+        .execute(params![file, to_i64(from)])?;
+    }
+    conn.prepare_cached("DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2")?
+        .execute(params![file, to_i64(from)])?;
     Ok(())
 }
 
@@ -572,7 +595,7 @@ impl SearchIndex {
             }
             gone.extend(self.plan_sessions(conn, &mut plan)?);
             for g in &gone {
-                conn.execute("DELETE FROM docs WHERE file = ?1", [g])?;
+                delete_docs(conn, g, 0)?;
                 conn.execute("DELETE FROM search_files WHERE path = ?1", [g])?;
             }
             plan.removed = gone.len() as u64;
@@ -710,7 +733,7 @@ impl SearchIndex {
         let result = (|| -> rusqlite::Result<u64> {
             let mut n = 0u64;
             for rel in rel_paths {
-                conn.execute("DELETE FROM docs WHERE file = ?1", [rel])?;
+                delete_docs(&conn, rel, 0)?;
                 n += conn.execute("DELETE FROM search_files WHERE path = ?1", [rel])? as u64;
             }
             Ok(n)
@@ -1287,6 +1310,62 @@ mod tests {
             hits[1].snippet,
             format!("needle needle needle needle needle {HIGHLIGHT_START}rare{HIGHLIGHT_END}")
         );
+    }
+
+    /// FTS5 segments of `table` (one per flush of its pending terms).
+    fn segments(index: &SearchIndex, table: &str) -> i64 {
+        let conn = index.conn.lock();
+        query_int(
+            &conn,
+            &format!("SELECT count(DISTINCT segid) FROM {table}_idx"),
+            [],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn one_transaction_writes_one_segment_per_table_and_removal_forgets_the_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let a = work("a");
+        let b = work("b");
+        let docs: Vec<SearchDoc> = (0..50u64)
+            .map(|i| doc(i, format!("alpha beta gamma number{i}")))
+            .collect();
+        index
+            .apply_many(&[
+                IndexedFile {
+                    work: &a,
+                    docs: &docs,
+                    indexed_to: 50,
+                    next_line: 51,
+                },
+                IndexedFile {
+                    work: &b,
+                    docs: &docs,
+                    indexed_to: 50,
+                    next_line: 51,
+                },
+            ])
+            .unwrap();
+        // 100 documents, one transaction: the terms are flushed once, not per document.
+        assert_eq!(segments(&index, "docs_words"), 1);
+        assert_eq!(segments(&index, "docs_trigram"), 1);
+        // Documents from an offset on are replaced; removed files are gone from both tables.
+        let mut again = work("a");
+        again.from = 40;
+        index
+            .apply(&again, &[doc(40, "delta".to_owned())], 41, 42)
+            .unwrap();
+        assert_eq!(index.remove_files(&["b".to_owned()]).unwrap(), 1);
+        let found = |text: &str| index.search(&SearchQuery::new(text)).unwrap().len();
+        assert_eq!(found("number45"), 0);
+        assert_eq!(found("number39"), 1);
+        assert_eq!(found("delta"), 1);
+        // Substrings (the trigram table): number4 only, number40 to number49 are gone;
+        // number3 and number30 to number39 stay.
+        assert_eq!(found("umber4"), 1);
+        assert_eq!(found("umber3"), 11);
     }
 
     #[test]
