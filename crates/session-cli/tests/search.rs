@@ -202,6 +202,20 @@ fn a_japanese_phrase_inside_a_longer_word_is_found_and_opened() {
     assert!(body[0].starts_with("09:14:42 tool result"), "{out}");
     assert!(out.contains("挨拶メッセージを改善しました"), "{out}");
     assert!(!out.contains("Summarize"), "{out}");
+    // Two characters, too short for trigrams, inside the same longer word: found by the scan.
+    let hits = json_hits(&s.root, &["挨拶"]);
+    assert_eq!(
+        keys(&hits),
+        vec![(RUN_102.into(), 5997, "tool_output".into())]
+    );
+    assert_eq!(hits[0]["matched_by"], "substring");
+    let snippet = hits[0]["snippet"].as_str().unwrap();
+    let at = snippet.find("挨拶メッセージ").unwrap();
+    let start = snippet[..at].chars().count();
+    assert_eq!(
+        hits[0]["highlights"],
+        serde_json::json!([[start, start + 2]])
+    );
 }
 
 #[test]
@@ -366,4 +380,99 @@ fn session_titles_are_searched_too() {
     assert_eq!(first["type"], "title_hit");
     assert_eq!(first["session_id"], sid);
     assert_eq!(first["pinned"], false);
+}
+
+#[test]
+fn saved_messages_of_the_reference_data_are_found_and_go_with_a_deleted_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    common::copy_tree(&session_test_support::codelia_sessions_dir(), &root);
+    // The reference runtime's one session with saved messages and no run log.
+    const LEGACY: &str = "5d0c6f1e-2a7b-4c3d-8e9f-0a1b2c3d4e5f";
+    let file = format!("messages/{LEGACY}.jsonl");
+    let first_line = std::fs::read_to_string(root.join(&file))
+        .unwrap()
+        .find('\n')
+        .unwrap() as u64;
+    let hits = json_hits(&root, &["node --test", "repository"]);
+    let row = |h: &Value| {
+        (
+            h["run_id"].clone(),
+            h["session_id"].as_str().unwrap().to_owned(),
+            h["file"].as_str().unwrap().to_owned(),
+            h["byte_offset"].as_u64().unwrap(),
+            h["kind"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        hits.iter().map(row).collect::<Vec<_>>(),
+        vec![(
+            Value::Null,
+            LEGACY.to_owned(),
+            file.clone(),
+            first_line + 1,
+            "assistant".to_owned()
+        )]
+    );
+    let hits = json_hits(&root, &["run", "the", "tests", "--kind", "user"]);
+    assert!(
+        hits.iter().any(|h| row(h)
+            == (
+                Value::Null,
+                LEGACY.to_owned(),
+                file.clone(),
+                0,
+                "user".to_owned()
+            )),
+        "{hits:?}"
+    );
+    // Deleted: its documents leave the search index with it (a read-only search, which
+    // does not refresh the index, no longer finds them).
+    let (code, _, err) = sessions(&root, &["delete", LEGACY]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = sessions(
+        &root,
+        &[
+            "--read-only",
+            "search",
+            "node --test",
+            "repository",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "");
+}
+
+#[test]
+fn help_states_the_ranking_window_and_the_short_word_scan() {
+    let s = sample_store();
+    let (code, out, _) = sessions(&s.root, &["search", "--help"]);
+    assert_eq!(code, 0);
+    let thousands = |n: i64| {
+        let d = n.to_string();
+        let mut out = String::new();
+        for (i, c) in d.chars().enumerate() {
+            if i > 0 && (d.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!(
+            "the {} newest matches",
+            thousands(session_state::RANK_WINDOW)
+        )),
+        "{out}"
+    );
+    assert!(
+        flat.contains(&format!(
+            "newest {} documents",
+            thousands(session_state::SHORT_SCAN_WINDOW)
+        )),
+        "{out}"
+    );
 }

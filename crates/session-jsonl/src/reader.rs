@@ -785,6 +785,24 @@ pub struct Reader<R> {
     pub(crate) tally: Option<crate::tally::Slot>,
     /// What checkpoints need ([`Reader::track_checkpoints`]); `None` when not tracking.
     pub(crate) track: Option<Box<crate::resume::Track>>,
+    /// [`Reader::parse_only`]: the record types to parse (`None`: every line).
+    only_types: Option<&'static [&'static str]>,
+    /// Lines passed over unparsed by [`Reader::parse_only`].
+    passed_over: u64,
+}
+
+/// The record type a line names in its first bytes, `{"type":"<type>"`, exactly as the
+/// writers put it (the reference and ours write `type` first, without spaces); `None` for any
+/// other start (another key first, spaces, a BOM, damage).
+fn leading_type(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(b"{\"type\":\"")?;
+    // Record type names are short: look no further than 64 bytes.
+    let head = rest.get(..rest.len().min(64)).unwrap_or(rest);
+    let end = memchr::memchr2(b'"', b'\\', head)?;
+    // A backslash means an escape inside the name: not a plain name, parse the line.
+    (rest.get(end) == Some(&b'"'))
+        .then(|| rest.get(..end))
+        .flatten()
 }
 
 impl<R: Read> Reader<R> {
@@ -834,6 +852,36 @@ impl<R: Read> Reader<R> {
             pending: VecDeque::new(),
             tally: None,
             track: None,
+            only_types: None,
+            passed_over: 0,
+        }
+    }
+
+    /// Parses only the lines whose record type is one of `types`: a line that starts with
+    /// `{"type":"<type>"` naming another type is passed over without being parsed or
+    /// decoded (no item, no damage report for it), which makes a reader that needs a few
+    /// small record types fast on files whose bytes are mostly other records (`llm.request`
+    /// snapshots repeat the whole history each time). A line whose type cannot be read from
+    /// its first bytes (another key first, spaces, a BOM, NUL bytes, a torn fragment) is
+    /// parsed and reported as usual. Lines passed over are invisible to the file-level
+    /// checks too: use it with [`ReaderOptions::expect_header`] off unless `types` holds
+    /// `header`. Line numbers and offsets stay those of the file.
+    #[must_use]
+    pub fn parse_only(mut self, types: &'static [&'static str]) -> Self {
+        self.only_types = Some(types);
+        self
+    }
+
+    /// Number of lines [`Reader::parse_only`] passed over unparsed so far.
+    pub fn lines_passed_over(&self) -> u64 {
+        self.passed_over
+    }
+
+    /// Whether [`Reader::parse_only`] passes over this line.
+    fn passes_over(&self, bytes: &[u8]) -> bool {
+        match (self.only_types, leading_type(bytes)) {
+            (Some(types), Some(t)) => !types.iter().any(|k| k.as_bytes() == t),
+            _ => false,
         }
     }
 
@@ -994,8 +1042,12 @@ impl<R: Read> Reader<R> {
             self.dec.oversized(skip, true, &mut self.pending);
         } else {
             let bytes = &self.buf[self.pos..nl];
-            self.dec
-                .line(bytes, offset, self.line, true, &mut self.pending);
+            if self.passes_over(bytes) {
+                self.passed_over += 1;
+            } else {
+                self.dec
+                    .line(bytes, offset, self.line, true, &mut self.pending);
+            }
         }
         self.pos = nl + 1;
         self.scanned = 0;
@@ -1013,8 +1065,12 @@ impl<R: Read> Reader<R> {
         } else if self.pos < self.end {
             let offset = self.base + self.pos as u64;
             let bytes = &self.buf[self.pos..self.end];
-            self.dec
-                .line(bytes, offset, self.line, false, &mut self.pending);
+            if self.passes_over(bytes) {
+                self.passed_over += 1;
+            } else {
+                self.dec
+                    .line(bytes, offset, self.line, false, &mut self.pending);
+            }
             self.line += 1;
         }
         let end = self.base + self.end as u64;

@@ -15,6 +15,12 @@
 use session_schema::{AgentEvent, BaseMessage, Record};
 use std::collections::BTreeSet;
 
+/// The record types [`Extractor::documents`] takes documents from; every other record
+/// (`header`, `llm.request`, `llm.response`, statuses, contexts, errors, unknown types) gives
+/// none, so a reader feeding the extractor may pass their lines over unparsed
+/// (session-jsonl's `Reader::parse_only`).
+pub const INDEXED_RECORD_TYPES: &[&str] = &["run.start", "agent.event", "tool.output", "run.end"];
+
 /// Most bytes of one record's tool output that are indexed (64 KiB). Longer output is cut at
 /// the last character boundary before this many bytes; the rest of it is not searchable.
 pub const TOOL_OUTPUT_CAP: usize = 64 * 1024;
@@ -330,6 +336,24 @@ mod tests {
             (d[0].kind, d[0].text.as_str()),
             (DocKind::Final, "the answer")
         );
+    }
+
+    #[test]
+    fn only_the_indexed_record_types_give_documents() {
+        let lines = [
+            r#"{"type":"header","schema_version":1,"run_id":"r1","started_at":"2026-01-02T03:04:05.000Z","model":{"provider":"p","name":"m"}}"#.to_owned(),
+            format!(r#"{{"type":"run.context",{R},"context_left_percent":90}}"#),
+            format!(r#"{{"type":"llm.request",{R},"seq":1,"input":{{"messages":[{{"role":"user","content":"secret"}}]}}}}"#),
+            format!(r#"{{"type":"llm.response",{R},"seq":1,"output":{{"messages":[{{"role":"assistant","content":"secret"}}]}}}}"#),
+            format!(r#"{{"type":"run.status",{R},"status":"running","message":"secret"}}"#),
+            format!(r#"{{"type":"run.error",{R},"error":{{"name":"E","message":"secret"}}}}"#),
+            format!(r#"{{"type":"future.kind",{R},"text":"secret"}}"#),
+        ];
+        for l in &lines {
+            let r = rec(l);
+            assert!(!INDEXED_RECORD_TYPES.contains(&r.kind()), "{l}");
+            assert_eq!(Extractor::new().documents(&r, 0), vec![], "{l}");
+        }
     }
 
     #[test]

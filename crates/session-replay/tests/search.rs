@@ -425,3 +425,47 @@ fn search_db_is_private_and_rebuilt_when_deleted() {
     let index = SearchIndex::open(&root).unwrap();
     assert_eq!(refresh(&store, &index).docs_added, 1);
 }
+
+fn request(run: &str, text: &str) -> String {
+    format!(
+        r#"{{"type":"llm.request","run_id":"{run}","ts":"2026-03-04T10:00:02.500Z","seq":1,"input":{{"messages":[{{"role":"user","content":{}}}]}}}}"#,
+        serde_json::to_string(text).unwrap()
+    )
+}
+
+#[test]
+fn llm_request_snapshots_and_headers_are_passed_over_unparsed() {
+    let (_d, root) = store();
+    let path = run_path(&root, "rq");
+    let history = "snapshotted history ".repeat(200);
+    let lines = vec![
+        header("rq", "s"),
+        start("rq", "first question", "2026-03-04T10:00:01.000Z"),
+        request("rq", &history),
+        output("rq", "tool said hello"),
+        request("rq", &history),
+        event("rq", "final", "final answer"),
+    ];
+    write(&path, &lines);
+    let store = StateStore::open(&root).unwrap();
+    let index = SearchIndex::open(&root).unwrap();
+    let r = refresh(&store, &index);
+    // The header and both snapshots are never deserialized; the other lines give documents.
+    assert_eq!((r.lines_passed_over, r.docs_added), (3, 3));
+    assert_eq!(hits(&index, SearchQuery::new("snapshotted")), vec![]);
+    let offset = |n: usize| -> u64 { lines[..n].iter().map(|l| l.len() as u64 + 1).sum() };
+    assert_eq!(
+        hits(&index, SearchQuery::new("hello"))
+            .into_iter()
+            .map(|h| (h.1, h.2))
+            .collect::<Vec<_>>(),
+        vec![(offset(3), "tool-output".to_owned())]
+    );
+    // Appended: a snapshot and an answer, read from where indexing stopped.
+    let more = vec![request("rq", &history), event("rq", "text", "later words")];
+    write(&path, &more);
+    let r = refresh(&store, &index);
+    assert_eq!((r.lines_passed_over, r.docs_added), (1, 1));
+    let at = offset(lines.len()) + more[0].len() as u64 + 1;
+    assert_eq!(hits(&index, SearchQuery::new("later"))[0].1, at);
+}

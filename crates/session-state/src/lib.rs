@@ -128,8 +128,9 @@ pub use runs::{
     RunFileDiagnostic, RunPage, RunQuery, RunRow,
 };
 pub use search::{
-    HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, SEARCH_DB, SearchCounts, SearchDoc,
-    SearchHit, SearchIndex, SearchPlan, SearchQuery, SearchWork, quote_phrases,
+    HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, RANK_WINDOW, SEARCH_DB,
+    SHORT_SCAN_WINDOW, SearchCounts, SearchDoc, SearchHit, SearchIndex, SearchPlan, SearchQuery,
+    SearchWork, quote_phrases, saved_messages_key, substring_snippet,
 };
 pub use snapshot::SessionSnapshot;
 pub use store::StateStore;

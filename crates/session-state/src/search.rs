@@ -37,7 +37,7 @@ pub const HIGHLIGHT_END: char = '\u{E001}';
 
 /// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
 /// drop and rebuild every table (the file is derived).
-const SEARCH_USER_VERSION: i64 = 1;
+const SEARCH_USER_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search_files (
@@ -59,18 +59,12 @@ CREATE TABLE IF NOT EXISTS docs (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_by_file ON docs(file, byte_offset);
+CREATE INDEX IF NOT EXISTS search_files_by_session ON search_files(session_id);
+CREATE INDEX IF NOT EXISTS search_files_by_workspace ON search_files(workspace);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
     text, content='docs', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
     text, content='docs', content_rowid='id', tokenize='trigram');
-CREATE TRIGGER IF NOT EXISTS docs_added AFTER INSERT ON docs BEGIN
-    INSERT INTO docs_words(rowid, text) VALUES (new.id, new.text);
-    INSERT INTO docs_trigram(rowid, text) VALUES (new.id, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS docs_removed AFTER DELETE ON docs BEGIN
-    INSERT INTO docs_words(docs_words, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO docs_trigram(docs_trigram, rowid, text) VALUES ('delete', old.id, old.text);
-END;
 ";
 
 const DROP: &str = "
@@ -235,23 +229,31 @@ fn apply_one(
     next_line: u64,
 ) -> rusqlite::Result<()> {
     if work.from == 0 {
-        conn.prepare_cached("DELETE FROM docs WHERE file = ?1")?
-            .execute([&work.rel_path])?;
+        delete_docs(conn, &work.rel_path, 0)?;
     } else {
-        conn.prepare_cached("DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2")?
-            .execute(params![work.rel_path, to_i64(work.from)])?;
+        delete_docs(conn, &work.rel_path, work.from)?;
     }
+    // One single-row statement per table and document, no trigger: FTS5 then keeps the
+    // transaction's terms in memory and writes one segment at commit, where a trigger's
+    // statement savepoint would make it write a segment (and merge) per document.
     let mut ins = conn.prepare_cached(
         "INSERT INTO docs (file, byte_offset, kind, time_ms, text) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
+    let mut words = conn.prepare_cached("INSERT INTO docs_words (rowid, text) VALUES (?1, ?2)")?;
+    let mut trigrams =
+        conn.prepare_cached("INSERT INTO docs_trigram (rowid, text) VALUES (?1, ?2)")?;
     for d in docs {
+        let text = clean(&d.text);
         ins.execute(params![
             work.rel_path,
             to_i64(d.byte_offset),
             d.kind,
             d.time_ms,
-            clean(&d.text)
+            text
         ])?;
+        let id = conn.last_insert_rowid();
+        words.execute(params![id, text])?;
+        trigrams.execute(params![id, text])?;
     }
     conn.prepare_cached(
         "INSERT INTO search_files (path, run_id, session_id, workspace, indexed_to, \
@@ -271,6 +273,29 @@ fn apply_one(
         to_i64(work.file_size),
         work.mtime_ns
     ])?;
+    Ok(())
+}
+
+/// Removes the documents of `file` from byte offset `from` on, from both FTS5 tables (an
+/// external-content table forgets a row only when told its old text) and from `docs`.
+fn delete_docs(conn: &Connection, file: &str, from: u64) -> rusqlite::Result<()> {
+    // A statement of several rows makes FTS5 flush what it holds in memory (a statement
+    // savepoint): run them only when there is something to delete (never for a new file).
+    let any: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM docs WHERE file = ?1 AND byte_offset >= ?2)")?
+        .query_row(params![file, to_i64(from)], |r| r.get(0))?;
+    if !any {
+        return Ok(());
+    }
+    for table in ["docs_words", "docs_trigram"] {
+        conn.prepare_cached(&format!(
+            "INSERT INTO {table} ({table}, rowid, text) SELECT 'delete', id, text FROM docs \
+             WHERE file = ?1 AND byte_offset >= ?2"
+        ))?
+        .execute(params![file, to_i64(from)])?;
+    }
+    conn.prepare_cached("DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2")?
+        .execute(params![file, to_i64(from)])?;
     Ok(())
 }
 
@@ -570,7 +595,7 @@ impl SearchIndex {
             }
             gone.extend(self.plan_sessions(conn, &mut plan)?);
             for g in &gone {
-                conn.execute("DELETE FROM docs WHERE file = ?1", [g])?;
+                delete_docs(conn, g, 0)?;
                 conn.execute("DELETE FROM search_files WHERE path = ?1", [g])?;
             }
             plan.removed = gone.len() as u64;
@@ -622,7 +647,7 @@ impl SearchIndex {
             if !session_schema::is_safe_id(&id) {
                 continue;
             }
-            let rel = format!("messages/{id}.jsonl");
+            let rel = saved_messages_key(&id);
             let path = self.root.join(&rel);
             let Ok(md) = std::fs::symlink_metadata(&path) else {
                 continue;
@@ -708,7 +733,7 @@ impl SearchIndex {
         let result = (|| -> rusqlite::Result<u64> {
             let mut n = 0u64;
             for rel in rel_paths {
-                conn.execute("DELETE FROM docs WHERE file = ?1", [rel])?;
+                delete_docs(&conn, rel, 0)?;
                 n += conn.execute("DELETE FROM search_files WHERE path = ?1", [rel])? as u64;
             }
             Ok(n)
@@ -742,10 +767,20 @@ impl SearchIndex {
         })
     }
 
-    /// Ranked hits for `q`: first those of the word index by BM25, then those only the
-    /// substring index finds (every query word of three characters or more; shorter words
-    /// are left to the word index), most recently indexed first; at most
-    /// [`SearchQuery::limit`] in all.
+    /// Ranked hits for `q`, at most [`SearchQuery::limit`] in all:
+    ///
+    /// 1. the word index (`unicode61`): of the documents that match (and pass the filters),
+    ///    the [`RANK_WINDOW`] most recently indexed are ranked by BM25 (ties: file, offset)
+    ///    and the best come first. When fewer match, every match is ranked; when more do,
+    ///    older matches are left out of the ranking, which keeps a first page of a common
+    ///    word fast however large the store (a rare word's matches are all ranked);
+    /// 2. then those only the substring index (`trigram`) finds, when every query word has
+    ///    three characters or more, most recently indexed first;
+    /// 3. then, when a query word of one or two characters is in a script written without
+    ///    spaces (Japanese, Chinese, Korean, Thai, …; too short for trigrams, and inside a
+    ///    longer run of text that the word index holds as one token), a scan of the
+    ///    [`SHORT_SCAN_WINDOW`] most recently indexed documents for every word as a
+    ///    substring (ASCII letters of any case), newest first.
     ///
     /// # Errors
     /// [`StateError::SearchQuery`] when an [`SearchQuery::fts`] query is not valid FTS5
@@ -761,12 +796,13 @@ impl SearchIndex {
         };
         let limit = q.limit;
         let conn = self.conn.lock();
-        let mut hits = self.query(&conn, "docs_words", &expr, q, limit, MatchedBy::Words)?;
-        let substring_ok = q.fts || q.text.split_whitespace().all(|w| w.chars().count() >= 3);
+        let mut hits = self.ranked(&conn, &expr, q)?;
+        let key = |h: &SearchHit| (h.rel_path.clone(), h.byte_offset, h.kind.clone());
+        let mut seen: std::collections::BTreeSet<(String, u64, String)> =
+            hits.iter().map(key).collect();
+        let words: Vec<&str> = q.text.split_whitespace().collect();
+        let substring_ok = q.fts || words.iter().all(|w| w.chars().count() >= 3);
         if substring_ok && (hits.len() as u64) < limit {
-            let key = |h: &SearchHit| (h.rel_path.clone(), h.byte_offset, h.kind.clone());
-            let mut seen: std::collections::BTreeSet<(String, u64, String)> =
-                hits.iter().map(key).collect();
             let extra = self.query(
                 &conn,
                 "docs_trigram",
@@ -791,98 +827,140 @@ impl SearchIndex {
                 }
             }
         }
+        if !q.fts && (hits.len() as u64) < limit && words.iter().any(|w| is_short_unspaced(w)) {
+            let want = limit.saturating_add(hits.len() as u64);
+            for h in self.short_scan(&conn, &words, q, want)? {
+                if (hits.len() as u64) >= limit {
+                    break;
+                }
+                if seen.insert(key(&h)) {
+                    hits.push(h);
+                }
+            }
+        }
         Ok(hits)
     }
 
-    fn query(
-        &self,
-        conn: &Connection,
-        table: &'static str,
-        expr: &str,
-        q: &SearchQuery,
-        limit: u64,
-        by: MatchedBy,
-    ) -> Result<Vec<SearchHit>> {
-        let mut sql = format!(
-            "SELECT f.path, f.run_id, f.session_id, f.workspace, d.byte_offset, d.kind, \
-             d.time_ms, snippet({table}, 0, char(57344), char(57345), '…', 16), {table}.rank \
-             FROM {table} JOIN docs d ON d.id = {table}.rowid JOIN search_files f \
-             ON f.path = d.file WHERE {table} MATCH ?1"
-        );
-        let mut args: Vec<rusqlite::types::Value> = vec![expr.to_owned().into()];
-        let mut arg = |sql: &mut String, cond: &str, v: rusqlite::types::Value| {
-            args.push(v);
-            sql.push_str(&format!(" AND {cond} ?{}", args.len()));
-        };
-        if let Some(s) = &q.session_id {
-            arg(&mut sql, "f.session_id =", s.clone().into());
-        }
-        if let Some(w) = &q.workspace {
-            arg(&mut sql, "f.workspace =", w.clone().into());
-        }
-        if let Some(t) = q.since_ms {
-            arg(&mut sql, "d.time_ms >=", t.into());
-        }
-        if let Some(t) = q.until_ms {
-            arg(&mut sql, "d.time_ms <", t.into());
-        }
-        if !q.kinds.is_empty() {
-            let first = args.len() + 1;
-            for k in &q.kinds {
-                args.push(k.clone().into());
-            }
-            let marks: Vec<String> = (first..=args.len()).map(|i| format!("?{i}")).collect();
-            sql.push_str(&format!(" AND d.kind IN ({})", marks.join(", ")));
-        }
-        args.push(to_i64(limit).into());
-        // Substring hits come newest document first: FTS5 streams its document list in rowid
-        // order and stops at the limit, where ranking would score every match (a trigram
-        // common to every run is scored 100,000 times at 100k runs).
-        let order = match by {
-            MatchedBy::Words => format!("{table}.rank, f.path, d.byte_offset"),
-            MatchedBy::Substring => format!("{table}.rowid DESC"),
-        };
-        sql.push_str(&format!(" ORDER BY {order} LIMIT ?{}", args.len()));
-        const NAMES: &[&str] = &[
-            "path",
-            "run_id",
-            "session_id",
-            "workspace",
-            "byte_offset",
-            "kind",
-            "time_ms",
-            "snippet",
-            "rank",
-        ];
+    /// The word index's first page: the [`RANK_WINDOW`] newest matching documents (one pass
+    /// down the document lists, newest first, stopping there), ranked by BM25 among
+    /// themselves, then a snippet for each of the `limit` best.
+    fn ranked(&self, conn: &Connection, expr: &str, q: &SearchQuery) -> Result<Vec<SearchHit>> {
+        let table = "docs_words";
+        let (filters, mut args) = filter_sql(q, 2);
+        args.insert(0, expr.to_owned().into());
         let run = || -> rusqlite::Result<Vec<SearchHit>> {
-            let mut stmt = conn.prepare(&sql)?;
-            let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-            let mut out = Vec::new();
+            // Phase 1: the newest window of matches, by rowid (no score computed). A session
+            // or workspace of few files is read from its documents, each looked up in the
+            // word index; otherwise the index's document lists are walked, newest first.
+            let narrow = narrow_files(conn, q)?;
+            let mut window_args = args.clone();
+            window_args.push(RANK_WINDOW.into());
+            let sql = if narrow {
+                format!(
+                    "SELECT min(id), max(id) FROM (SELECT d.id AS id FROM search_files f \
+                     CROSS JOIN docs d CROSS JOIN {table} WHERE d.file = f.path \
+                     AND {table}.rowid = d.id AND {table} MATCH ?1{filters} \
+                     ORDER BY d.id DESC LIMIT ?{})",
+                    window_args.len()
+                )
+            } else {
+                format!(
+                    "SELECT min(id), max(id) FROM (SELECT {table}.rowid AS id FROM {table} \
+                     JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
+                     WHERE {table} MATCH ?1{filters} ORDER BY {table}.rowid DESC LIMIT ?{})",
+                    window_args.len()
+                )
+            };
+            let (floor, ceiling): (Option<i64>, Option<i64>) = conn
+                .prepare_cached(&sql)?
+                .query_row(rusqlite::params_from_iter(window_args.iter()), |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            let (Some(floor), Some(ceiling)) = (floor, ceiling) else {
+                return Ok(Vec::new());
+            };
+            // Phase 2: BM25 of those only, best first.
+            let mut rank_args = args.clone();
+            rank_args.push(floor.into());
+            let floor_arg = rank_args.len();
+            rank_args.push(ceiling.into());
+            rank_args.push(to_i64(q.limit).into());
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {table}.rowid, {table}.rank FROM {table} \
+                 JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
+                 WHERE {table} MATCH ?1{filters} AND {table}.rowid >= ?{floor_arg} \
+                 AND {table}.rowid <= ?{} \
+                 ORDER BY {table}.rank, f.path, d.byte_offset LIMIT ?{}",
+                floor_arg + 1,
+                rank_args.len()
+            ))?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(rank_args.iter()))?;
+            let mut best: Vec<(i64, f64)> = Vec::new();
             while let Some(r) = rows.next()? {
-                let mut c = Cols::new(r, "docs", NAMES)?;
-                let score = match c.raw(8)? {
-                    rusqlite::types::ValueRef::Real(f) => f,
-                    rusqlite::types::ValueRef::Integer(i) => i as f64,
-                    _ => 0.0,
-                };
-                out.push(SearchHit {
-                    rel_path: c.text_or_empty(0)?,
-                    run_id: c.text_or_empty(1)?,
-                    session_id: c.text(2)?,
-                    workspace: c.text(3)?,
-                    byte_offset: lossy_u64(c.int(4)?),
-                    kind: c.text_or_empty(5)?,
-                    time_ms: c.int(6)?,
-                    snippet: c.text_or_empty(7)?,
-                    matched_by: by,
-                    score,
-                });
+                let mut c = Cols::new(r, "docs_words", &["rowid", "rank"])?;
+                let id = c.int(0)?.unwrap_or_default();
+                best.push((id, score(c.raw(1)?)));
+            }
+            drop(rows);
+            // Phase 3: the page's rows and snippets, one document each.
+            let mut page = conn.prepare_cached(&format!(
+                "SELECT {HIT_COLUMNS_F}, snippet({table}, 0, char(57344), char(57345), '…', 16) \
+                 FROM {table} JOIN docs d ON d.id = {table}.rowid JOIN search_files f \
+                 ON f.path = d.file WHERE {table} MATCH ?1 AND {table}.rowid = ?2"
+            ))?;
+            let mut out = Vec::with_capacity(best.len());
+            for (id, score) in best {
+                let mut rows = page.query(params![expr, id])?;
+                if let Some(r) = rows.next()? {
+                    out.push(hit(r, MatchedBy::Words, score)?);
+                }
             }
             Ok(out)
         };
+        run().map_err(|e| self.query_err(expr, e))
+    }
+
+    /// Step 3 of [`SearchIndex::search`]: every query word as a substring of the newest
+    /// [`SHORT_SCAN_WINDOW`] documents, newest first, at most `limit`.
+    fn short_scan(
+        &self,
+        conn: &Connection,
+        words: &[&str],
+        q: &SearchQuery,
+        limit: u64,
+    ) -> Result<Vec<SearchHit>> {
+        let (filters, mut args) = filter_sql(q, 2);
+        args.insert(0, SHORT_SCAN_WINDOW.into());
+        let mut like = String::new();
+        for w in words {
+            args.push(format!("%{}%", escape_like(w)).into());
+            like.push_str(&format!(" AND d.text LIKE ?{} ESCAPE '\\'", args.len()));
+        }
+        args.push(to_i64(limit).into());
+        let sql = format!(
+            "SELECT {HIT_COLUMNS_F}, d.text FROM docs d JOIN search_files f ON f.path = d.file \
+             WHERE d.id > (SELECT coalesce(max(id), 0) FROM docs) - ?1{filters}{like} \
+             ORDER BY d.id DESC LIMIT ?{}",
+            args.len()
+        );
+        let run = || -> rusqlite::Result<Vec<SearchHit>> {
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                let mut h = hit(r, MatchedBy::Substring, 0.0)?;
+                h.snippet = substring_snippet(&h.snippet, words);
+                out.push(h);
+            }
+            Ok(out)
+        };
+        run().map_err(|e| db_err(&self.path, "search")(e))
+    }
+
+    fn query_err(&self, expr: &str, e: rusqlite::Error) -> StateError {
         // Our SQL is fixed; a plain SQLITE_ERROR comes from FTS5 parsing the query
         // ("unterminated string", "fts5: syntax error near …", "no such column: x").
-        run().map_err(|e| match e {
+        match e {
             rusqlite::Error::SqliteFailure(ref f, Some(ref msg))
                 if f.code == rusqlite::ErrorCode::Unknown && f.extended_code == 1 =>
             {
@@ -892,6 +970,469 @@ impl SearchIndex {
                 }
             }
             e => db_err(&self.path, "search")(e),
+        }
+    }
+
+    /// The substring index's matches (step 2 of [`SearchIndex::search`]), newest first: FTS5
+    /// streams its document list in rowid order and stops at the limit, where ranking would
+    /// score every match (a trigram common to every run is scored 100,000 times at 100k runs).
+    fn query(
+        &self,
+        conn: &Connection,
+        table: &'static str,
+        expr: &str,
+        q: &SearchQuery,
+        limit: u64,
+        by: MatchedBy,
+    ) -> Result<Vec<SearchHit>> {
+        let (filters, mut args) = filter_sql(q, 2);
+        args.insert(0, expr.to_owned().into());
+        args.push(to_i64(limit).into());
+        let sql = format!(
+            "SELECT {HIT_COLUMNS_F}, snippet({table}, 0, char(57344), char(57345), '…', 16) \
+             FROM {table} JOIN docs d ON d.id = {table}.rowid JOIN search_files f \
+             ON f.path = d.file WHERE {table} MATCH ?1{filters} \
+             ORDER BY {table}.rowid DESC LIMIT ?{}",
+            args.len()
+        );
+        let run = || -> rusqlite::Result<Vec<SearchHit>> {
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                out.push(hit(r, by, 0.0)?);
+            }
+            Ok(out)
+        };
+        run().map_err(|e| self.query_err(expr, e))
+    }
+}
+
+/// The key under which the saved messages of a session that no run log holds are indexed:
+/// its messages file relative to the root, `messages/<session_id>.jsonl` (what
+/// [`SearchHit::rel_path`] holds for their hits and [`SearchIndex::remove_files`] takes).
+pub fn saved_messages_key(session_id: &str) -> String {
+    format!("messages/{session_id}.jsonl")
+}
+
+/// How many of the newest matching documents the word index ranks by BM25 for a first page
+/// (2,000; see [`SearchIndex::search`]).
+pub const RANK_WINDOW: i64 = 2_000;
+
+/// How many of the newest documents a query word of one or two characters in a script
+/// without spaces is looked for in (200,000; see [`SearchIndex::search`]).
+pub const SHORT_SCAN_WINDOW: i64 = 200_000;
+
+/// Most run files a `--session` or `--workspace` filter may leave for [`SearchIndex::search`]
+/// to read the filtered documents first and look each up in the word index, rather than walk
+/// the word index's document lists (which costs as much as the query without the filter).
+const NARROW_FILES: i64 = 1_000;
+
+/// Whether `q`'s session or workspace filter leaves at most [`NARROW_FILES`] files (counted
+/// on their indexes).
+fn narrow_files(conn: &Connection, q: &SearchQuery) -> rusqlite::Result<bool> {
+    let mut narrow = false;
+    for (column, value) in [("session_id", &q.session_id), ("workspace", &q.workspace)] {
+        if let Some(v) = value {
+            let n: i64 = conn
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM search_files WHERE {column} = ?1 \
+                     LIMIT {})",
+                    NARROW_FILES + 1
+                ))?
+                .query_row([v], |r| r.get(0))?;
+            narrow |= n <= NARROW_FILES;
+        }
+    }
+    Ok(narrow)
+}
+
+/// The columns every hit query starts with, `f` the file and `d` the document.
+const HIT_COLUMNS_F: &str =
+    "f.path, f.run_id, f.session_id, f.workspace, d.byte_offset, d.kind, d.time_ms";
+
+const HIT_NAMES: &[&str] = &[
+    "path",
+    "run_id",
+    "session_id",
+    "workspace",
+    "byte_offset",
+    "kind",
+    "time_ms",
+    "snippet",
+];
+
+/// A hit from a row of [`HIT_COLUMNS_F`] and a snippet (or text) column.
+fn hit(r: &rusqlite::Row<'_>, by: MatchedBy, score: f64) -> rusqlite::Result<SearchHit> {
+    let mut c = Cols::new(r, "docs", HIT_NAMES)?;
+    Ok(SearchHit {
+        rel_path: c.text_or_empty(0)?,
+        run_id: c.text_or_empty(1)?,
+        session_id: c.text(2)?,
+        workspace: c.text(3)?,
+        byte_offset: lossy_u64(c.int(4)?),
+        kind: c.text_or_empty(5)?,
+        time_ms: c.int(6)?,
+        snippet: c.text_or_empty(7)?,
+        matched_by: by,
+        score,
+    })
+}
+
+fn score(v: rusqlite::types::ValueRef<'_>) -> f64 {
+    match v {
+        rusqlite::types::ValueRef::Real(f) => f,
+        rusqlite::types::ValueRef::Integer(i) => i as f64,
+        _ => 0.0,
+    }
+}
+
+/// The filters of `q` as ` AND …` conditions on `f` (file) and `d` (document), with their
+/// arguments numbered from `first`.
+fn filter_sql(q: &SearchQuery, first: usize) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::new();
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    let mut arg = |sql: &mut String, cond: &str, v: rusqlite::types::Value| {
+        args.push(v);
+        sql.push_str(&format!(" AND {cond} ?{}", first + args.len() - 1));
+    };
+    if let Some(s) = &q.session_id {
+        arg(&mut sql, "f.session_id =", s.clone().into());
+    }
+    if let Some(w) = &q.workspace {
+        arg(&mut sql, "f.workspace =", w.clone().into());
+    }
+    if let Some(t) = q.since_ms {
+        arg(&mut sql, "d.time_ms >=", t.into());
+    }
+    if let Some(t) = q.until_ms {
+        arg(&mut sql, "d.time_ms <", t.into());
+    }
+    if !q.kinds.is_empty() {
+        let from = first + args.len();
+        for k in &q.kinds {
+            args.push(k.clone().into());
+        }
+        let marks: Vec<String> = (from..first + args.len())
+            .map(|i| format!("?{i}"))
+            .collect();
+        sql.push_str(&format!(" AND d.kind IN ({})", marks.join(", ")));
+    }
+    (sql, args)
+}
+
+/// `s` for a `LIKE … ESCAPE '\'` pattern: `%`, `_` and `\` taken literally.
+fn escape_like(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A character of a script written without spaces between words: CJK (from U+2E80 on:
+/// radicals, kana, ideographs, Hangul, full-width forms, …), Thai, Lao, Myanmar, Khmer.
+fn unspaced_script(c: char) -> bool {
+    matches!(c, '\u{0E00}'..='\u{0EFF}' | '\u{1000}'..='\u{109F}' | '\u{1780}'..='\u{17FF}')
+        || c >= '\u{2E80}'
+}
+
+/// A query word too short for the trigram index (one or two characters) holding a character
+/// of a script without spaces.
+fn is_short_unspaced(word: &str) -> bool {
+    word.chars().count() < 3 && word.chars().any(unspaced_script)
+}
+
+/// Characters shown on each side of the first match in a [`substring_snippet`].
+const SNIPPET_CONTEXT: usize = 32;
+
+/// A snippet of `text` for a substring hit: up to [`SNIPPET_CONTEXT`] characters on each side
+/// of the first match of any of `words` (ASCII letters of any case), `…` where text is left
+/// out, every match inside between [`HIGHLIGHT_START`] and [`HIGHLIGHT_END`].
+pub fn substring_snippet(text: &str, words: &[&str]) -> String {
+    // ASCII lowering keeps every byte offset, so matches found in it are offsets of `text`.
+    let folded = text.to_ascii_lowercase();
+    let needles: Vec<String> = words
+        .iter()
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    let first = needles
+        .iter()
+        .filter_map(|n| folded.find(n.as_str()))
+        .min()
+        .unwrap_or(0);
+    let start = text
+        .get(..first)
+        .map(|before| {
+            let n = before.chars().count().saturating_sub(SNIPPET_CONTEXT);
+            before.char_indices().nth(n).map_or(first, |(i, _)| i)
         })
+        .unwrap_or(0);
+    let end = text
+        .get(first..)
+        .map(|after| {
+            let longest = needles.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+            after
+                .char_indices()
+                .nth(SNIPPET_CONTEXT + longest)
+                .map_or(text.len(), |(i, _)| first + i)
+        })
+        .unwrap_or(text.len());
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    let mut at = start;
+    while at < end {
+        let next = needles
+            .iter()
+            .filter_map(|n| {
+                folded
+                    .get(at..end)
+                    .and_then(|h| h.find(n.as_str()))
+                    .map(|i| (at + i, n.len()))
+            })
+            .min_by_key(|(i, len)| (*i, usize::MAX - *len));
+        match next {
+            Some((i, len)) if i + len <= end => {
+                out.push_str(text.get(at..i).unwrap_or_default());
+                out.push(HIGHLIGHT_START);
+                out.push_str(text.get(i..i + len).unwrap_or_default());
+                out.push(HIGHLIGHT_END);
+                at = i + len;
+            }
+            _ => {
+                out.push_str(text.get(at..end).unwrap_or_default());
+                at = end;
+            }
+        }
+    }
+    if end < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn work(rel: &str) -> SearchWork {
+        SearchWork {
+            rel_path: rel.to_owned(),
+            path: PathBuf::from(rel),
+            run_id: format!("run-{rel}"),
+            session_id: Some("s".to_owned()),
+            workspace: None,
+            from: 0,
+            line: 1,
+            file_size: 0,
+            mtime_ns: 0,
+            compressed: false,
+            session_file: false,
+        }
+    }
+
+    fn doc(offset: u64, text: String) -> SearchDoc {
+        SearchDoc {
+            byte_offset: offset,
+            kind: "assistant",
+            text,
+            time_ms: None,
+        }
+    }
+
+    fn offsets(hits: &[SearchHit]) -> Vec<(String, u64)> {
+        hits.iter()
+            .map(|h| (h.rel_path.clone(), h.byte_offset))
+            .collect()
+    }
+
+    #[test]
+    fn a_common_word_is_ranked_within_the_newest_window_a_rare_one_fully() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        // Indexed first (oldest): the best matches of all, "needle" five times each, and the
+        // only documents holding "rare" (once with "needle", once alone).
+        let old = work("old");
+        let old_docs = vec![
+            doc(0, "needle needle needle needle needle rare".to_owned()),
+            doc(1, "rare".to_owned()),
+        ];
+        index.apply(&old, &old_docs, 2, 3).unwrap();
+        // Then a full window of weaker matches: "needle" once among other words.
+        let mut new = work("new");
+        new.session_id = Some("t".to_owned());
+        let window = usize::try_from(RANK_WINDOW).unwrap();
+        let new_docs: Vec<SearchDoc> = (0..window as u64)
+            .map(|i| {
+                let n = if i == 7 { 2 } else { 1 };
+                doc(i, format!("{} hay stack filler {i}", "needle ".repeat(n)))
+            })
+            .collect();
+        index.apply(&new, &new_docs, 9, 9).unwrap();
+
+        let mut q = SearchQuery::new("needle");
+        q.limit = 3;
+        let hits = index.search(&q).unwrap();
+        // The old documents are outside the newest RANK_WINDOW matches: not ranked, not
+        // shown; within the window the document with two needles is best.
+        assert_eq!(hits.len(), 3);
+        assert_eq!(offsets(&hits)[0], ("new".to_owned(), 7));
+        assert!(hits.iter().all(|h| h.rel_path == "new"), "{hits:?}");
+        assert!(hits[0].score < hits[1].score);
+        assert_eq!(hits[0].matched_by, MatchedBy::Words);
+
+        // A filter narrows the window to what passes it: the old file's matches are then
+        // the newest, and the best.
+        q.session_id = Some("s".to_owned());
+        q.kinds = vec!["assistant".to_owned()];
+        assert_eq!(
+            offsets(&index.search(&q).unwrap()),
+            vec![("old".to_owned(), 0)]
+        );
+
+        // Fewer matches than the window: every match is ranked, the oldest best first.
+        let mut q = SearchQuery::new("rare");
+        q.limit = 5;
+        let hits = index.search(&q).unwrap();
+        assert_eq!(
+            offsets(&hits),
+            vec![("old".to_owned(), 1), ("old".to_owned(), 0)]
+        );
+        assert_eq!(
+            hits[1].snippet,
+            format!("needle needle needle needle needle {HIGHLIGHT_START}rare{HIGHLIGHT_END}")
+        );
+    }
+
+    /// FTS5 segments of `table` (one per flush of its pending terms).
+    fn segments(index: &SearchIndex, table: &str) -> i64 {
+        let conn = index.conn.lock();
+        query_int(
+            &conn,
+            &format!("SELECT count(DISTINCT segid) FROM {table}_idx"),
+            [],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn one_transaction_writes_one_segment_per_table_and_removal_forgets_the_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let a = work("a");
+        let b = work("b");
+        let docs: Vec<SearchDoc> = (0..50u64)
+            .map(|i| doc(i, format!("alpha beta gamma number{i}")))
+            .collect();
+        index
+            .apply_many(&[
+                IndexedFile {
+                    work: &a,
+                    docs: &docs,
+                    indexed_to: 50,
+                    next_line: 51,
+                },
+                IndexedFile {
+                    work: &b,
+                    docs: &docs,
+                    indexed_to: 50,
+                    next_line: 51,
+                },
+            ])
+            .unwrap();
+        // 100 documents, one transaction: the terms are flushed once, not per document.
+        assert_eq!(segments(&index, "docs_words"), 1);
+        assert_eq!(segments(&index, "docs_trigram"), 1);
+        // Documents from an offset on are replaced; removed files are gone from both tables.
+        let mut again = work("a");
+        again.from = 40;
+        index
+            .apply(&again, &[doc(40, "delta".to_owned())], 41, 42)
+            .unwrap();
+        assert_eq!(index.remove_files(&["b".to_owned()]).unwrap(), 1);
+        let found = |text: &str| index.search(&SearchQuery::new(text)).unwrap().len();
+        assert_eq!(found("number45"), 0);
+        assert_eq!(found("number39"), 1);
+        assert_eq!(found("delta"), 1);
+        // Substrings (the trigram table): number4 only, number40 to number49 are gone;
+        // number3 and number30 to number39 stay.
+        assert_eq!(found("umber4"), 1);
+        assert_eq!(found("umber3"), 11);
+    }
+
+    #[test]
+    fn short_japanese_words_are_found_by_a_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let w = work("j");
+        let docs = vec![
+            doc(0, "全文検索機能を追加してください".to_owned()),
+            doc(10, "説明書を読む".to_owned()),
+            doc(20, "unrelated text".to_owned()),
+            doc(30, "Rust の全文検索".to_owned()),
+        ];
+        index.apply(&w, &docs, 40, 5).unwrap();
+        let found = |text: &str| -> Vec<(u64, String)> {
+            index
+                .search(&SearchQuery::new(text))
+                .unwrap()
+                .into_iter()
+                .map(|h| {
+                    assert_eq!(h.matched_by, MatchedBy::Substring);
+                    let s = h
+                        .snippet
+                        .replace(HIGHLIGHT_START, "[")
+                        .replace(HIGHLIGHT_END, "]");
+                    (h.byte_offset, s)
+                })
+                .collect()
+        };
+        // Two characters inside a longer run of Japanese text, newest first.
+        assert_eq!(
+            found("検索"),
+            vec![
+                (30, "Rust の全文[検索]".to_owned()),
+                (0, "全文[検索]機能を追加してください".to_owned())
+            ]
+        );
+        // One character; and with an ASCII word of any case beside it.
+        assert_eq!(found("説"), vec![(10, "[説]明書を読む".to_owned())]);
+        assert_eq!(
+            found("RUST 検索"),
+            vec![(30, "[Rust] の全文[検索]".to_owned())]
+        );
+        // LIKE's own characters are taken literally.
+        assert_eq!(found("検%"), vec![]);
+        // Two ASCII letters are left to the word index (no scan).
+        assert_eq!(found("ex"), vec![]);
+    }
+
+    #[test]
+    fn substring_snippets_cut_around_the_first_match() {
+        let long = format!("{}検索{}", "あ".repeat(50), "い".repeat(50));
+        assert_eq!(
+            substring_snippet(&long, &["検索"]),
+            format!(
+                "…{}{HIGHLIGHT_START}検索{HIGHLIGHT_END}{}…",
+                "あ".repeat(SNIPPET_CONTEXT),
+                "い".repeat(SNIPPET_CONTEXT)
+            )
+        );
+        assert_eq!(
+            substring_snippet("aXb axb", &["x"]),
+            format!("a{HIGHLIGHT_START}X{HIGHLIGHT_END}b a{HIGHLIGHT_START}x{HIGHLIGHT_END}b")
+        );
+        assert_eq!(substring_snippet("none", &["検"]), "none");
+        assert_eq!(escape_like(r"a%b_c\d"), r"a\%b\_c\\d");
+        assert!(is_short_unspaced("検索") && is_short_unspaced("ไท"));
+        assert!(!is_short_unspaced("ab") && !is_short_unspaced("検索機"));
     }
 }

@@ -736,8 +736,8 @@ fn move_file(from: &Path, to: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Drops the search documents of the run files `gc` moved to the trash (paths relative to
-/// the root), when the store has a search index; a failure is warned about (the next refresh
+/// Drops the search documents of the run files (and saved messages files) `gc` or `delete`
+/// moved to the trash (paths relative to the root), when the store has a search index; a failure is warned about (the next refresh
 /// drops them too, as their files are gone).
 fn remove_from_search(ctx: &mut Ctx<'_>, root: &Path, moved: &[String]) {
     if moved.is_empty() || !root.join(session_state::SEARCH_DB).exists() {
@@ -1347,6 +1347,8 @@ pub(super) fn trash_batch(
     }
     remove_from_search(ctx, &root, &moved_rels);
     let mut sessions_moved = 0usize;
+    // Saved messages indexed for search (sessions no run log holds) go with their session.
+    let mut moved_messages: Vec<String> = Vec::new();
     for e in moving_sessions {
         let id = e.summary.session_id.clone();
         if !session_schema::is_safe_id(&id) {
@@ -1392,6 +1394,9 @@ pub(super) fn trash_batch(
         let (status, detail) = match moved {
             SessionMove::Moved => {
                 sessions_moved += 1;
+                if !dry_run {
+                    moved_messages.push(session_state::saved_messages_key(&id));
+                }
                 (status, format!("updated {}", e.summary.updated_at))
             }
             SessionMove::Gone => continue,
@@ -1418,6 +1423,7 @@ pub(super) fn trash_batch(
         };
         emit(ctx, json, &action(status, detail))?;
     }
+    remove_from_search(ctx, &root, &moved_messages);
     if !dry_run
         && runs_moved == 0
         && sessions_moved == 0

@@ -8,7 +8,7 @@ use session_jsonl::{Item, Reader, ReaderOptions};
 use session_state::{IndexedFile, SearchDoc, SearchIndex, SearchWork, StateStore};
 
 use super::Error;
-use crate::search::{Document, Extractor, message_documents};
+use crate::search::{Document, Extractor, INDEXED_RECORD_TYPES, message_documents};
 
 /// What [`refresh_search`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -21,6 +21,9 @@ pub struct SearchRefreshReport {
     pub bytes_read: u64,
     /// Documents added.
     pub docs_added: u64,
+    /// Lines passed over without being parsed: records of types that hold nothing searchable
+    /// (`llm.request` snapshots, headers, …; see [`crate::search::INDEXED_RECORD_TYPES`]).
+    pub lines_passed_over: u64,
     /// Files dropped with their documents (gone from the run index).
     pub removed: u64,
     /// Files archived or restored whose documents were kept, not read again.
@@ -60,6 +63,7 @@ pub fn refresh_search(
                 report.files_read += 1;
                 report.bytes_read += read.bytes;
                 report.docs_added += read.docs.len() as u64;
+                report.lines_passed_over += read.passed_over;
                 pending += read.docs.iter().map(|d| d.text.len()).sum::<usize>();
                 batch.push((work, read));
                 if pending >= BATCH_BYTES || batch.len() >= BATCH_FILES {
@@ -103,22 +107,32 @@ struct Batch {
     indexed_to: u64,
     next_line: u64,
     bytes: u64,
+    passed_over: u64,
 }
 
-/// Counts the bytes a reader pulls through it.
+/// Counts the bytes and line ends a reader pulls through it.
 struct Counting<R> {
     inner: R,
+    /// Bytes read.
     n: u64,
-    last: Option<u8>,
+    /// `\n` bytes among them.
+    newlines: u64,
+    /// Bytes up to and including the last `\n` (0 before the first).
+    complete: u64,
 }
 
 impl<R: Read> Read for Counting<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let k = self.inner.read(buf)?;
-        self.n += k as u64;
-        if let Some(b) = buf.get(..k).and_then(|b| b.last()) {
-            self.last = Some(*b);
+        let chunk = buf.get(..k).unwrap_or_default();
+        let newlines = chunk.iter().filter(|b| **b == b'\n').count();
+        if newlines > 0
+            && let Some(i) = chunk.iter().rposition(|b| *b == b'\n')
+        {
+            self.complete = self.n + i as u64 + 1;
         }
+        self.newlines += newlines as u64;
+        self.n += k as u64;
         Ok(k)
     }
 }
@@ -127,8 +141,10 @@ fn read_documents(work: &SearchWork) -> Result<Batch, String> {
     if work.session_file {
         return read_messages(work);
     }
+    // Only the records that give documents are parsed; file-level checks (a missing header)
+    // are of no use here.
     let opts = ReaderOptions {
-        expect_header: work.from == 0,
+        expect_header: false,
         ..Default::default()
     };
     let src: Box<dyn Read> = if work.compressed {
@@ -146,15 +162,15 @@ fn read_documents(work: &SearchWork) -> Result<Batch, String> {
     let mut counting = Counting {
         inner: src,
         n: 0,
-        last: None,
+        newlines: 0,
+        complete: 0,
     };
     let hint = (!work.compressed).then(|| work.file_size.saturating_sub(work.from));
     let mut reader =
-        Reader::with_position_and_hint(&mut counting, opts, work.from, work.line, hint);
+        Reader::with_position_and_hint(&mut counting, opts, work.from, work.line, hint)
+            .parse_only(INDEXED_RECORD_TYPES);
     let mut extractor = Extractor::new();
     let mut docs = Vec::new();
-    let mut last_line = None;
-    let mut items = Vec::new();
     for item in reader.by_ref() {
         match item {
             Ok(Item::Record(r)) => {
@@ -166,37 +182,23 @@ fn read_documents(work: &SearchWork) -> Result<Batch, String> {
                         time_ms: d.time_ms,
                     });
                 }
-                items.push((r.offset, r.line));
             }
-            Ok(Item::Damage(d)) => items.push((d.offset, d.line)),
+            Ok(Item::Damage(_)) => {}
             Err(e) => return Err(error_text(&e)),
         }
     }
+    let passed_over = reader.lines_passed_over();
     drop(reader);
     // A last line without its newline (a record being written, or a torn tail) is not
     // indexed: it is read again, whole, once it has one.
-    let mut indexed_to = work.from.saturating_add(counting.n);
-    if counting.last.is_some_and(|b| b != b'\n')
-        && let Some(&(_, last)) = items.iter().max_by_key(|(_, line)| *line)
-        && let Some(start) = items
-            .iter()
-            .filter(|(_, line)| *line == last)
-            .map(|(offset, _)| *offset)
-            .min()
-    {
-        indexed_to = start;
-    }
+    let indexed_to = work.from.saturating_add(counting.complete);
     docs.retain(|d| d.byte_offset < indexed_to);
-    for (offset, line) in items {
-        if offset < indexed_to {
-            last_line = Some(line);
-        }
-    }
     Ok(Batch {
         docs,
         indexed_to,
-        next_line: last_line.map_or(work.line, |l| l + 1),
+        next_line: work.line.saturating_add(counting.newlines),
         bytes: counting.n,
+        passed_over,
     })
 }
 
@@ -252,5 +254,6 @@ fn read_messages(work: &SearchWork) -> Result<Batch, String> {
         indexed_to: offset,
         next_line: lines + 1,
         bytes: bytes.len() as u64,
+        passed_over: 0,
     })
 }
