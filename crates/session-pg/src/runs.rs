@@ -273,6 +273,7 @@ fn append_tx(
         }
         w.finish().map_err(query("insert lines"))?;
     }
+    crate::search::index_appended(tx, run.key, rest, at, first_line, &facts)?;
     let new_lines = memchr::memchr_iter(b'\n', rest).count() as u64;
     let committed = at + rest.len() as u64;
     let fold = &run.fold;
