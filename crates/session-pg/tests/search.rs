@@ -378,3 +378,37 @@ fn reindexing_indexes_runs_stored_before_the_search_migration() {
     assert_eq!(pg.reindex_search().unwrap().documents, report.documents);
     assert_eq!(doc_count(&pg), docs);
 }
+
+#[test]
+fn appends_in_pieces_and_retries_index_each_line_once() {
+    let c = cluster!();
+    let whole = c.fresh_backend();
+    let pieces = c.fresh_backend();
+    let bytes = extra_run_bytes();
+    whole.append_lines(EXTRA_RUN, 0, &bytes).unwrap();
+    // One append per line, each sent twice (a retry after a lost acknowledgement), and the
+    // whole run once more at 0 (already present).
+    let mut at = 0u64;
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        let a = pieces.append_lines(EXTRA_RUN, at, line).unwrap();
+        let again = pieces.append_lines(EXTRA_RUN, at, line).unwrap();
+        assert!(again.was_retry());
+        at = a.end;
+    }
+    pieces.append_lines(EXTRA_RUN, 0, &bytes).unwrap();
+    assert_eq!(doc_count(&pieces), 6);
+    for text in [
+        "planner",
+        "日本語",
+        "brokenbyte",
+        "afternuls",
+        "surrogate",
+        "the",
+    ] {
+        assert_eq!(
+            keys(&pieces.search(&query(text)).unwrap()),
+            keys(&whole.search(&query(text)).unwrap()),
+            "{text}"
+        );
+    }
+}
