@@ -33,7 +33,8 @@ use crate::backend::PgBackend;
 use crate::derive::{LineFacts, MAX_LINE_LEN};
 use crate::error::{PgError, RowExt, query, storage};
 
-/// Word hits ranked per query: the newest this many documents matching every word.
+/// Word hits ranked per query: the newest this many documents matching every word (or
+/// [`RunSearchQuery::limit`] of them when that is larger).
 pub const RANK_WINDOW: i64 = 1000;
 
 /// Characters of a document's text that its `tsvector` covers (the rest is found by
@@ -544,7 +545,7 @@ fn hit_row(r: &postgres::Row, score: Option<f64>) -> Result<Row, PgError> {
     })
 }
 
-/// Word hits: ranked among the newest [`RANK_WINDOW`] matching documents.
+/// Word hits: ranked among the newest [`RANK_WINDOW`] (or `limit`) matching documents.
 fn word_hits(client: &mut postgres::Client, q: &RunSearchQuery) -> Result<Vec<Row>, PgError> {
     let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
     let tsquery = if q.native_syntax {
@@ -563,7 +564,8 @@ fn word_hits(client: &mut postgres::Client, q: &RunSearchQuery) -> Result<Vec<Ro
         parts.join(" && ")
     };
     let cond = filters(q, &mut params);
-    params.push(Box::new(RANK_WINDOW));
+    // A caller asking for more hits than the window gets them: the window grows to the limit.
+    params.push(Box::new(RANK_WINDOW.max(to_i64(q.limit))));
     let window = params.len();
     params.push(Box::new(to_i64(q.limit)));
     let limit = params.len();

@@ -412,3 +412,53 @@ fn appends_in_pieces_and_retries_index_each_line_once() {
         );
     }
 }
+
+#[test]
+fn word_hits_are_ranked_among_the_newest_matches_only() {
+    let c = cluster!();
+    let pg = c.fresh_backend();
+    let run = "7a7a7a7a-1111-4222-8333-944455556666";
+    let line = |seq: usize, text: &str| {
+        format!(
+            "{{\"type\":\"agent.event\",\"run_id\":\"{run}\",\"ts\":\"2026-11-30T12:00:02.000Z\",\"seq\":{seq},\"event\":{{\"type\":\"text\",\"content\":\"{text}\"}}}}\n"
+        )
+    };
+    let mut bytes = format!(
+        "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run}\",\"started_at\":\"2026-11-30T12:00:00.000Z\"}}\n"
+    );
+    // The oldest document would rank first, but lies outside the window of the newest
+    // RANK_WINDOW matches.
+    bytes.push_str(&line(0, &"common ".repeat(50)));
+    let window = usize::try_from(session_pg::RANK_WINDOW).unwrap();
+    for i in 1..=window {
+        let text = if i == 10 {
+            "common common common best".to_owned()
+        } else {
+            format!("common word {i}")
+        };
+        bytes.push_str(&line(i, &text));
+    }
+    pg.append_lines(run, 0, bytes.as_bytes()).unwrap();
+    let mut q = RunSearchQuery::new("common");
+    q.limit = 3;
+    let hits = pg.search(&q).unwrap();
+    assert_eq!(hits.len(), 3);
+    assert!(hits.iter().all(|h| h.matched_by == SearchMatch::Words));
+    assert!(
+        shown(&hits[0].snippet).ends_with("best"),
+        "{}",
+        hits[0].snippet
+    );
+    assert!(hits[0].score > hits[1].score);
+    assert!(
+        hits.iter()
+            .all(|h| !shown(&h.snippet).contains("[common] [common] [common] [common]"))
+    );
+    // Asked for more than the window, the window grows to the limit: every match is a
+    // ranked word hit, the oldest one first.
+    q.limit = 2000;
+    let all = pg.search(&q).unwrap();
+    assert_eq!(all.len(), window + 1);
+    assert!(all.iter().all(|h| h.matched_by == SearchMatch::Words));
+    assert!(shown(&all[0].snippet).starts_with("[common] [common] [common] [common]"));
+}
