@@ -860,6 +860,25 @@ mod tests {
     }
 
     #[test]
+    fn lines_the_append_parser_named_llm_request_are_never_parsed_again() {
+        // The parser's facts decide: a line named llm.request is skipped unread, whatever
+        // it holds (here a run.start, which would give a document if it were read).
+        let line = concat!(
+            r#"{"type":"run.start","run_id":"r","ts":"2026-01-02T03:04:05.000Z","input":{"type":"text","text":"never read"}}"#,
+            "\n"
+        )
+        .as_bytes();
+        let named = |t: Option<&str>| {
+            vec![LineFacts {
+                record_type: t.map(str::to_owned),
+                ..LineFacts::default()
+            }]
+        };
+        assert!(appended_documents(line, 0, 1, &named(Some(LLM_REQUEST))).is_empty());
+        assert_eq!(appended_documents(line, 0, 1, &named(None)).len(), 1);
+    }
+
+    #[test]
     fn message_offsets_count_every_earlier_message() {
         let msgs = vec![
             br#"{"role":"user","content":"one"}"#.to_vec(),
