@@ -3,7 +3,8 @@
 //! Each workspace crate may depend (normal or build dependency) only on the workspace crates
 //! below it (session-storage sits beside session-replay: above session-state, below
 //! session-cli; session-pg sits above session-storage, which it uses without its local
-//! backend, and below session-cli); only session-state links rusqlite, and nothing of it
+//! backend, and session-replay, which it uses without `io` for search extraction, and below
+//! session-cli); only session-state links rusqlite, and nothing of it
 //! reaches session-pg, not even through features; only session-cli uses the terminal crates;
 //! session-schema keeps its required dependencies to serde, serde_json, uuid, time and
 //! thiserror; xtask uses only serde_json. Dev-dependencies are free.
@@ -25,7 +26,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "session-pg",
-        &["session-schema", "session-jsonl", "session-storage"],
+        &[
+            "session-schema",
+            "session-jsonl",
+            "session-replay",
+            "session-storage",
+        ],
     ),
     (
         "session-cli",

@@ -16,6 +16,10 @@
 //!   `pg_advisory_xact_lock`, safe when many processes start at once.
 //! * **Leases** are session-level advisory locks held by a connection of their own: a dead
 //!   holder's lease ends with its connection.
+//! * **Search** ([`PgBackend::search`], [`session_storage::RunSearch`]): the documents of
+//!   session-replay's extraction, written with the lines and messages they come from, in a
+//!   `tsvector` (words) and a `pg_trgm` (substrings) index; [`PgBackend::reindex_search`]
+//!   indexes a store from before migration 3.
 //! * **Retention**: [`PgBackend::gc`] by age, with a dry run and an audit table.
 //!
 //! Layer: beside session-storage's local backend, above session-jsonl and session-schema;
@@ -40,6 +44,7 @@ mod lookup;
 mod pool;
 mod runs;
 pub mod schema;
+mod search;
 mod sessions;
 mod text;
 #[cfg(feature = "tls")]
@@ -51,6 +56,7 @@ pub use error::PgError;
 pub use gc::{GcAuditRow, GcItem, GcKind, GcReport};
 pub use lookup::{PrefixMatch, PrefixMatches};
 pub use runs::RunFingerprint;
+pub use search::{RANK_WINDOW, SearchReindexReport, WORDS_PREFIX_CHARS};
 pub use text::normalize_workspace_root;
 
 /// The environment variable that names the shared store for the `sessions` command line

@@ -23,6 +23,7 @@ use crate::derive::RunFold;
 use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
 use crate::known::KnownRun;
+use crate::search::RunDocColumns;
 use crate::pool::{Pool, Session};
 use crate::text::{bound_key, normalize_workspace_root, pg_opt, pg_text};
 
@@ -57,7 +58,10 @@ const SQL_APPEND_AT: &str = "WITH cas AS (UPDATE runs SET committed_len = $4, li
      last_write_at = now(), session_id = $6, started_at_utc = $7, outcome = $8, \
      workspace_norm = $9, activity_ms = $10, summary = $11, \
      first_line_sha = coalesce($12, first_line_sha), last_line_sha = $13 \
-     WHERE run_id = $1 AND run_key = $2 AND committed_len = $3 RETURNING run_key) \
+     WHERE run_id = $1 AND run_key = $2 AND committed_len = $3 RETURNING run_key), \
+     docs AS (INSERT INTO search_docs (run_key, byte_offset, kind, time_ms, body) \
+     SELECT cas.run_key, d.* FROM cas, \
+     unnest($20::int8[], $21::text[], $22::int8[], $23::text[]) AS d) \
      INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
      SELECT cas.run_key, l.* FROM cas, \
      unnest($14::int8[], $15::int8[], $16::bytea[], $17::text[], $18::text[], $19::text[]) AS l";
@@ -73,7 +77,10 @@ const SQL_CREATE_WITH: &str = "WITH new AS (INSERT INTO runs (run_id, committed_
      ins AS (INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
      SELECT new.run_key, l.* FROM new, \
      unnest($13::int8[], $14::int8[], $15::bytea[], $16::text[], $17::text[], $18::text[]) AS l \
-     RETURNING 1) \
+     RETURNING 1), \
+     docs AS (INSERT INTO search_docs (run_key, byte_offset, kind, time_ms, body) \
+     SELECT new.run_key, d.* FROM new, \
+     unnest($19::int8[], $20::text[], $21::int8[], $22::text[]) AS d) \
      SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)";
 /// Appends of at most this many lines and bytes to a known run (or a new one) go out as one
 /// statement ([`SQL_APPEND_AT`], [`SQL_CREATE_WITH`]); larger ones as a transaction with a
@@ -289,6 +296,7 @@ fn append_tx(
         }
         w.finish().map_err(query("insert lines"))?;
     }
+    crate::search::index_appended(tx, run.key, rest, at, run.lines + 1, &new.types)?;
     let committed = at + rest.len() as u64;
     let line_count = run.lines + new.data.len() as u64;
     let cols = RunColumns::of(&run.fold)?;
@@ -418,6 +426,7 @@ fn create_with(
     let st = s.prepared(SQL_CREATE_WITH)?;
     let mut fold = RunFold::new();
     let new = NewLines::derive(&mut fold, lines, 0, 1);
+    let docs = RunDocColumns::of_lines(lines, 0, 1, &new.types);
     let committed = lines.len() as u64;
     let line_count = new.data.len() as u64;
     let cols = RunColumns::of(&fold)?;
@@ -444,6 +453,10 @@ fn create_with(
                 &new.types,
                 &new.tss,
                 &new.damage,
+                &docs.offsets,
+                &docs.kinds,
+                &docs.times,
+                &docs.bodies,
             ],
         )
         .map_err(query("create a run with its lines"))?;
@@ -485,6 +498,7 @@ fn append_at_known(
     let mut fold = known.fold;
     let at = known.committed;
     let new = NewLines::derive(&mut fold, lines, at, known.lines + 1);
+    let docs = RunDocColumns::of_lines(lines, at, known.lines + 1, &new.types);
     let committed = at + lines.len() as u64;
     let line_count = known.lines + new.data.len() as u64;
     let cols = RunColumns::of(&fold)?;
@@ -512,6 +526,10 @@ fn append_at_known(
                 &new.types,
                 &new.tss,
                 &new.damage,
+                &docs.offsets,
+                &docs.kinds,
+                &docs.times,
+                &docs.bodies,
             ],
         )
         .map_err(query("append to a known run"))?;

@@ -154,6 +154,64 @@ ALTER TABLE runs ADD COLUMN is_run boolean
     GENERATED ALWAYS AS (position('"header_state":"seen"'::bytea IN summary) > 0) STORED;
 "#,
     },
+    Migration {
+        version: 3,
+        name: "search documents: tsvector and pg_trgm indexes",
+        sql: r#"
+-- Trigram indexes for substring search (a trusted extension since PostgreSQL 13: the
+-- database owner, or a role with CREATE on the database, may create it).
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
+-- The searchable documents of run lines (run_key set) and of saved session messages
+-- (session_id and msg_idx set), as session-replay's extraction gives them (session-pg's
+-- search module writes them with the lines and messages they come from).
+CREATE TABLE search_docs (
+    doc_id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- runs.run_key (no foreign key, as run_lines: removed with the run by a trigger).
+    run_key      bigint,
+    session_id   text COLLATE "C",
+    msg_idx      bigint,
+    -- Byte offset of the record in its run, or of the message's line in the session's
+    -- messages file.
+    byte_offset  bigint NOT NULL CHECK (byte_offset >= 0),
+    kind         text NOT NULL,
+    -- The record's time, Unix milliseconds.
+    time_ms      bigint,
+    -- The document's text: NUL removed, invalid UTF-8 replaced by U+FFFD.
+    body         text NOT NULL,
+    -- Words of the first 100,000 characters (a tsvector stays under its 1 MB limit).
+    words        tsvector GENERATED ALWAYS AS
+                     (to_tsvector('simple'::regconfig, left(body, 100000))) STORED,
+    CHECK ((run_key IS NULL) = (session_id IS NOT NULL AND msg_idx IS NOT NULL))
+);
+CREATE INDEX search_docs_run ON search_docs (run_key, byte_offset) WHERE run_key IS NOT NULL;
+CREATE INDEX search_docs_message ON search_docs (session_id, msg_idx) WHERE run_key IS NULL;
+CREATE INDEX search_docs_words ON search_docs USING gin (words);
+CREATE INDEX search_docs_trigrams ON search_docs USING gin (body gin_trgm_ops);
+
+-- Documents go with what they come from, whoever removes it (gc, a save that rewrites
+-- messages, a delete), in the same transaction.
+CREATE FUNCTION search_docs_drop_runs() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    DELETE FROM search_docs d USING removed_runs g WHERE d.run_key = g.run_key;
+    RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER runs_drop_search_docs AFTER DELETE ON runs
+    REFERENCING OLD TABLE AS removed_runs
+    FOR EACH STATEMENT EXECUTE FUNCTION search_docs_drop_runs();
+CREATE FUNCTION search_docs_drop_messages() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    DELETE FROM search_docs d USING removed_messages g
+        WHERE d.run_key IS NULL AND d.session_id = g.session_id AND d.msg_idx = g.idx;
+    RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER session_messages_drop_search_docs AFTER DELETE ON session_messages
+    REFERENCING OLD TABLE AS removed_messages
+    FOR EACH STATEMENT EXECUTE FUNCTION search_docs_drop_messages();
+"#,
+    },
 ];
 
 /// Highest migration of this build.

@@ -181,6 +181,7 @@ fn save_tx(
             &[&id, &idx, &&enc.messages[keep..], &&enc.hashes[keep..]],
         )
         .map_err(query("insert the messages"))?;
+        crate::search::index_messages(tx, id, &enc.messages, keep)?;
     }
     Ok(Cas::Done(()))
 }

@@ -194,6 +194,25 @@ pub enum StorageError {
         /// What was refused (`"append"`, `"save"`, …).
         op: &'static str,
     },
+    /// The backend keeps no full-text search index ([`crate::RunSearch`]), or not yet (a
+    /// read-only local store whose `search.db` was never built).
+    #[error("the {backend} store cannot search: {reason}")]
+    SearchUnavailable {
+        /// The backend (`"local"`, `"postgresql"`, …).
+        backend: &'static str,
+        /// Why, for people.
+        reason: String,
+    },
+    /// A search query in the backend's own syntax
+    /// ([`RunSearchQuery::native_syntax`](crate::RunSearchQuery::native_syntax)) was refused
+    /// by its parser; nothing was searched.
+    #[error("invalid search query {query:?}: {message}")]
+    InvalidSearchQuery {
+        /// The query as given to the backend.
+        query: String,
+        /// The parser's message.
+        message: String,
+    },
     /// The backend failed (I/O, database, network); `source()` is its error.
     #[error("cannot {op} {target}: {source}")]
     Backend {

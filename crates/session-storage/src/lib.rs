@@ -7,6 +7,8 @@
 //! * [`SessionStore`] — resumable sessions: load, save and delete with compare-and-swap on a
 //!   [`Version`], list with keyset paging, and an exclusive lease per session
 //!   ([`LeaseGuard`]) that ends when its holder dies.
+//! * [`RunSearch`] — full-text search over run logs and saved messages, with the query and
+//!   hit types every backend shares.
 //! * [`local::LocalBackend`] (feature `local`, default) — both, over the local files and
 //!   `state.db`, by way of session-jsonl and session-state.
 //! * `conformance` (feature `conformance`) — the suite every backend must pass, generic over
@@ -20,6 +22,7 @@
 
 mod catalogue;
 mod error;
+mod search;
 mod session_store;
 mod types;
 
@@ -30,6 +33,10 @@ pub mod local;
 
 pub use catalogue::{RunCatalogue, already_present, check_complete_lines};
 pub use error::{BoxError, Result, StorageError, Target, checked_id};
+pub use search::{
+    DOC_KINDS, HIGHLIGHT_END, HIGHLIGHT_START, RunSearch, RunSearchHit, RunSearchQuery,
+    SearchMatch, quote_phrases, search_unavailable,
+};
 pub use session_store::{LeaseGuard, SessionStore};
 pub use types::{
     Appended, Expected, Extent, HolderInfo, LinePosition, Outcome, PageCursor, ParsedRun, RunBytes,

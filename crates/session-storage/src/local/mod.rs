@@ -28,6 +28,7 @@
 
 mod lease;
 mod runs;
+mod search;
 mod sessions;
 
 use std::collections::BTreeMap;
