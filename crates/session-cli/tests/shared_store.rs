@@ -384,6 +384,41 @@ fn the_store_variable_names_the_shared_store_and_where_redacts_its_password() {
 }
 
 #[test]
+fn export_to_a_file_from_the_shared_store_needs_no_local_store() {
+    let cluster = cluster!();
+    let (_tmp, _root, conn) = shipped(cluster, &session_test_support::sample_sessions_dir());
+    let out_dir = tempfile::tempdir().unwrap();
+    let file = out_dir.path().join("run.md");
+    // No HOME: no local root can be resolved, and none is needed.
+    let o = Command::new(env!("CARGO_BIN_EXE_sessions"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("TZ", "UTC")
+        .env("SESSIONS_STORE", &conn)
+        .args([
+            "export",
+            "7a1e0001-0000-4000-8000-000000000101",
+            "--format",
+            "md",
+            "-o",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let md = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        md.contains("What does this project do? One sentence, please."),
+        "{md}"
+    );
+}
+
+#[test]
 fn commands_that_need_a_local_store_refuse_in_one_line() {
     let cluster = cluster!();
     let conn = cluster.fresh_db();
