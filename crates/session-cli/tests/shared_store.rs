@@ -280,8 +280,8 @@ fn compare_stores(src: &Path) {
     same_json(&local, &shared, &["sessions", "--all", "--json"]);
     for by in ["day", "week", "month", "model", "session"] {
         same(&local, &shared, &["stats", "--by", by, "--json"]);
-        same(&local, &shared, &["stats", "--by", by]);
     }
+    same(&local, &shared, &["stats", "--by", "model"]);
     same(
         &local,
         &shared,
@@ -296,24 +296,40 @@ fn compare_stores(src: &Path) {
     let summary: serde_json::Value = serde_json::from_str(r.out.lines().last().unwrap()).unwrap();
     assert_eq!(summary["run_files"], runs.len());
     assert_eq!(summary["sessions"], session_count(&local));
-    for id in &runs {
-        same_export(&local, &shared, id, "verify");
-        same(&local, &shared, &["tail", id]);
-        same(&local, &shared, &["tail", "-n", "+1", "--raw", id]);
-        same(&local, &shared, &["show", id]);
-        same(&local, &shared, &["show", id, "--raw"]);
-        same(&local, &shared, &["show", &id[..8]]);
-        same(&local, &shared, &["replay", id]);
-        for format in ["md", "json", "jsonl", "html"] {
-            same_export(&local, &shared, id, format);
+    // A unique prefix, and a transcript from a record on.
+    same(&local, &shared, &["show", &runs[0][..8]]);
+    same(&local, &shared, &["show", &runs[0], "--at", "0"]);
+    // Every run is shown, copied as stored and verified on both stores; the other renderers
+    // (the same code over the same reader) on every third run, so that the test stays short.
+    // Three at a time: each comparison is two processes and a few round trips.
+    let indexed: Vec<(usize, &String)> = runs.iter().enumerate().collect();
+    std::thread::scope(|scope| {
+        for chunk in indexed.chunks(indexed.len().div_ceil(3)) {
+            scope.spawn(move || {
+                for (i, id) in chunk {
+                    same(&local, &shared, &["show", id]);
+                    same(&local, &shared, &["show", id, "--raw"]);
+                    same_export(&local, &shared, id, "verify");
+                    if i % 3 == 0 {
+                        same(&local, &shared, &["tail", id]);
+                        same(&local, &shared, &["replay", id]);
+                        for format in ["md", "jsonl"] {
+                            same_export(&local, &shared, id, format);
+                        }
+                    }
+                }
+            });
         }
-    }
-    for id in session_ids(&local) {
-        same(&local, &shared, &["history", &id]);
-        same(&local, &shared, &["history", &id, "--json"]);
-        same(&local, &shared, &["show", &id]);
-        for format in ["md", "json", "html"] {
-            same_export(&local, &shared, &id, format);
+    });
+    for (i, id) in session_ids(&local).iter().enumerate() {
+        same(&local, &shared, &["history", id, "--json"]);
+        same(&local, &shared, &["show", id]);
+        same_export(&local, &shared, id, "md");
+        if i % 3 == 0 {
+            same(&local, &shared, &["history", id]);
+            for format in ["json", "html"] {
+                same_export(&local, &shared, id, format);
+            }
         }
     }
 }
@@ -368,6 +384,41 @@ fn the_store_variable_names_the_shared_store_and_where_redacts_its_password() {
 }
 
 #[test]
+fn export_to_a_file_from_the_shared_store_needs_no_local_store() {
+    let cluster = cluster!();
+    let (_tmp, _root, conn) = shipped(cluster, &session_test_support::sample_sessions_dir());
+    let out_dir = tempfile::tempdir().unwrap();
+    let file = out_dir.path().join("run.md");
+    // No HOME: no local root can be resolved, and none is needed.
+    let o = Command::new(env!("CARGO_BIN_EXE_sessions"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("TZ", "UTC")
+        .env("SESSIONS_STORE", &conn)
+        .args([
+            "export",
+            "7a1e0001-0000-4000-8000-000000000101",
+            "--format",
+            "md",
+            "-o",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let md = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        md.contains("What does this project do? One sentence, please."),
+        "{md}"
+    );
+}
+
+#[test]
 fn commands_that_need_a_local_store_refuse_in_one_line() {
     let cluster = cluster!();
     let conn = cluster.fresh_db();
@@ -377,18 +428,20 @@ fn commands_that_need_a_local_store_refuse_in_one_line() {
         vec!["pin", "abcd1234"],
         vec!["reindex"],
         vec!["search", "hello"],
+        vec!["sync", "--to", "postgresql:///x"],
     ] {
         let r = sessions(&["--store", &conn], &[], &args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.err);
         assert_eq!(r.err.lines().count(), 1, "{}", r.err);
-        assert!(
-            r.err.starts_with(&format!(
+        let expected = if args[0] == "sync" {
+            "sessions: `sessions sync` ships a local store to a shared one".to_owned()
+        } else {
+            format!(
                 "sessions: `sessions {}` works on a local store only, and the store is the shared store host=",
                 args[0]
-            )),
-            "{}",
-            r.err
-        );
+            )
+        };
+        assert!(r.err.starts_with(&expected), "{}", r.err);
     }
     // A database without a session store is reported, not created.
     let r = sessions(&["--store", &conn], &[], &["runs"]);

@@ -573,7 +573,11 @@ fn check_output(root: &Path, path: &Path, force: bool) -> Result<(), CliError> {
         dest = real;
     }
     let root_real = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
-    if dest.starts_with(&root_real) || dir.starts_with(&root_real) {
+    // No local root (a shared store, and no HOME to find one): nothing to protect, and the
+    // empty path would be a prefix of every path.
+    let inside = !root.as_os_str().is_empty()
+        && (dest.starts_with(&root_real) || dir.starts_with(&root_real));
+    if inside {
         return Err(CliError::Usage(format!(
             "-o {show}: refusing to write inside the store root {} (it could replace a \
              store file); choose a path outside it",

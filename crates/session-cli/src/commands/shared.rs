@@ -41,6 +41,12 @@ pub(crate) fn dispatch(
         Command::Sync(a) if shared.source == crate::backend::StoreSource::EnvVar => {
             super::sync(ctx, &a)
         }
+        Command::Sync(_) => Err(CliError::Usage(format!(
+            "`sessions sync` ships a local store to a shared one: name the local store with \
+             --root DIR (or $SESSIONS_ROOT) and the shared store with --to STORE, not --store \
+             (here {})",
+            shared.describe()
+        ))),
         Command::Completions(_) => Ok(EXIT_OK),
         other => Err(local_only(command_name(&other), shared)),
     }
