@@ -10,7 +10,8 @@
 //! 3. *write*: name every appending session in `messages/.append-intent`, then cut uncommitted
 //!    tails, append the new lines or write the temp file of a rewrite;
 //! 4. *sync* (`SaveDurability::Sync`): `fdatasync` of every appended file, `fsync` of every temp
-//!    file, then one `fsync` of `messages/` when a file was created;
+//!    file, then one `fsync` of `messages/` when a file was created in it (a new messages file
+//!    or a temp file);
 //! 5. *commit*: every session's `session_state` row and `session_files` bookkeeping in the one
 //!    transaction, then its `COMMIT` (one WAL fsync for the whole batch);
 //! 6. *finish*: rename the temp files of rewrites over their messages files, one directory
