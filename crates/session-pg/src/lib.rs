@@ -22,7 +22,8 @@
 //!   indexes a store from before migration 3.
 //! * **Retention**: [`PgBackend::gc`] by age, with a dry run and an audit table.
 //!
-//! Layer: beside session-storage's local backend, above session-jsonl and session-schema;
+//! Layer: beside session-storage's local backend, above session-jsonl, session-schema and
+//! session-replay's pure core (search extraction, without its `io` feature);
 //! never links SQLite. Never prints, never panics on stored data.
 //!
 //! A worker appending to a run, resuming a session under its lease and pruning old history

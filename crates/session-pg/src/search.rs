@@ -843,6 +843,17 @@ mod tests {
     }
 
     #[test]
+    fn the_migration_indexes_words_of_the_documented_prefix() {
+        let words = format!("left(body, {WORDS_PREFIX_CHARS})");
+        assert!(
+            crate::schema::MIGRATIONS
+                .iter()
+                .any(|m| m.sql.contains(&words)),
+            "no migration computes {words}"
+        );
+    }
+
+    #[test]
     fn bodies_lose_nul_and_our_markers() {
         assert_eq!(body_text("a\0b\u{E000}c\u{E001}"), "ab\u{FFFD}c\u{FFFD}");
     }
