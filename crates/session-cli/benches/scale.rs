@@ -22,9 +22,27 @@
 //! throughput over the store's bytes and that ÷ the session-jsonl reader's throughput over one
 //! file holding the same bytes (goal ≥ 0.3, and ≥ 200 MB/s absolute).
 //!
+//! The first index build is measured the same way, once per round: the generator's
+//! `state.db` (sessions, no run rows) is put back before each timed `runs --limit 50`, which
+//! then indexes the whole store (the cold listing).
+//!
+//! Open runs: after the rounds, an open run of `SESSION_SCALE_OPEN_MB` MB (default 211, the
+//! issue's case; 0 leaves it out) is written into the store (`llm.request` lines of ~100 KB,
+//! no `run.end`) and indexed once; then, interleaved, `runs --limit 50` after appending one line
+//! to it and `runs --limit 50` with nothing new. Both should cost the same: the refresh reads
+//! the appended line and two 4 KiB guards, not the run (`tests/resume.rs` in session-state
+//! counts the bytes).
+//!
+//! The closing "targets" table checks the goals at the largest size: answer-sized growth
+//! ≤ 1.5, store-sized ≥ 0.3 × the reader and ≥ 200 MB/s, `stats` ≤ 20 ms, and the open-run
+//! refresh after an append ≤ 1.5 × the idle refresh.
+//!
+//! A 1M-run store (`SESSION_SCALE_SIZES=1000,1000000`) needs about 4.6 GB of disk under
+//! `SESSION_SCALE_DIR` and ~10 minutes of generation at ~2,000 runs/s; it is not run by default.
+//!
 //! Environment: `SESSION_SCALE_SIZES` (default `1000,100000`), `SESSION_SCALE_REPEATS`
 //! (default 7), `SESSION_SCALE_DIR` (parent of the temporary stores; default the system temp
-//! directory). The stores are removed at the end.
+//! directory), `SESSION_SCALE_OPEN_MB` (default 211). The stores are removed at the end.
 
 // A benchmark program: printing the table is its interface.
 #![allow(
@@ -278,36 +296,163 @@ fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
 }
 
+/// How a command of the table scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Its answer is one run, one session or one page: should not grow with the store.
+    Answer,
+    /// Reads the whole store: should be bytes-bound.
+    Store,
+    /// Reads the whole store after the generator's `state.db` (no run rows) is put back.
+    Cold,
+}
+
+/// The label of the cold listing (the first index build).
+const COLD: &str = "first index build (runs --limit 50, no run rows)";
+
 /// The commands of the scaling table, by label: answer-sized first, then store-sized.
-fn commands(n: usize) -> Vec<(&'static str, Vec<String>, bool)> {
+fn commands(n: usize) -> Vec<(&'static str, Vec<String>, Kind)> {
     let run = run_id(n / 2);
     let session = session_id(n / 2);
     let s = |v: &[&str]| v.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
     vec![
+        (COLD, s(&["runs", "--limit", "50", "--json"]), Kind::Cold),
         (
             "runs --limit 50",
             s(&["runs", "--limit", "50", "--json"]),
-            true,
+            Kind::Answer,
         ),
-        ("show RUN", s(&["show", &run]), true),
+        ("show RUN", s(&["show", &run]), Kind::Answer),
         (
             "export RUN --format md",
             s(&["export", &run, "--format", "md"]),
-            true,
+            Kind::Answer,
         ),
-        ("replay RUN", s(&["replay", &run]), true),
-        ("tail RUN", s(&["tail", &run]), true),
-        ("verify RUN", s(&["verify", &run]), true),
+        ("replay RUN", s(&["replay", &run]), Kind::Answer),
+        ("tail RUN", s(&["tail", &run]), Kind::Answer),
+        ("verify RUN", s(&["verify", &run]), Kind::Answer),
         (
             "sessions --all (first page)",
             s(&["sessions", "--all"]),
-            true,
+            Kind::Answer,
         ),
-        ("history SESSION", s(&["history", &session]), true),
-        ("stats", s(&["stats", "--json"]), true),
-        ("verify (whole store)", s(&["verify", "--json"]), false),
-        ("reindex", s(&["reindex"]), false),
+        ("history SESSION", s(&["history", &session]), Kind::Answer),
+        ("stats", s(&["stats", "--json"]), Kind::Answer),
+        (
+            "verify (whole store)",
+            s(&["verify", "--json"]),
+            Kind::Store,
+        ),
+        ("reindex", s(&["reindex"]), Kind::Store),
     ]
+}
+
+/// The files of `state.db` (with its WAL, when there is one), as `(path in the store, copy)`.
+fn save_state_db(root: &Path, scratch: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut saved = Vec::new();
+    for name in ["state.db", "state.db-wal"] {
+        let from = root.join(name);
+        if from.exists() {
+            let to = scratch.join(format!("pristine-{name}"));
+            std::fs::copy(&from, &to).unwrap();
+            saved.push((from, to));
+        }
+    }
+    saved
+}
+
+/// Puts the saved `state.db` back (the run index empty again).
+fn restore_state_db(root: &Path, saved: &[(PathBuf, PathBuf)]) {
+    for name in ["state.db-wal", "state.db-shm"] {
+        let _ = std::fs::remove_file(root.join(name));
+    }
+    for (at, copy) in saved {
+        std::fs::copy(copy, at).unwrap();
+    }
+}
+
+/// Writes an open run of about `mb` MB (header, `llm.request` lines of ~100 KB, no
+/// `run.end`) into the store; its path.
+fn write_open_run(root: &Path, mb: u64) -> PathBuf {
+    let run = "0pen0000-0000-4000-8000-000000000001";
+    let started = Timestamp::from_unix_millis(BASE_MS - 86_400_000);
+    let header = Header {
+        schema_version: 1,
+        run_id: run.into(),
+        session_id: Some(session_id(0)),
+        started_at: started,
+        ..Default::default()
+    };
+    let w = RunWriter::create(
+        root,
+        &header,
+        WriterOptions::with_durability(Durability::Buffered),
+    )
+    .unwrap();
+    let chunk = "The file under review has these lines; explain each. ".repeat(1900);
+    let target = mb * 1_000_000;
+    let mut seq = 0;
+    while std::fs::metadata(w.path()).unwrap().len() < target {
+        seq += 1;
+        let history: Vec<BaseMessage> = vec![user(format!("{seq}: {chunk}"))];
+        w.append(&Record::LlmRequest(LlmRequest {
+            run_id: run.into(),
+            ts: Timestamp::from_unix_millis(BASE_MS - 86_400_000 + seq),
+            seq,
+            input: LlmRequestInput {
+                messages: Lazy::new(&history).unwrap(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }))
+        .unwrap();
+    }
+    let path = w.path().to_owned();
+    w.close().unwrap();
+    path
+}
+
+/// One `run.status` line for the open run, as its writer would append it.
+fn status_line(i: usize) -> String {
+    format!(
+        "{{\"type\":\"run.status\",\"run_id\":\"0pen0000-0000-4000-8000-000000000001\",\
+         \"ts\":\"2026-05-27T00:00:{:02}.000Z\",\"status\":\"running\"}}\n",
+        i % 60
+    )
+}
+
+/// The open-run measurement: (size, first index, refresh after one appended line, refresh
+/// with nothing new).
+struct OpenRun {
+    bytes: u64,
+    first: Duration,
+    after_append: Spread,
+    idle: Spread,
+}
+
+fn measure_open_run(root: &Path, mb: u64, repeats: usize) -> OpenRun {
+    let path = write_open_run(root, mb);
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    let list = ["runs", "--limit", "50", "--json"].map(str::to_owned);
+    let first = sessions(root, &list);
+    let (mut after, mut idle) = (Vec::new(), Vec::new());
+    for i in 0..repeats.max(3) {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, status_line(i).as_bytes()).unwrap();
+        drop(f);
+        after.push(sessions(root, &list));
+        idle.push(sessions(root, &list));
+    }
+    std::fs::remove_file(&path).unwrap();
+    OpenRun {
+        bytes,
+        first,
+        after_append: spread(after),
+        idle: spread(idle),
+    }
 }
 
 struct Measured {
@@ -318,7 +463,8 @@ struct Measured {
     reader_bps: f64,
     times: BTreeMap<&'static str, Spread>,
     order: Vec<&'static str>,
-    answer_sized: BTreeMap<&'static str, bool>,
+    kinds: BTreeMap<&'static str, Kind>,
+    open_run: Option<OpenRun>,
     load_before: String,
     load_after: String,
 }
@@ -357,20 +503,32 @@ fn measure(parent: &Path, n: usize, repeats: usize) -> Measured {
     let bytes = generate(&root, n);
     let generate = t.elapsed();
     // The cold first index build: the generator's `state.db` holds sessions but no run rows.
+    let pristine = save_state_db(&root, dir.path());
     let cold_index = sessions(&root, &["reindex".to_owned()]);
     let reader_bps = reader_throughput(&root, dir.path());
     let cmds = commands(n);
     let load_before = loadavg();
     let mut all: BTreeMap<&'static str, Vec<Duration>> = BTreeMap::new();
     // One warm-up round, then interleaved rounds.
-    for (_, args, _) in &cmds {
+    for (_, args, kind) in &cmds {
+        if *kind == Kind::Cold {
+            restore_state_db(&root, &pristine);
+        }
         sessions(&root, args);
     }
     for _ in 0..repeats {
-        for (label, args, _) in &cmds {
+        for (label, args, kind) in &cmds {
+            if *kind == Kind::Cold {
+                restore_state_db(&root, &pristine);
+            }
             all.entry(label).or_default().push(sessions(&root, args));
         }
     }
+    let open_mb: u64 = std::env::var("SESSION_SCALE_OPEN_MB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(211);
+    let open_run = (open_mb > 0).then(|| measure_open_run(&root, open_mb, repeats));
     let load_after = loadavg();
     let times = all.into_iter().map(|(k, v)| (k, spread(v))).collect();
     Measured {
@@ -381,7 +539,8 @@ fn measure(parent: &Path, n: usize, repeats: usize) -> Measured {
         reader_bps,
         times,
         order: cmds.iter().map(|c| c.0).collect(),
-        answer_sized: cmds.iter().map(|c| (c.0, c.2)).collect(),
+        kinds: cmds.iter().map(|c| (c.0, c.2)).collect(),
+        open_run,
         load_before,
         load_after,
     }
@@ -426,7 +585,7 @@ fn main() {
         println!("|---|---:|---:|---:|---:|---:|");
         for label in &m.order {
             let s = m.times[label];
-            let (bps, ratio) = if m.answer_sized[label] {
+            let (bps, ratio) = if m.kinds[label] == Kind::Answer {
                 (String::new(), String::new())
             } else {
                 let bps = m.bytes as f64 / s.median.as_secs_f64();
@@ -442,7 +601,24 @@ fn main() {
                 ms(s.max)
             );
         }
+        if let Some(o) = &m.open_run {
+            println!(
+                "\nopen run of {:.0} MB: first index {} ms; `runs --limit 50` after one appended \
+                 line min/median/max {}/{}/{} ms, with nothing new {}/{}/{} ms",
+                o.bytes as f64 / 1e6,
+                ms(o.first),
+                ms(o.after_append.min),
+                ms(o.after_append.median),
+                ms(o.after_append.max),
+                ms(o.idle.min),
+                ms(o.idle.median),
+                ms(o.idle.max)
+            );
+        }
         results.push(m);
+    }
+    if let Some(large) = results.last() {
+        targets(&results[0], large);
     }
     if results.len() >= 2 {
         let (small, large) = (&results[0], &results[results.len() - 1]);
@@ -464,5 +640,72 @@ fn main() {
                 b.as_secs_f64() / a.as_secs_f64()
             );
         }
+    }
+}
+
+/// The closing table: each goal of the scaling issue at the largest size, met or not.
+fn targets(small: &Measured, large: &Measured) {
+    println!(
+        "\n### targets at {} runs (load average {} → {})",
+        large.runs, large.load_before, large.load_after
+    );
+    println!("\n| target | measured | goal | met |");
+    println!("|---|---:|---:|---|");
+    let row = |what: String, value: String, goal: &str, met: bool| {
+        println!(
+            "| {what} | {value} | {goal} | {} |",
+            if met { "yes" } else { "no" }
+        );
+    };
+    if small.runs != large.runs {
+        for label in &large.order {
+            if large.kinds[label] == Kind::Answer {
+                let r = large.times[label].median.as_secs_f64()
+                    / small.times[label].median.as_secs_f64();
+                row(
+                    format!("`{label}` {}k ÷ {}k", large.runs / 1000, small.runs / 1000),
+                    format!("{r:.2}"),
+                    "≤ 1.5",
+                    r <= 1.5,
+                );
+            }
+        }
+    }
+    for label in &large.order {
+        if large.kinds[label] != Kind::Answer {
+            let bps = large.bytes as f64 / large.times[label].median.as_secs_f64();
+            let r = bps / large.reader_bps;
+            row(
+                format!("`{label}` ÷ reader over one file"),
+                format!("{r:.2}"),
+                "≥ 0.3",
+                r >= 0.3,
+            );
+            row(
+                format!("`{label}` MB/s"),
+                format!("{:.0}", bps / 1e6),
+                "≥ 200",
+                bps >= 200e6,
+            );
+        }
+    }
+    let stats = large.times["stats"].median;
+    row(
+        "`stats` median ms".into(),
+        ms(stats),
+        "≤ 20",
+        stats <= Duration::from_millis(20),
+    );
+    if let Some(o) = &large.open_run {
+        let r = o.after_append.median.as_secs_f64() / o.idle.median.as_secs_f64();
+        row(
+            format!(
+                "open run of {:.0} MB: refresh after an append ÷ idle refresh",
+                o.bytes as f64 / 1e6
+            ),
+            format!("{r:.2}"),
+            "≤ 1.5",
+            r <= 1.5,
+        );
     }
 }

@@ -112,10 +112,16 @@ fn fold_held(
     for item in reader.by_ref() {
         fold.add(&item.map_err(io_err)?);
     }
-    let saved = reader.checkpoint().map(|reader| Saved {
-        reader,
-        fold: fold.clone(),
-    });
+    // Only an open run keeps a checkpoint, and the last line cannot reopen a run that has
+    // ended (`run.end` and `run.error` never set the outcome back to open).
+    let saved = if fold.is_open() {
+        reader.checkpoint().map(|reader| Saved {
+            reader,
+            fold: fold.clone(),
+        })
+    } else {
+        None
+    };
     reader.hold_last_line(false);
     for item in reader {
         let item: Item = item.map_err(io_err)?;

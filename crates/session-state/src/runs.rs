@@ -527,6 +527,11 @@ impl RunFold {
         }
     }
 
+    /// Whether no `run.end` or `run.error` came so far.
+    pub(crate) fn is_open(&self) -> bool {
+        self.outcome == IndexedRunOutcome::Open.as_str()
+    }
+
     /// Folds one item in.
     pub(crate) fn add(&mut self, item: &Item) {
         let rec = match item {
