@@ -31,9 +31,8 @@ fn other_types_are_passed_over_and_the_rest_keeps_its_place() {
     let request = r#"{"type":"llm.request","seq":1,"input":{"messages":[BROKEN"#;
     let start = format!(r#"{{"type":"run.start",{TS},"input":{{"type":"text","text":"hi"}}}}"#);
     // `type` not first: read from the parse, whatever its type.
-    let late_type = format!(
-        r#"{{"run_id":"r","type":"run.status","ts":"2026-01-02T03:04:05.000Z","status":"running"}}"#
-    );
+    let late_type =
+        r#"{"run_id":"r","type":"run.status","ts":"2026-01-02T03:04:05.000Z","status":"running"}"#;
     let end = format!(r#"{{"type":"run.end",{TS},"outcome":"completed"}}"#);
     let text = format!("{header}\n{request}\n{start}\n{late_type}\n{end}\n");
     let (got, passed) = items(text.as_bytes(), &["run.start", "run.end"]);

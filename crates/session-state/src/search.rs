@@ -281,10 +281,12 @@ fn apply_one(
 fn delete_docs(conn: &Connection, file: &str, from: u64) -> rusqlite::Result<()> {
     // A statement of several rows makes FTS5 flush what it holds in memory (a statement
     // savepoint): run them only when there is something to delete (never for a new file).
-    let any: bool = conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM docs WHERE file = ?1 AND byte_offset >= ?2)")?
-        .query_row(params![file, to_i64(from)], |r| r.get(0))?;
-    if !any {
+    let any = query_int(
+        conn,
+        "SELECT EXISTS (SELECT 1 FROM docs WHERE file = ?1 AND byte_offset >= ?2)",
+        params![file, to_i64(from)],
+    )?;
+    if any == 0 {
         return Ok(());
     }
     for table in ["docs_words", "docs_trigram"] {
@@ -871,11 +873,17 @@ impl SearchIndex {
                     window_args.len()
                 )
             };
-            let (floor, ceiling): (Option<i64>, Option<i64>) = conn
-                .prepare_cached(&sql)?
-                .query_row(rusqlite::params_from_iter(window_args.iter()), |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?;
+            let (floor, ceiling) = {
+                let mut stmt = conn.prepare_cached(&sql)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(window_args.iter()))?;
+                match rows.next()? {
+                    Some(r) => {
+                        let mut c = Cols::new(r, "docs", &["min", "max"])?;
+                        (c.int(0)?, c.int(1)?)
+                    }
+                    None => (None, None),
+                }
+            };
             let (Some(floor), Some(ceiling)) = (floor, ceiling) else {
                 return Ok(Vec::new());
             };
@@ -1034,13 +1042,15 @@ fn narrow_files(conn: &Connection, q: &SearchQuery) -> rusqlite::Result<bool> {
     let mut narrow = false;
     for (column, value) in [("session_id", &q.session_id), ("workspace", &q.workspace)] {
         if let Some(v) = value {
-            let n: i64 = conn
-                .prepare_cached(&format!(
+            let n = query_int(
+                conn,
+                &format!(
                     "SELECT count(*) FROM (SELECT 1 FROM search_files WHERE {column} = ?1 \
                      LIMIT {})",
                     NARROW_FILES + 1
-                ))?
-                .query_row([v], |r| r.get(0))?;
+                ),
+                [v],
+            )?;
             narrow |= n <= NARROW_FILES;
         }
     }
