@@ -427,7 +427,7 @@ fn commands_that_need_a_local_store_refuse_in_one_line() {
         vec!["archive", "--older-than", "90d"],
         vec!["pin", "abcd1234"],
         vec!["reindex"],
-        vec!["search", "hello"],
+        vec!["unpin", "abcd1234"],
         vec!["sync", "--to", "postgresql:///x"],
     ] {
         let r = sessions(&["--store", &conn], &[], &args);
@@ -586,5 +586,64 @@ fn gc_on_the_shared_store_plans_what_the_local_gc_plans_then_removes_and_audits(
     assert_eq!(audited, planned);
     // Options a shared store has no use for are refused.
     let r = sessions(&["--store", &conn], &[], &["gc", "--empty-trash"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+}
+
+/// `(run id, session id, byte offset, kind)` of each `search_hit` row, sorted.
+fn search_hits(store: &[&str], args: &[&str]) -> Vec<(String, String, u64, String)> {
+    let mut all = vec!["search", "--json", "--limit", "1000"];
+    all.extend_from_slice(args);
+    let r = sessions(store, &[], &all);
+    assert_eq!(r.code, 0, "{all:?}: {}", r.err);
+    let mut hits: Vec<_> = r
+        .out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "search_hit")
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+            (
+                s("run_id"),
+                s("session_id"),
+                v["byte_offset"].as_u64().unwrap(),
+                s("kind"),
+            )
+        })
+        .collect();
+    hits.sort();
+    hits
+}
+
+#[test]
+fn search_on_the_shared_store_finds_what_the_local_index_finds() {
+    let cluster = cluster!();
+    let (_tmp, root, conn) = shipped(cluster, &session_test_support::codelia_sessions_dir());
+    let root_s = root.to_str().unwrap().to_owned();
+    let local = ["--root", root_s.as_str()];
+    let shared = ["--store", conn.as_str()];
+    for args in [
+        vec!["the"],
+        vec!["file"],
+        vec!["hello"],
+        vec!["README"],
+        vec!["version"],
+        vec!["package"],
+        vec!["the", "--kind", "user"],
+        vec!["the", "--kind", "tool-output"],
+        vec!["the", "--since", "2026-01-01"],
+        vec!["ux-capac"],
+    ] {
+        let l = search_hits(&local, &args);
+        let p = search_hits(&shared, &args);
+        assert_eq!(l, p, "search {args:?}");
+    }
+    assert_eq!(search_hits(&local, &["the"]).len(), 25);
+    assert_eq!(search_hits(&local, &["file"]).len(), 14);
+    // Human output: the hits under their run headings.
+    let r = sessions(&shared, &[], &["search", "hello"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("hit(s) in"), "{}", r.out);
+    // Native syntax errors are usage errors on both stores.
+    let r = sessions(&shared, &[], &["search", "--fts", "a & (("]);
     assert_eq!(r.code, 2, "{}", r.err);
 }

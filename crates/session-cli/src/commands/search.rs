@@ -6,7 +6,10 @@ use session_state::{
     HIGHLIGHT_END, HIGHLIGHT_START, MatchedBy, SearchHit, SearchIndex, SearchQuery, StateStore,
 };
 
+use session_storage::{RunSearch, RunSearchHit, RunSearchQuery, SearchMatch, StorageError};
+
 use crate::Ctx;
+use crate::backend::{Shared, resolve_id, storage_err};
 use crate::cli::SearchArgs;
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{self, Row, SearchHitRow, TitleHitRow, write_row};
@@ -75,15 +78,8 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
         let abs = super::runs::workspace_arg(ctx, w)?;
         q.workspace = Some(session_state::normalize_workspace_root(&abs));
     }
-    let millis = |t: Option<&str>| -> Result<Option<i64>, CliError> {
-        t.map(|t| {
-            crate::timefmt::parse_instant(t, ctx.now, &ctx.zone)
-                .map(|dt| i64::try_from(dt.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX))
-        })
-        .transpose()
-    };
-    q.since_ms = millis(args.since.as_deref())?;
-    q.until_ms = millis(args.until.as_deref())?;
+    q.since_ms = instant_ms(ctx, args.since.as_deref())?;
+    q.until_ms = instant_ms(ctx, args.until.as_deref())?;
     q.kinds = args.kind.iter().map(|k| k.as_str().to_owned()).collect();
     q.limit = args.limit as u64;
 
@@ -122,9 +118,19 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
         e => state_err(e),
     })?;
     let titled = titled_sessions(&store, args, &q)?;
-    let groups = group_by_run(&hits);
+    write_results(ctx, args, &titled, &hits)
+}
+
+/// The hits of either store, grouped per run, as `--json` rows or for people.
+fn write_results<H: Hit>(
+    ctx: &mut Ctx<'_>,
+    args: &SearchArgs,
+    titled: &[session_state::SessionLabel],
+    hits: &[H],
+) -> Result<i32, CliError> {
+    let groups = group_by_run(hits);
     if args.json {
-        for l in &titled {
+        for l in titled {
             let row = TitleHitRow {
                 session_id: l.session_id.clone(),
                 title: l.title.clone().unwrap_or_default(),
@@ -134,12 +140,12 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
         }
         for (_, run_hits) in &groups {
             for h in run_hits {
-                write_row(ctx.out, &Row::SearchHit(hit_row(h)))?;
+                write_row(ctx.out, &Row::SearchHit(hit_row(*h)))?;
             }
         }
         return Ok(EXIT_OK);
     }
-    for l in &titled {
+    for l in titled {
         let pin = if l.pinned { "  [pinned]" } else { "" };
         writeln!(
             ctx.out,
@@ -167,37 +173,37 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
             writeln!(ctx.out)?;
         }
         let session = first
-            .session_id
-            .as_deref()
+            .session_id()
             .map(|s| format!("  session {}", v(s)))
             .unwrap_or_default();
         // Saved messages of a session no run log holds: no run id.
-        let heading = if first.run_id.is_empty() {
+        let heading = if first.run_id().is_empty() {
             "saved messages".to_owned()
         } else {
-            v(&first.run_id).into_owned()
+            v(first.run_id()).into_owned()
         };
         writeln!(
             ctx.out,
             "{}{session}  {}",
             ctx.style.paint(Paint::Bold, &heading),
-            ctx.style.paint(Paint::Dim, &v(&first.rel_path)),
+            ctx.style.paint(Paint::Dim, &v(first.location())),
         )?;
         for h in run_hits {
             let when = h
-                .time_ms
+                .time_ms()
                 .map(|ms| times.show(session_schema::Timestamp::from_unix_millis(ms).as_str()))
                 .unwrap_or_default();
             // Matches in colour, or between brackets when there is no colour.
             let snippet = if ctx.style.color {
-                highlight(&h.snippet, &|s| ctx.style.paint(Paint::Yellow, s))
+                highlight(h.snippet(), &|s| ctx.style.paint(Paint::Yellow, s))
             } else {
-                highlight(&h.snippet, &|s| format!("[{s}]"))
+                highlight(h.snippet(), &|s| format!("[{s}]"))
             };
             writeln!(
                 ctx.out,
                 "  @{:<8} {:<11} {when}\n    {snippet}",
-                h.byte_offset, h.kind
+                h.byte_offset(),
+                h.kind()
             )?;
         }
     }
@@ -211,15 +217,92 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
 }
 
 /// Hits grouped per run file, runs in the order of their best hit, hits in rank order.
-pub(crate) fn group_by_run(hits: &[SearchHit]) -> Vec<(&str, Vec<&SearchHit>)> {
-    let mut groups: Vec<(&str, Vec<&SearchHit>)> = Vec::new();
+pub(crate) fn group_by_run<H: Hit>(hits: &[H]) -> Vec<(&str, Vec<&H>)> {
+    let mut groups: Vec<(&str, Vec<&H>)> = Vec::new();
     for h in hits {
-        match groups.iter_mut().find(|(p, _)| *p == h.rel_path) {
+        match groups.iter_mut().find(|(p, _)| *p == h.location()) {
             Some((_, g)) => g.push(h),
-            None => groups.push((h.rel_path.as_str(), vec![h])),
+            None => groups.push((h.location(), vec![h])),
         }
     }
     groups
+}
+
+/// What the output needs of one hit, from `search.db` ([`SearchHit`]) or from a shared store
+/// ([`RunSearchHit`]): both mark matches with the same characters.
+pub(crate) trait Hit {
+    /// The run file relative to the root, or where a shared store keeps the run.
+    fn location(&self) -> &str;
+    /// The run id; empty for saved messages of a session no run log holds.
+    fn run_id(&self) -> &str;
+    fn session_id(&self) -> Option<&str>;
+    fn workspace(&self) -> Option<&str>;
+    fn byte_offset(&self) -> u64;
+    fn kind(&self) -> &str;
+    fn time_ms(&self) -> Option<i64>;
+    fn snippet(&self) -> &str;
+    /// Found by the word index (else by substring).
+    fn by_words(&self) -> bool;
+}
+
+impl Hit for SearchHit {
+    fn location(&self) -> &str {
+        &self.rel_path
+    }
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+    fn workspace(&self) -> Option<&str> {
+        self.workspace.as_deref()
+    }
+    fn byte_offset(&self) -> u64 {
+        self.byte_offset
+    }
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn time_ms(&self) -> Option<i64> {
+        self.time_ms
+    }
+    fn snippet(&self) -> &str {
+        &self.snippet
+    }
+    fn by_words(&self) -> bool {
+        self.matched_by == MatchedBy::Words
+    }
+}
+
+impl Hit for RunSearchHit {
+    fn location(&self) -> &str {
+        &self.location
+    }
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+    fn workspace(&self) -> Option<&str> {
+        self.workspace.as_deref()
+    }
+    fn byte_offset(&self) -> u64 {
+        self.byte_offset
+    }
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn time_ms(&self) -> Option<i64> {
+        self.time_ms
+    }
+    fn snippet(&self) -> &str {
+        &self.snippet
+    }
+    fn by_words(&self) -> bool {
+        self.matched_by == SearchMatch::Words
+    }
 }
 
 /// A snippet on one line for the terminal: controls escaped, line breaks as `⏎`, matched
@@ -300,28 +383,72 @@ fn titled_sessions(
         .collect())
 }
 
-fn hit_row(h: &SearchHit) -> SearchHitRow {
-    let (snippet, marks) = split_marks(&h.snippet);
+fn hit_row<H: Hit>(h: &H) -> SearchHitRow {
+    let (snippet, marks) = split_marks(h.snippet());
     SearchHitRow {
-        run_id: Some(h.run_id.clone()).filter(|r| !r.is_empty()),
-        session_id: h.session_id.clone(),
-        workspace: h.workspace.clone(),
-        file: h.rel_path.clone(),
-        byte_offset: h.byte_offset,
+        run_id: Some(h.run_id().to_owned()).filter(|r| !r.is_empty()),
+        session_id: h.session_id().map(str::to_owned),
+        workspace: h.workspace().map(str::to_owned),
+        file: h.location().to_owned(),
+        byte_offset: h.byte_offset(),
         // snake_case like every value of the JSON contract (`--kind` takes `tool-output`).
-        kind: h.kind.replace('-', "_"),
-        time: h.time_ms.map(|ms| {
+        kind: h.kind().replace('-', "_"),
+        time: h.time_ms().map(|ms| {
             session_schema::Timestamp::from_unix_millis(ms)
                 .as_str()
                 .to_owned()
         }),
         snippet,
         highlights: marks.iter().map(|(s, e)| [*s, *e]).collect(),
-        matched_by: match h.matched_by {
-            MatchedBy::Words => json_rows::MatchedBy::Words,
-            _ => json_rows::MatchedBy::Substring,
+        matched_by: if h.by_words() {
+            json_rows::MatchedBy::Words
+        } else {
+            json_rows::MatchedBy::Substring
         },
     }
+}
+
+/// `sessions search TEXT` on a shared store: the backend's own index (PostgreSQL: `tsvector`
+/// and `pg_trgm`, fed by the same extraction as `search.db`), the same filters and output.
+/// Session titles are local only, so no title rows.
+pub(crate) fn search_shared(
+    ctx: &mut Ctx<'_>,
+    shared: &Shared,
+    args: &SearchArgs,
+) -> Result<i32, CliError> {
+    let text = args.text.join(" ");
+    if text.trim().is_empty() {
+        return Err(CliError::Usage("search: give the text to look for".into()));
+    }
+    let mut q = RunSearchQuery::new(text);
+    q.native_syntax = args.fts;
+    q.session_id = match args.session.as_deref() {
+        Some(s) => Some(resolve_id(ctx, shared, s, crate::ids::Want::Session)?.1),
+        None => None,
+    };
+    if let Some(w) = &args.workspace {
+        let abs = super::runs::workspace_arg(ctx, w)?;
+        q.workspace = Some(session_pg::normalize_workspace_root(&abs));
+    }
+    q.since_ms = instant_ms(ctx, args.since.as_deref())?;
+    q.until_ms = instant_ms(ctx, args.until.as_deref())?;
+    q.kinds = args.kind.iter().map(|k| k.as_str().to_owned()).collect();
+    q.limit = args.limit as u64;
+    let pg = shared.backend()?;
+    let hits = RunSearch::search(pg.as_ref(), &q).map_err(|e| match e {
+        StorageError::InvalidSearchQuery { .. } => CliError::Usage(crate::error::one_line(&e)),
+        e => storage_err(shared, e),
+    })?;
+    write_results(ctx, args, &[], &hits)
+}
+
+/// `--since`/`--until` as Unix milliseconds.
+fn instant_ms(ctx: &Ctx<'_>, t: Option<&str>) -> Result<Option<i64>, CliError> {
+    t.map(|t| {
+        crate::timefmt::parse_instant(t, ctx.now, &ctx.zone)
+            .map(|dt| i64::try_from(dt.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX))
+    })
+    .transpose()
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ pub(crate) fn dispatch(
         Command::Stats(a) => super::stats::stats_shared(ctx, shared, &a),
         Command::Verify(a) => super::verify::verify_shared(ctx, shared, &a),
         Command::Sessions(a) => super::sessions::sessions_shared(ctx, shared, &a),
+        Command::Search(a) => super::search::search_shared(ctx, shared, &a),
         // `sync` reads the local store; a shared store named by the environment is its
         // default destination, not its source.
         Command::Sync(a) if shared.source == crate::backend::StoreSource::EnvVar => {
