@@ -23,8 +23,8 @@ use crate::derive::RunFold;
 use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
 use crate::known::KnownRun;
-use crate::search::RunDocColumns;
 use crate::pool::{Pool, Session};
+use crate::search::RunDocColumns;
 use crate::text::{bound_key, normalize_workspace_root, pg_opt, pg_text};
 
 /// Bytes of lines fetched per round trip by a streamed read.

@@ -191,7 +191,13 @@ fn insert_run_docs(
     let cols = RunDocColumns::of_docs(docs);
     tx.execute(
         SQL_INSERT_RUN_DOCS,
-        &[&run_key, &cols.offsets, &cols.kinds, &cols.times, &cols.bodies],
+        &[
+            &run_key,
+            &cols.offsets,
+            &cols.kinds,
+            &cols.times,
+            &cols.bodies,
+        ],
     )
     .map_err(query("index lines for search"))?;
     Ok(())
