@@ -30,10 +30,12 @@
 //!   OS error in the cause) and reading commands keep working
 //!   (`crates/session-cli/examples/fullfs.rs`). Needs root to mount; skipped otherwise.
 //!
-//! The `#[test]`s in `tidy.rs`, `deps.rs`, `publish.rs`, `readme.rs`, `refs.rs`,
+//! The `#[test]`s in `tidy.rs`, `cycles.rs`, `deps.rs`, `publish.rs`, `readme.rs`, `refs.rs`,
 //! `spec_example.rs`, `schema.rs` and `vocabulary.rs` are part of `cargo test --workspace`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[cfg(test)]
+mod cycles;
 #[cfg(test)]
 mod deps;
 #[cfg(test)]
@@ -46,6 +48,7 @@ mod rss;
 mod schema;
 #[cfg(test)]
 mod spec_example;
+mod support;
 mod tidy;
 #[cfg(test)]
 mod vocabulary;
@@ -53,7 +56,7 @@ mod vocabulary;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+use support::{Result, cargo, project_root, status};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -87,30 +90,6 @@ fn run(args: &[String]) -> Result<()> {
             Ok(())
         }
         _ => Err(USAGE.into()),
-    }
-}
-
-/// The workspace root (the parent of this crate's directory).
-pub(crate) fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-pub(crate) fn cargo() -> Command {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
-    cmd.current_dir(project_root());
-    cmd
-}
-
-fn status(mut cmd: Command) -> Result<()> {
-    let shown = format!("{cmd:?}");
-    let st = cmd.status()?;
-    if st.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown} failed with {st}").into())
     }
 }
 

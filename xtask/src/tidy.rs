@@ -165,7 +165,7 @@ fn replay_core_does_no_io() {
 /// `text` with comments and the contents of string and character literals replaced by spaces
 /// (line breaks kept), so that patterns are looked for in code only.
 #[cfg(test)]
-fn code_only(text: &str) -> String {
+pub(crate) fn code_only(text: &str) -> String {
     let b: Vec<char> = text.chars().collect();
     let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
     let mut out = String::with_capacity(text.len());
@@ -268,7 +268,7 @@ fn code_only(text: &str) -> String {
 /// `code` (from [`code_only`]) with every `#[cfg(test)]` item blanked: up to the first `;`
 /// outside braces, or to the brace that closes its body.
 #[cfg(test)]
-fn without_test_items(code: &str) -> String {
+pub(crate) fn without_test_items(code: &str) -> String {
     const ATTR: &str = "#[cfg(test)]";
     let mut bytes = code.as_bytes().to_vec();
     let mut from = 0;

@@ -15,11 +15,7 @@ use time::{Date, OffsetDateTime};
 
 use crate::duplicates::{Completeness, rank_files};
 use crate::error::{JsonlError, Result};
-
-/// File-name suffix of a plain run file.
-pub const RUN_EXT: &str = ".jsonl";
-/// File-name suffix of an archived (zstd) run file.
-pub const ARCHIVED_EXT: &str = ".jsonl.zst";
+pub use crate::names::{ARCHIVED_EXT, RUN_EXT, parse_run_file_name};
 
 /// A UTC calendar date naming a `YYYY/MM/DD` directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -91,16 +87,6 @@ pub fn run_path(sessions_root: &Path, run_id: &str, started_at: &Timestamp) -> R
     Ok(RunDate::of_started_at(started_at)
         .dir(sessions_root)
         .join(format!("{run_id}{RUN_EXT}")))
-}
-
-/// The run id named by a run file's name (`<id>.jsonl` or `<id>.jsonl.zst`) and whether it is
-/// archived; `None` for any other name.
-pub fn parse_run_file_name(name: &str) -> Option<(&str, bool)> {
-    if let Some(id) = name.strip_suffix(ARCHIVED_EXT) {
-        return (!id.is_empty()).then_some((id, true));
-    }
-    let id = name.strip_suffix(RUN_EXT)?;
-    (!id.is_empty()).then_some((id, false))
 }
 
 /// The result of [`find_run`].

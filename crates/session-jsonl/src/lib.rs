@@ -67,12 +67,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod archive;
+mod checkpoint;
 pub mod duplicates;
 mod error;
 pub mod fault;
 mod follow;
 mod holder;
 pub mod layout;
+mod names;
 mod reader;
 pub mod resume;
 pub mod scan;

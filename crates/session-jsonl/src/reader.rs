@@ -363,8 +363,8 @@ impl Decoder {
     }
 
     /// The header decision and whether content was seen, for a checkpoint.
-    pub(crate) fn decisions(&self) -> (crate::resume::HeaderProgress, bool) {
-        use crate::resume::HeaderProgress as P;
+    pub(crate) fn decisions(&self) -> (crate::checkpoint::HeaderProgress, bool) {
+        use crate::checkpoint::HeaderProgress as P;
         let header = match self.header {
             HeaderState::Pending => P::Pending,
             HeaderState::Seen => P::Seen,
@@ -374,8 +374,8 @@ impl Decoder {
     }
 
     /// Restores the decisions of a checkpoint (for a run file: `expect_header` stays as set).
-    pub(crate) fn resume(&mut self, header: crate::resume::HeaderProgress, content_seen: bool) {
-        use crate::resume::HeaderProgress as P;
+    pub(crate) fn resume(&mut self, header: crate::checkpoint::HeaderProgress, content_seen: bool) {
+        use crate::checkpoint::HeaderProgress as P;
         self.header = match header {
             P::Pending if self.expect_header => HeaderState::Pending,
             P::Pending | P::Seen => HeaderState::Seen,
@@ -784,7 +784,7 @@ pub struct Reader<R> {
     /// while counting.
     pub(crate) tally: Option<crate::tally::Slot>,
     /// What checkpoints need ([`Reader::track_checkpoints`]); `None` when not tracking.
-    pub(crate) track: Option<Box<crate::resume::Track>>,
+    pub(crate) track: Option<Box<crate::checkpoint::Track>>,
     /// [`Reader::parse_only`]: the record types to parse (`None`: every line).
     only_types: Option<&'static [&'static str]>,
     /// Lines passed over unparsed by [`Reader::parse_only`].
@@ -908,7 +908,7 @@ impl<R: Read> Reader<R> {
     /// ([`Reader::hold_last_line`]) once the iterator returned `None`. `None` when the
     /// reader does not track checkpoints, has decided a last line without `\n` already, or is
     /// in the middle of skipping an oversized line.
-    pub fn checkpoint(&self) -> Option<crate::resume::ReaderCheckpoint> {
+    pub fn checkpoint(&self) -> Option<crate::checkpoint::ReaderCheckpoint> {
         let track = self.track.as_deref()?;
         if self.done || self.skip.is_some() || !self.pending.is_empty() {
             return None;
@@ -917,7 +917,7 @@ impl<R: Read> Reader<R> {
         let (head_len, head_digest, guard_len, guard_digest) =
             track.digests(offset, &self.buf[..self.pos]);
         let (header, content_seen) = self.dec.decisions();
-        Some(crate::resume::ReaderCheckpoint {
+        Some(crate::checkpoint::ReaderCheckpoint {
             offset,
             line: self.line,
             header,
@@ -932,7 +932,7 @@ impl<R: Read> Reader<R> {
     /// Restores the decoder's decisions of a checkpoint.
     pub(crate) fn resume_decisions(
         &mut self,
-        header: crate::resume::HeaderProgress,
+        header: crate::checkpoint::HeaderProgress,
         content_seen: bool,
     ) {
         self.dec.resume(header, content_seen);
@@ -1016,9 +1016,9 @@ impl<R: Read> Reader<R> {
                     if self.base == 0
                         && let Some(track) = self.track.as_deref_mut()
                         && track.head_carried.is_none()
-                        && track.head.len() < crate::resume::GUARD_LEN
+                        && track.head.len() < crate::checkpoint::GUARD_LEN
                     {
-                        let n = self.end.min(crate::resume::GUARD_LEN);
+                        let n = self.end.min(crate::checkpoint::GUARD_LEN);
                         track.head.clear();
                         track.head.extend_from_slice(&self.buf[..n]);
                     }

@@ -64,6 +64,7 @@ mod invocation;
 #[cfg(feature = "io")]
 #[cfg_attr(docsrs, doc(cfg(feature = "io")))]
 pub mod io;
+mod markdown;
 mod recover;
 mod resume;
 mod run;

@@ -306,14 +306,14 @@ pub(crate) fn push_markdown(out: &mut String, output: &str) {
     match view_tool_output(output) {
         ToolOutputView::Shell(sh) => {
             if let Some(c) = &sh.command {
-                crate::transcript::push_fenced(out, "sh", &format!("$ {c}"));
+                crate::markdown::push_fenced(out, "sh", &format!("$ {c}"));
             }
             if !sh.stdout.is_empty() || sh.stderr.is_empty() {
-                crate::transcript::push_fenced(out, "", &sh.stdout);
+                crate::markdown::push_fenced(out, "", &sh.stdout);
             }
             if !sh.stderr.is_empty() {
                 out.push_str("stderr:\n\n");
-                crate::transcript::push_fenced(out, "", &sh.stderr);
+                crate::markdown::push_fenced(out, "", &sh.stderr);
             }
             let status = sh.status_line();
             if !status.is_empty() {
@@ -324,10 +324,10 @@ pub(crate) fn push_markdown(out: &mut String, output: &str) {
             if let Some(s) = &e.summary {
                 let _ = writeln!(out, "{s}\n");
             }
-            crate::transcript::push_fenced(out, "diff", &e.diff);
+            crate::markdown::push_fenced(out, "diff", &e.diff);
         }
-        ToolOutputView::Json { pretty } => crate::transcript::push_fenced(out, "json", &pretty),
-        ToolOutputView::Text => crate::transcript::push_fenced(out, "", output),
+        ToolOutputView::Json { pretty } => crate::markdown::push_fenced(out, "json", &pretty),
+        ToolOutputView::Text => crate::markdown::push_fenced(out, "", output),
     }
 }
 

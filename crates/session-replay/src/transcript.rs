@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 
 use session_schema::{AgentEvent, Record, RunInput, RunStatusKind, Timestamp, Usage};
 
+use crate::markdown::push_fenced;
 use crate::run::{SkipKind, SkippedLine};
 
 /// A run's transcript: entries in record order.
@@ -715,16 +716,4 @@ fn push_quoted_text(out: &mut String, text: &str) {
     if !text.ends_with('\n') {
         out.push('\n');
     }
-}
-
-pub(crate) fn push_fenced(out: &mut String, lang: &str, text: &str) {
-    // A fence longer than any backtick run in the text keeps the block closed correctly.
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    let _ = writeln!(out, "{fence}{lang}");
-    out.push_str(text);
-    if !text.ends_with('\n') {
-        out.push('\n');
-    }
-    let _ = writeln!(out, "{fence}");
 }

@@ -17,19 +17,12 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use session_state::{LeaseHolder, SessionLease, StateStore};
+use session_state::{SessionLease, StateStore};
 
-use super::state_err;
+use super::state_errors::{Label, state_err};
 use crate::error::{Result, StorageError, Target};
 use crate::session_store::LeaseGuard;
 use crate::types::HolderInfo;
-
-/// The label this backend gives session-state's lease.
-#[derive(Debug, Serialize, Deserialize)]
-struct Label {
-    holder: HolderInfo,
-}
 
 /// A held lease.
 #[derive(Debug)]
@@ -64,32 +57,6 @@ pub(crate) fn acquire(
         session_id: session_id.to_owned(),
         holder: holder.clone(),
     })
-}
-
-/// [`StorageError::LeaseBusy`] for session-state's `SessionBusy`: the holder from the
-/// label this backend wrote, else from the note's pid, host and program (or purpose); `None`
-/// when the pid is not known.
-pub(crate) fn busy(session_id: String, holder: LeaseHolder) -> StorageError {
-    let from_label = holder
-        .label
-        .as_deref()
-        .and_then(|l| serde_json::from_str::<Label>(l).ok())
-        .map(|l| l.holder);
-    let named = from_label.or_else(|| {
-        holder.pid.map(|pid| HolderInfo {
-            name: holder
-                .program
-                .clone()
-                .unwrap_or_else(|| holder.purpose.as_str().to_owned()),
-            host: holder.host.clone().unwrap_or_default(),
-            pid,
-        })
-    });
-    StorageError::LeaseBusy {
-        session_id,
-        holder: named,
-        since: holder.since,
-    }
 }
 
 impl LeaseGuard for StateLease {

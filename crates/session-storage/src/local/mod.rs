@@ -30,6 +30,7 @@ mod lease;
 mod runs;
 mod search;
 mod sessions;
+mod state_errors;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,9 +38,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
-use session_state::{StateError, StateStore, StoreOptions};
+use session_state::{StateStore, StoreOptions};
 
 use crate::error::{Result, StorageError, Target};
+pub(crate) use state_errors::state_err;
 
 /// Options of [`LocalBackend::open_with`]; build with
 /// `LocalOptions { sync_appends: false, ..LocalOptions::default() }`.
@@ -95,18 +97,6 @@ pub struct LocalBackend {
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
-}
-
-/// A [`StateError`] as a [`StorageError`] about `target`.
-pub(crate) fn state_err(op: &'static str, target: Target, e: StateError) -> StorageError {
-    match e {
-        StateError::UnsafeId { id, source } => StorageError::UnsafeId { id, source },
-        StateError::ReadOnly { op, .. } => StorageError::ReadOnly { op },
-        StateError::InvalidCursor { token } => StorageError::InvalidCursor { token },
-        StateError::Busy { waited_ms, .. } => StorageError::Busy { target, waited_ms },
-        StateError::SessionBusy { session_id, holder } => lease::busy(session_id, *holder),
-        other => StorageError::backend(op, target, other),
-    }
 }
 
 impl LocalBackend {
