@@ -1159,7 +1159,7 @@ fn is_short_unspaced(word: &str) -> bool {
 /// Characters shown on each side of the first match in a [`substring_snippet`].
 const SNIPPET_CONTEXT: usize = 32;
 
-/// A snippet of `text` for a substring hit: up to [`SNIPPET_CONTEXT`] characters on each side
+/// A snippet of `text` for a substring hit: up to 32 characters on each side
 /// of the first match of any of `words` (ASCII letters of any case), `…` where text is left
 /// out, every match inside between [`HIGHLIGHT_START`] and [`HIGHLIGHT_END`].
 pub fn substring_snippet(text: &str, words: &[&str]) -> String {
