@@ -1,6 +1,6 @@
 //! The conformance suite of the storage seam (feature `conformance`): every case a backend of
-//! [`RunCatalogue`] and [`SessionStore`] must pass, generic over both traits, so that any
-//! backend runs it unchanged.
+//! [`RunCatalogue`](crate::RunCatalogue) and [`SessionStore`](crate::SessionStore) must pass,
+//! generic over both traits, so that any backend runs it unchanged.
 //!
 //! A backend crate implements [`Harness`] — at least [`Harness::fresh`], which makes a new,
 //! empty store — and runs the suite from a test with [`run`], asserting [`Report::passed`]
