@@ -60,17 +60,7 @@ pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliE
     let root = &ctx.root;
     let exists = root.path.is_dir();
     if args.json {
-        let row = Row::Where(WhereRow {
-            root: root.path.to_string_lossy().into_owned(),
-            source: root.source.key(),
-            exists,
-            precedence: crate::root::RootSource::ORDER
-                .iter()
-                .map(crate::root::RootSource::key)
-                .collect(),
-            store: None,
-        });
-        write_row(ctx.out, &row)?;
+        write_row(ctx.out, &where_row(root, None))?;
     } else {
         writeln!(ctx.out, "{}", root.path.display())?;
         writeln!(ctx.out, "  chosen: {}", root.source)?;
@@ -84,6 +74,24 @@ pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliE
         }
     }
     Ok(EXIT_OK)
+}
+
+/// `where --json`'s row for the local root `root`, with the shared store when one is named
+/// (`store`; the local and the shared `where` write the same row).
+pub(crate) fn where_row(
+    root: &crate::root::Root,
+    store: Option<crate::json_rows::SharedStoreRow>,
+) -> Row {
+    Row::Where(WhereRow {
+        root: root.path.to_string_lossy().into_owned(),
+        source: root.source.key(),
+        exists: root.path.is_dir(),
+        precedence: crate::root::RootSource::ORDER
+            .iter()
+            .map(crate::root::RootSource::key)
+            .collect(),
+        store,
+    })
 }
 
 /// What a `<run-id|session-id>` argument names: run files in the order to show them.

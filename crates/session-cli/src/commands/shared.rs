@@ -91,26 +91,17 @@ pub(crate) fn where_cmd(
     shared: &Shared,
     args: &WhereArgs,
 ) -> Result<i32, CliError> {
-    use crate::json_rows::{SharedStoreRow, SharedStoreSource, WhereRow};
+    use crate::json_rows::{SharedStoreRow, SharedStoreSource};
     let root = ctx.root.clone();
-    let exists = root.path.is_dir();
     if args.json {
-        let row = Row::Where(WhereRow {
-            root: root.path.to_string_lossy().into_owned(),
-            source: root.source.key(),
-            exists,
-            precedence: crate::root::RootSource::ORDER
-                .iter()
-                .map(crate::root::RootSource::key)
-                .collect(),
-            store: Some(SharedStoreRow {
-                connection: shared.config.redacted().to_owned(),
-                source: match shared.source {
-                    crate::backend::StoreSource::Flag => SharedStoreSource::Flag,
-                    crate::backend::StoreSource::EnvVar => SharedStoreSource::Env,
-                },
-            }),
-        });
+        let store = SharedStoreRow {
+            connection: shared.config.redacted().to_owned(),
+            source: match shared.source {
+                crate::backend::StoreSource::Flag => SharedStoreSource::Flag,
+                crate::backend::StoreSource::EnvVar => SharedStoreSource::Env,
+            },
+        };
+        let row = super::where_row(&root, Some(store));
         write_row(ctx.out, &row)?;
         return Ok(EXIT_OK);
     }
