@@ -115,6 +115,19 @@ impl<T: Describe> Describe for Lazy<T> {
     }
 }
 
+/// A tool definition: a function tool, or a hosted search tool tagged `"type": "hosted_search"`.
+impl Describe for crate::tool::ToolDefinition {
+    fn type_name() -> Option<&'static str> {
+        Some("ToolDefinition")
+    }
+    fn describe(generator: &mut Generator) -> serde_json::Value {
+        let hosted =
+            generator.tagged_variant::<crate::tool::HostedSearchTool>("type", "hosted_search");
+        let function = generator.subschema::<crate::tool::FunctionTool>();
+        serde_json::json!({ "anyOf": [function, hosted] })
+    }
+}
+
 impl Describe for MessageContent {
     fn type_name() -> Option<&'static str> {
         Some("MessageContent")

@@ -49,6 +49,7 @@ mod ids;
 mod line;
 mod message;
 mod number;
+mod parsed;
 mod raw;
 mod record;
 mod state;
@@ -67,8 +68,8 @@ pub use event::{
 };
 pub use ids::{IdError, MAX_ID_LEN, SafeId, check_id, is_safe_id, is_uuid};
 pub use line::{
-    Parsed, parse_message, parse_record, parse_record_str, parse_session_state, parse_tagged,
-    to_line, trim_line,
+    parse_message, parse_record, parse_record_str, parse_session_state, parse_tagged, to_line,
+    trim_line,
 };
 pub use message::{
     AssistantMessage, BaseMessage, ContentPart, DocumentPart, DocumentSource, FunctionCall,
@@ -76,6 +77,7 @@ pub use message::{
     TextPart, ToolCall, ToolMessage, ToolOutputRef, UserMessage,
 };
 pub use number::Num;
+pub use parsed::Parsed;
 pub use raw::{Extra, KeyOrder, Lazy, RawJson};
 pub use record::{
     ActiveFile, AgentEventRecord, ErrorInfo, Header, HeaderTools, LlmRequest, LlmRequestInput,

@@ -13,7 +13,7 @@ use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::line::Parsed;
+use crate::parsed::Parsed;
 use crate::surrogate::{self, LoneSurrogate};
 
 /// One JSON value kept as the exact text it was read from (compact, as found on the line).

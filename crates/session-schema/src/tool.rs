@@ -129,18 +129,6 @@ impl<'de> Deserialize<'de> for ToolDefinition {
     }
 }
 
-#[cfg(feature = "json-schema")]
-impl crate::json_schema::Describe for ToolDefinition {
-    fn type_name() -> Option<&'static str> {
-        Some("ToolDefinition")
-    }
-    fn describe(generator: &mut crate::json_schema::Generator) -> serde_json::Value {
-        let hosted = generator.tagged_variant::<HostedSearchTool>("type", "hosted_search");
-        let function = generator.subschema::<FunctionTool>();
-        serde_json::json!({ "anyOf": [function, hosted] })
-    }
-}
-
 open_enum! {
     /// `tool_choice`: `"auto"`, `"required"`, `"none"`, or the name of one tool (as `Other`).
     pub enum ToolChoice {
