@@ -76,14 +76,17 @@ fn public_enum_names_are_distinct_across_crates() {
 const COMPLETE_MATCHES: &[(&str, &str)] = &[
     ("crates/session-replay/src/transcript.rs", "pub fn record("),
     (
-        "crates/session-cli/src/commands/show.rs",
+        "crates/session-cli/src/support/render.rs",
         "fn render_entry(",
     ),
     (
-        "crates/session-cli/src/commands/tail.rs",
+        "crates/session-cli/src/support/render.rs",
         "pub(crate) fn describe(",
     ),
-    ("crates/session-cli/src/html.rs", "pub(crate) fn entry("),
+    (
+        "crates/session-cli/src/support/html.rs",
+        "pub(crate) fn entry(",
+    ),
 ];
 
 #[test]

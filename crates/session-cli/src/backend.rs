@@ -1,7 +1,6 @@
 //! Which store a command works on: the local directory (`--root`, `$SESSIONS_ROOT`, the
 //! reference's layouts; [`crate::root`]) or a shared PostgreSQL store (`--store`,
-//! `$SESSIONS_STORE`), and the look-ups every reading command needs on a shared store (ids,
-//! runs, sessions) through the storage traits ([`RunCatalogue`], [`SessionStore`]).
+//! `$SESSIONS_STORE`), and [`RunRef`], a run to read from either.
 //!
 //! Precedence, first match wins: `--store STORE`, `--root DIR` (the two flags exclude each
 //! other), `$SESSIONS_STORE`, `$SESSIONS_ROOT`, the layouts. A `STORE` that is a
@@ -15,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use session_pg::{PgBackend, PgConfig, PgOptions};
-use session_storage::{RunCatalogue, RunListQuery, SessionListQuery, SessionStore, StorageError};
+use session_storage::{RunCatalogue, StorageError};
 
 use crate::env::Env;
 use crate::error::{CliError, one_line};
@@ -210,187 +209,6 @@ pub(crate) fn storage_err(shared: &Shared, e: StorageError) -> CliError {
     }
 }
 
-/// What an id argument names on a shared store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Named {
-    /// A run.
-    Run,
-    /// A session (saved, or known by its runs only).
-    Session,
-}
-
-/// Most candidates an ambiguous prefix lists per kind.
-const MAX_CANDIDATES: usize = 10;
-
-/// `id` as a whole run or session id of the shared store, the way the local store resolves
-/// it ([`crate::ids`]): `-` is the newest of the current directory's workspace (its newest
-/// saved session, else its newest run, as `want` allows), a whole id is itself, anything
-/// else a unique prefix of at least [`crate::ids::MIN_PREFIX`] characters. `@title` is a
-/// usage error: titles are kept in a local store's `state.db` only.
-///
-/// # Errors
-/// Usage (2) for an unsafe id, `@title` or an ambiguous prefix (listing the candidates);
-/// not found (3) when nothing has that id or prefix; data (4) when the store fails.
-pub(crate) fn resolve_id(
-    ctx: &crate::Ctx<'_>,
-    shared: &Shared,
-    id: &str,
-    want: crate::ids::Want,
-) -> Result<(Named, String), CliError> {
-    use crate::ids::{MIN_PREFIX, NEWEST, Want};
-    if id.starts_with('@') && want != Want::Run {
-        return Err(CliError::Usage(format!(
-            "{id}: session titles are kept in a local store's state.db; the shared store {} \
-             has none (give the session id or a prefix of it)",
-            shared.describe()
-        )));
-    }
-    crate::ids::check(id, want)?;
-    let pg = shared.backend()?;
-    let err = |e| storage_err(shared, e);
-    let runs_ok = matches!(want, Want::Run | Want::Either);
-    let sessions_ok = matches!(want, Want::Session | Want::Either);
-    if id == NEWEST {
-        let ws = crate::commands::workspace_of(&ctx.cwd()?)
-            .to_string_lossy()
-            .into_owned();
-        if sessions_ok {
-            let page = pg
-                .list_sessions(&SessionListQuery {
-                    workspace: Some(ws.clone()),
-                    limit: Some(1),
-                    after: None,
-                })
-                .map_err(err)?;
-            if let Some(s) = page.sessions.into_iter().next() {
-                return Ok((Named::Session, s.session_id));
-            }
-        }
-        if runs_ok {
-            let page = pg
-                .list_runs(&RunListQuery {
-                    workspace: Some(ws.clone()),
-                    limit: Some(1),
-                    ..RunListQuery::default()
-                })
-                .map_err(err)?;
-            if let Some(r) = page.runs.into_iter().next() {
-                return Ok((Named::Run, r.run_id));
-            }
-        }
-        return Err(CliError::NotFound(format!(
-            "no {} in workspace {ws} in the shared store {} (`-` and --last mean the newest of \
-             the current directory's workspace)",
-            noun(want),
-            shared.describe()
-        )));
-    }
-    let found = pg.ids_with_prefix(id, MAX_CANDIDATES + 1).map_err(err)?;
-    let runs: Vec<_> = if runs_ok { found.runs } else { Vec::new() };
-    let sessions: Vec<_> = if sessions_ok {
-        found.sessions
-    } else {
-        Vec::new()
-    };
-    if runs.iter().any(|m| m.id == id) {
-        return Ok((Named::Run, id.to_owned()));
-    }
-    if sessions.iter().any(|m| m.id == id) {
-        return Ok((Named::Session, id.to_owned()));
-    }
-    // A session with runs but no saved state is known by its runs.
-    if sessions_ok && sessions.is_empty() && has_runs_of_session(shared, &*pg, id)? {
-        return Ok((Named::Session, id.to_owned()));
-    }
-    if id.len() < MIN_PREFIX {
-        return Err(not_found(shared, id, want));
-    }
-    match (runs.as_slice(), sessions.as_slice()) {
-        ([], []) => Err(not_found(shared, id, want)),
-        ([one], []) => Ok((Named::Run, one.id.clone())),
-        ([], [one]) => Ok((Named::Session, one.id.clone())),
-        _ => {
-            let mut list: Vec<(&str, &session_pg::PrefixMatch)> = Vec::new();
-            list.extend(runs.iter().take(MAX_CANDIDATES).map(|m| ("run", m)));
-            list.extend(sessions.iter().take(MAX_CANDIDATES).map(|m| ("session", m)));
-            Err(crate::ids::ambiguous_list(
-                ctx,
-                id,
-                (runs.len(), sessions.len()),
-                list.iter()
-                    .map(|(kind, m)| (*kind, m.id.as_str(), m.time.as_deref(), m.text.as_deref())),
-            ))
-        }
-    }
-}
-
-fn noun(want: crate::ids::Want) -> &'static str {
-    match want {
-        crate::ids::Want::Run => "run",
-        crate::ids::Want::Session => "session",
-        crate::ids::Want::Either => "run or session",
-    }
-}
-
-fn not_found(shared: &Shared, id: &str, want: crate::ids::Want) -> CliError {
-    let short = if id.len() < crate::ids::MIN_PREFIX {
-        format!(
-            " (an id prefix needs at least {} characters)",
-            crate::ids::MIN_PREFIX
-        )
-    } else {
-        String::new()
-    };
-    CliError::NotFound(format!(
-        "no {} {id} in the shared store {}{short}",
-        noun(want),
-        shared.describe()
-    ))
-}
-
-fn has_runs_of_session(
-    shared: &Shared,
-    pg: &dyn RunCatalogue,
-    session_id: &str,
-) -> Result<bool, CliError> {
-    let page = pg
-        .list_runs(&RunListQuery {
-            session: Some(session_id.to_owned()),
-            limit: Some(1),
-            ..RunListQuery::default()
-        })
-        .map_err(|e| storage_err(shared, e))?;
-    Ok(!page.runs.is_empty())
-}
-
-/// The runs of session `session_id` in the shared store, oldest `started_at` first (then run
-/// id), as the local store orders a session's runs.
-///
-/// # Errors
-/// Data (4) when the store fails.
-pub(crate) fn session_runs(
-    shared: &Shared,
-    pg: &dyn RunCatalogue,
-    session_id: &str,
-) -> Result<Vec<session_storage::RunSummary>, CliError> {
-    let mut out = Vec::new();
-    let mut query = RunListQuery {
-        session: Some(session_id.to_owned()),
-        limit: Some(500),
-        ..RunListQuery::default()
-    };
-    loop {
-        let page = pg.list_runs(&query).map_err(|e| storage_err(shared, e))?;
-        out.extend(page.runs);
-        match page.next_cursor {
-            Some(c) => query.after = Some(c),
-            None => break,
-        }
-    }
-    out.reverse();
-    Ok(out)
-}
-
 /// A run to read: a local file, or a run of a catalogue. The one input of the streamed
 /// renderers ([`crate::stream`]), so both kinds of store render through the same code.
 #[derive(Clone)]
@@ -420,7 +238,7 @@ impl RunRef {
     }
 
     /// The file's path, or the stored run's location as a path (what messages and `file`
-    /// fields show: [`crate::store::rel`] leaves it as it is).
+    /// fields show: [`crate::support::paths::rel`] leaves it as it is).
     pub(crate) fn display_path(&self) -> PathBuf {
         match self {
             RunRef::File(p) => p.clone(),
@@ -431,7 +249,7 @@ impl RunRef {
     /// The run id the file name gives, or the stored run's id.
     pub(crate) fn run_id(&self) -> Option<String> {
         match self {
-            RunRef::File(p) => crate::store::run_id_of_path(p),
+            RunRef::File(p) => crate::support::paths::run_id_of_path(p),
             RunRef::Stored { run_id, .. } => Some(run_id.clone()),
         }
     }

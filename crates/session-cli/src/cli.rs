@@ -306,7 +306,7 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Ship the store to a shared PostgreSQL store, exactly once (--follow keeps shipping).
     #[command(after_help = EXAMPLES_SYNC)]
-    Sync(crate::commands::SyncArgs),
+    Sync(SyncArgs),
     /// Move runs and sessions to the trash, as gc does (`restore` puts them back; only
     /// `gc --empty-trash` deletes).
     #[command(after_help = EXAMPLES_DELETE)]
@@ -625,7 +625,7 @@ pub(crate) struct StatsArgs {
 
 /// The id argument of a command with `--last`: the id given, or `-` (the newest).
 pub(crate) fn id_or_newest(id: Option<&String>) -> &str {
-    id.map_or(crate::ids::NEWEST, String::as_str)
+    id.map_or(NEWEST, String::as_str)
 }
 
 /// `export --format`.
@@ -876,6 +876,38 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) redact: RedactArgs,
 }
+
+/// Arguments of `sessions sync`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SyncArgs {
+    /// The shared store: a postgres:// or postgresql:// URL (a unix socket directory as
+    /// ?host=/path) or libpq key=value pairs.
+    #[arg(
+        long,
+        value_name = "STORE",
+        env = "SESSIONS_STORE",
+        hide_env_values = true
+    )]
+    pub(crate) to: String,
+    /// Keep shipping what is written, one pass every --interval seconds, until interrupted.
+    #[arg(long)]
+    pub(crate) follow: bool,
+    /// Seconds between passes with --follow.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) interval: u64,
+    /// Compare every stored line's hash with the local line and report the first divergence.
+    #[arg(long)]
+    pub(crate) verify: bool,
+    /// Stop --follow after this many passes (scripts and tests).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) passes: Option<u64>,
+    /// Most bytes of lines per transaction (at least one line is always sent).
+    #[arg(long, hide = true, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..=(256 << 20)))]
+    pub(crate) chunk_bytes: u64,
+}
+
+/// The id argument that means "the newest in this workspace".
+pub(crate) const NEWEST: &str = "-";
 
 #[cfg(test)]
 mod tests {

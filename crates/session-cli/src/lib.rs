@@ -46,20 +46,15 @@ mod commands;
 mod env;
 pub mod error;
 mod hooks;
-mod html;
 mod human;
-mod ids;
 mod json_rows;
 mod jsonw;
 mod pager;
 mod progress;
 mod redact;
 mod root;
-mod store;
-mod stream;
 mod style;
-mod table;
-mod term;
+mod support;
 mod timefmt;
 
 pub use env::Env;
@@ -68,6 +63,7 @@ pub use json_rows::json_schema;
 
 use cli::{Cli, Command};
 use style::Style;
+use support::{table, term};
 use timefmt::TimeDisplay;
 
 /// What the output streams are connected to. [`Terminal::default`] is two pipes: no colour,
@@ -299,7 +295,7 @@ pub fn run_with(
             read_only: cli.read_only,
             hooks: hooks::Hooks::from_env(env),
         };
-        let result = dispatch(&mut ctx, cli.command);
+        let result = commands::dispatch(&mut ctx, cli.command);
         let _ = ctx.out.flush();
         result
     };
@@ -371,38 +367,4 @@ fn report(stderr: &mut dyn Write, e: &CliError) -> i32 {
         let _ = writeln!(stderr, "sessions: {e}");
     }
     code
-}
-
-fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
-    if let Some(shared) = ctx.shared.clone() {
-        return commands::shared::dispatch(ctx, &shared, command);
-    }
-    match command {
-        Command::Where(a) => commands::where_cmd(ctx, &a),
-        Command::Runs(a) => commands::runs(ctx, &a),
-        Command::Sessions(a) => commands::sessions(ctx, &a),
-        Command::Show(a) => commands::show(ctx, &a),
-        Command::Search(a) => commands::search(ctx, &a),
-        Command::Replay(a) => commands::replay(ctx, &a),
-        Command::History(a) => commands::history(ctx, &a),
-        Command::Tail(a) => commands::tail(ctx, &a),
-        Command::Verify(a) => commands::verify(ctx, &a),
-        Command::Repair(a) => commands::repair(ctx, &a),
-        Command::Stats(a) => commands::stats(ctx, &a),
-        Command::Export(a) => commands::export(ctx, &a),
-        Command::Gc(a) => commands::gc(ctx, &a),
-        Command::Archive(a) => commands::archive(ctx, &a),
-        Command::Unarchive(a) => commands::unarchive(ctx, &a),
-        Command::Reindex(a) => commands::reindex(ctx, &a),
-        Command::Serve(a) => commands::serve(ctx, &a),
-        Command::Sync(a) => commands::sync(ctx, &a),
-        Command::Delete(a) => commands::delete(ctx, &a),
-        Command::Restore(a) => commands::restore(ctx, &a),
-        Command::Pin(a) => commands::pin(ctx, &a, true),
-        Command::Unpin(a) => commands::pin(ctx, &a, false),
-        Command::Name(a) => commands::name(ctx, &a),
-        Command::Storage(a) => commands::storage(ctx, &a),
-        // Answered before the store is looked for (see `run_with`).
-        Command::Completions(_) => Ok(EXIT_OK),
-    }
 }

@@ -1,5 +1,5 @@
 //! Progress bars on stderr, drawn only when stderr is a terminal that can draw them
-//! ([`crate::term::progress`]) and only once the work has lasted [`SHOW_AFTER`]: work that ends
+//! ([`crate::support::term::progress`]) and only once the work has lasted [`SHOW_AFTER`]: work that ends
 //! sooner leaves no flicker behind.
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! Terminal styling (ANSI colour through `anstyle`, only when enabled; see
-//! [`crate::term::colour`] for when), widths and clipping (`unicode-width`) and the bar chart.
+//! [`crate::support::term::colour`] for when), widths and clipping (`unicode-width`) and the bar chart.
 
 /// Colours used by the human output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use session_state::{LoadNote, MessageDamage, MessageDamageKind};
+use session_state::{MessageDamage, MessageDamageKind};
 
 use crate::Ctx;
 use crate::cli::{ExportArgs, ExportFormat};
@@ -25,10 +25,15 @@ use crate::error::{CliError, EXIT_DATA, EXIT_OK};
 use crate::json_rows;
 use crate::jsonw::{JsonObj, raw_array};
 use crate::redact::Redactor;
-use crate::store::rel;
 use crate::style::escape_controls;
+use crate::support::damage::{damage_kind, describe_damage, message_lost, note_parts};
+use crate::support::paths::rel;
 
-pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliError> {
+/// `sessions export ID`: a run or a session in the chosen format, streamed.
+///
+/// # Errors
+/// Usage (2), not found (3) or data (4), as the command's help describes.
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliError> {
     if let Some(path) = &args.output {
         check_output(&ctx.root.path, path, args.force)?;
     }
@@ -42,8 +47,13 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
     };
     let id = crate::cli::id_or_newest(args.id.as_ref());
     if let Some(shared) = ctx.shared.clone() {
-        let found = super::shared::resolve_target(ctx, &shared, id, crate::ids::Want::Either)?;
-        let target = super::Target {
+        let found = crate::support::shared::resolve_target(
+            ctx,
+            &shared,
+            id,
+            crate::support::ids::Want::Either,
+        )?;
+        let target = crate::support::target::Target {
             session: found.session,
             state: found.state,
             paths: Vec::new(),
@@ -53,14 +63,14 @@ pub(crate) fn export(ctx: &mut Ctx<'_>, args: &ExportArgs) -> Result<i32, CliErr
         };
         return export_streaming(ctx, args, &target, &found.runs, redactor);
     }
-    let target = super::resolve_target(ctx, id)?;
+    let target = crate::support::target::resolve_target(ctx, id)?;
     let runs: Vec<crate::backend::RunRef> = target.paths.iter().map(Into::into).collect();
     export_streaming(ctx, args, &target, &runs, redactor)
 }
 
 /// The warnings about a session's saved state (damaged message lines, a state that cannot be
 /// loaded, notes); whether nothing of it is missing from the export.
-fn warn_saved_state(ctx: &mut Ctx<'_>, target: &super::Target) -> bool {
+fn warn_saved_state(ctx: &mut Ctx<'_>, target: &crate::support::target::Target) -> bool {
     let root = ctx.root.path.clone();
     let mut complete = true;
     for d in &target.damage {
@@ -91,14 +101,14 @@ fn warn_saved_state(ctx: &mut Ctx<'_>, target: &super::Target) -> bool {
 fn export_streaming(
     ctx: &mut Ctx<'_>,
     args: &ExportArgs,
-    target: &super::Target,
+    target: &crate::support::target::Target,
     runs: &[crate::backend::RunRef],
     mut redactor: Option<Redactor>,
 ) -> Result<i32, CliError> {
     let root = ctx.root.path.clone();
     let mut summaries = Vec::with_capacity(runs.len());
     for p in runs {
-        summaries.push(crate::stream::summarize(p)?);
+        summaries.push(crate::support::stream::summarize(p)?);
     }
     let mut complete = true;
     for run in &summaries {
@@ -115,7 +125,7 @@ fn export_streaming(
         }
     }
     complete &= warn_saved_state(ctx, target);
-    let mut sink = crate::stream::Sink::new(args.output.as_deref(), ctx.out)?;
+    let mut sink = crate::support::stream::Sink::new(args.output.as_deref(), ctx.out)?;
     let written = match args.effective_format() {
         ExportFormat::Jsonl => stream_jsonl(&mut sink, &summaries, redactor.as_mut()),
         ExportFormat::Md => stream_markdown(&mut sink, target, &mut summaries, redactor.as_mut()),
@@ -131,7 +141,7 @@ fn export_streaming(
                         .map(|why| format!("saved state not exported: {why}")),
                 )
                 .collect();
-            crate::html::export_page(
+            crate::support::html::export_page(
                 &mut sink,
                 target.session.as_deref(),
                 target.state.as_ref(),
@@ -177,7 +187,7 @@ fn export_streaming(
 /// secret lives in); under a session's heading, run headings go one level down; trailing
 /// blank lines of the document are dropped.
 struct MdWriter<'s, 'o, 'r> {
-    sink: &'s mut crate::stream::Sink<'o>,
+    sink: &'s mut crate::support::stream::Sink<'o>,
     redactor: Option<&'r mut Redactor>,
     /// Newlines at the end of what was given, not yet written (the document's last ones are
     /// collapsed to one).
@@ -232,9 +242,9 @@ impl MdWriter<'_, '_, '_> {
 /// `export --format md`, streamed (see [`MdWriter`]): the session heading, then each run's
 /// transcript entry by entry.
 fn stream_markdown(
-    sink: &mut crate::stream::Sink<'_>,
-    target: &super::Target,
-    runs: &mut [crate::stream::RunSummary],
+    sink: &mut crate::support::stream::Sink<'_>,
+    target: &crate::support::target::Target,
+    runs: &mut [crate::support::stream::RunSummary],
     redactor: Option<&mut Redactor>,
 ) -> Result<(), CliError> {
     let session = target.session.as_deref();
@@ -248,7 +258,7 @@ fn stream_markdown(
         if runs.is_empty() {
             md.put("No run files; the saved conversation follows.\n\n")?;
             if let Some(state) = &target.state {
-                md.put(&super::show::messages_markdown(state))?;
+                md.put(&crate::support::render::messages_markdown(state))?;
             }
         } else {
             md.put(&format!("{} run(s), oldest first.\n\n", runs.len()))?;
@@ -258,7 +268,7 @@ fn stream_markdown(
         let head = session_replay::render_markdown_head(run.transcript.head());
         md.put_run(&head, session.is_some())?;
         let mut ends_in_newline = head.ends_with('\n');
-        crate::stream::for_each_entry(&run.src, &mut run.transcript, |e, _, _| {
+        crate::support::stream::for_each_entry(&run.src, &mut run.transcript, |e, _, _| {
             let text = session_replay::render_markdown_entry(e);
             if !text.is_empty() {
                 ends_in_newline = text.ends_with('\n');
@@ -276,7 +286,7 @@ fn stream_markdown(
 /// Writes JSON text through the redactor when there is one (string literals are redacted
 /// one by one, so a fragment redacts as it would inside the whole document).
 fn put_json(
-    sink: &mut crate::stream::Sink<'_>,
+    sink: &mut crate::support::stream::Sink<'_>,
     redactor: &mut Option<&mut Redactor>,
     text: &str,
 ) -> Result<(), CliError> {
@@ -289,12 +299,12 @@ fn put_json(
 /// Every record line exactly as stored, each ended by `\n` (redacted: decoded lossily, its
 /// string literals redacted).
 fn stream_jsonl(
-    sink: &mut crate::stream::Sink<'_>,
-    runs: &[crate::stream::RunSummary],
+    sink: &mut crate::support::stream::Sink<'_>,
+    runs: &[crate::support::stream::RunSummary],
     mut redactor: Option<&mut Redactor>,
 ) -> Result<(), CliError> {
     for run in runs {
-        crate::stream::for_each_record_line(&run.src, |line| {
+        crate::support::stream::for_each_record_line(&run.src, |line| {
             match redactor.as_mut() {
                 Some(r) => {
                     let text = String::from_utf8_lossy(line);
@@ -318,9 +328,9 @@ fn open_object(mut o: JsonObj) -> String {
 /// One run as a JSON object ([`run_json`]'s shape), streamed: its fields, then its records
 /// byte-exact one at a time.
 fn stream_run_json(
-    sink: &mut crate::stream::Sink<'_>,
+    sink: &mut crate::support::stream::Sink<'_>,
     root: &Path,
-    run: &crate::stream::RunSummary,
+    run: &crate::support::stream::RunSummary,
     top_level: bool,
     redactor: &mut Option<&mut Redactor>,
 ) -> Result<(), CliError> {
@@ -351,7 +361,7 @@ fn stream_run_json(
     put_json(sink, redactor, &open_object(o))?;
     sink.write(b",\"records\":[")?;
     let mut first = true;
-    crate::stream::for_each_record_line(&run.src, |line| {
+    crate::support::stream::for_each_record_line(&run.src, |line| {
         if !first {
             sink.write(b",")?;
         }
@@ -363,10 +373,10 @@ fn stream_run_json(
 
 /// The JSON document, streamed: one run object, or a session object whose `runs` come last.
 fn stream_json(
-    sink: &mut crate::stream::Sink<'_>,
+    sink: &mut crate::support::stream::Sink<'_>,
     root: &Path,
-    target: &super::Target,
-    runs: &[crate::stream::RunSummary],
+    target: &crate::support::target::Target,
+    runs: &[crate::support::stream::RunSummary],
     complete: bool,
     mut redactor: Option<&mut Redactor>,
 ) -> Result<(), CliError> {
@@ -448,108 +458,6 @@ fn say(ctx: &mut Ctx<'_>, msg: &str) {
         "sessions: {}",
         escape_controls(msg).replace('\n', " ")
     );
-}
-
-/// Whether a message-log problem means a message is missing from the export: a line that was
-/// skipped, a count that does not match, a file rewritten behind the store's back. A line
-/// kept verbatim (`kept`) is exported.
-fn message_lost(d: &MessageDamage) -> bool {
-    !d.kept
-        || matches!(
-            d.kind,
-            MessageDamageKind::CountMismatch { .. } | MessageDamageKind::FileChanged
-        )
-}
-
-/// `verify`'s kind names for message-log damage (see the README).
-fn damage_kind(kind: &MessageDamageKind) -> &'static str {
-    match kind {
-        MessageDamageKind::TornTail => "torn_tail",
-        MessageDamageKind::Corrupt => "corrupt_line",
-        MessageDamageKind::NotObject => "not_object",
-        MessageDamageKind::MissingRole => "missing_role",
-        MessageDamageKind::Shape => "schema_mismatch",
-        MessageDamageKind::CountMismatch { .. } => "message_count_mismatch",
-        MessageDamageKind::FileChanged => "messages_file_changed",
-        MessageDamageKind::Column(_) => "column_damage",
-        _ => "message_damage",
-    }
-}
-
-/// `messages/<id>.jsonl: line 2, byte 31: torn_tail: <detail>`.
-pub(super) fn describe_damage(root: &Path, d: &MessageDamage) -> String {
-    let mut s = rel(root, &d.path).into_owned();
-    if let Some(line) = d.line {
-        s.push_str(&format!(": line {line}, byte {}", d.byte_offset));
-    }
-    s.push_str(": ");
-    s.push_str(damage_kind(&d.kind));
-    match &d.kind {
-        MessageDamageKind::CountMismatch { expected, found } => s.push_str(&format!(
-            ": state.db says {expected} message(s), {found} found"
-        )),
-        _ if d.detail.is_empty() => {}
-        _ => s.push_str(&format!(": {}", d.detail)),
-    }
-    if d.kept && !message_lost(d) {
-        s.push_str(" (kept as stored)");
-    } else if d.line.is_some() {
-        s.push_str(" (message not exported)");
-    }
-    s
-}
-
-/// A load note's kind, detail and position (`file`, `line`, `offset`) when it has one.
-pub(super) fn note_parts(
-    root: &Path,
-    n: &LoadNote,
-) -> (&'static str, String, Option<(String, u64, u64)>) {
-    match n {
-        LoadNote::MetaUnreadable { detail } => (
-            "meta_unreadable",
-            format!("meta_json omitted: {detail}"),
-            None,
-        ),
-        LoadNote::ColumnType { column, found } => (
-            "column_type",
-            format!("column {column} omitted: found {found}"),
-            None,
-        ),
-        LoadNote::LegacyIdMismatch { inner } => (
-            "legacy_id_mismatch",
-            format!("legacy snapshot names session {inner}"),
-            None,
-        ),
-        LoadNote::LegacySchemaVersion { found } => (
-            "legacy_schema_version",
-            format!("legacy snapshot has schema_version {found}"),
-            None,
-        ),
-        LoadNote::MigrationFailed { detail } => (
-            "migration_failed",
-            format!("legacy snapshot not migrated: {detail}"),
-            None,
-        ),
-        LoadNote::UncommittedTail { bytes } => (
-            "uncommitted_tail",
-            format!("{bytes} byte(s) past the committed end of the messages file ignored"),
-            None,
-        ),
-        LoadNote::LoneSurrogate {
-            path,
-            line,
-            byte_offset,
-            escape,
-        } => (
-            "lone_surrogate",
-            format!(
-                "{}: line {line}, byte {byte_offset}: lone surrogate {escape} shown as U+FFFD in `state`",
-                rel(root, path)
-            ),
-            Some((rel(root, path).into_owned(), *line, *byte_offset)),
-        ),
-        other => ("load_note", format!("{other:?}"), None),
-    }
 }
 
 /// Refuses (usage, exit 2) an output path inside the store root, whatever spelling or

@@ -1,230 +1,146 @@
-//! One function per subcommand. Each returns the exit code on success.
+//! One file per subcommand: `commands/<name>.rs` holds `run(ctx, args)` for `sessions <name>`
+//! (and, for the commands that also work on a shared store, its `*_shared` variant). Each
+//! returns the exit code on success.
+//!
+//! The commands share nothing with each other directly: what two of them need (opening the
+//! store, resolving ids and targets, findings, run listings, renderers, tables) lives in
+//! [`crate::support`], which never imports a command.
 
-mod cold;
+mod archive;
+mod delete;
 mod export;
-pub(crate) mod housekeeping;
-pub(crate) mod manage;
+mod gc;
+mod history;
+mod name;
+mod pin;
+mod reindex;
+mod repair;
 mod replay;
-pub(crate) mod runs;
-pub(crate) mod search;
+mod restore;
+mod runs;
+mod search;
 #[cfg(feature = "serve")]
 mod serve;
-pub(crate) mod sessions;
-pub(crate) mod shared;
-pub(crate) mod show;
-pub(crate) mod state;
-pub(crate) mod stats;
+mod sessions;
+mod show;
+mod stats;
+mod storage;
 mod sync;
 mod tail;
-mod trash;
-mod trash_cmds;
 mod unarchive;
-pub(crate) mod verify;
-
-pub(crate) use export::export;
-pub(crate) use housekeeping::{archive, gc, repair};
-pub(crate) use manage::{name, pin, storage};
-pub(crate) use replay::replay;
-#[cfg(feature = "serve")]
-pub(crate) use serve::serve;
-pub(crate) use trash_cmds::{delete, restore};
-
-/// `sessions serve` in a build without the `serve` feature: a usage error that says so.
-#[cfg(not(feature = "serve"))]
-pub(crate) fn serve(_ctx: &mut Ctx<'_>, _args: &crate::cli::ServeArgs) -> Result<i32, CliError> {
-    Err(CliError::Usage(
-        "this build has no web viewer: rebuild with the `serve` feature (on by default)".into(),
-    ))
-}
-pub(crate) use runs::runs;
-pub(crate) use search::search;
-pub(crate) use sessions::{history, sessions, workspace_of};
-pub(crate) use show::show;
-pub(crate) use state::reindex;
-pub(crate) use stats::stats;
-pub(crate) use sync::{SyncArgs, sync};
-pub(crate) use tail::tail;
-pub(crate) use unarchive::unarchive;
-pub(crate) use verify::verify;
+mod unpin;
+mod verify;
+mod r#where;
 
 use crate::Ctx;
-use crate::cli::WhereArgs;
+use crate::backend::{Shared, StoreSource, local_only};
+use crate::cli::Command;
 use crate::error::{CliError, EXIT_OK};
-use crate::json_rows::{Row, WhereRow, write_row};
 
-/// `sessions where`.
-pub(crate) fn where_cmd(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliError> {
+/// Runs `command` on the local store at [`Ctx::root`], or on the shared store when one is
+/// named ([`Ctx::shared`]).
+///
+/// # Errors
+/// The command's error.
+pub(crate) fn dispatch(ctx: &mut Ctx<'_>, command: Command) -> Result<i32, CliError> {
     if let Some(shared) = ctx.shared.clone() {
-        return shared::where_cmd(ctx, &shared, args);
+        return dispatch_shared(ctx, &shared, command);
     }
-    let root = &ctx.root;
-    let exists = root.path.is_dir();
-    if args.json {
-        write_row(ctx.out, &where_row(root, None))?;
-    } else {
-        writeln!(ctx.out, "{}", root.path.display())?;
-        writeln!(ctx.out, "  chosen: {}", root.source)?;
-        let order: Vec<&str> = crate::root::PRECEDENCE
-            .iter()
-            .map(|(_, how)| *how)
-            .collect();
-        writeln!(ctx.out, "  precedence: {}", order.join(" > "))?;
-        if !exists {
-            writeln!(ctx.out, "  (the directory does not exist yet)")?;
-        }
-    }
-    Ok(EXIT_OK)
-}
-
-/// `where --json`'s row for the local root `root`, with the shared store when one is named
-/// (`store`; the local and the shared `where` write the same row).
-pub(crate) fn where_row(
-    root: &crate::root::Root,
-    store: Option<crate::json_rows::SharedStoreRow>,
-) -> Row {
-    Row::Where(WhereRow {
-        root: root.path.to_string_lossy().into_owned(),
-        source: root.source.key(),
-        exists: root.path.is_dir(),
-        precedence: crate::root::RootSource::ORDER
-            .iter()
-            .map(crate::root::RootSource::key)
-            .collect(),
-        store,
-    })
-}
-
-/// What a `<run-id|session-id>` argument names: run files in the order to show them.
-pub(crate) struct Target {
-    /// The session id when the argument named a session.
-    pub(crate) session: Option<String>,
-    /// The session's saved state, when it has one.
-    pub(crate) state: Option<session_schema::SessionState>,
-    /// Run files (one for a run; a session's runs by `started_at`).
-    pub(crate) paths: Vec<std::path::PathBuf>,
-    /// What loading the saved state found wrong in the message log (empty for a run).
-    pub(crate) damage: Vec<session_state::MessageDamage>,
-    /// Other observations made while loading the saved state (empty for a run).
-    pub(crate) notes: Vec<session_state::LoadNote>,
-    /// Why the session's saved state could not be loaded (`state` is then `None`; already
-    /// reported as a warning).
-    pub(crate) state_error: Option<String>,
-}
-
-/// Resolves a run id (first) or a session id (`@title`: the session with that title). A session is found through its runs in the run
-/// index and through its saved state (a legacy session may have no run files at all; loading
-/// it migrates it, as the reference's `load` does, unless the store is read-only). `-` is the
-/// newest session of the current directory's workspace (its newest run when it has no saved
-/// session), and an id that names nothing is expanded as a unique prefix
-/// ([`crate::ids`]).
-///
-/// # Errors
-/// Usage (2) for an unsafe id or an ambiguous prefix; not found (3) when neither a run file
-/// nor a session with that id (or prefix) exists.
-pub(crate) fn resolve_target(ctx: &mut Ctx<'_>, id: &str) -> Result<Target, CliError> {
-    use crate::ids::{self, Want};
-    if id.starts_with('@') {
-        let full = manage::resolve_id(ctx, id)?;
-        return resolve_exact(ctx, &full)?.ok_or_else(|| ids::not_found(ctx, &full, Want::Either));
-    }
-    ids::check(id, Want::Either)?;
-    if id == ids::NEWEST {
-        let (_, full) = ids::newest(ctx, Want::Either)?;
-        return resolve_exact(ctx, &full)?.ok_or_else(|| ids::not_found(ctx, &full, Want::Either));
-    }
-    match ids::lookup_indexed(ctx, id, Want::Either)? {
-        // A session the index knows: no run file has its id to look for.
-        Some((session_state::IdKind::Session, full)) => {
-            if let Some(t) = resolve_session(ctx, &full)? {
-                return Ok(t);
-            }
-        }
-        Some((_, full)) => {
-            if let Some(t) = resolve_exact(ctx, &full)? {
-                return Ok(t);
-            }
-        }
-        None => {}
-    }
-    if let Some(t) = resolve_exact(ctx, id)? {
-        return Ok(t);
-    }
-    match ids::expand(ctx, id, Want::Either)? {
-        Some((_, full)) => {
-            resolve_exact(ctx, &full)?.ok_or_else(|| ids::not_found(ctx, &full, Want::Either))
-        }
-        None => Err(ids::not_found(ctx, id, Want::Either)),
+    match command {
+        Command::Where(a) => r#where::run(ctx, &a),
+        Command::Runs(a) => runs::run(ctx, &a),
+        Command::Sessions(a) => sessions::run(ctx, &a),
+        Command::Show(a) => show::run(ctx, &a),
+        Command::Search(a) => search::run(ctx, &a),
+        Command::Replay(a) => replay::run(ctx, &a),
+        Command::History(a) => history::run(ctx, &a),
+        Command::Tail(a) => tail::run(ctx, &a),
+        Command::Verify(a) => verify::run(ctx, &a),
+        Command::Repair(a) => repair::run(ctx, &a),
+        Command::Stats(a) => stats::run(ctx, &a),
+        Command::Export(a) => export::run(ctx, &a),
+        Command::Gc(a) => gc::run(ctx, &a),
+        Command::Archive(a) => archive::run(ctx, &a),
+        Command::Unarchive(a) => unarchive::run(ctx, &a),
+        Command::Reindex(a) => reindex::run(ctx, &a),
+        #[cfg(feature = "serve")]
+        Command::Serve(a) => serve::run(ctx, &a),
+        #[cfg(not(feature = "serve"))]
+        Command::Serve(_) => Err(CliError::Usage(
+            "this build has no web viewer: rebuild with the `serve` feature (on by default)".into(),
+        )),
+        Command::Sync(a) => sync::run(ctx, &a),
+        Command::Delete(a) => delete::run(ctx, &a),
+        Command::Restore(a) => restore::run(ctx, &a),
+        Command::Pin(a) => pin::run(ctx, &a),
+        Command::Unpin(a) => unpin::run(ctx, &a),
+        Command::Name(a) => name::run(ctx, &a),
+        Command::Storage(a) => storage::run(ctx, &a),
+        // Answered before the store is looked for (see `run_with`).
+        Command::Completions(_) => Ok(EXIT_OK),
     }
 }
 
-/// [`resolve_target`] for a whole id (no `-`, no prefix; the web viewer's links): `None` when
-/// no run or session has it.
-pub(crate) fn resolve_exact(ctx: &mut Ctx<'_>, id: &str) -> Result<Option<Target>, CliError> {
-    if let Some(path) = crate::store::try_locate_run(ctx, id)? {
-        return Ok(Some(Target {
-            session: None,
-            state: None,
-            paths: vec![path],
-            damage: Vec::new(),
-            notes: Vec::new(),
-            state_error: None,
-        }));
+/// Runs `command` on the shared store: the reading commands through the storage traits
+/// ([`session_storage::RunCatalogue`], [`session_storage::SessionStore`]) and the same
+/// renderers as on a local store; every other command refuses with one line naming itself and
+/// the store ([`local_only`]).
+fn dispatch_shared(ctx: &mut Ctx<'_>, shared: &Shared, command: Command) -> Result<i32, CliError> {
+    match command {
+        Command::Where(a) => r#where::run(ctx, &a),
+        Command::Runs(a) => runs::runs_shared(ctx, shared, &a),
+        Command::Show(a) => show::show_shared(ctx, shared, &a),
+        // These resolve their argument on the shared store themselves.
+        Command::Export(a) => export::run(ctx, &a),
+        Command::Replay(a) => replay::run(ctx, &a),
+        Command::History(a) => history::run(ctx, &a),
+        Command::Tail(a) => tail::run(ctx, &a),
+        Command::Gc(a) => gc::gc_shared(ctx, shared, &a),
+        Command::Stats(a) => stats::stats_shared(ctx, shared, &a),
+        Command::Verify(a) => verify::verify_shared(ctx, shared, &a),
+        Command::Sessions(a) => sessions::sessions_shared(ctx, shared, &a),
+        Command::Search(a) => search::search_shared(ctx, shared, &a),
+        // `sync` reads the local store; a shared store named by the environment is its
+        // default destination, not its source.
+        Command::Sync(a) if shared.source == StoreSource::EnvVar => sync::run(ctx, &a),
+        Command::Sync(_) => Err(CliError::Usage(format!(
+            "`sessions sync` ships a local store to a shared one: name the local store with \
+             --root DIR (or $SESSIONS_ROOT) and the shared store with --to STORE, not --store \
+             (here {})",
+            shared.describe()
+        ))),
+        Command::Completions(_) => Ok(EXIT_OK),
+        other => Err(local_only(command_name(&other), shared)),
     }
-    resolve_session(ctx, id)
 }
 
-/// The session `id` (whole): its runs and saved state; `None` when it has neither.
-fn resolve_session(ctx: &mut Ctx<'_>, id: &str) -> Result<Option<Target>, CliError> {
-    let store = state::open_store_for_reading(ctx, state::IndexUse::FindsRuns)?;
-    let runs = crate::store::session_runs(ctx, &store, id)?;
-    let (mut damage, mut notes, mut state_error) = (Vec::new(), Vec::new(), None);
-    let state = match store.load(id) {
-        Ok(found) => found.map(|l| {
-            damage = l.damage;
-            notes = l.notes;
-            l.state
-        }),
-        Err(session_state::StateError::UnsafeId { .. }) => None,
-        Err(e) => {
-            // The runs can still be shown; say why the saved state is missing.
-            let why = crate::error::one_line(&e);
-            ctx.warn(&format!("saved state of session {id} not loaded: {why}"));
-            state_error = Some(why);
-            None
-        }
-    };
-    if runs.is_empty() && state.is_none() {
-        return Ok(None);
+/// The subcommand's name as typed.
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Where(_) => "where",
+        Command::Runs(_) => "runs",
+        Command::Sessions(_) => "sessions",
+        Command::Show(_) => "show",
+        Command::Search(_) => "search",
+        Command::Replay(_) => "replay",
+        Command::History(_) => "history",
+        Command::Tail(_) => "tail",
+        Command::Verify(_) => "verify",
+        Command::Repair(_) => "repair",
+        Command::Stats(_) => "stats",
+        Command::Export(_) => "export",
+        Command::Gc(_) => "gc",
+        Command::Archive(_) => "archive",
+        Command::Unarchive(_) => "unarchive",
+        Command::Reindex(_) => "reindex",
+        Command::Serve(_) => "serve",
+        Command::Sync(_) => "sync",
+        Command::Delete(_) => "delete",
+        Command::Restore(_) => "restore",
+        Command::Pin(_) => "pin",
+        Command::Unpin(_) => "unpin",
+        Command::Name(_) => "name",
+        Command::Storage(_) => "storage",
+        Command::Completions(_) => "completions",
     }
-    Ok(Some(Target {
-        session: Some(id.to_owned()),
-        state,
-        paths: runs,
-        damage,
-        notes,
-        state_error,
-    }))
-}
-
-/// The bytes of a small file of the store or its trash (a manifest, a session snapshot): never
-/// through a link, at most [`session_state::MAX_SESSION_FILE_BYTES`].
-///
-/// # Errors
-/// I/O (4) naming the file.
-pub(crate) fn trash_read(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| CliError::io(path, e))?;
-    if !meta.is_file() {
-        return Err(CliError::Data(format!(
-            "{}: not a regular file",
-            path.display()
-        )));
-    }
-    if meta.len() > session_state::MAX_SESSION_FILE_BYTES {
-        return Err(CliError::Data(format!(
-            "{}: {} bytes, more than a session file may hold",
-            path.display(),
-            meta.len()
-        )));
-    }
-    std::fs::read(path).map_err(|e| CliError::io(path, e))
 }

@@ -4,17 +4,26 @@ use crate::Ctx;
 use crate::cli::ReplayArgs;
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{self, OverInclusive, PromptRow, Row, write_row};
-use crate::store::{load_run_file, locate_run};
+use crate::support::store::{load_run_file, locate_run};
 
-pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError> {
+/// `sessions replay ID`: the exact prompt sent at an invocation of the run, as JSON.
+///
+/// # Errors
+/// Usage (2), not found (3) or data (4), as the command's help describes.
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError> {
     let id = crate::cli::id_or_newest(args.run.as_ref());
     let (path, run) = match ctx.shared.clone() {
         Some(shared) => {
-            let found = super::shared::resolve_target(ctx, &shared, id, crate::ids::Want::Run)?;
+            let found = crate::support::shared::resolve_target(
+                ctx,
+                &shared,
+                id,
+                crate::support::ids::Want::Run,
+            )?;
             let [src] = found.runs.as_slice() else {
                 return Err(CliError::Usage(format!("{id} is not a run id")));
             };
-            (src.display_path(), crate::store::load_run(src)?)
+            (src.display_path(), crate::support::store::load_run(src)?)
         }
         None => {
             let path = locate_run(ctx, id)?;
@@ -45,7 +54,7 @@ pub(crate) fn replay(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliErr
         };
         return Err(CliError::NotFound(format!(
             "run {} has no {which}: {have}",
-            crate::store::run_id_of_path(&path).unwrap_or_else(|| id.to_owned())
+            crate::support::paths::run_id_of_path(&path).unwrap_or_else(|| id.to_owned())
         )));
     };
     let messages = match (&p.over_inclusive, args.corrected) {

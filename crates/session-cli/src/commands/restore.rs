@@ -1,207 +1,20 @@
-//! `sessions delete` (runs and sessions into the trash, the way `gc` moves them) and
-//! `sessions restore` (a trash batch, or one run or session of it, back into the store).
-//!
-//! Nothing here deletes: `delete` builds one trash batch through `gc`'s machinery
-//! ([`super::housekeeping::trash_batch`]: manifest line first, runs moved under their lock,
-//! sessions snapshotted and deleted by compare-and-swap); `gc --empty-trash` stays the only
-//! real delete. `restore` checks every item first and changes nothing when one would overwrite
-//! something in the store (a run file of that id, a saved session of that id).
+//! `sessions restore`: a trash batch (of `gc` or `delete`), or one run or session of it,
+//! back into the store. `restore` checks every item first and changes nothing when one would
+//! overwrite something in the store (a run file of that id, a saved session of that id).
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use session_state::ListQuery;
 
-use super::housekeeping::{
-    Action, MANIFEST, RunFacts, TRASH_DIR, emit, open_for, run_facts, trash_batch,
-};
-use super::state::{refresh_index, state_err};
 use crate::Ctx;
-use crate::cli::{DeleteArgs, RestoreArgs};
+use crate::cli::RestoreArgs;
 use crate::error::{CliError, EXIT_OK, one_line};
-use crate::json_rows::{
-    ActionKind, ActionStatus, DeleteSummary, RestoreSummary, Row, SummaryRow, write_row,
-};
+use crate::json_rows::{ActionKind, ActionStatus, RestoreSummary, Row, SummaryRow, write_row};
 use crate::jsonw::JsonObj;
-use crate::store::rel;
-use crate::style::bytes as fmt_bytes;
-
-/// `sessions delete ID…`: each id names a run (that run) or a session (the session and every
-/// run of it); all go into one trash batch. An id that names nothing is not found (3) and
-/// nothing moves; a pinned session (or a run of one) is refused (2) until unpinned. With
-/// `--json`: an `action` row per item, then the `summary` (`command: "delete"`, naming the
-/// batch).
-pub(crate) fn delete(ctx: &mut Ctx<'_>, args: &DeleteArgs) -> Result<i32, CliError> {
-    if ctx.read_only && !args.dry_run {
-        return Err(CliError::Usage(
-            "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
-        ));
-    }
-    let store = open_for(ctx, args.dry_run)?;
-    let listing = store.list(&ListQuery::all()).map_err(state_err)?;
-    let pins = super::manage::pinned_sessions(&store)?;
-    let mut runs: Vec<RunFacts> = Vec::new();
-    let mut sessions: Vec<&session_state::ListEntry> = Vec::new();
-    let mut seen_paths: BTreeSet<PathBuf> = BTreeSet::new();
-    let mut seen_sessions: BTreeSet<String> = BTreeSet::new();
-    for raw in &args.ids {
-        // `@title`, `-` and unique prefixes as every command takes them.
-        let id = crate::ids::id_arg(ctx, raw, crate::ids::Want::Either)?;
-        if let Some(path) = crate::store::try_locate_run(ctx, &id)? {
-            let compressed = is_archive(&path);
-            let facts = run_facts(path, id.clone(), compressed)?;
-            if let Some(s) = facts.session_id.as_deref().filter(|s| pins.contains(*s)) {
-                return Err(pinned(&id, s));
-            }
-            if seen_paths.insert(facts.path.clone()) {
-                runs.push(facts);
-            }
-            continue;
-        }
-        let entry = listing.entries.iter().find(|e| e.summary.session_id == id);
-        let paths = crate::store::session_runs(ctx, &store, &id)?;
-        if entry.is_none() && paths.is_empty() {
-            return Err(CliError::NotFound(format!(
-                "no run or session {id} under {}",
-                ctx.root.path.display()
-            )));
-        }
-        if pins.contains(&id) {
-            return Err(pinned(&id, &id));
-        }
-        for path in paths {
-            if seen_paths.insert(path.clone()) {
-                let compressed = is_archive(&path);
-                let run_id = crate::store::run_id_of_path(&path).unwrap_or_default();
-                runs.push(run_facts(path, run_id, compressed)?);
-            }
-        }
-        if let Some(e) = entry
-            && seen_sessions.insert(id.clone())
-        {
-            sessions.push(e);
-        }
-    }
-    let mut header = JsonObj::new();
-    header.str("op", "delete");
-    header.str(
-        "created_at",
-        session_schema::Timestamp::from_datetime(ctx.now).as_str(),
-    );
-    header.ser("ids", &args.ids);
-    header.str("root", &ctx.root.path.to_string_lossy());
-    // A session one of whose runs a writer holds is being used: it stays (its other runs go,
-    // as named).
-    let mut kept_sessions = 0usize;
-    let busy: BTreeSet<&str> = runs
-        .iter()
-        .filter(|r| r.locked)
-        .filter_map(|r| r.session_id.as_deref())
-        .collect();
-    for e in sessions
-        .iter()
-        .filter(|e| busy.contains(e.summary.session_id.as_str()))
-    {
-        kept_sessions += 1;
-        let a = Action {
-            action: ActionKind::MoveSession,
-            file: "state.db".into(),
-            id: Some(e.summary.session_id.clone()),
-            status: ActionStatus::Skipped,
-            detail: "a writer has one of its runs open; kept".into(),
-        };
-        emit(ctx, args.json, &a)?;
-    }
-    sessions.retain(|e| !busy.contains(e.summary.session_id.as_str()));
-    let run_refs: Vec<&RunFacts> = runs.iter().collect();
-    let moved = trash_batch(
-        ctx,
-        &store,
-        &run_refs,
-        &sessions,
-        &header.finish(),
-        args.dry_run,
-        args.json,
-    )?;
-    if args.json {
-        let batch = (moved.runs > 0 || moved.sessions > 0)
-            .then(|| moved.batch.file_name())
-            .flatten()
-            .map(|n| n.to_string_lossy().into_owned());
-        let summary = DeleteSummary {
-            batch,
-            dry_run: args.dry_run,
-            runs: count(moved.runs),
-            bytes: moved.bytes,
-            sessions: count(moved.sessions),
-            kept_locked: count(moved.kept_locked),
-            kept_open: count(moved.kept_open + kept_sessions),
-            kept_changed: count(moved.kept_changed),
-            failed: count(moved.failures),
-        };
-        write_row(ctx.out, &Row::Summary(SummaryRow::Delete(summary)))?;
-    } else {
-        let root = ctx.root.path.clone();
-        let verb = if args.dry_run { "would move" } else { "moved" };
-        let whereto = if moved.runs == 0 && moved.sessions == 0 {
-            String::new()
-        } else {
-            let name = moved
-                .batch
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned());
-            format!(
-                " to {} (`sessions restore {}` puts them back)",
-                rel(&root, &moved.batch),
-                name.unwrap_or_default()
-            )
-        };
-        let mut kept = Vec::new();
-        if moved.kept_locked > 0 {
-            kept.push(format!("{} locked run(s)", moved.kept_locked));
-        }
-        if moved.kept_open + kept_sessions > 0 {
-            kept.push(format!(
-                "{} open session(s)",
-                moved.kept_open + kept_sessions
-            ));
-        }
-        if moved.kept_changed > 0 {
-            kept.push(format!("{} changed since read", moved.kept_changed));
-        }
-        let kept = if kept.is_empty() {
-            String::new()
-        } else {
-            format!("; kept {}", kept.join(", "))
-        };
-        writeln!(
-            ctx.out,
-            "{verb} {} run(s) ({}) and {} session(s){whereto}{kept}",
-            moved.runs,
-            fmt_bytes(moved.bytes),
-            moved.sessions
-        )?;
-    }
-    moved.result()
-}
-
-/// A count of items as a JSON number (`usize` is never wider than 64 bits on the targets
-/// this builds for; saturates otherwise).
-fn count(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
-}
-
-/// Whether `path` is an archived run (`.jsonl.zst`).
-fn is_archive(path: &Path) -> bool {
-    path.to_string_lossy().ends_with(".jsonl.zst")
-}
-
-fn pinned(id: &str, session: &str) -> CliError {
-    CliError::Usage(format!(
-        "{id}: session {session} is pinned; `sessions unpin {session}` first"
-    ))
-}
+use crate::support::housekeeping::{Action, MANIFEST, TRASH_DIR, count, emit, open_for};
+use crate::support::open::{refresh_index, state_err};
+use crate::support::paths::rel;
 
 /// One item of a trash batch, from its manifest.
 #[derive(Debug, Clone)]
@@ -228,7 +41,7 @@ enum Item {
 /// I/O (4) when the manifest cannot be read; data (4) for a line that is not JSON.
 fn batch_items(batch: &Path) -> Result<Vec<Item>, CliError> {
     let manifest = batch.join(MANIFEST);
-    let bytes = crate::commands::trash_read(&manifest)?;
+    let bytes = crate::support::trash::trash_read(&manifest)?;
     let mut items: Vec<Item> = Vec::new();
     for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -305,17 +118,17 @@ fn batches(root: &Path) -> Result<Vec<PathBuf>, CliError> {
 /// trash copy of one run (that run) or session (the session and its runs of the same batch;
 /// `@title` names a session by the title it had). With `--json`: an `action` row per item,
 /// then the `summary` (`command: "restore"`).
-pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliError> {
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliError> {
     if ctx.read_only && !args.dry_run {
         return Err(CliError::Usage(
             "--read-only: this command changes the store (use --dry-run to see the plan)".into(),
         ));
     }
-    super::state::check_root(ctx)?;
+    crate::support::open::check_root(ctx)?;
     let root = ctx.root.path.clone();
     let all = batches(&root)?;
     // A title outlives the session's stay in the trash: `@title` names it there too.
-    let titled = super::manage::resolve_id(ctx, &args.target)?;
+    let titled = crate::support::labels::resolve_id(ctx, &args.target)?;
     let target = titled.as_str();
     let (batch, items) = if let Some(b) = all
         .iter()
@@ -384,7 +197,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
                 snapshot,
             } => {
                 let path = root.join(snapshot);
-                let bytes = crate::commands::trash_read(&path)?;
+                let bytes = crate::support::trash::trash_read(&path)?;
                 let state: session_schema::SessionState = serde_json::from_slice(&bytes)
                     .map_err(|e| CliError::Data(format!("{}: {e}", path.display())))?;
                 // A message log without a row (another writer's, a restored backup) would
@@ -446,7 +259,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
                         "restored_at",
                         session_schema::Timestamp::from_datetime(ctx.now).as_str(),
                     );
-                    super::housekeeping::manifest_line(&manifest, &o.finish())?;
+                    crate::support::housekeeping::manifest_line(&manifest, &o.finish())?;
                 }
                 runs += 1;
                 let a = Action {
@@ -477,7 +290,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
                             .join("state-legacy")
                             .join(format!("{session_id}.json")),
                     ];
-                    super::trash::remove_copies(&copies);
+                    crate::support::trash::remove_copies(&copies);
                     let mut o = JsonObj::new();
                     o.str("op", "restore_session");
                     o.str("session_id", session_id);
@@ -485,7 +298,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
                         "restored_at",
                         session_schema::Timestamp::from_datetime(ctx.now).as_str(),
                     );
-                    super::housekeeping::manifest_line(&manifest, &o.finish())?;
+                    crate::support::housekeeping::manifest_line(&manifest, &o.finish())?;
                 }
                 sessions += 1;
                 let n = state.as_ref().map_or(0, |s| s.messages.len());
@@ -545,7 +358,7 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &RestoreArgs) -> Result<i32, CliE
 /// are fsynced.
 fn put_back(from: &Path, to: &Path) -> Result<(), CliError> {
     if let Some(parent) = to.parent() {
-        super::trash::create_private_dir(parent)?;
+        crate::support::trash::create_private_dir(parent)?;
     }
     fs::hard_link(from, to).map_err(|e| CliError::io(to, e))?;
     fs::remove_file(from).map_err(|e| CliError::io(from, e))?;

@@ -1,266 +1,38 @@
 //! `sessions runs`: runs newest first from the run index, with filters and a cursor.
 
-use session_state::{IndexedRunOutcome, RunCursor, RunQuery, RunRow, StateStore};
-use time::OffsetDateTime;
+use session_state::{RunCursor, RunQuery, RunRow};
 
-use super::state::{open_reading, open_store_read_only, refresh_index, state_err};
 use crate::Ctx;
+use crate::backend::Shared;
+use crate::backend::storage_err;
 use crate::cli::{OutcomeArg, RunsArgs};
 use crate::error::{CliError, EXIT_OK};
-use crate::json_rows::{self, CursorRow, DiagnosticKind, DiagnosticRow, Outcome, Row, write_row};
-use crate::store::rel;
+use crate::json_rows::{self, CursorRow, Outcome, Row, write_row};
 use crate::style::{Paint, thousands};
-use crate::table::{Cell, Column, Step, Table};
-use crate::timefmt::parse_instant;
-
-/// A run without `run.end` whose last record is newer than this (seconds) is taken as
-/// possibly still being written even when no lock tells (the reference never locks its run
-/// files): `runs` shows it as `running`, `repair` leaves its torn tail alone.
-pub(crate) const RECENT_SECS: i64 = 120;
-
-/// Seconds from the record time `last_ts` to `now` when that is under [`RECENT_SECS`] (a
-/// time after `now` counts as 0).
-pub(crate) fn recent_record(last_ts: Option<&str>, now: OffsetDateTime) -> Option<i64> {
-    let t = session_schema::Timestamp::from_raw(last_ts?).parse()?;
-    let ago = (now - t).whole_seconds();
-    (ago < RECENT_SECS).then_some(ago.max(0))
-}
-
-/// The displayed outcome of an indexed run: `completed`, `error`, `cancelled`, `running`
-/// (locked by a writer, or written to in the last two minutes), `crashed`, or the stored word
-/// of a `run.end` outcome this version does not know.
-pub(crate) fn display_outcome(row: &RunRow, now: OffsetDateTime) -> Outcome {
-    match &row.outcome {
-        IndexedRunOutcome::Open => {
-            if session_jsonl::is_locked(&row.path).unwrap_or(false)
-                || recent_record(row.last_ts.as_deref(), now).is_some()
-            {
-                Outcome::Running
-            } else {
-                Outcome::Crashed
-            }
-        }
-        IndexedRunOutcome::Completed => Outcome::Completed,
-        IndexedRunOutcome::Error => Outcome::Error,
-        IndexedRunOutcome::Cancelled => Outcome::Cancelled,
-        other => Outcome::Other(other.as_str().to_owned()),
-    }
-}
-
-fn outcome_name(o: OutcomeArg) -> &'static str {
-    match o {
-        OutcomeArg::Completed => "completed",
-        OutcomeArg::Error => "error",
-        OutcomeArg::Cancelled => "cancelled",
-        OutcomeArg::Running => "running",
-        OutcomeArg::Crashed => "crashed",
-    }
-}
-
-/// Canonical `YYYY-MM-DDTHH:MM:SS.mmmZ` of a `--since`/`--until` argument (index comparisons
-/// are string comparisons of such timestamps).
-pub(crate) fn bound(
-    text: Option<&str>,
-    now: OffsetDateTime,
-    zone: &jiff::tz::TimeZone,
-) -> Result<Option<String>, CliError> {
-    text.map(|t| {
-        parse_instant(t, now, zone).map(|dt| {
-            session_schema::Timestamp::from_datetime(dt)
-                .as_str()
-                .to_owned()
-        })
-    })
-    .transpose()
-}
-
-/// An absolute, normalised form of a `--workspace` argument.
-pub(crate) fn workspace_arg(ctx: &Ctx<'_>, dir: &str) -> Result<String, CliError> {
-    let p = std::path::Path::new(dir);
-    if p.is_absolute() {
-        Ok(dir.to_owned())
-    } else {
-        Ok(ctx.cwd()?.join(p).to_string_lossy().into_owned())
-    }
-}
-
-/// `--workspace`: a run belongs to a workspace when its own `run.start.ui_context` (or header
-/// cwd) names it, or when its session's saved `workspace_root` does (most clients send no
-/// ui_context, so the session is usually what knows).
-pub(crate) struct WorkspaceMatch {
-    root: String,
-    sessions: std::collections::BTreeSet<String>,
-}
-
-impl WorkspaceMatch {
-    pub(crate) fn new(store: &StateStore, root: &str) -> Result<Self, CliError> {
-        let page = store
-            .list(&session_state::ListQuery::all().workspace(root.to_owned()))
-            .map_err(state_err)?;
-        Ok(WorkspaceMatch {
-            root: session_state::normalize_workspace_root(root),
-            sessions: page
-                .entries
-                .into_iter()
-                .map(|e| e.summary.session_id)
-                .collect(),
-        })
-    }
-
-    fn matches(&self, row: &RunRow) -> bool {
-        row.workspace_root
-            .as_deref()
-            .is_some_and(|w| session_state::normalize_workspace_root(w) == self.root)
-            || row
-                .session_id
-                .as_ref()
-                .is_some_and(|s| self.sessions.contains(s))
-    }
-}
-
-/// One warning per file the listing left out because another file of the same run id is
-/// more complete (the index lists one row per run: [`RunRow::other_files`]), naming both.
-pub(crate) fn warn_other_files<'a>(ctx: &mut Ctx<'_>, rows: impl IntoIterator<Item = &'a RunRow>) {
-    let root = ctx.root.path.clone();
-    for row in rows {
-        for other in &row.other_files {
-            ctx.warn(&format!(
-                "{} holds run {} again ({} is counted: it is the more complete file; the run is \
-                 counted once; `sessions verify` reports the duplicate)",
-                rel(&root, other),
-                row.run_id,
-                rel(&root, &row.path)
-            ));
-        }
-    }
-}
-
-/// Reports the files under the run tree that are no runs (0 bytes, NUL bytes, no header;
-/// [`StateStore::run_file_diagnostics`]), each once: a typed line on stdout with `--json`
-/// (`{"type":"diagnostic","kind":"not_a_run","file":…,"bytes":…,"message":…}`), a warning on
-/// stderr otherwise. Paths of an index in a temporary directory are mapped back to `root`.
-pub(crate) fn report_not_runs(
-    ctx: &mut Ctx<'_>,
-    store: &StateStore,
-    json: bool,
-) -> Result<(), CliError> {
-    let root = ctx.root.path.clone();
-    for d in store.run_file_diagnostics().map_err(state_err)? {
-        let path = super::state::real_path(store, &root, &d.path);
-        let file = rel(&root, &path).into_owned();
-        if json {
-            write_row(
-                ctx.out,
-                &Row::Diagnostic(DiagnosticRow {
-                    kind: DiagnosticKind::NotARun,
-                    file,
-                    bytes: d.file_size,
-                    message: d.message.clone(),
-                }),
-            )?;
-        } else {
-            ctx.warn(&format!(
-                "{file}: not a run, not listed: {} (`sessions verify` reports it)",
-                d.message
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// An indexed run with its displayed outcome.
-pub(crate) type Shown = (RunRow, Outcome);
-
-/// Fetches up to `limit` rows matching `query` plus the client-side outcome filter, paging
-/// through the index; returns the rows (one per run id; [`warn_other_files`] names the
-/// files left out) and the cursor after the last one returned.
-pub(crate) fn fetch(
-    store: &StateStore,
-    root: &std::path::Path,
-    mut query: RunQuery,
-    outcomes: &[OutcomeArg],
-    workspace: Option<&WorkspaceMatch>,
-    limit: usize,
-    now: OffsetDateTime,
-) -> Result<(Vec<Shown>, Option<String>), CliError> {
-    let wanted: Vec<&str> = outcomes.iter().map(|o| outcome_name(*o)).collect();
-    // One outcome the index knows exactly is filtered there.
-    if let [only] = outcomes {
-        query.outcome = match only {
-            OutcomeArg::Completed => Some(IndexedRunOutcome::Completed),
-            OutcomeArg::Error => Some(IndexedRunOutcome::Error),
-            OutcomeArg::Cancelled => Some(IndexedRunOutcome::Cancelled),
-            OutcomeArg::Running | OutcomeArg::Crashed => Some(IndexedRunOutcome::Open),
-        };
-    }
-    // Collect one match more than asked for: it tells whether a next page exists.
-    // Outcomes the index stores exactly are filtered there; the rest is filtered here.
-    let index_filters_outcome = matches!(
-        outcomes,
-        [OutcomeArg::Completed | OutcomeArg::Error | OutcomeArg::Cancelled]
-    );
-    let client_side = workspace.is_some() || (!wanted.is_empty() && !index_filters_outcome);
-    let page_size = if client_side {
-        limit.saturating_add(1).max(200)
-    } else {
-        limit.saturating_add(1)
-    };
-    let mut matched: Vec<Shown> = Vec::new();
-    loop {
-        query.limit = Some(page_size);
-        let page = store.list_runs(&query).map_err(state_err)?;
-        let n = page.runs.len();
-        for mut row in page.runs {
-            row.path = super::state::real_path(store, root, &row.path);
-            if matched.len() > limit {
-                break;
-            }
-            if workspace.is_some_and(|w| !w.matches(&row)) {
-                continue;
-            }
-            row.other_files = row
-                .other_files
-                .iter()
-                .map(|p| super::state::real_path(store, root, p))
-                .collect();
-            let shown = display_outcome(&row, now);
-            if wanted.is_empty() || wanted.contains(&shown.as_str()) {
-                matched.push((row, shown));
-            }
-        }
-        if matched.len() > limit {
-            break;
-        }
-        match page.next_cursor {
-            Some(c) if n > 0 => query.after = Some(c),
-            _ => break,
-        }
-    }
-    let next = if matched.len() > limit {
-        matched.truncate(limit);
-        matched.last().map(|(row, _)| {
-            RunCursor {
-                started_at: row.started_at.clone().unwrap_or_default(),
-                rel_path: rel(root, &row.path).into_owned(),
-            }
-            .to_token()
-        })
-    } else {
-        None
-    };
-    Ok((matched, next))
-}
+use crate::support::ids::Want;
+use crate::support::listing::WorkspaceMatch;
+use crate::support::listing::bound;
+use crate::support::listing::fetch;
+use crate::support::listing::outcome_name;
+use crate::support::listing::report_not_runs;
+use crate::support::listing::workspace_arg;
+use crate::support::open::{open_reading, open_store_read_only, refresh_index, state_err};
+use crate::support::paths::rel;
+use crate::support::shared::resolve_id;
+use crate::support::store::warn_other_files;
+use crate::support::table::{Cell, Column, Step, Table};
+use session_storage::{PageCursor, RunCatalogue, RunListQuery, RunSummary, SessionStore};
 
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
 #[allow(clippy::field_reassign_with_default)]
-pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> {
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> {
     if args.limit == 0 {
         return Err(CliError::Usage("--limit must be at least 1".into()));
     }
     let session = args
         .session
         .as_deref()
-        .map(|s| crate::ids::session_arg(ctx, s))
+        .map(|s| crate::support::ids::session_arg(ctx, s))
         .transpose()?;
     let (store, why) = if args.no_refresh {
         (open_store_read_only(ctx)?, None)
@@ -279,13 +51,13 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
     };
     // Sessions (for --workspace) come from the store itself; runs from its index, or from the
     // run files when a read-only store has none.
-    let source = super::state::run_source(ctx, store, why)?;
+    let source = crate::support::open::run_source(ctx, store, why)?;
     if let Some(c) = &args.cursor {
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
     let root = ctx.root.path.clone();
     let (store, rows, next, partial) = match source {
-        super::state::RunSource::Index(store) => {
+        crate::support::open::RunSource::Index(store) => {
             let (rows, next) = fetch(
                 &store,
                 &root,
@@ -297,9 +69,9 @@ pub(crate) fn runs(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> 
             )?;
             (store, rows, next, Default::default())
         }
-        super::state::RunSource::Files(memory) => {
+        crate::support::open::RunSource::Files(memory) => {
             let now = ctx.now;
-            let page = super::cold::fetch_from_files(
+            let page = crate::support::cold::fetch_from_files(
                 ctx,
                 &memory,
                 &query,
@@ -455,25 +227,6 @@ impl<'a> Listed<'a> {
     }
 }
 
-/// The displayed outcome of a catalogue's run: as [`display_outcome`], without the lock a
-/// shared store cannot see (an open run written to in the last two minutes is `running`).
-pub(crate) fn summary_outcome(s: &session_storage::RunSummary, now: OffsetDateTime) -> Outcome {
-    use session_storage::Outcome as O;
-    match &s.outcome {
-        O::Open => {
-            if recent_record(s.last_ts.as_deref(), now).is_some() {
-                Outcome::Running
-            } else {
-                Outcome::Crashed
-            }
-        }
-        O::Completed => Outcome::Completed,
-        O::Error => Outcome::Error,
-        O::Cancelled => Outcome::Cancelled,
-        O::Other(other) => Outcome::Other(other.clone()),
-    }
-}
-
 /// The catalogue's outcome filter for `--outcome` values it stores exactly (`running` and
 /// `crashed` are both `open` there, told apart afterwards).
 pub(crate) fn stored_outcome(o: OutcomeArg) -> session_storage::Outcome {
@@ -596,4 +349,190 @@ pub(crate) fn runs_table(
         t.row(cells);
     }
     t
+}
+
+/// `sessions runs` on the shared store: the same filters, keyset paging through the
+/// catalogue's cursor, and a HOST column (`origin_host` in `--json` rows).
+pub(crate) fn runs_shared(
+    ctx: &mut Ctx<'_>,
+    shared: &Shared,
+    args: &RunsArgs,
+) -> Result<i32, CliError> {
+    if args.limit == 0 {
+        return Err(CliError::Usage("--limit must be at least 1".into()));
+    }
+    let pg = shared.backend()?;
+    let session = match args.session.as_deref() {
+        Some(s) => Some(match resolve_id(ctx, shared, s, Want::Session) {
+            Ok((_, id)) => id,
+            // An unknown session lists nothing, as on a local store.
+            Err(CliError::NotFound(_)) => s.to_owned(),
+            Err(e) => return Err(e),
+        }),
+        None => None,
+    };
+    let mut query = RunListQuery {
+        session,
+        since: bound(args.since.as_deref(), ctx.now, &ctx.zone)?,
+        until: bound(args.until.as_deref(), ctx.now, &ctx.zone)?,
+        after: args.cursor.clone().map(PageCursor::new),
+        ..RunListQuery::default()
+    };
+    if let [only] = args.outcome.as_slice() {
+        query.outcome = Some(stored_outcome(*only));
+    }
+    let workspace = match args.workspace.as_deref() {
+        Some(w) => Some(WorkspaceOfShared::new(
+            shared,
+            &*pg,
+            &crate::support::listing::workspace_arg(ctx, w)?,
+        )?),
+        None => None,
+    };
+    let now = ctx.now;
+    let keep = |s: &RunSummary| -> Option<Outcome> {
+        if workspace.as_ref().is_some_and(|w| !w.matches(s)) {
+            return None;
+        }
+        let shown = crate::support::listing::summary_outcome(s, now);
+        outcome_wanted(&args.outcome, &shown).then_some(shown)
+    };
+    let (rows, next) = fetch_shared(shared, &*pg, query, keep, args.limit)?;
+    if args.json {
+        for (s, outcome) in &rows {
+            write_row(
+                ctx.out,
+                &Row::Run(run_row(&Listed::of_summary(s), outcome.clone())),
+            )?;
+        }
+        if let Some(n) = &next {
+            write_row(
+                ctx.out,
+                &Row::Cursor(CursorRow {
+                    next_cursor: n.as_str().to_owned(),
+                }),
+            )?;
+        }
+        return Ok(EXIT_OK);
+    }
+    if rows.is_empty() {
+        ctx.hint("(no runs match)")?;
+    } else {
+        let listed: Vec<(Listed<'_>, Outcome)> = rows
+            .iter()
+            .map(|(s, o)| (Listed::of_summary(s), o.clone()))
+            .collect();
+        let times = ctx.times(args.utc);
+        ctx.table(&runs_table(&listed, times))?;
+    }
+    if let Some(n) = next {
+        ctx.hint(&format!(
+            "more: sessions runs --cursor '{n}' (same filters)"
+        ))?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// A run of a shared store's listing with its displayed outcome.
+type SharedShown = (RunSummary, Outcome);
+
+/// Up to `limit` runs matching `query` and `keep` (filters the catalogue cannot apply:
+/// `running`/`crashed`, a workspace known from a session), and the catalogue's cursor after
+/// the last one when more match. Pages of the catalogue are read one after the other; when a
+/// page holds more matches than are needed, the cursor after the last one returned is asked
+/// of the catalogue itself (one more round trip), so that cursors stay the catalogue's own.
+///
+/// # Errors
+/// Usage (2) for a cursor the store did not make; data (4) when the store fails.
+fn fetch_shared(
+    shared: &Shared,
+    pg: &dyn RunCatalogue,
+    mut query: RunListQuery,
+    keep: impl Fn(&RunSummary) -> Option<Outcome>,
+    limit: usize,
+) -> Result<(Vec<SharedShown>, Option<PageCursor>), CliError> {
+    let err = |e| storage_err(shared, e);
+    let page_size = limit.saturating_add(1).clamp(1, 1000);
+    // (page start, index in the page) of every match.
+    let mut matched: Vec<(RunSummary, Outcome, Option<PageCursor>, usize)> = Vec::new();
+    'pages: loop {
+        query.limit = Some(page_size);
+        let start = query.after.clone();
+        let page = pg.list_runs(&query).map_err(err)?;
+        for (i, s) in page.runs.into_iter().enumerate() {
+            if let Some(outcome) = keep(&s) {
+                matched.push((s, outcome, start.clone(), i));
+                if matched.len() > limit {
+                    break 'pages;
+                }
+            }
+        }
+        match page.next_cursor {
+            Some(c) => query.after = Some(c),
+            None => break,
+        }
+    }
+    let mut next = None;
+    if matched.len() > limit {
+        matched.truncate(limit);
+        if let Some((_, _, start, i)) = matched.last() {
+            let upto = pg
+                .list_runs(&RunListQuery {
+                    after: start.clone(),
+                    limit: Some(i + 1),
+                    ..query.clone()
+                })
+                .map_err(err)?;
+            next = upto.next_cursor;
+        }
+    }
+    Ok((
+        matched.into_iter().map(|(s, o, _, _)| (s, o)).collect(),
+        next,
+    ))
+}
+
+/// `--workspace` on a shared store: a run belongs to a workspace when its own workspace root
+/// names it, or when its session's saved `workspace_root` does (as on a local store).
+struct WorkspaceOfShared {
+    root: String,
+    sessions: std::collections::BTreeSet<String>,
+}
+
+impl WorkspaceOfShared {
+    pub(crate) fn new(
+        shared: &Shared,
+        pg: &dyn SessionStore,
+        root: &str,
+    ) -> Result<Self, CliError> {
+        let mut sessions = std::collections::BTreeSet::new();
+        let mut query = session_storage::SessionListQuery {
+            workspace: Some(root.to_owned()),
+            limit: Some(500),
+            after: None,
+        };
+        loop {
+            let page = pg
+                .list_sessions(&query)
+                .map_err(|e| storage_err(shared, e))?;
+            sessions.extend(page.sessions.into_iter().map(|s| s.session_id));
+            match page.next_cursor {
+                Some(c) => query.after = Some(c),
+                None => break,
+            }
+        }
+        Ok(WorkspaceOfShared {
+            root: session_pg::normalize_workspace_root(root),
+            sessions,
+        })
+    }
+
+    fn matches(&self, s: &RunSummary) -> bool {
+        s.workspace_root
+            .as_deref()
+            .is_some_and(|w| session_pg::normalize_workspace_root(w) == self.root)
+            || s.session_id
+                .as_ref()
+                .is_some_and(|id| self.sessions.contains(id))
+    }
 }

@@ -2,67 +2,26 @@
 //! (session-state's `SearchIndex`, brought up to date by session-replay's
 //! `io::search::refresh_search` after the run index refresh).
 
-use session_state::{
-    HIGHLIGHT_END, HIGHLIGHT_START, MatchedBy, SearchHit, SearchIndex, SearchQuery, StateStore,
-};
+use session_state::{HIGHLIGHT_END, HIGHLIGHT_START, SearchIndex, SearchQuery, StateStore};
 
-use session_storage::{RunSearch, RunSearchHit, RunSearchQuery, SearchMatch, StorageError};
+use session_storage::{RunSearch, RunSearchQuery, StorageError};
 
 use crate::Ctx;
-use crate::backend::{Shared, resolve_id, storage_err};
+use crate::backend::{Shared, storage_err};
 use crate::cli::SearchArgs;
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{self, Row, SearchHitRow, TitleHitRow, write_row};
 use crate::style::{Paint, escape_controls as v};
+use crate::support::open::refresh_search_index;
+use crate::support::shared::resolve_id;
 
-use super::state::{open_reading, refresh_index, state_err};
-
-/// Brings `search.db` up to date with the run index (refresh that first). With `create`
-/// false, only a search index that already exists is kept current (`runs`, `stats`, … keep
-/// it fresh at the cost of what changed; the first `sessions search` builds it). Failures are
-/// warned about, never fatal: the search index is derived.
-pub(crate) fn refresh_search_index(
-    ctx: &mut Ctx<'_>,
-    store: &StateStore,
-    create: bool,
-) -> Option<SearchIndex> {
-    if store.is_read_only() {
-        return None;
-    }
-    if !create && !store.root().join(session_state::SEARCH_DB).exists() {
-        return None;
-    }
-    let index = match SearchIndex::open(store.root()) {
-        Ok(i) => i,
-        Err(e) => {
-            ctx.warn(&format!(
-                "search index not opened: {}",
-                crate::error::one_line(&e)
-            ));
-            return None;
-        }
-    };
-    match session_replay::io::search::refresh_search(store, &index) {
-        Ok(report) => {
-            for (path, err) in &report.failed {
-                let shown = path
-                    .strip_prefix(store.root())
-                    .unwrap_or(path)
-                    .to_string_lossy()
-                    .into_owned();
-                ctx.warn(&format!("{shown}: not searchable yet: {err}"));
-            }
-        }
-        Err(e) => ctx.warn(&format!(
-            "search index not brought up to date: {}",
-            crate::error::one_line(&e)
-        )),
-    }
-    Some(index)
-}
+use crate::support::open::{open_reading, refresh_index, state_err};
+use crate::support::search_hits::Hit;
+use crate::support::search_hits::group_by_run;
+use crate::support::search_hits::split_marks;
 
 /// `sessions search TEXT`.
-pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliError> {
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliError> {
     let text = args.text.join(" ");
     if text.trim().is_empty() {
         return Err(CliError::Usage("search: give the text to look for".into()));
@@ -72,10 +31,10 @@ pub(crate) fn search(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliErr
     q.session_id = args
         .session
         .as_deref()
-        .map(|s| crate::ids::session_arg(ctx, s))
+        .map(|s| crate::support::ids::session_arg(ctx, s))
         .transpose()?;
     if let Some(w) = &args.workspace {
-        let abs = super::runs::workspace_arg(ctx, w)?;
+        let abs = crate::support::listing::workspace_arg(ctx, w)?;
         q.workspace = Some(session_state::normalize_workspace_root(&abs));
     }
     q.since_ms = instant_ms(ctx, args.since.as_deref())?;
@@ -216,95 +175,6 @@ fn write_results<H: Hit>(
     Ok(EXIT_OK)
 }
 
-/// Hits grouped per run file, runs in the order of their best hit, hits in rank order.
-pub(crate) fn group_by_run<H: Hit>(hits: &[H]) -> Vec<(&str, Vec<&H>)> {
-    let mut groups: Vec<(&str, Vec<&H>)> = Vec::new();
-    for h in hits {
-        match groups.iter_mut().find(|(p, _)| *p == h.location()) {
-            Some((_, g)) => g.push(h),
-            None => groups.push((h.location(), vec![h])),
-        }
-    }
-    groups
-}
-
-/// What the output needs of one hit, from `search.db` ([`SearchHit`]) or from a shared store
-/// ([`RunSearchHit`]): both mark matches with the same characters.
-pub(crate) trait Hit {
-    /// The run file relative to the root, or where a shared store keeps the run.
-    fn location(&self) -> &str;
-    /// The run id; empty for saved messages of a session no run log holds.
-    fn run_id(&self) -> &str;
-    fn session_id(&self) -> Option<&str>;
-    fn workspace(&self) -> Option<&str>;
-    fn byte_offset(&self) -> u64;
-    fn kind(&self) -> &str;
-    fn time_ms(&self) -> Option<i64>;
-    fn snippet(&self) -> &str;
-    /// Found by the word index (else by substring).
-    fn by_words(&self) -> bool;
-}
-
-impl Hit for SearchHit {
-    fn location(&self) -> &str {
-        &self.rel_path
-    }
-    fn run_id(&self) -> &str {
-        &self.run_id
-    }
-    fn session_id(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-    fn workspace(&self) -> Option<&str> {
-        self.workspace.as_deref()
-    }
-    fn byte_offset(&self) -> u64 {
-        self.byte_offset
-    }
-    fn kind(&self) -> &str {
-        &self.kind
-    }
-    fn time_ms(&self) -> Option<i64> {
-        self.time_ms
-    }
-    fn snippet(&self) -> &str {
-        &self.snippet
-    }
-    fn by_words(&self) -> bool {
-        self.matched_by == MatchedBy::Words
-    }
-}
-
-impl Hit for RunSearchHit {
-    fn location(&self) -> &str {
-        &self.location
-    }
-    fn run_id(&self) -> &str {
-        &self.run_id
-    }
-    fn session_id(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-    fn workspace(&self) -> Option<&str> {
-        self.workspace.as_deref()
-    }
-    fn byte_offset(&self) -> u64 {
-        self.byte_offset
-    }
-    fn kind(&self) -> &str {
-        &self.kind
-    }
-    fn time_ms(&self) -> Option<i64> {
-        self.time_ms
-    }
-    fn snippet(&self) -> &str {
-        &self.snippet
-    }
-    fn by_words(&self) -> bool {
-        self.matched_by == SearchMatch::Words
-    }
-}
-
 /// A snippet on one line for the terminal: controls escaped, line breaks as `⏎`, matched
 /// parts through `mark`.
 fn highlight(snippet: &str, mark: &dyn Fn(&str) -> String) -> String {
@@ -323,29 +193,6 @@ fn highlight(snippet: &str, mark: &dyn Fn(&str) -> String) -> String {
     }
     out.push_str(&v(rest));
     out
-}
-
-/// The snippet without marks, and the matched parts as `[start, end)` character offsets.
-pub(crate) fn split_marks(snippet: &str) -> (String, Vec<(usize, usize)>) {
-    let mut text = String::new();
-    let mut marks = Vec::new();
-    let mut n = 0usize;
-    let mut open = None;
-    for c in snippet.chars() {
-        match c {
-            HIGHLIGHT_START => open = Some(n),
-            HIGHLIGHT_END => {
-                if let Some(s) = open.take() {
-                    marks.push((s, n));
-                }
-            }
-            c => {
-                text.push(c);
-                n += 1;
-            }
-        }
-    }
-    (text, marks)
 }
 
 /// The sessions whose title (`sessions name`, our own table) holds every word of the text,
@@ -371,7 +218,7 @@ fn titled_sessions(
         .split_whitespace()
         .map(str::to_lowercase)
         .collect();
-    Ok(super::manage::titles(store)?
+    Ok(crate::support::labels::titles(store)?
         .into_values()
         .filter(|l| q.session_id.as_ref().is_none_or(|s| *s == l.session_id))
         .filter(|l| {
@@ -423,11 +270,11 @@ pub(crate) fn search_shared(
     let mut q = RunSearchQuery::new(text);
     q.native_syntax = args.fts;
     q.session_id = match args.session.as_deref() {
-        Some(s) => Some(resolve_id(ctx, shared, s, crate::ids::Want::Session)?.1),
+        Some(s) => Some(resolve_id(ctx, shared, s, crate::support::ids::Want::Session)?.1),
         None => None,
     };
     if let Some(w) = &args.workspace {
-        let abs = super::runs::workspace_arg(ctx, w)?;
+        let abs = crate::support::listing::workspace_arg(ctx, w)?;
         q.workspace = Some(session_pg::normalize_workspace_root(&abs));
     }
     q.since_ms = instant_ms(ctx, args.since.as_deref())?;

@@ -23,14 +23,14 @@ use std::fmt::Write as _;
 
 use session_state::{ListQuery, RunCursor, RunQuery};
 
-use super::runs::{WorkspaceMatch, bound, display_outcome, fetch, workspace_arg};
-use super::state::{open_reading, open_store_read_only, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{OutcomeArg, ServeArgs};
 use crate::error::{CliError, EXIT_OK};
-use crate::html::{Html, escape};
 use crate::redact::Redactor;
-use crate::store::load_run_file;
+use crate::support::html::{Html, escape};
+use crate::support::listing::{WorkspaceMatch, bound, display_outcome, fetch, workspace_arg};
+use crate::support::open::{open_reading, open_store_read_only, refresh_index, state_err};
+use crate::support::store::load_run_file;
 
 /// The Content-Security-Policy of every response.
 pub(crate) const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
@@ -88,7 +88,7 @@ impl Reply {
         let nav = "<nav><a href=\"/\">Runs</a><a href=\"/sessions\">Sessions</a><a href=\"/search\">Search</a><a href=\"/stats\">Stats</a></nav>";
         Reply::html(
             status,
-            crate::html::document(title, None, "", &format!("{nav}{body}")),
+            crate::support::html::document(title, None, "", &format!("{nav}{body}")),
         )
     }
 
@@ -201,8 +201,12 @@ pub(crate) fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-pub(crate) fn serve(ctx: &mut Ctx<'_>, args: &ServeArgs) -> Result<i32, CliError> {
-    super::state::check_root(ctx)?;
+/// `sessions serve`: a local, read-only web viewer on 127.0.0.1, until interrupted.
+///
+/// # Errors
+/// Usage (2), not found (3) or data (4), as the command's help describes.
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &ServeArgs) -> Result<i32, CliError> {
+    crate::support::open::check_root(ctx)?;
     let mut redactor = if args.redact.on() {
         Some(Redactor::new(
             &args.redact.redact_pattern,
@@ -420,7 +424,7 @@ fn runs_page(
         Some(w) => Some(WorkspaceMatch::new(&store, &workspace_arg(ctx, w)?)?),
         None => None,
     };
-    let store = super::state::answering_store(ctx, store, why)?;
+    let store = crate::support::open::answering_store(ctx, store, why)?;
     if let Some(c) = param(q, "cursor") {
         query.after = Some(RunCursor::from_token(c).map_err(state_err)?);
     }
@@ -572,14 +576,14 @@ fn sessions_page(
 
 fn session_page(ctx: &mut Ctx<'_>, h: &mut Html<'_>, id: &str) -> Result<Reply, CliError> {
     // Links name whole ids: no prefix expansion, no `-`.
-    let target = super::resolve_exact(ctx, id)?
+    let target = crate::support::target::resolve_exact(ctx, id)?
         .ok_or_else(|| CliError::NotFound(format!("no run or session {id}")))?;
     let Some(session) = target.session.clone() else {
         return Err(CliError::NotFound(format!("no session {id}")));
     };
     let mut b = format!("<h1>Session {}</h1><h2>Runs</h2><ul>", h.text(&session));
     for p in &target.paths {
-        let rid = crate::store::run_id_of_path(p).unwrap_or_default();
+        let rid = crate::support::paths::run_id_of_path(p).unwrap_or_default();
         if valid_id(&rid) {
             let _ = write!(
                 b,
@@ -607,7 +611,7 @@ fn run_page(
     live: bool,
     fragment: bool,
 ) -> Result<Reply, CliError> {
-    let path = crate::store::try_locate_run(ctx, id)?
+    let path = crate::support::store::try_locate_run(ctx, id)?
         .ok_or_else(|| CliError::NotFound(format!("no run {id}")))?;
     let run = load_run_file(&path)?;
     let open = !run
@@ -659,7 +663,7 @@ fn run_page(
     let nav = "<nav><a href=\"/\">Runs</a><a href=\"/sessions\">Sessions</a><a href=\"/search\">Search</a><a href=\"/stats\">Stats</a></nav>";
     Ok(Reply::html(
         200,
-        crate::html::document(&title, None, head, &format!("{nav}{body}")),
+        crate::support::html::document(&title, None, head, &format!("{nav}{body}")),
     ))
 }
 
@@ -734,7 +738,7 @@ fn search_page(
         session_state::SearchIndex::open_read_only(store.root()).map_err(state_err)?
     } else {
         refresh_index(ctx, &store)?;
-        super::search::refresh_search_index(ctx, &store, true)
+        crate::support::open::refresh_search_index(ctx, &store, true)
     };
     let Some(index) = index else {
         b.push_str(
@@ -748,7 +752,7 @@ fn search_page(
         }
         e => state_err(e),
     })?;
-    let groups = super::search::group_by_run(&hits);
+    let groups = crate::support::search_hits::group_by_run(&hits);
     let _ = write!(
         b,
         "<p class=\"muted\" id=\"summary\">{} hit(s) in {} run(s)</p>",
@@ -785,7 +789,7 @@ fn search_page(
             h.text(&first.rel_path)
         );
         for hit in run_hits {
-            let (plain, marks) = super::search::split_marks(&hit.snippet);
+            let (plain, marks) = crate::support::search_hits::split_marks(&hit.snippet);
             let snippet = if redacting {
                 h.text(&plain)
             } else {
@@ -843,7 +847,7 @@ fn search_page(
 /// `/at/RUN/OFFSET`: a redirect to the anchor of the record at that byte offset in the run's
 /// transcript (`/run/RUN#L<line>`); 404 when no record starts there.
 fn record_link(ctx: &mut Ctx<'_>, id: &str, offset: u64) -> Result<Reply, CliError> {
-    let path = crate::store::try_locate_run(ctx, id)?
+    let path = crate::support::store::try_locate_run(ctx, id)?
         .ok_or_else(|| CliError::NotFound(format!("no run {id}")))?;
     let run = load_run_file(&path)?;
     let line = run
@@ -864,7 +868,7 @@ fn record_link(ctx: &mut Ctx<'_>, id: &str, offset: u64) -> Result<Reply, CliErr
 fn stats_page(ctx: &mut Ctx<'_>) -> Result<Reply, CliError> {
     let (store, why) = open_reading(ctx)?;
     refresh_index(ctx, &store)?;
-    let store = super::state::answering_store(ctx, store, why)?;
+    let store = crate::support::open::answering_store(ctx, store, why)?;
     let page = store.list_runs(&RunQuery::default()).map_err(state_err)?;
     // Per UTC day: runs, completed, tokens.
     let mut days: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();

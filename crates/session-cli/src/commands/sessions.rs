@@ -1,36 +1,16 @@
-//! `sessions sessions`: saved sessions like the reference's session list, and
-//! `sessions history`: the reference's `session.history` replay.
+//! `sessions sessions`: saved sessions like the reference's session list.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use session_replay::HistoryOptions;
 use session_state::{EntrySource, LeaseHolder, ListQuery};
 
-use super::state::{IndexUse, open_store_for_reading, open_store_read_only, state_err};
 use crate::Ctx;
-use crate::cli::{HistoryArgs, SessionsArgs};
+use crate::cli::SessionsArgs;
 use crate::error::{CliError, EXIT_OK};
-use crate::json_rows::{
-    self, EventRow, HistorySummary, LeaseHolderRow, Row, SessionRow, SessionSource, SummaryRow,
-    write_row,
-};
-use crate::style::{Paint, one_line};
-use crate::table::{Cell, Column, Step, Table};
-
-/// The workspace root of `dir` as the reference's runtime finds it (compat notes Q8): the
-/// nearest ancestor holding a project marker (`.codelia`, `.git`, `.jj`), else `dir` itself.
-pub(crate) fn workspace_of(dir: &Path) -> PathBuf {
-    for d in dir.ancestors() {
-        if [".codelia", ".git", ".jj"]
-            .iter()
-            .any(|m| d.join(m).exists())
-        {
-            return d.to_owned();
-        }
-    }
-    dir.to_owned()
-}
+use crate::json_rows::{LeaseHolderRow, Row, SessionRow, SessionSource, write_row};
+use crate::support::open::{open_store_read_only, state_err};
+use crate::support::paths::workspace_of;
+use crate::support::table::{Cell, Column, Step, Table};
 
 /// Warns about message logs without a `state.db` row (a zero-byte or replaced `state.db`, a
 /// row deleted by hand): those sessions are in no listing, and saying nothing would present
@@ -41,7 +21,7 @@ pub(crate) fn workspace_of(dir: &Path) -> PathBuf {
 /// `sessions repair` rebuilds its row.
 fn warn_orphans<'a>(ctx: &mut Ctx<'_>, listed: impl Iterator<Item = &'a str>) {
     let db_ids = listed.map(str::to_owned).collect();
-    let orphans = super::state::orphan_messages(&ctx.root.path, &db_ids);
+    let orphans = crate::support::open::orphan_messages(&ctx.root.path, &db_ids);
     if !orphans.is_empty() {
         let first = orphans
             .iter()
@@ -58,7 +38,11 @@ fn warn_orphans<'a>(ctx: &mut Ctx<'_>, listed: impl Iterator<Item = &'a str>) {
     }
 }
 
-pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, CliError> {
+/// `sessions sessions`: saved sessions, newest first, on the local store.
+///
+/// # Errors
+/// Usage (2), not found (3) or data (4), as the command's help describes.
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, CliError> {
     // Listing needs no index: the store is only read.
     let store = open_store_read_only(ctx)?;
     let mut query = ListQuery::all();
@@ -66,7 +50,7 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         None
     } else {
         let ws = match &args.workspace {
-            Some(w) => super::runs::workspace_arg(ctx, w)?,
+            Some(w) => crate::support::listing::workspace_arg(ctx, w)?,
             None => workspace_of(&ctx.cwd()?).to_string_lossy().into_owned(),
         };
         query = query.workspace(ws.clone());
@@ -98,7 +82,7 @@ pub(crate) fn sessions(ctx: &mut Ctx<'_>, args: &SessionsArgs) -> Result<i32, Cl
         }
     };
     // Titles and pins (our table; none in a store without it).
-    let labels = super::manage::titles(&store)?;
+    let labels = crate::support::labels::titles(&store)?;
     let rows: Vec<(&session_schema::SessionStateSummary, bool)> = page
         .entries
         .iter()
@@ -122,7 +106,7 @@ pub(crate) fn sessions_shared(
         None
     } else {
         Some(match &args.workspace {
-            Some(w) => super::runs::workspace_arg(ctx, w)?,
+            Some(w) => crate::support::listing::workspace_arg(ctx, w)?,
             None => workspace_of(&ctx.cwd()?).to_string_lossy().into_owned(),
         })
     };
@@ -269,118 +253,5 @@ fn write_sessions(
             args.limit
         ))?;
     }
-    Ok(EXIT_OK)
-}
-
-pub(crate) fn history(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError> {
-    let id = crate::cli::id_or_newest(args.session.as_ref());
-    if let Some(shared) = ctx.shared.clone() {
-        // The session's runs (oldest first) and saved state, from the shared store.
-        let found = super::shared::resolve_target(ctx, &shared, id, crate::ids::Want::Session)?;
-        let mut logs = Vec::with_capacity(found.runs.len());
-        for r in &found.runs {
-            logs.push(crate::store::load_run(r)?.log);
-        }
-        return write_history(ctx, args, &logs);
-    }
-    let session = crate::ids::session_arg(ctx, id)?;
-    let store = open_store_for_reading(ctx, IndexUse::FindsRuns)?;
-    let runs = crate::store::session_runs(ctx, &store, &session)?;
-    let mut logs = Vec::with_capacity(runs.len());
-    for r in &runs {
-        logs.push(crate::store::load_run_file(r)?.log);
-    }
-    if logs.is_empty() {
-        // A session with saved state but no run files still answers (runs: 0), as the
-        // reference does; an id nobody knows is "not found".
-        let known = store
-            .list(&ListQuery::all())
-            .map_err(state_err)?
-            .entries
-            .iter()
-            .any(|e| e.summary.session_id == session);
-        if !known {
-            return Err(CliError::NotFound(format!(
-                "no session {} under {}",
-                session,
-                ctx.root.path.display()
-            )));
-        }
-    }
-    write_history(ctx, args, &logs)
-}
-
-/// The history of a session's run logs (oldest first), as `--json` rows or text.
-fn write_history(
-    ctx: &mut Ctx<'_>,
-    args: &HistoryArgs,
-    logs: &[session_replay::RunLog],
-) -> Result<i32, CliError> {
-    let h = session_replay::session_history(
-        logs,
-        HistoryOptions {
-            max_runs: args.max_runs,
-            max_events: args.max_events,
-        },
-    );
-    if args.json {
-        for e in &h.events {
-            let row = EventRow {
-                run_id: e.run_id.clone(),
-                seq: e.seq,
-                event_type: e.event.tag().to_owned(),
-                event: json_rows::raw(&e.event)?,
-            };
-            write_row(ctx.out, &Row::Event(row))?;
-        }
-        let summary = HistorySummary {
-            runs: h.runs as u64,
-            events_sent: h.events_sent as u64,
-            truncated: h.truncated,
-        };
-        write_row(ctx.out, &Row::Summary(SummaryRow::History(summary)))?;
-        return Ok(EXIT_OK);
-    }
-    let st = ctx.style;
-    let mut current = String::new();
-    for e in &h.events {
-        if e.run_id != current {
-            current = e.run_id.clone();
-            writeln!(
-                ctx.out,
-                "{}",
-                st.paint(Paint::Bold, &format!("run {current}"))
-            )?;
-        }
-        let detail = match &e.event {
-            session_schema::AgentEvent::HiddenUserMessage(c) => {
-                one_line(c.content.as_deref().unwrap_or(""), 100)
-            }
-            _ => {
-                let rec = session_schema::Record::AgentEvent(session_schema::AgentEventRecord {
-                    seq: e.seq,
-                    event: e.event.clone(),
-                    ..Default::default()
-                });
-                super::tail::describe(&rec)
-            }
-        };
-        if e.seq < 0 {
-            writeln!(ctx.out, "  {} {}", st.paint(Paint::Cyan, "user"), detail)?;
-        } else {
-            writeln!(ctx.out, "  {detail}")?;
-        }
-    }
-    writeln!(
-        ctx.out,
-        "{} run(s), {} event(s){}",
-        h.runs,
-        h.events_sent,
-        if h.truncated {
-            " (older events dropped: --max-events)"
-        } else {
-            ""
-        }
-    )?;
     Ok(EXIT_OK)
 }

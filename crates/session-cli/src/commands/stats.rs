@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 
 use session_state::{IndexedRunOutcome, RunGrouping, RunQuery, RunTotals};
 
-use super::runs::bound;
-use super::state::{open_reading, refresh_index, state_err};
 use crate::Ctx;
 use crate::cli::{StatsArgs, StatsBy};
 use crate::error::{CliError, EXIT_OK};
@@ -19,7 +17,9 @@ use crate::json_rows::{
     write_row,
 };
 use crate::style::thousands;
-use crate::table::{Cell, Column, Step, Table};
+use crate::support::listing::bound;
+use crate::support::open::{open_reading, refresh_index, state_err};
+use crate::support::table::{Cell, Column, Step, Table};
 use crate::timefmt::parse_zone;
 
 /// A calendar period of `stats --by day|week|month`.
@@ -65,7 +65,7 @@ const BAR_WIDTH: usize = 30;
 
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
 #[allow(clippy::field_reassign_with_default)]
-pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> {
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> {
     let (store, why) = open_reading(ctx)?;
     refresh_index(ctx, &store)?;
     let mut query = RunQuery::default();
@@ -73,7 +73,7 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     query.since = bound(args.since.as_deref(), ctx.now, &zone)?;
     query.until = bound(args.until.as_deref(), ctx.now, &zone)?;
     let query_filters = (query.since.clone(), query.until.clone());
-    let store = super::state::answering_store(ctx, store, why)?;
+    let store = crate::support::open::answering_store(ctx, store, why)?;
     let period = match args.by {
         StatsBy::Day => Some(Period::Day),
         StatsBy::Week => Some(Period::Week),
@@ -89,11 +89,11 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
     let mut totals = store.run_totals(&query, grouping).map_err(state_err)?;
     let root_path = ctx.root.path.clone();
     for row in &mut totals.duplicated {
-        row.path = super::state::real_path(&store, &root_path, &row.path);
+        row.path = crate::support::open::real_path(&store, &root_path, &row.path);
         row.other_files = row
             .other_files
             .iter()
-            .map(|p| super::state::real_path(&store, &root_path, p))
+            .map(|p| crate::support::open::real_path(&store, &root_path, p))
             .collect();
     }
     let mut groups: BTreeMap<String, RunTotals> = BTreeMap::new();
@@ -105,8 +105,8 @@ pub(crate) fn stats(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError
         groups.entry(key).or_default().add(t);
     }
     let all = totals.all;
-    super::runs::warn_other_files(ctx, &totals.duplicated);
-    super::runs::report_not_runs(ctx, &store, false)?;
+    crate::support::store::warn_other_files(ctx, &totals.duplicated);
+    crate::support::listing::report_not_runs(ctx, &store, false)?;
     let split = if args.json {
         split_unfinished(
             ctx,
@@ -181,7 +181,7 @@ pub(crate) fn stats_shared(
                 by,
                 period.map(|p| (p, &zone)),
             );
-            match super::runs::summary_outcome(s, ctx.now) {
+            match crate::support::listing::summary_outcome(s, ctx.now) {
                 Outcome::Running => {
                     let u = split.entry(key.clone()).or_default();
                     u.running = u.running.saturating_add(1);
@@ -344,7 +344,8 @@ fn split_unfinished(
     let limit = usize::try_from(open)
         .unwrap_or(usize::MAX)
         .min(crate::cli::MAX_COUNT);
-    let (rows, _) = super::runs::fetch(store, &ctx.root.path, query, &[], None, limit, ctx.now)?;
+    let (rows, _) =
+        crate::support::listing::fetch(store, &ctx.root.path, query, &[], None, limit, ctx.now)?;
     for (row, outcome) in &rows {
         let u = out.entry(group_key(row, by, period)).or_default();
         match outcome {

@@ -4,241 +4,21 @@
 //! Titles and pins live in our table `session_labels` of `state.db` (session-state's
 //! `StateStore::labels`); the reference runtime ignores it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use session_state::{SessionLabel, StateStore};
-
-use super::housekeeping::TRASH_DIR;
-use super::state::{open_store, open_store_read_only, state_err};
 use crate::Ctx;
-use crate::cli::{NameArgs, PinArgs, StorageArgs};
+use crate::cli::StorageArgs;
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{
     Row, StorageBatchRow, StorageDayRow, StorageSessionRow, StorageSummary, SummaryRow, write_row,
 };
 use crate::style::{Paint, bytes as fmt_bytes, pad};
-use crate::table::{Cell, Column, Step, Table};
-
-/// The labels of the store, or none when there is no `state.db` yet.
-fn labels_of(store: &StateStore) -> Result<Vec<SessionLabel>, CliError> {
-    store.labels().map_err(state_err)
-}
-
-/// The pinned session ids of `store`.
-///
-/// # Errors
-/// Data (4) when the labels cannot be read.
-pub(crate) fn pinned_sessions(store: &StateStore) -> Result<BTreeSet<String>, CliError> {
-    Ok(labels_of(store)?
-        .into_iter()
-        .filter(|l| l.pinned)
-        .map(|l| l.session_id)
-        .collect())
-}
-
-/// The session titles of `store` by session id.
-///
-/// # Errors
-/// Data (4) when the labels cannot be read.
-pub(crate) fn titles(store: &StateStore) -> Result<BTreeMap<String, SessionLabel>, CliError> {
-    Ok(labels_of(store)?
-        .into_iter()
-        .map(|l| (l.session_id.clone(), l))
-        .collect())
-}
-
-/// `raw` as a session id: `@title` is the session with that title (exactly; when none has
-/// it exactly, the one whose title matches ignoring case), anything else is returned as it
-/// is.
-///
-/// # Errors
-/// Not found (3) when no session has the title; usage (2) when several have it, listing them.
-pub(crate) fn resolve_title(store: &StateStore, raw: &str) -> Result<String, CliError> {
-    let Some(title) = raw.strip_prefix('@') else {
-        return Ok(raw.to_owned());
-    };
-    let labels = labels_of(store)?;
-    let with = |exact: bool| -> Vec<&SessionLabel> {
-        labels
-            .iter()
-            .filter(|l| {
-                l.title.as_deref().is_some_and(|t| {
-                    if exact {
-                        t == title
-                    } else {
-                        t.to_lowercase() == title.to_lowercase()
-                    }
-                })
-            })
-            .collect()
-    };
-    let mut found = with(true);
-    if found.is_empty() {
-        found = with(false);
-    }
-    match found.as_slice() {
-        [one] => Ok(one.session_id.clone()),
-        [] => Err(CliError::NotFound(format!(
-            "no session titled \"{title}\" (`sessions name ID TITLE` gives one)"
-        ))),
-        many => Err(CliError::Usage(format!(
-            "the title \"{title}\" names {} sessions; use one of their ids: {}",
-            many.len(),
-            many.iter()
-                .map(|l| format!("{} ({})", l.session_id, l.title.as_deref().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
-}
-
-/// `raw` as a session id for a reading command (`@title` looked up read-only; any other text
-/// returned as is, without opening the store).
-///
-/// # Errors
-/// As [`resolve_title`]; not found (3) when `@title` is asked of a store without `state.db`.
-pub(crate) fn resolve_id(ctx: &mut Ctx<'_>, raw: &str) -> Result<String, CliError> {
-    if !raw.starts_with('@') {
-        return Ok(raw.to_owned());
-    }
-    if !ctx.root.path.join("state.db").is_file() {
-        return Err(CliError::NotFound(format!(
-            "no session titled \"{}\": {} has no state.db",
-            &raw[1..],
-            ctx.root.path.display()
-        )));
-    }
-    let store = open_store_read_only(ctx)?;
-    resolve_title(&store, raw)
-}
-
-/// The store for a label change: writable, refusing `--read-only`.
-fn open_for_labels(ctx: &mut Ctx<'_>) -> Result<StateStore, CliError> {
-    if ctx.read_only {
-        return Err(CliError::Usage(
-            "--read-only: this command changes the store".into(),
-        ));
-    }
-    open_store(ctx)
-}
-
-/// A session id that exists (a `state.db` row, a legacy snapshot, or runs in the run index).
-fn existing_session(ctx: &mut Ctx<'_>, store: &StateStore, raw: &str) -> Result<String, CliError> {
-    // `@title`, `-` and unique prefixes as every command takes them.
-    let id = crate::ids::session_arg(ctx, raw)?;
-    let listed = store
-        .list(&session_state::ListQuery::all())
-        .map_err(state_err)?
-        .entries
-        .iter()
-        .any(|e| e.summary.session_id == id);
-    if listed || !crate::store::session_runs(ctx, store, &id)?.is_empty() {
-        return Ok(id);
-    }
-    Err(CliError::NotFound(format!(
-        "no session {id} under {}",
-        ctx.root.path.display()
-    )))
-}
-
-fn now_text(ctx: &Ctx<'_>) -> String {
-    session_schema::Timestamp::from_datetime(ctx.now)
-        .as_str()
-        .to_owned()
-}
-
-/// `sessions name ID TITLE` / `sessions name ID --clear`.
-pub(crate) fn name(ctx: &mut Ctx<'_>, args: &NameArgs) -> Result<i32, CliError> {
-    let store = open_for_labels(ctx)?;
-    let id = existing_session(ctx, &store, &args.id)?;
-    let title = if args.clear {
-        None
-    } else {
-        let t = args.title.as_deref().unwrap_or_default().trim();
-        if t.is_empty() {
-            return Err(CliError::Usage(
-                "a title must not be empty (`--clear` removes one)".into(),
-            ));
-        }
-        if t.starts_with('@') || t.chars().any(char::is_control) {
-            return Err(CliError::Usage(
-                "a title must not start with @ or hold control characters".into(),
-            ));
-        }
-        Some(t.to_owned())
-    };
-    store
-        .set_title(&id, title.as_deref(), &now_text(ctx))
-        .map_err(state_err)?;
-    match &title {
-        Some(t) => writeln!(ctx.out, "session {id} is titled \"{t}\" (use it as @{t})")?,
-        None => writeln!(ctx.out, "session {id} has no title")?,
-    }
-    Ok(EXIT_OK)
-}
-
-/// `sessions pin ID…` (`pin = true`) and `sessions unpin ID…`.
-pub(crate) fn pin(ctx: &mut Ctx<'_>, args: &PinArgs, pin: bool) -> Result<i32, CliError> {
-    let store = open_for_labels(ctx)?;
-    let mut ids = Vec::new();
-    for raw in &args.ids {
-        ids.push(existing_session(ctx, &store, raw)?);
-    }
-    let now = now_text(ctx);
-    for id in &ids {
-        store.set_pinned(id, pin, &now).map_err(state_err)?;
-        if pin {
-            writeln!(ctx.out, "pinned {id}: gc never moves it or its runs")?;
-        } else {
-            writeln!(ctx.out, "unpinned {id}")?;
-        }
-    }
-    Ok(EXIT_OK)
-}
-
-/// Parses a size: a number (decimals allowed) and an optional binary unit `K`, `M`, `G`, `T`
-/// (also `KB`/`KiB`…, any case; 1K = 1024 bytes); no unit means bytes.
-///
-/// # Errors
-/// Usage (2) for anything else, or a size above 2^63 bytes.
-pub(crate) fn parse_size(text: &str) -> Result<u64, CliError> {
-    let bad = || {
-        CliError::Usage(format!(
-            "`{text}` is not a size (e.g. 500M, 5G, 1.5T; units are powers of 1024)"
-        ))
-    };
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim().to_ascii_lowercase();
-    let unit = unit
-        .strip_suffix("ib")
-        .or_else(|| unit.strip_suffix('b'))
-        .unwrap_or(&unit);
-    let scale: u64 = match unit {
-        "" => 1,
-        "k" => 1 << 10,
-        "m" => 1 << 20,
-        "g" => 1 << 30,
-        "t" => 1 << 40,
-        _ => return Err(bad()),
-    };
-    if num.is_empty() || num.matches('.').count() > 1 {
-        return Err(bad());
-    }
-    let value: f64 = num.parse().map_err(|_| bad())?;
-    #[allow(clippy::cast_precision_loss)]
-    let bytes = value * scale as f64;
-    if !bytes.is_finite() || bytes >= 9.2e18 {
-        return Err(bad());
-    }
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok(bytes.round() as u64)
-}
+use crate::support::housekeeping::TRASH_DIR;
+use crate::support::labels::titles;
+use crate::support::open::open_store_read_only;
+use crate::support::table::{Cell, Column, Step, Table};
 
 /// Size of a file (0 when it is not there).
 fn size_of(path: &Path) -> u64 {
@@ -297,8 +77,8 @@ struct DayBytes {
 /// (docs/cli-json.md): a `storage_day` row per day (oldest first), a `storage_session` row
 /// per session (largest first; every one, `--limit` cuts only the text tables), a
 /// `storage_batch` row per trash batch, then the `summary` (`command: "storage"`).
-pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliError> {
-    super::state::check_root(ctx)?;
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliError> {
+    crate::support::open::check_root(ctx)?;
     let root = ctx.root.path.clone();
     let has_db = root.join("state.db").is_file();
     let store = if has_db {
@@ -306,7 +86,8 @@ pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliE
     } else {
         None
     };
-    let listing = session_jsonl::list_run_files(&root).map_err(crate::store::jsonl_err)?;
+    let listing =
+        session_jsonl::list_run_files(&root).map_err(crate::support::lib_errors::jsonl_err)?;
     // Which session each run file belongs to: the run index first, the header otherwise.
     let mut index: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
     if let Some(store) = &store {
@@ -353,7 +134,7 @@ pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliE
         entry.run_bytes += size;
     }
     let (mut messages_files, mut messages_bytes) = (0u64, 0u64);
-    for (id, path) in super::state::messages_files(&root) {
+    for (id, path) in crate::support::open::messages_files(&root) {
         let size = size_of(&path);
         messages_files += 1;
         messages_bytes += size;
@@ -588,22 +369,4 @@ pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliE
         ctx.table(&by_batch)?;
     }
     Ok(EXIT_OK)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_in_binary_units() {
-        assert_eq!(parse_size("5G").unwrap(), 5 << 30);
-        assert_eq!(parse_size("500m").unwrap(), 500 << 20);
-        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
-        assert_eq!(parse_size("2kb").unwrap(), 2048);
-        assert_eq!(parse_size("123").unwrap(), 123);
-        assert_eq!(parse_size(" 1 T ").unwrap(), 1 << 40);
-        for bad in ["", "G", "5X", "1.2.3G", "-5G", "9999999T", "5 GB extra"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -41,36 +41,8 @@ use session_storage::{
 use sha2::{Digest, Sha256};
 
 use crate::Ctx;
+use crate::cli::SyncArgs;
 use crate::error::{CliError, EXIT_OK, EXIT_PROBLEMS, one_line};
-
-/// Arguments of `sessions sync`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct SyncArgs {
-    /// The shared store: a postgres:// or postgresql:// URL (a unix socket directory as
-    /// ?host=/path) or libpq key=value pairs.
-    #[arg(
-        long,
-        value_name = "STORE",
-        env = "SESSIONS_STORE",
-        hide_env_values = true
-    )]
-    pub(crate) to: String,
-    /// Keep shipping what is written, one pass every --interval seconds, until interrupted.
-    #[arg(long)]
-    pub(crate) follow: bool,
-    /// Seconds between passes with --follow.
-    #[arg(long, value_name = "SECONDS", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub(crate) interval: u64,
-    /// Compare every stored line's hash with the local line and report the first divergence.
-    #[arg(long)]
-    pub(crate) verify: bool,
-    /// Stop --follow after this many passes (scripts and tests).
-    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
-    pub(crate) passes: Option<u64>,
-    /// Most bytes of lines per transaction (at least one line is always sent).
-    #[arg(long, hide = true, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..=(256 << 20)))]
-    pub(crate) chunk_bytes: u64,
-}
 
 /// The watermark file, beside `state.db`.
 const STATE_FILE: &str = "sync-state.json";
@@ -637,7 +609,7 @@ fn sync_sessions(
 }
 
 /// `sessions sync`.
-pub(crate) fn sync(ctx: &mut Ctx<'_>, args: &SyncArgs) -> Result<i32, CliError> {
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &SyncArgs) -> Result<i32, CliError> {
     let config = PgConfig::parse(&args.to).map_err(|e| CliError::Usage(one_line(&e)))?;
     let root = ctx.root.path.clone();
     if !root.is_dir() {

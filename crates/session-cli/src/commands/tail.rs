@@ -7,13 +7,16 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use session_jsonl::{FollowOptions, Follower, Item};
-use session_schema::{AgentEvent, Record, RunInput};
+use session_schema::Record;
 
 use crate::Ctx;
 use crate::cli::{TailArgs, TailLines};
 use crate::error::{CliError, EXIT_OK};
-use crate::store::{jsonl_err, locate_run, rel};
 use crate::style::{Paint, Style, escape_controls, one_line};
+use crate::support::lib_errors::jsonl_err;
+use crate::support::paths::rel;
+use crate::support::render::describe;
+use crate::support::store::locate_run;
 use crate::timefmt::TimeDisplay;
 
 /// The items of a run `tail -n` keeps (the last N, or those from the K-th on), and how the
@@ -91,17 +94,26 @@ fn say_ended(ctx: &mut Ctx<'_>, run: &str, outcome: &str) {
     );
 }
 
-pub(crate) fn tail(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
+/// `sessions tail ID`: the last records of a run, and with `--follow` what is appended.
+///
+/// # Errors
+/// Usage (2), not found (3) or data (4), as the command's help describes.
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &TailArgs) -> Result<i32, CliError> {
     let arg = crate::cli::id_or_newest(args.run.as_ref());
     if let Some(shared) = ctx.shared.clone() {
-        let found = super::shared::resolve_target(ctx, &shared, arg, crate::ids::Want::Run)?;
+        let found = crate::support::shared::resolve_target(
+            ctx,
+            &shared,
+            arg,
+            crate::support::ids::Want::Run,
+        )?;
         let [src] = found.runs.as_slice() else {
             return Err(CliError::Usage(format!("{arg} is not a run id")));
         };
         return tail_stored(ctx, args, src);
     }
     let path = locate_run(ctx, arg)?;
-    let run = crate::store::run_id_of_path(&path).unwrap_or_else(|| arg.to_owned());
+    let run = crate::support::paths::run_id_of_path(&path).unwrap_or_else(|| arg.to_owned());
     let times = ctx.times(false);
     let mut last = LastItems::new(args.lines);
     if session_jsonl::is_archived(&path) {
@@ -239,7 +251,9 @@ fn tail_stored(
     let times = ctx.times(false);
     let mut last = LastItems::new(args.lines);
     if !args.follow {
-        crate::stream::for_each_item(src, args.raw, |item| last.feed(ctx, times, args.raw, item))?;
+        crate::support::stream::for_each_item(src, args.raw, |item| {
+            last.feed(ctx, times, args.raw, item)
+        })?;
         last.print(ctx, times, args.raw)?;
         return Ok(EXIT_OK);
     }
@@ -254,7 +268,7 @@ fn tail_stored(
      -> Result<LinePosition, CliError> {
         let bytes = catalogue
             .read_bytes(run_id, at.offset, Extent::Committed)
-            .map_err(|e| crate::stream::stored_err(location, e))?;
+            .map_err(|e| crate::support::lib_errors::stored_err(location, e))?;
         let mut opts = options.clone();
         opts.expect_header = at.offset == 0;
         let mut reader = session_jsonl::Reader::with_position(bytes, opts, at.offset, at.line);
@@ -291,7 +305,7 @@ fn tail_stored(
         std::thread::sleep(CHECK_EVERY);
         let stat = catalogue
             .stat_run(run_id)
-            .map_err(|e| crate::stream::stored_err(location, e))?;
+            .map_err(|e| crate::support::lib_errors::stored_err(location, e))?;
         let Some(stat) = stat else {
             return Err(CliError::NotFound(format!(
                 "{location}: run removed from the shared store while being followed                  (`sessions gc` removes old runs)"
@@ -426,7 +440,7 @@ fn print_item(
                     s.paint(Paint::Bold, &one_line(&escape_controls(rec.kind()), 80)),
                     one_line(
                         &escape_controls(&describe(rec)),
-                        super::show::UNKNOWN_RECORD_JSON_WIDTH
+                        crate::support::render::UNKNOWN_RECORD_JSON_WIDTH
                     )
                 )?;
             }
@@ -442,132 +456,4 @@ fn print_item(
         }
     }
     Ok(())
-}
-
-/// One line saying what a record holds; for a record of an unknown type its compact JSON
-/// (the caller clips it).
-#[deny(clippy::wildcard_enum_match_arm)]
-pub(crate) fn describe(rec: &Record) -> String {
-    match rec {
-        Record::Header(h) => {
-            let model = h.model.as_ref().map(|m| {
-                format!(
-                    "{}/{}",
-                    m.provider.as_deref().unwrap_or("?"),
-                    m.name.as_deref().unwrap_or("?")
-                )
-            });
-            format!(
-                "run {} session {}{}",
-                h.run_id,
-                h.session_id.as_deref().unwrap_or("-"),
-                model.map(|m| format!(" model {m}")).unwrap_or_default()
-            )
-        }
-        Record::RunStart(r) => {
-            let text = match &r.input {
-                RunInput::Text(t) => t.text.clone(),
-                RunInput::Parts(_) | RunInput::Unknown(_) => r.input.display_text(),
-                // An input shape a newer session-schema adds.
-                _ => r.input.display_text(),
-            };
-            one_line(&text, 100)
-        }
-        Record::RunContext(r) => format!("context left {}%", r.context_left_percent),
-        Record::AgentEvent(e) => {
-            let detail = match &e.event {
-                AgentEvent::Text(t) | AgentEvent::Reasoning(t) => {
-                    one_line(t.content.as_deref().unwrap_or(""), 80)
-                }
-                AgentEvent::ToolCall(t) => format!(
-                    "{} {}",
-                    t.tool.as_deref().unwrap_or("?"),
-                    t.tool_call_id.as_deref().unwrap_or("")
-                ),
-                AgentEvent::ToolResult(t) => format!(
-                    "{} {}{}",
-                    t.tool.as_deref().unwrap_or("?"),
-                    t.tool_call_id.as_deref().unwrap_or(""),
-                    if t.is_error == Some(true) {
-                        " (error)"
-                    } else {
-                        ""
-                    }
-                ),
-                AgentEvent::Final(c) => one_line(c.content.as_deref().unwrap_or(""), 80),
-                AgentEvent::LlmRetry(r) => format!(
-                    "{} attempt {}",
-                    r.failure_kind
-                        .as_ref()
-                        .map(|k| k.as_str().to_owned())
-                        .unwrap_or_default(),
-                    r.next_attempt
-                        .as_ref()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
-                ),
-                AgentEvent::StepStart(_)
-                | AgentEvent::StepComplete(_)
-                | AgentEvent::PermissionPreview(_)
-                | AgentEvent::PermissionReady(_)
-                | AgentEvent::CompactionStart(_)
-                | AgentEvent::CompactionComplete(_)
-                | AgentEvent::HiddenUserMessage(_)
-                | AgentEvent::Unknown(_) => String::new(),
-                // `AgentEvent` is `#[non_exhaustive]` in session-schema; the lint denied on
-                // this function fails the build while a known event type lands here.
-                _ => String::new(),
-            };
-            format!("#{} {} {}", e.seq, event_type(&e.event), detail)
-                .trim_end()
-                .to_owned()
-        }
-        Record::ToolOutput(t) => format!(
-            "{} {} ({} bytes){}",
-            t.tool,
-            t.tool_call_id,
-            t.result_raw.len(),
-            if t.is_error == Some(true) {
-                " error"
-            } else {
-                ""
-            }
-        ),
-        Record::LlmRequest(r) => format!(
-            "#{} {}",
-            r.seq,
-            r.model
-                .as_ref()
-                .and_then(|m| m.name.clone())
-                .unwrap_or_default()
-        )
-        .trim_end()
-        .to_owned(),
-        Record::LlmResponse(r) => {
-            let usage = match &r.output.usage {
-                Some(Some(u)) => format!(" {} in / {} out tokens", u.input_tokens, u.output_tokens),
-                _ => String::new(),
-            };
-            let stop = match &r.output.stop_reason {
-                Some(Some(s)) => format!(" · {s}"),
-                _ => String::new(),
-            };
-            format!("#{}{usage}{stop}", r.seq)
-        }
-        Record::RunStatus(r) => match &r.message {
-            Some(m) => format!("{}: {}", r.status.as_str(), one_line(m, 80)),
-            None => r.status.as_str().to_owned(),
-        },
-        Record::RunError(r) => format!("{}: {}", r.error.name, one_line(&r.error.message, 80)),
-        Record::RunEnd(r) => r.outcome.as_str().to_owned(),
-        Record::Unknown(_) => serde_json::to_string(rec).unwrap_or_default(),
-        // `Record` is `#[non_exhaustive]` in session-schema; the lint denied on this function
-        // fails the build while a known record type lands here.
-        _ => serde_json::to_string(rec).unwrap_or_default(),
-    }
-}
-
-/// The `type` of an agent event as written.
-pub(crate) fn event_type(e: &AgentEvent) -> &str {
-    e.tag()
 }

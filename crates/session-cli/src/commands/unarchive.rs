@@ -8,14 +8,15 @@ use std::path::PathBuf;
 
 use time::OffsetDateTime;
 
-use super::housekeeping::{Action, emit, note, open_for};
-use super::state::refresh_index;
 use crate::Ctx;
 use crate::cli::UnarchiveArgs;
 use crate::error::{CliError, EXIT_OK, one_line};
 use crate::json_rows::{ActionKind, ActionStatus};
-use crate::store::{jsonl_err, rel};
 use crate::style::bytes as fmt_bytes;
+use crate::support::housekeeping::{Action, emit, note, open_for};
+use crate::support::lib_errors::jsonl_err;
+use crate::support::open::refresh_index;
+use crate::support::paths::rel;
 use crate::timefmt::parse_instant;
 
 /// An archived run chosen for restoring.
@@ -60,25 +61,29 @@ fn expand_ids(
     let root = ctx.root.path.clone();
     let mut runs = Vec::with_capacity(args.runs.len());
     for id in &args.runs {
-        crate::ids::check(id, crate::ids::Want::Run)?;
+        crate::support::ids::check(id, crate::support::ids::Want::Run)?;
         let known = !session_jsonl::find_all_runs(&root, id)
             .map_err(jsonl_err)?
             .is_empty();
         let full = match known {
             true => None,
-            false => crate::ids::expand(ctx, id, crate::ids::Want::Run)?,
+            false => crate::support::ids::expand(ctx, id, crate::support::ids::Want::Run)?,
         };
         runs.push(full.map_or_else(|| id.clone(), |(_, full)| full));
     }
     let session = args
         .session
         .as_deref()
-        .map(|s| crate::ids::session_arg(ctx, s))
+        .map(|s| crate::support::ids::session_arg(ctx, s))
         .transpose()?;
     Ok((runs, session))
 }
 
-pub(crate) fn unarchive(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, CliError> {
+/// `sessions unarchive`: decompresses archived run files back into plain ones.
+///
+/// # Errors
+/// Usage (2), not found (3) or data (4), as the command's help describes.
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &UnarchiveArgs) -> Result<i32, CliError> {
     if args.runs.is_empty()
         && !args.all
         && args.since.is_none()

@@ -9,11 +9,21 @@ use session_replay::{DiagnosticKind, Severity};
 
 use crate::Ctx;
 use crate::cli::VerifyArgs;
+use crate::error::one_line;
 use crate::error::{CliError, EXIT_OK, EXIT_PROBLEMS};
 use crate::json_rows::{self, FindingRow, Row, SummaryRow, VerifySummary, write_row};
 use crate::progress::Progress;
-use crate::store::{jsonl_err, load_run_file, locate_run, rel};
 use crate::style::{Paint, bytes as fmt_bytes};
+use crate::support::lib_errors::jsonl_err;
+use crate::support::open::messages_files;
+use crate::support::open::open_store_read_only;
+use crate::support::open::orphan_messages;
+use crate::support::open::state_err;
+use crate::support::paths::rel;
+use crate::support::store::{load_run_file, locate_run};
+use session_state::EntrySource;
+use session_state::LoadSource;
+use session_state::MessageDamageKind;
 
 /// One finding of `verify`.
 #[derive(Debug, Clone)]
@@ -130,7 +140,7 @@ pub(crate) fn check_run_ref(
     let path = owned.as_path();
     let run = match src {
         crate::backend::RunRef::File(p) => load_run_file(p)?,
-        crate::backend::RunRef::Stored { .. } => crate::store::load_run(src)?,
+        crate::backend::RunRef::Stored { .. } => crate::support::store::load_run(src)?,
     };
     let file_size = match src {
         crate::backend::RunRef::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
@@ -283,7 +293,12 @@ pub(crate) fn verify_shared(
         }
     } else {
         for r in &args.runs {
-            let found = super::shared::resolve_target(ctx, shared, r, crate::ids::Want::Run)?;
+            let found = crate::support::shared::resolve_target(
+                ctx,
+                shared,
+                r,
+                crate::support::ids::Want::Run,
+            )?;
             runs.extend(found.runs);
         }
     }
@@ -352,13 +367,17 @@ pub(crate) fn verify_shared(
     })
 }
 
-pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliError> {
+/// `sessions verify`: checks run files and saved state, one finding line each.
+///
+/// # Errors
+/// Usage (2), not found (3) or data (4), as the command's help describes.
+pub(crate) fn run(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliError> {
     let root = ctx.root.path.clone();
     let mut findings = Vec::new();
     let mut files: Vec<PathBuf> = Vec::new();
     let whole_store = args.runs.is_empty();
     if whole_store {
-        super::state::check_root(ctx)?;
+        crate::support::open::check_root(ctx)?;
         let listing = session_jsonl::list_run_files(&root).map_err(jsonl_err)?;
         for d in &listing.nonstandard_dirs {
             findings.push(Finding {
@@ -403,7 +422,7 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
             Ok(c) => {
                 total_bytes += c.file_size;
                 content_bytes += c.content_bytes;
-                if let Some(id) = c.id.or_else(|| crate::store::run_id_of_path(f)) {
+                if let Some(id) = c.id.or_else(|| crate::support::paths::run_id_of_path(f)) {
                     let rank = session_jsonl::Completeness::new(
                         f,
                         &id,
@@ -416,7 +435,7 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
             }
             Err(e) => findings.push(Finding {
                 file: f.clone(),
-                id: crate::store::run_id_of_path(f),
+                id: crate::support::paths::run_id_of_path(f),
                 kind: "unreadable".into(),
                 problem: true,
                 line: None,
@@ -432,7 +451,7 @@ pub(crate) fn verify(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliErr
     }
     let mut sessions_checked = 0usize;
     if whole_store {
-        sessions_checked = super::state::verify_state(ctx, &mut findings)?;
+        sessions_checked = verify_state(ctx, &mut findings)?;
     }
     report(
         ctx,
@@ -543,6 +562,329 @@ fn report(
         }
     )?;
     Ok(())
+}
+
+/// The findings for message logs without a `state.db` row: one `orphan_messages` problem per
+/// file, and when `state.db` has no session row at all while `messages/` holds logs, one
+/// `state_empty_with_messages` problem (a zero-byte or replaced `state.db`).
+fn orphan_findings(
+    root: &std::path::Path,
+    listed: &std::collections::BTreeSet<String>,
+    has_rows: bool,
+    findings: &mut Vec<Finding>,
+) {
+    let orphans = orphan_messages(root, listed);
+    let logs = messages_files(root).len();
+    if !has_rows && logs > 0 {
+        findings.push(Finding {
+            file: root.join("state.db"),
+            id: None,
+            kind: "state_empty_with_messages".into(),
+            problem: true,
+            line: None,
+            offset: None,
+            message: format!(
+                "state.db has no session rows but messages/ holds {logs} session log(s): the \
+                 sessions are missing from the listings (a zero-byte or replaced state.db?)"
+            ),
+        });
+    }
+    for (id, path) in orphans {
+        findings.push(Finding {
+            file: path,
+            id: Some(id),
+            kind: "orphan_messages".into(),
+            problem: true,
+            line: None,
+            offset: None,
+            message: "message log without a state.db row: the session is not listed or \
+                      loadable; `sessions repair` rebuilds its row"
+                .into(),
+        });
+    }
+    // What is not a regular file is never read (a FIFO would make every reader wait, a link
+    // could point anywhere); those of listed sessions are reported by their load.
+    // (Legacy snapshots that are not regular files are the listing's `unlistable_snapshot`.)
+    for (id, path, kind) in irregular_messages(root) {
+        if listed.contains(&id) {
+            continue;
+        }
+        findings.push(Finding {
+            file: path,
+            id: Some(id),
+            kind: "not_regular_file".into(),
+            problem: true,
+            line: None,
+            offset: None,
+            message: format!(
+                "a {kind} where a message log belongs: never followed or read; move it away"
+            ),
+        });
+    }
+}
+
+/// `messages/<id>.jsonl` entries (safe ids) that are not regular files, with what they are;
+/// symbolic links are not followed.
+fn irregular_messages(root: &std::path::Path) -> Vec<(String, std::path::PathBuf, &'static str)> {
+    let Ok(rd) = std::fs::read_dir(root.join("messages")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".jsonl")?;
+            let kind = irregular_kind(e.file_type().ok()?)?;
+            session_schema::is_safe_id(id).then(|| (id.to_owned(), e.path(), kind))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What a directory entry is when it is not a regular file.
+fn irregular_kind(t: std::fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("FIFO");
+        }
+        if t.is_socket() {
+            return Some("socket");
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return Some("device");
+        }
+    }
+    Some(if t.is_symlink() {
+        "symbolic link"
+    } else if t.is_dir() {
+        "directory"
+    } else {
+        "special file"
+    })
+}
+
+/// Checks every listed session: damage in its messages file, a row whose `message_count`
+/// disagrees with the file, legacy snapshots not migrated yet. Legacy-only sessions are not
+/// loaded (that would migrate them; `repair` does). Returns the number of sessions checked.
+///
+/// # Errors
+/// Data (4) when the store cannot be opened or listed.
+fn verify_state(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> Result<usize, CliError> {
+    // The run files were checked already; a state.db that cannot be opened or listed is one
+    // more finding, not the end of the report.
+    let db = ctx.root.path.join("state.db");
+    let logs = messages_files(&ctx.root.path).len();
+    let unavailable = |e: CliError| Finding {
+        file: db.clone(),
+        id: None,
+        kind: "state_unavailable".into(),
+        problem: true,
+        line: None,
+        offset: None,
+        message: if logs > 0 {
+            format!(
+                "{e}; the {logs} session(s) of messages/ cannot be listed or loaded until it \
+                 is readable"
+            )
+        } else {
+            e.to_string()
+        },
+    };
+    let store = match open_store_read_only(ctx) {
+        Ok(s) => s,
+        Err(e) => {
+            findings.push(unavailable(e));
+            return Ok(0);
+        }
+    };
+    let page = match store.list(&session_state::ListQuery::all()) {
+        Ok(p) => p,
+        Err(e) => {
+            findings.push(unavailable(state_err(e)));
+            return Ok(0);
+        }
+    };
+    let listed: std::collections::BTreeSet<String> = page
+        .entries
+        .iter()
+        .map(|e| e.summary.session_id.clone())
+        .collect();
+    let has_rows = page.entries.iter().any(|e| e.source == EntrySource::Db);
+    orphan_findings(&ctx.root.path, &listed, has_rows, findings);
+    // Rows `repair` rebuilt after state.db was lost, not saved since: a note, not a problem.
+    // A damaged mark of ours is a problem: one finding per damaged column.
+    for r in store.reconstructed_sessions().unwrap_or_default() {
+        for c in &r.column_damage {
+            findings.push(column_finding(&db, c));
+        }
+        if !r.row_unchanged {
+            continue;
+        }
+        let file = store
+            .messages_path(&r.session_id)
+            .unwrap_or_else(|_| ctx.root.path.join("messages"));
+        findings.push(Finding {
+            file,
+            id: Some(r.session_id.clone()),
+            kind: "reconstructed_row".into(),
+            problem: false,
+            line: None,
+            offset: None,
+            message: format!(
+                "state.db row rebuilt by `sessions repair` at {} from the message log ({} \
+                 message(s)) and {} run log(s){}; the row's meta ({}) could not be recovered \
+                 and is written again by the runtime's next save",
+                r.reconstructed_at.as_str(),
+                r.messages,
+                r.run_files,
+                if r.legacy_snapshot {
+                    " and the legacy snapshot"
+                } else {
+                    ""
+                },
+                if r.legacy_snapshot {
+                    "beyond the snapshot's"
+                } else {
+                    "resume context, to-dos, model override"
+                },
+            ),
+        });
+    }
+    // Index rows of files that are not runs: nothing lists them, so their damage is found
+    // here (the damage of listed run rows is `sessions runs`' and `reindex`'s business).
+    for d in store.run_file_diagnostics().unwrap_or_default() {
+        for c in &d.column_damage {
+            findings.push(column_finding(&db, c));
+        }
+    }
+    // Values of state.db rows: one finding per session and column, whether the listing or
+    // a load found it.
+    let mut column_seen: std::collections::BTreeSet<(String, &'static str, &'static str)> =
+        std::collections::BTreeSet::new();
+    for d in &page.diagnostics {
+        match &d.column {
+            Some(c) => {
+                column_seen.insert((c.row.clone(), c.table, c.column));
+                findings.push(column_finding(&d.path, c));
+            }
+            None => findings.push(Finding {
+                file: d.path.clone(),
+                id: None,
+                kind: "unlistable_snapshot".into(),
+                problem: true,
+                line: None,
+                offset: None,
+                message: d.detail.clone(),
+            }),
+        }
+    }
+    let bar = Progress::new(
+        ctx.progress,
+        page.entries.len() as u64,
+        "verifying sessions",
+    );
+    for entry in &page.entries {
+        bar.inc();
+        let id = entry.summary.session_id.clone();
+        if entry.source == EntrySource::Legacy {
+            let file = store
+                .legacy_path(&id)
+                .unwrap_or_else(|_| ctx.root.path.join("state"));
+            findings.push(Finding {
+                file,
+                id: Some(id),
+                kind: "legacy_not_migrated".into(),
+                problem: false,
+                line: None,
+                offset: None,
+                message: "legacy snapshot without a state.db row; `sessions repair` migrates it"
+                    .into(),
+            });
+            continue;
+        }
+        // A row whose id is not a safe file name (not UTF-8, decoded with U+FFFD) has no
+        // messages file to load; its column finding says so.
+        if !session_schema::is_safe_id(&id) {
+            continue;
+        }
+        let messages = store
+            .messages_path(&id)
+            .unwrap_or_else(|_| ctx.root.path.join("messages"));
+        let loaded = match store.load(&id) {
+            Ok(Some(l)) => l,
+            Ok(None) => continue,
+            Err(e) => {
+                findings.push(Finding {
+                    file: messages,
+                    id: Some(id),
+                    kind: "unloadable_session".into(),
+                    problem: true,
+                    line: None,
+                    offset: None,
+                    message: one_line(&e),
+                });
+                continue;
+            }
+        };
+        if matches!(loaded.source, LoadSource::Legacy { .. }) {
+            continue;
+        }
+        for d in &loaded.damage {
+            if let MessageDamageKind::Column(c) = &d.kind {
+                if column_seen.insert((c.row.clone(), c.table, c.column)) {
+                    findings.push(column_finding(&d.path, c));
+                }
+                continue;
+            }
+            let (kind, problem) = match &d.kind {
+                MessageDamageKind::TornTail => ("torn_tail", true),
+                MessageDamageKind::Corrupt => ("corrupt_line", true),
+                MessageDamageKind::NotObject => ("not_object", true),
+                MessageDamageKind::MissingRole => ("missing_role", true),
+                MessageDamageKind::Shape => ("schema_mismatch", true),
+                MessageDamageKind::CountMismatch { .. } => ("message_count_mismatch", true),
+                MessageDamageKind::FileChanged => ("messages_file_changed", true),
+                MessageDamageKind::NotRegularFile { .. } => ("not_regular_file", true),
+                MessageDamageKind::TooLarge { .. } => ("too_large", true),
+                _ => ("message_damage", true),
+            };
+            findings.push(Finding {
+                file: d.path.clone(),
+                id: Some(id.clone()),
+                kind: kind.into(),
+                problem,
+                line: d.line,
+                offset: Some(d.byte_offset),
+                message: d.detail.clone(),
+            });
+        }
+    }
+    bar.finish();
+    Ok(page.entries.len())
+}
+
+/// The `verify` finding for a value of a `state.db` row that is not what its column should
+/// hold.
+fn column_finding(db: &std::path::Path, c: &session_state::ColumnDamage) -> Finding {
+    Finding {
+        file: db.to_path_buf(),
+        id: matches!(
+            c.table,
+            "session_state" | "session_files" | "session_reconstructed"
+        )
+        .then(|| c.row.clone()),
+        kind: "column_damage".into(),
+        problem: true,
+        line: None,
+        offset: None,
+        message: c.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -15,12 +15,13 @@ use std::path::PathBuf;
 use session_state::{RowRead, RunQuery, StateStore};
 use time::OffsetDateTime;
 
-use super::runs::{Shown, WorkspaceMatch, fetch};
-use super::state::{state_err, warn_not_indexed};
 use crate::Ctx;
 use crate::cli::OutcomeArg;
 use crate::error::CliError;
-use crate::store::{jsonl_err, rel};
+use crate::support::lib_errors::jsonl_err;
+use crate::support::listing::{Shown, WorkspaceMatch, fetch};
+use crate::support::open::{state_err, warn_not_indexed};
+use crate::support::paths::rel;
 
 /// A page of runs from the run files, with the files whose row was read bounded (their
 /// counts cover only the head block).

@@ -16,9 +16,9 @@ use session_schema::{ContentPart, Record, RunInput};
 
 use crate::error::CliError;
 use crate::redact::Redactor;
-use crate::store::LoadedRun;
-use crate::stream::{RunSummary, Sink};
 use crate::style::escape_controls;
+use crate::support::store::LoadedRun;
+use crate::support::stream::{RunSummary, Sink};
 
 /// Text longer than this many lines, or [`LONG_CHARS`] characters, is collapsed in `<details>`.
 const LONG_LINES: usize = 12;
@@ -642,7 +642,7 @@ pub(crate) fn export_page(
         let mut marks = EntryMarks::default();
         let damage = std::mem::take(&mut run.damage);
         let path = run.src.clone();
-        crate::stream::for_each_entry(&path, &mut run.transcript, |e, record, pos| {
+        crate::support::stream::for_each_entry(&path, &mut run.transcript, |e, record, pos| {
             piece.clear();
             h.entry(&mut piece, e, record, pos, &damage, &anchor, &mut marks);
             sink.write(piece.as_bytes())

@@ -13,18 +13,16 @@
 use session_state::{IdKind, IdMatch, ListQuery, StateStore};
 
 use crate::Ctx;
-use crate::commands::state::{open_reading, refresh_index, state_err};
+pub(crate) use crate::cli::NEWEST;
 use crate::error::CliError;
 use crate::style::{escape_controls, one_line};
+use crate::support::open::{open_reading, refresh_index, state_err};
 
 /// The shortest prefix expanded to a whole id.
 pub(crate) const MIN_PREFIX: usize = 4;
 
 /// At most this many candidates are listed for an ambiguous prefix.
 const MAX_CANDIDATES: usize = 10;
-
-/// The id argument that means "the newest in this workspace".
-pub(crate) const NEWEST: &str = "-";
 
 /// What an id argument may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +76,7 @@ fn candidates(ctx: &mut Ctx<'_>, prefix: &str, want: Want) -> Result<Vec<IdMatch
     let (store, _) = if ctx.root.path.join("state.db").exists() {
         open_reading(ctx)?
     } else {
-        (crate::commands::state::open_store_read_only(ctx)?, None)
+        (crate::support::open::open_store_read_only(ctx)?, None)
     };
     let mut found = query(&store, prefix, want)?;
     if found.is_empty() && !store.is_read_only() {
@@ -189,7 +187,7 @@ fn ambiguous(ctx: &Ctx<'_>, prefix: &str, found: &[IdMatch]) -> CliError {
 /// The usage error of an ambiguous prefix from `counts` (runs, sessions that match; more
 /// than [`MAX_CANDIDATES`] reads "more than") and the candidates to list, each
 /// `(kind, id, time, text)`, one line per candidate: `kind id  time  text`. Shared by the
-/// local and the shared store ([`crate::backend::resolve_id`]).
+/// local and the shared store ([`crate::support::shared::resolve_id`]).
 pub(crate) fn ambiguous_list<'a>(
     ctx: &Ctx<'_>,
     prefix: &str,
@@ -248,7 +246,7 @@ pub(crate) fn not_found(ctx: &Ctx<'_>, id: &str, want: Want) -> CliError {
 /// # Errors
 /// Not found (3) when the workspace has none; data (4) when the store cannot be read.
 pub(crate) fn newest(ctx: &mut Ctx<'_>, want: Want) -> Result<(IdKind, String), CliError> {
-    let ws = crate::commands::workspace_of(&ctx.cwd()?)
+    let ws = crate::support::paths::workspace_of(&ctx.cwd()?)
         .to_string_lossy()
         .into_owned();
     let (store, _) = open_reading(ctx)?;
@@ -292,7 +290,7 @@ pub(crate) fn session_arg(ctx: &mut Ctx<'_>, id: &str) -> Result<String, CliErro
 /// without runs or sessions, or an unknown title.
 pub(crate) fn id_arg(ctx: &mut Ctx<'_>, id: &str, want: Want) -> Result<String, CliError> {
     if id.starts_with('@') && want != Want::Run {
-        return crate::commands::manage::resolve_id(ctx, id);
+        return crate::support::labels::resolve_id(ctx, id);
     }
     check(id, want)?;
     if id == NEWEST {

@@ -1,17 +1,14 @@
-//! Commands and helpers backed by session-state: the store handle, the run index, session
-//! listings, state checks for `verify`, and `reindex`.
+//! Opening the store: the `state.db` handle (writable, read-only, or an in-memory index of a
+//! read-only store), where a listing's runs come from, bringing the run index and
+//! `search.db` up to date, and the message logs beside `state.db`.
 
-use session_state::{
-    EntrySource, LoadSource, MessageDamageKind, RunChange, StateError, StateStore,
-};
+use session_state::{StateError, StateStore};
 
-use super::verify::Finding;
 use crate::Ctx;
-use crate::cli::ReindexArgs;
-use crate::error::{CliError, EXIT_OK, one_line};
-use crate::json_rows::{IndexChange, IndexChangeRow, ReindexSummary, Row, SummaryRow, write_row};
+use crate::error::{CliError, one_line};
 use crate::progress::Progress;
-use crate::store::rel;
+use crate::support::paths::rel;
+use session_state::SearchIndex;
 
 /// Maps a session-state error: unsafe id → usage (2), bad cursor → usage (2), else data (4).
 pub(crate) fn state_err(e: StateError) -> CliError {
@@ -224,7 +221,7 @@ pub(crate) fn run_source(
     }
     let root = ctx.root.path.clone();
     let has_days = session_jsonl::day_dirs_newest_first(&root)
-        .map_err(crate::store::jsonl_err)?
+        .map_err(crate::support::lib_errors::jsonl_err)?
         .next()
         .is_some();
     if !has_days {
@@ -255,7 +252,8 @@ pub(crate) fn answering_store(
         RunSource::Files(memory) => memory,
     };
     let root = ctx.root.path.clone();
-    let listing = session_jsonl::list_run_files(&root).map_err(crate::store::jsonl_err)?;
+    let listing =
+        session_jsonl::list_run_files(&root).map_err(crate::support::lib_errors::jsonl_err)?;
     let report = memory
         .index_files(&listing.files, session_state::RowRead::Whole)
         .map_err(state_err)?;
@@ -267,7 +265,7 @@ pub(crate) fn answering_store(
 pub(crate) fn warn_not_indexed(ctx: &mut Ctx<'_>, report: &session_state::FilesIndexed) {
     let root = ctx.root.path.clone();
     for (path, err) in &report.failed {
-        let shown = crate::store::rel(&root, path).into_owned();
+        let shown = crate::support::paths::rel(&root, path).into_owned();
         ctx.warn(&format!("{shown}: not indexed: {}", one_line(err)));
     }
 }
@@ -325,7 +323,7 @@ pub(crate) fn refresh_index(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(),
         ));
     }
     // The search index, once `sessions search` made it, follows in the same refresh.
-    super::search::refresh_search_index(ctx, store, false);
+    crate::support::open::refresh_search_index(ctx, store, false);
     Ok(())
 }
 
@@ -362,434 +360,46 @@ pub(crate) fn orphan_messages(
         .collect()
 }
 
-/// The findings for message logs without a `state.db` row: one `orphan_messages` problem per
-/// file, and when `state.db` has no session row at all while `messages/` holds logs, one
-/// `state_empty_with_messages` problem (a zero-byte or replaced `state.db`).
-fn orphan_findings(
-    root: &std::path::Path,
-    listed: &std::collections::BTreeSet<String>,
-    has_rows: bool,
-    findings: &mut Vec<Finding>,
-) {
-    let orphans = orphan_messages(root, listed);
-    let logs = messages_files(root).len();
-    if !has_rows && logs > 0 {
-        findings.push(Finding {
-            file: root.join("state.db"),
-            id: None,
-            kind: "state_empty_with_messages".into(),
-            problem: true,
-            line: None,
-            offset: None,
-            message: format!(
-                "state.db has no session rows but messages/ holds {logs} session log(s): the \
-                 sessions are missing from the listings (a zero-byte or replaced state.db?)"
-            ),
-        });
-    }
-    for (id, path) in orphans {
-        findings.push(Finding {
-            file: path,
-            id: Some(id),
-            kind: "orphan_messages".into(),
-            problem: true,
-            line: None,
-            offset: None,
-            message: "message log without a state.db row: the session is not listed or \
-                      loadable; `sessions repair` rebuilds its row"
-                .into(),
-        });
-    }
-    // What is not a regular file is never read (a FIFO would make every reader wait, a link
-    // could point anywhere); those of listed sessions are reported by their load.
-    // (Legacy snapshots that are not regular files are the listing's `unlistable_snapshot`.)
-    for (id, path, kind) in irregular_messages(root) {
-        if listed.contains(&id) {
-            continue;
-        }
-        findings.push(Finding {
-            file: path,
-            id: Some(id),
-            kind: "not_regular_file".into(),
-            problem: true,
-            line: None,
-            offset: None,
-            message: format!(
-                "a {kind} where a message log belongs: never followed or read; move it away"
-            ),
-        });
-    }
-}
-
-/// `messages/<id>.jsonl` entries (safe ids) that are not regular files, with what they are;
-/// symbolic links are not followed.
-fn irregular_messages(root: &std::path::Path) -> Vec<(String, std::path::PathBuf, &'static str)> {
-    let Ok(rd) = std::fs::read_dir(root.join("messages")) else {
-        return Vec::new();
-    };
-    let mut out: Vec<_> = rd
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let id = name.strip_suffix(".jsonl")?;
-            let kind = irregular_kind(e.file_type().ok()?)?;
-            session_schema::is_safe_id(id).then(|| (id.to_owned(), e.path(), kind))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// What a directory entry is when it is not a regular file.
-fn irregular_kind(t: std::fs::FileType) -> Option<&'static str> {
-    if t.is_file() {
+/// Brings `search.db` up to date with the run index (refresh that first). With `create`
+/// false, only a search index that already exists is kept current (`runs`, `stats`, … keep
+/// it fresh at the cost of what changed; the first `sessions search` builds it). Failures are
+/// warned about, never fatal: the search index is derived.
+pub(crate) fn refresh_search_index(
+    ctx: &mut Ctx<'_>,
+    store: &StateStore,
+    create: bool,
+) -> Option<SearchIndex> {
+    if store.is_read_only() {
         return None;
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_fifo() {
-            return Some("FIFO");
-        }
-        if t.is_socket() {
-            return Some("socket");
-        }
-        if t.is_char_device() || t.is_block_device() {
-            return Some("device");
-        }
+    if !create && !store.root().join(session_state::SEARCH_DB).exists() {
+        return None;
     }
-    Some(if t.is_symlink() {
-        "symbolic link"
-    } else if t.is_dir() {
-        "directory"
-    } else {
-        "special file"
-    })
-}
-
-/// Checks every listed session: damage in its messages file, a row whose `message_count`
-/// disagrees with the file, legacy snapshots not migrated yet. Legacy-only sessions are not
-/// loaded (that would migrate them; `repair` does). Returns the number of sessions checked.
-///
-/// # Errors
-/// Data (4) when the store cannot be opened or listed.
-pub(crate) fn verify_state(
-    ctx: &mut Ctx<'_>,
-    findings: &mut Vec<Finding>,
-) -> Result<usize, CliError> {
-    // The run files were checked already; a state.db that cannot be opened or listed is one
-    // more finding, not the end of the report.
-    let db = ctx.root.path.join("state.db");
-    let logs = messages_files(&ctx.root.path).len();
-    let unavailable = |e: CliError| Finding {
-        file: db.clone(),
-        id: None,
-        kind: "state_unavailable".into(),
-        problem: true,
-        line: None,
-        offset: None,
-        message: if logs > 0 {
-            format!(
-                "{e}; the {logs} session(s) of messages/ cannot be listed or loaded until it \
-                 is readable"
-            )
-        } else {
-            e.to_string()
-        },
-    };
-    let store = match open_store_read_only(ctx) {
-        Ok(s) => s,
+    let index = match SearchIndex::open(store.root()) {
+        Ok(i) => i,
         Err(e) => {
-            findings.push(unavailable(e));
-            return Ok(0);
+            ctx.warn(&format!(
+                "search index not opened: {}",
+                crate::error::one_line(&e)
+            ));
+            return None;
         }
     };
-    let page = match store.list(&session_state::ListQuery::all()) {
-        Ok(p) => p,
-        Err(e) => {
-            findings.push(unavailable(state_err(e)));
-            return Ok(0);
-        }
-    };
-    let listed: std::collections::BTreeSet<String> = page
-        .entries
-        .iter()
-        .map(|e| e.summary.session_id.clone())
-        .collect();
-    let has_rows = page.entries.iter().any(|e| e.source == EntrySource::Db);
-    orphan_findings(&ctx.root.path, &listed, has_rows, findings);
-    // Rows `repair` rebuilt after state.db was lost, not saved since: a note, not a problem.
-    // A damaged mark of ours is a problem: one finding per damaged column.
-    for r in store.reconstructed_sessions().unwrap_or_default() {
-        for c in &r.column_damage {
-            findings.push(column_finding(&db, c));
-        }
-        if !r.row_unchanged {
-            continue;
-        }
-        let file = store
-            .messages_path(&r.session_id)
-            .unwrap_or_else(|_| ctx.root.path.join("messages"));
-        findings.push(Finding {
-            file,
-            id: Some(r.session_id.clone()),
-            kind: "reconstructed_row".into(),
-            problem: false,
-            line: None,
-            offset: None,
-            message: format!(
-                "state.db row rebuilt by `sessions repair` at {} from the message log ({} \
-                 message(s)) and {} run log(s){}; the row's meta ({}) could not be recovered \
-                 and is written again by the runtime's next save",
-                r.reconstructed_at.as_str(),
-                r.messages,
-                r.run_files,
-                if r.legacy_snapshot {
-                    " and the legacy snapshot"
-                } else {
-                    ""
-                },
-                if r.legacy_snapshot {
-                    "beyond the snapshot's"
-                } else {
-                    "resume context, to-dos, model override"
-                },
-            ),
-        });
-    }
-    // Index rows of files that are not runs: nothing lists them, so their damage is found
-    // here (the damage of listed run rows is `sessions runs`' and `reindex`'s business).
-    for d in store.run_file_diagnostics().unwrap_or_default() {
-        for c in &d.column_damage {
-            findings.push(column_finding(&db, c));
-        }
-    }
-    // Values of state.db rows: one finding per session and column, whether the listing or
-    // a load found it.
-    let mut column_seen: std::collections::BTreeSet<(String, &'static str, &'static str)> =
-        std::collections::BTreeSet::new();
-    for d in &page.diagnostics {
-        match &d.column {
-            Some(c) => {
-                column_seen.insert((c.row.clone(), c.table, c.column));
-                findings.push(column_finding(&d.path, c));
+    match session_replay::io::search::refresh_search(store, &index) {
+        Ok(report) => {
+            for (path, err) in &report.failed {
+                let shown = path
+                    .strip_prefix(store.root())
+                    .unwrap_or(path)
+                    .to_string_lossy()
+                    .into_owned();
+                ctx.warn(&format!("{shown}: not searchable yet: {err}"));
             }
-            None => findings.push(Finding {
-                file: d.path.clone(),
-                id: None,
-                kind: "unlistable_snapshot".into(),
-                problem: true,
-                line: None,
-                offset: None,
-                message: d.detail.clone(),
-            }),
         }
+        Err(e) => ctx.warn(&format!(
+            "search index not brought up to date: {}",
+            crate::error::one_line(&e)
+        )),
     }
-    let bar = Progress::new(
-        ctx.progress,
-        page.entries.len() as u64,
-        "verifying sessions",
-    );
-    for entry in &page.entries {
-        bar.inc();
-        let id = entry.summary.session_id.clone();
-        if entry.source == EntrySource::Legacy {
-            let file = store
-                .legacy_path(&id)
-                .unwrap_or_else(|_| ctx.root.path.join("state"));
-            findings.push(Finding {
-                file,
-                id: Some(id),
-                kind: "legacy_not_migrated".into(),
-                problem: false,
-                line: None,
-                offset: None,
-                message: "legacy snapshot without a state.db row; `sessions repair` migrates it"
-                    .into(),
-            });
-            continue;
-        }
-        // A row whose id is not a safe file name (not UTF-8, decoded with U+FFFD) has no
-        // messages file to load; its column finding says so.
-        if !session_schema::is_safe_id(&id) {
-            continue;
-        }
-        let messages = store
-            .messages_path(&id)
-            .unwrap_or_else(|_| ctx.root.path.join("messages"));
-        let loaded = match store.load(&id) {
-            Ok(Some(l)) => l,
-            Ok(None) => continue,
-            Err(e) => {
-                findings.push(Finding {
-                    file: messages,
-                    id: Some(id),
-                    kind: "unloadable_session".into(),
-                    problem: true,
-                    line: None,
-                    offset: None,
-                    message: one_line(&e),
-                });
-                continue;
-            }
-        };
-        if matches!(loaded.source, LoadSource::Legacy { .. }) {
-            continue;
-        }
-        for d in &loaded.damage {
-            if let MessageDamageKind::Column(c) = &d.kind {
-                if column_seen.insert((c.row.clone(), c.table, c.column)) {
-                    findings.push(column_finding(&d.path, c));
-                }
-                continue;
-            }
-            let (kind, problem) = match &d.kind {
-                MessageDamageKind::TornTail => ("torn_tail", true),
-                MessageDamageKind::Corrupt => ("corrupt_line", true),
-                MessageDamageKind::NotObject => ("not_object", true),
-                MessageDamageKind::MissingRole => ("missing_role", true),
-                MessageDamageKind::Shape => ("schema_mismatch", true),
-                MessageDamageKind::CountMismatch { .. } => ("message_count_mismatch", true),
-                MessageDamageKind::FileChanged => ("messages_file_changed", true),
-                MessageDamageKind::NotRegularFile { .. } => ("not_regular_file", true),
-                MessageDamageKind::TooLarge { .. } => ("too_large", true),
-                _ => ("message_damage", true),
-            };
-            findings.push(Finding {
-                file: d.path.clone(),
-                id: Some(id.clone()),
-                kind: kind.into(),
-                problem,
-                line: d.line,
-                offset: Some(d.byte_offset),
-                message: d.detail.clone(),
-            });
-        }
-    }
-    bar.finish();
-    Ok(page.entries.len())
-}
-
-/// The `verify` finding for a value of a `state.db` row that is not what its column should
-/// hold.
-fn column_finding(db: &std::path::Path, c: &session_state::ColumnDamage) -> Finding {
-    Finding {
-        file: db.to_path_buf(),
-        id: matches!(
-            c.table,
-            "session_state" | "session_files" | "session_reconstructed"
-        )
-        .then(|| c.row.clone()),
-        kind: "column_damage".into(),
-        problem: true,
-        line: None,
-        offset: None,
-        message: c.to_string(),
-    }
-}
-
-/// `sessions reindex`: rebuild the run index from scratch and report the difference.
-pub(crate) fn reindex(ctx: &mut Ctx<'_>, args: &ReindexArgs) -> Result<i32, CliError> {
-    let store = open_store(ctx)?;
-    let bar = Progress::lazy(ctx.progress, "reindexing runs");
-    let report = store
-        .reindex_with_progress(&mut |done, total| bar.update(done, total))
-        .map_err(state_err)?;
-    bar.finish();
-    let root = ctx.root.path.clone();
-    let mut added = 0u64;
-    let mut removed = 0u64;
-    let mut changed = 0u64;
-    for c in &report.changes {
-        let (what, path, cols) = match c {
-            RunChange::Added(p) => {
-                added += 1;
-                ("added", p, Vec::new())
-            }
-            RunChange::Removed(p) => {
-                removed += 1;
-                ("removed", p, Vec::new())
-            }
-            RunChange::Changed(p, cols) => {
-                changed += 1;
-                ("changed", p, cols.clone())
-            }
-            _ => continue,
-        };
-        if args.json {
-            let row = IndexChangeRow {
-                change: match what {
-                    "added" => IndexChange::Added,
-                    "removed" => IndexChange::Removed,
-                    _ => IndexChange::Changed,
-                },
-                file: rel(&root, path).into_owned(),
-                columns: cols.iter().map(|c| c.to_string()).collect(),
-            };
-            write_row(ctx.out, &Row::IndexChange(row))?;
-        } else if cols.is_empty() {
-            writeln!(ctx.out, "{what:<8} {}", rel(&root, path))?;
-        } else {
-            writeln!(
-                ctx.out,
-                "{what:<8} {} ({})",
-                rel(&root, path),
-                cols.join(", ")
-            )?;
-        }
-    }
-    for (path, err) in &report.failed {
-        let msg = format!("{}: not indexed: {err}", rel(&root, path));
-        ctx.warn(&msg);
-    }
-    let search = if args.search {
-        Some(rebuild_search(ctx, &store)?)
-    } else {
-        None
-    };
-    if args.json {
-        let summary = ReindexSummary {
-            total: report.total,
-            unchanged: report.unchanged,
-            added,
-            removed,
-            changed,
-            failed: report.failed.len() as u64,
-            search_files: search.map(|(files, _)| files),
-            search_documents: search.map(|(_, docs)| docs),
-        };
-        write_row(ctx.out, &Row::Summary(SummaryRow::Reindex(summary)))?;
-    } else {
-        writeln!(
-            ctx.out,
-            "reindexed {} run(s): {} unchanged, {added} added, {removed} removed, {changed} changed, {} unreadable",
-            report.total,
-            report.unchanged,
-            report.failed.len()
-        )?;
-        if let Some((files, docs)) = search {
-            writeln!(
-                ctx.out,
-                "rebuilt the search index: {docs} document(s) from {files} run file(s)"
-            )?;
-        }
-    }
-    Ok(EXIT_OK)
-}
-
-/// `reindex --search`: empties `search.db` and indexes every run file of the (rebuilt) run
-/// index again. Returns the numbers of run files and documents indexed.
-fn rebuild_search(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(u64, u64), CliError> {
-    let index = session_state::SearchIndex::open(store.root()).map_err(state_err)?;
-    index.clear().map_err(state_err)?;
-    let bar = Progress::lazy(ctx.progress, "indexing text");
-    let report = session_replay::io::search::refresh_search(store, &index)
-        .map_err(|e| CliError::data(&e))?;
-    bar.finish();
-    for (path, err) in &report.failed {
-        let msg = format!("{}: not searchable: {err}", rel(&ctx.root.path, path));
-        ctx.warn(&msg);
-    }
-    let counts = index.counts().map_err(state_err)?;
-    Ok((counts.files, counts.docs))
+    Some(index)
 }

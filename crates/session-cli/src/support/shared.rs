@@ -6,124 +6,12 @@
 use std::sync::Arc;
 
 use session_pg::PgBackend;
-use session_storage::{PageCursor, RunCatalogue, RunListQuery, RunSummary, SessionStore};
+use session_storage::{RunCatalogue, RunListQuery, RunSummary, SessionListQuery, SessionStore};
 
 use crate::Ctx;
-use crate::backend::{Named, RunRef, Shared, local_only, resolve_id, storage_err};
-use crate::cli::{Command, GcArgs, RunsArgs, ShowArgs, WhereArgs};
-use crate::error::{CliError, EXIT_OK};
-use crate::ids::Want;
-use crate::json_rows::{CursorRow, Outcome, Row, write_row};
-
-use super::runs::{Listed, bound, outcome_wanted, run_row, runs_table, stored_outcome};
-
-/// Runs `command` on the shared store.
-pub(crate) fn dispatch(
-    ctx: &mut Ctx<'_>,
-    shared: &Shared,
-    command: Command,
-) -> Result<i32, CliError> {
-    match command {
-        Command::Where(a) => where_cmd(ctx, shared, &a),
-        Command::Runs(a) => runs(ctx, shared, &a),
-        Command::Show(a) => show(ctx, shared, &a),
-        // These resolve their argument on the shared store themselves.
-        Command::Export(a) => super::export(ctx, &a),
-        Command::Replay(a) => super::replay(ctx, &a),
-        Command::History(a) => super::history(ctx, &a),
-        Command::Tail(a) => super::tail(ctx, &a),
-        Command::Gc(a) => gc(ctx, shared, &a),
-        Command::Stats(a) => super::stats::stats_shared(ctx, shared, &a),
-        Command::Verify(a) => super::verify::verify_shared(ctx, shared, &a),
-        Command::Sessions(a) => super::sessions::sessions_shared(ctx, shared, &a),
-        Command::Search(a) => super::search::search_shared(ctx, shared, &a),
-        // `sync` reads the local store; a shared store named by the environment is its
-        // default destination, not its source.
-        Command::Sync(a) if shared.source == crate::backend::StoreSource::EnvVar => {
-            super::sync(ctx, &a)
-        }
-        Command::Sync(_) => Err(CliError::Usage(format!(
-            "`sessions sync` ships a local store to a shared one: name the local store with \
-             --root DIR (or $SESSIONS_ROOT) and the shared store with --to STORE, not --store \
-             (here {})",
-            shared.describe()
-        ))),
-        Command::Completions(_) => Ok(EXIT_OK),
-        other => Err(local_only(command_name(&other), shared)),
-    }
-}
-
-/// The subcommand's name as typed.
-fn command_name(command: &Command) -> &'static str {
-    match command {
-        Command::Where(_) => "where",
-        Command::Runs(_) => "runs",
-        Command::Sessions(_) => "sessions",
-        Command::Show(_) => "show",
-        Command::Search(_) => "search",
-        Command::Replay(_) => "replay",
-        Command::History(_) => "history",
-        Command::Tail(_) => "tail",
-        Command::Verify(_) => "verify",
-        Command::Repair(_) => "repair",
-        Command::Stats(_) => "stats",
-        Command::Export(_) => "export",
-        Command::Gc(_) => "gc",
-        Command::Archive(_) => "archive",
-        Command::Unarchive(_) => "unarchive",
-        Command::Reindex(_) => "reindex",
-        Command::Serve(_) => "serve",
-        Command::Sync(_) => "sync",
-        Command::Delete(_) => "delete",
-        Command::Restore(_) => "restore",
-        Command::Pin(_) => "pin",
-        Command::Unpin(_) => "unpin",
-        Command::Name(_) => "name",
-        Command::Storage(_) => "storage",
-        Command::Completions(_) => "completions",
-    }
-}
-
-/// `sessions where` naming the shared store (password redacted) and the local root that
-/// `sync` would read.
-pub(crate) fn where_cmd(
-    ctx: &mut Ctx<'_>,
-    shared: &Shared,
-    args: &WhereArgs,
-) -> Result<i32, CliError> {
-    use crate::json_rows::{SharedStoreRow, SharedStoreSource};
-    let root = ctx.root.clone();
-    if args.json {
-        let store = SharedStoreRow {
-            connection: shared.config.redacted().to_owned(),
-            source: match shared.source {
-                crate::backend::StoreSource::Flag => SharedStoreSource::Flag,
-                crate::backend::StoreSource::EnvVar => SharedStoreSource::Env,
-            },
-        };
-        let row = super::where_row(&root, Some(store));
-        write_row(ctx.out, &row)?;
-        return Ok(EXIT_OK);
-    }
-    writeln!(ctx.out, "{}", shared.config.redacted())?;
-    writeln!(
-        ctx.out,
-        "  chosen: a shared PostgreSQL store, from {}",
-        shared.source.how()
-    )?;
-    writeln!(
-        ctx.out,
-        "  precedence: --store or --root > $SESSIONS_STORE > $SESSIONS_ROOT > the layouts"
-    )?;
-    if !root.path.as_os_str().is_empty() {
-        writeln!(
-            ctx.out,
-            "  local store (what `sessions sync` reads): {}",
-            root.path.display()
-        )?;
-    }
-    Ok(EXIT_OK)
-}
+use crate::backend::{RunRef, Shared, storage_err};
+use crate::error::CliError;
+use crate::support::ids::Want;
 
 /// The run `run_id` of the shared store as the renderers read it.
 fn stored_run(shared: &Shared, pg: &Arc<PgBackend>, run_id: &str) -> Result<RunRef, CliError> {
@@ -142,188 +30,6 @@ fn stored_run(shared: &Shared, pg: &Arc<PgBackend>, run_id: &str) -> Result<RunR
         ..RunSummary::default()
     };
     Ok(RunRef::stored(pg, &summary))
-}
-
-/// `sessions runs` on the shared store: the same filters, keyset paging through the
-/// catalogue's cursor, and a HOST column (`origin_host` in `--json` rows).
-fn runs(ctx: &mut Ctx<'_>, shared: &Shared, args: &RunsArgs) -> Result<i32, CliError> {
-    if args.limit == 0 {
-        return Err(CliError::Usage("--limit must be at least 1".into()));
-    }
-    let pg = shared.backend()?;
-    let session = match args.session.as_deref() {
-        Some(s) => Some(match resolve_id(ctx, shared, s, Want::Session) {
-            Ok((_, id)) => id,
-            // An unknown session lists nothing, as on a local store.
-            Err(CliError::NotFound(_)) => s.to_owned(),
-            Err(e) => return Err(e),
-        }),
-        None => None,
-    };
-    let mut query = RunListQuery {
-        session,
-        since: bound(args.since.as_deref(), ctx.now, &ctx.zone)?,
-        until: bound(args.until.as_deref(), ctx.now, &ctx.zone)?,
-        after: args.cursor.clone().map(PageCursor::new),
-        ..RunListQuery::default()
-    };
-    if let [only] = args.outcome.as_slice() {
-        query.outcome = Some(stored_outcome(*only));
-    }
-    let workspace = match args.workspace.as_deref() {
-        Some(w) => Some(WorkspaceOfShared::new(
-            shared,
-            &*pg,
-            &super::runs::workspace_arg(ctx, w)?,
-        )?),
-        None => None,
-    };
-    let now = ctx.now;
-    let keep = |s: &RunSummary| -> Option<Outcome> {
-        if workspace.as_ref().is_some_and(|w| !w.matches(s)) {
-            return None;
-        }
-        let shown = super::runs::summary_outcome(s, now);
-        outcome_wanted(&args.outcome, &shown).then_some(shown)
-    };
-    let (rows, next) = fetch(shared, &*pg, query, keep, args.limit)?;
-    if args.json {
-        for (s, outcome) in &rows {
-            write_row(
-                ctx.out,
-                &Row::Run(run_row(&Listed::of_summary(s), outcome.clone())),
-            )?;
-        }
-        if let Some(n) = &next {
-            write_row(
-                ctx.out,
-                &Row::Cursor(CursorRow {
-                    next_cursor: n.as_str().to_owned(),
-                }),
-            )?;
-        }
-        return Ok(EXIT_OK);
-    }
-    if rows.is_empty() {
-        ctx.hint("(no runs match)")?;
-    } else {
-        let listed: Vec<(Listed<'_>, Outcome)> = rows
-            .iter()
-            .map(|(s, o)| (Listed::of_summary(s), o.clone()))
-            .collect();
-        let times = ctx.times(args.utc);
-        ctx.table(&runs_table(&listed, times))?;
-    }
-    if let Some(n) = next {
-        ctx.hint(&format!(
-            "more: sessions runs --cursor '{n}' (same filters)"
-        ))?;
-    }
-    Ok(EXIT_OK)
-}
-
-/// A run of a shared store's listing with its displayed outcome.
-pub(crate) type Shown = (RunSummary, Outcome);
-
-/// Up to `limit` runs matching `query` and `keep` (filters the catalogue cannot apply:
-/// `running`/`crashed`, a workspace known from a session), and the catalogue's cursor after
-/// the last one when more match. Pages of the catalogue are read one after the other; when a
-/// page holds more matches than are needed, the cursor after the last one returned is asked
-/// of the catalogue itself (one more round trip), so that cursors stay the catalogue's own.
-///
-/// # Errors
-/// Usage (2) for a cursor the store did not make; data (4) when the store fails.
-pub(crate) fn fetch(
-    shared: &Shared,
-    pg: &dyn RunCatalogue,
-    mut query: RunListQuery,
-    keep: impl Fn(&RunSummary) -> Option<Outcome>,
-    limit: usize,
-) -> Result<(Vec<Shown>, Option<PageCursor>), CliError> {
-    let err = |e| storage_err(shared, e);
-    let page_size = limit.saturating_add(1).clamp(1, 1000);
-    // (page start, index in the page) of every match.
-    let mut matched: Vec<(RunSummary, Outcome, Option<PageCursor>, usize)> = Vec::new();
-    'pages: loop {
-        query.limit = Some(page_size);
-        let start = query.after.clone();
-        let page = pg.list_runs(&query).map_err(err)?;
-        for (i, s) in page.runs.into_iter().enumerate() {
-            if let Some(outcome) = keep(&s) {
-                matched.push((s, outcome, start.clone(), i));
-                if matched.len() > limit {
-                    break 'pages;
-                }
-            }
-        }
-        match page.next_cursor {
-            Some(c) => query.after = Some(c),
-            None => break,
-        }
-    }
-    let mut next = None;
-    if matched.len() > limit {
-        matched.truncate(limit);
-        if let Some((_, _, start, i)) = matched.last() {
-            let upto = pg
-                .list_runs(&RunListQuery {
-                    after: start.clone(),
-                    limit: Some(i + 1),
-                    ..query.clone()
-                })
-                .map_err(err)?;
-            next = upto.next_cursor;
-        }
-    }
-    Ok((
-        matched.into_iter().map(|(s, o, _, _)| (s, o)).collect(),
-        next,
-    ))
-}
-
-/// `--workspace` on a shared store: a run belongs to a workspace when its own workspace root
-/// names it, or when its session's saved `workspace_root` does (as on a local store).
-pub(crate) struct WorkspaceOfShared {
-    root: String,
-    sessions: std::collections::BTreeSet<String>,
-}
-
-impl WorkspaceOfShared {
-    pub(crate) fn new(
-        shared: &Shared,
-        pg: &dyn SessionStore,
-        root: &str,
-    ) -> Result<Self, CliError> {
-        let mut sessions = std::collections::BTreeSet::new();
-        let mut query = session_storage::SessionListQuery {
-            workspace: Some(root.to_owned()),
-            limit: Some(500),
-            after: None,
-        };
-        loop {
-            let page = pg
-                .list_sessions(&query)
-                .map_err(|e| storage_err(shared, e))?;
-            sessions.extend(page.sessions.into_iter().map(|s| s.session_id));
-            match page.next_cursor {
-                Some(c) => query.after = Some(c),
-                None => break,
-            }
-        }
-        Ok(WorkspaceOfShared {
-            root: session_pg::normalize_workspace_root(root),
-            sessions,
-        })
-    }
-
-    fn matches(&self, s: &RunSummary) -> bool {
-        s.workspace_root
-            .as_deref()
-            .is_some_and(|w| session_pg::normalize_workspace_root(w) == self.root)
-            || s.session_id
-                .as_ref()
-                .is_some_and(|id| self.sessions.contains(id))
-    }
 }
 
 /// What an id argument names on the shared store: its runs (oldest first) and the session's
@@ -360,7 +66,7 @@ pub(crate) fn resolve_target(
         .load_session(&full)
         .map_err(|e| storage_err(shared, e))?
         .map(|s| s.state);
-    let runs: Vec<RunRef> = crate::backend::session_runs(shared, &*pg, &full)?
+    let runs: Vec<RunRef> = session_runs(shared, &*pg, &full)?
         .iter()
         .map(|s| RunRef::stored(&pg, s))
         .collect();
@@ -377,102 +83,183 @@ pub(crate) fn resolve_target(
     })
 }
 
-/// `sessions show` on the shared store.
-fn show(ctx: &mut Ctx<'_>, shared: &Shared, args: &ShowArgs) -> Result<i32, CliError> {
-    let id = crate::cli::id_or_newest(args.id.as_ref());
-    let target = resolve_target(ctx, shared, id, Want::Either)?;
-    super::show::show_target(
-        ctx,
-        args,
-        target.session.as_deref(),
-        target.state.as_ref(),
-        &target.runs,
-    )
+/// What an id argument names on a shared store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// A run.
+    Run,
+    /// A session (saved, or known by its runs only).
+    Session,
 }
 
-/// `sessions gc --older-than AGE [--dry-run]` on the shared store
-/// ([`PgBackend::gc`]): the same rules as on a local store (runs of a session saved within
-/// the window stay, undated runs stay; also runs written to since the cutoff), one action
-/// line (or `--json` row) per run and session, then the summary line. Removed items are
-/// deleted, not moved to a trash; the store's `gc_audit` table records each of them.
-fn gc(ctx: &mut Ctx<'_>, shared: &Shared, args: &GcArgs) -> Result<i32, CliError> {
-    use super::housekeeping::{Action, emit};
-    use crate::json_rows::{ActionKind, ActionStatus};
-    if args.empty_trash || args.keep_last.is_some() || args.max_size.is_some() {
+/// Most candidates an ambiguous prefix lists per kind.
+const MAX_CANDIDATES: usize = 10;
+
+/// `id` as a whole run or session id of the shared store, the way the local store resolves
+/// it ([`crate::ids`]): `-` is the newest of the current directory's workspace (its newest
+/// saved session, else its newest run, as `want` allows), a whole id is itself, anything
+/// else a unique prefix of at least [`crate::support::ids::MIN_PREFIX`] characters. `@title` is a
+/// usage error: titles are kept in a local store's `state.db` only.
+///
+/// # Errors
+/// Usage (2) for an unsafe id, `@title` or an ambiguous prefix (listing the candidates);
+/// not found (3) when nothing has that id or prefix; data (4) when the store fails.
+pub(crate) fn resolve_id(
+    ctx: &crate::Ctx<'_>,
+    shared: &Shared,
+    id: &str,
+    want: crate::support::ids::Want,
+) -> Result<(Named, String), CliError> {
+    use crate::support::ids::{MIN_PREFIX, NEWEST, Want};
+    if id.starts_with('@') && want != Want::Run {
         return Err(CliError::Usage(format!(
-            "on the shared store {} `sessions gc` takes --older-than (and --dry-run) only: \
-             a shared store has no trash, and --keep-last and --max-size work on a local store",
+            "{id}: session titles are kept in a local store's state.db; the shared store {} \
+             has none (give the session id or a prefix of it)",
             shared.describe()
         )));
     }
-    let Some(age) = args.older_than.as_deref() else {
-        return Err(CliError::Usage(
-            "on a shared store `sessions gc` needs --older-than AGE".into(),
-        ));
-    };
-    if ctx.read_only && !args.dry_run {
-        return Err(CliError::Usage(
-            "--read-only: `sessions gc` accepts only --dry-run".into(),
-        ));
-    }
-    let cutoff = crate::timefmt::older_than(age, ctx.now, &ctx.zone)?;
-    let cutoff_ms = i64::try_from(cutoff.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MIN);
+    crate::support::ids::check(id, want)?;
     let pg = shared.backend()?;
-    let report = pg.gc(cutoff_ms, args.dry_run).map_err(|e| {
-        CliError::Data(format!(
-            "shared store {}: gc: {}",
-            shared.describe(),
-            crate::error::one_line(&e)
-        ))
-    })?;
-    let status = if args.dry_run {
-        ActionStatus::Planned
+    let err = |e| storage_err(shared, e);
+    let runs_ok = matches!(want, Want::Run | Want::Either);
+    let sessions_ok = matches!(want, Want::Session | Want::Either);
+    if id == NEWEST {
+        let ws = crate::support::paths::workspace_of(&ctx.cwd()?)
+            .to_string_lossy()
+            .into_owned();
+        if sessions_ok {
+            let page = pg
+                .list_sessions(&SessionListQuery {
+                    workspace: Some(ws.clone()),
+                    limit: Some(1),
+                    after: None,
+                })
+                .map_err(err)?;
+            if let Some(s) = page.sessions.into_iter().next() {
+                return Ok((Named::Session, s.session_id));
+            }
+        }
+        if runs_ok {
+            let page = pg
+                .list_runs(&RunListQuery {
+                    workspace: Some(ws.clone()),
+                    limit: Some(1),
+                    ..RunListQuery::default()
+                })
+                .map_err(err)?;
+            if let Some(r) = page.runs.into_iter().next() {
+                return Ok((Named::Run, r.run_id));
+            }
+        }
+        return Err(CliError::NotFound(format!(
+            "no {} in workspace {ws} in the shared store {} (`-` and --last mean the newest of \
+             the current directory's workspace)",
+            noun(want),
+            shared.describe()
+        )));
+    }
+    let found = pg.ids_with_prefix(id, MAX_CANDIDATES + 1).map_err(err)?;
+    let runs: Vec<_> = if runs_ok { found.runs } else { Vec::new() };
+    let sessions: Vec<_> = if sessions_ok {
+        found.sessions
     } else {
-        ActionStatus::Done
+        Vec::new()
     };
-    let (mut runs, mut sessions, mut bytes) = (0u64, 0u64, 0u64);
-    for item in &report.removed {
-        let (action, file) = match item.kind {
-            session_pg::GcKind::Session => {
-                sessions += 1;
-                (ActionKind::RemoveSession, item.id.clone())
-            }
-            _ => {
-                runs += 1;
-                bytes = bytes.saturating_add(item.bytes);
-                let host = item.origin_host.as_deref().unwrap_or("-");
-                (ActionKind::RemoveRun, format!("{host}:{}", item.id))
-            }
-        };
-        let action = Action {
-            action,
-            file,
-            id: Some(item.id.clone()),
-            status,
-            detail: format!("{} line(s), {} bytes", item.lines, item.bytes),
-        };
-        emit(ctx, args.json, &action)?;
+    if runs.iter().any(|m| m.id == id) {
+        return Ok((Named::Run, id.to_owned()));
     }
-    if !args.json {
-        let verb = if args.dry_run {
-            "would remove"
-        } else {
-            "removed"
-        };
-        let audit = if args.dry_run || report.removed.is_empty() {
-            ""
-        } else {
-            "; recorded in the store's gc_audit table"
-        };
-        writeln!(
-            ctx.out,
-            "{verb} {runs} run(s) ({}) and {sessions} session(s){audit}; kept {} of sessions \
-             saved within {age}, {} undated, {} written to since the cutoff",
-            crate::style::bytes(bytes),
-            report.kept_active_session,
-            report.kept_undated,
-            report.kept_recent_write,
-        )?;
+    if sessions.iter().any(|m| m.id == id) {
+        return Ok((Named::Session, id.to_owned()));
     }
-    Ok(EXIT_OK)
+    // A session with runs but no saved state is known by its runs.
+    if sessions_ok && sessions.is_empty() && has_runs_of_session(shared, &*pg, id)? {
+        return Ok((Named::Session, id.to_owned()));
+    }
+    if id.len() < MIN_PREFIX {
+        return Err(not_found(shared, id, want));
+    }
+    match (runs.as_slice(), sessions.as_slice()) {
+        ([], []) => Err(not_found(shared, id, want)),
+        ([one], []) => Ok((Named::Run, one.id.clone())),
+        ([], [one]) => Ok((Named::Session, one.id.clone())),
+        _ => {
+            let mut list: Vec<(&str, &session_pg::PrefixMatch)> = Vec::new();
+            list.extend(runs.iter().take(MAX_CANDIDATES).map(|m| ("run", m)));
+            list.extend(sessions.iter().take(MAX_CANDIDATES).map(|m| ("session", m)));
+            Err(crate::support::ids::ambiguous_list(
+                ctx,
+                id,
+                (runs.len(), sessions.len()),
+                list.iter()
+                    .map(|(kind, m)| (*kind, m.id.as_str(), m.time.as_deref(), m.text.as_deref())),
+            ))
+        }
+    }
+}
+
+fn noun(want: crate::support::ids::Want) -> &'static str {
+    match want {
+        crate::support::ids::Want::Run => "run",
+        crate::support::ids::Want::Session => "session",
+        crate::support::ids::Want::Either => "run or session",
+    }
+}
+
+fn not_found(shared: &Shared, id: &str, want: crate::support::ids::Want) -> CliError {
+    let short = if id.len() < crate::support::ids::MIN_PREFIX {
+        format!(
+            " (an id prefix needs at least {} characters)",
+            crate::support::ids::MIN_PREFIX
+        )
+    } else {
+        String::new()
+    };
+    CliError::NotFound(format!(
+        "no {} {id} in the shared store {}{short}",
+        noun(want),
+        shared.describe()
+    ))
+}
+
+fn has_runs_of_session(
+    shared: &Shared,
+    pg: &dyn RunCatalogue,
+    session_id: &str,
+) -> Result<bool, CliError> {
+    let page = pg
+        .list_runs(&RunListQuery {
+            session: Some(session_id.to_owned()),
+            limit: Some(1),
+            ..RunListQuery::default()
+        })
+        .map_err(|e| storage_err(shared, e))?;
+    Ok(!page.runs.is_empty())
+}
+
+/// The runs of session `session_id` in the shared store, oldest `started_at` first (then run
+/// id), as the local store orders a session's runs.
+///
+/// # Errors
+/// Data (4) when the store fails.
+pub(crate) fn session_runs(
+    shared: &Shared,
+    pg: &dyn RunCatalogue,
+    session_id: &str,
+) -> Result<Vec<session_storage::RunSummary>, CliError> {
+    let mut out = Vec::new();
+    let mut query = RunListQuery {
+        session: Some(session_id.to_owned()),
+        limit: Some(500),
+        ..RunListQuery::default()
+    };
+    loop {
+        let page = pg.list_runs(&query).map_err(|e| storage_err(shared, e))?;
+        out.extend(page.runs);
+        match page.next_cursor {
+            Some(c) => query.after = Some(c),
+            None => break,
+        }
+    }
+    out.reverse();
+    Ok(out)
 }

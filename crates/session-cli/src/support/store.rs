@@ -3,21 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use session_jsonl::{Damage, JsonlError};
+use session_jsonl::Damage;
 use session_replay::RunLog;
 
+use crate::Ctx;
 use crate::error::{CliError, one_line};
-
-/// Maps a session-jsonl error: unknown run → not found (3), unsafe id → usage (2), else data (4).
-pub(crate) fn jsonl_err(e: JsonlError) -> CliError {
-    match &e {
-        JsonlError::NotFound { run_id, root } => {
-            CliError::NotFound(format!("no run {run_id} under {}", root.display()))
-        }
-        JsonlError::UnsafeRunId { .. } => CliError::Usage(one_line(&e)),
-        _ => CliError::data(&e),
-    }
-}
+use crate::support::lib_errors::jsonl_err;
+use crate::support::paths::rel;
+use session_state::RunRow;
 
 /// The file of run `id`. When several files hold the run (another date directory, a copy,
 /// a plain file beside its archive), the most complete one ([`session_jsonl::rank_files`]),
@@ -38,7 +31,7 @@ pub(crate) fn jsonl_err(e: JsonlError) -> CliError {
 /// Not found (3) when no file has that id (or prefix); usage (2) for an id that is not a safe
 /// file name or a prefix of several run ids.
 pub(crate) fn locate_run(ctx: &mut crate::Ctx<'_>, id: &str) -> Result<PathBuf, CliError> {
-    use crate::ids::{self, Want};
+    use crate::support::ids::{self, Want};
     ids::check(id, Want::Run)?;
     if id == ids::NEWEST {
         let (_, full) = ids::newest(ctx, Want::Run)?;
@@ -186,7 +179,7 @@ pub(crate) fn load_run(src: &crate::backend::RunRef) -> Result<LoadedRun, CliErr
             session_storage::LinePosition::START,
             session_jsonl::ReaderOptions::default(),
         )
-        .map_err(|e| crate::stream::stored_err(location, e))?;
+        .map_err(|e| crate::support::lib_errors::stored_err(location, e))?;
     while let Some(item) = reader.next() {
         match item {
             Ok(session_jsonl::Item::Record(r)) => read.records.push(r),
@@ -215,20 +208,6 @@ pub(crate) fn load_run(src: &crate::backend::RunRef) -> Result<LoadedRun, CliErr
     })
 }
 
-/// The run id a run file's name gives.
-pub(crate) fn run_id_of_path(path: &Path) -> Option<String> {
-    let name = path.file_name()?.to_str()?;
-    session_jsonl::layout::parse_run_file_name(name).map(|(id, _)| id.to_owned())
-}
-
-/// `path` relative to `root` when it is inside it (for short messages), else as given.
-pub(crate) fn rel<'a>(root: &Path, path: &'a Path) -> std::borrow::Cow<'a, str> {
-    match path.strip_prefix(root) {
-        Ok(p) => p.to_string_lossy(),
-        Err(_) => path.to_string_lossy(),
-    }
-}
-
 /// The runs of a session in `started_at` order (then path), one file per run (the most
 /// complete; a warning names the others): from the run index, brought up to date first; on a
 /// read-only store, whose index may be stale or missing, from the headers of the run files
@@ -244,11 +223,11 @@ pub(crate) fn session_runs(
     if store.is_read_only() {
         return session_runs_from_headers(ctx, session_id);
     }
-    crate::commands::state::refresh_index(ctx, store)?;
+    crate::support::open::refresh_index(ctx, store)?;
     let rows = store
         .runs_for_session(session_id)
-        .map_err(crate::commands::state::state_err)?;
-    crate::commands::runs::warn_other_files(ctx, &rows);
+        .map_err(crate::support::open::state_err)?;
+    warn_other_files(ctx, &rows);
     Ok(rows.into_iter().map(|r| r.path).collect())
 }
 
@@ -304,4 +283,21 @@ fn session_runs_from_headers(
     found.retain(|(_, p)| !left_out.contains(p));
     found.sort();
     Ok(found.into_iter().map(|(_, p)| p).collect())
+}
+
+/// One warning per file the listing left out because another file of the same run id is
+/// more complete (the index lists one row per run: [`RunRow::other_files`]), naming both.
+pub(crate) fn warn_other_files<'a>(ctx: &mut Ctx<'_>, rows: impl IntoIterator<Item = &'a RunRow>) {
+    let root = ctx.root.path.clone();
+    for row in rows {
+        for other in &row.other_files {
+            ctx.warn(&format!(
+                "{} holds run {} again ({} is counted: it is the more complete file; the run is \
+                 counted once; `sessions verify` reports the duplicate)",
+                rel(&root, other),
+                row.run_id,
+                rel(&root, &row.path)
+            ));
+        }
+    }
 }

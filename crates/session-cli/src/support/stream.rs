@@ -10,7 +10,8 @@ use session_schema::Record;
 
 use crate::backend::RunRef;
 use crate::error::CliError;
-use crate::store::jsonl_err;
+use crate::support::lib_errors::jsonl_err;
+use crate::support::lib_errors::stored_err;
 
 /// What one pass over a run file tells a streaming export before its records are written.
 pub(crate) struct RunSummary {
@@ -95,16 +96,6 @@ pub(crate) fn for_each_item(
         }
     }
     Ok(())
-}
-
-/// A catalogue's error on the stored run at `location`: gone → not found (3), else data (4).
-pub(crate) fn stored_err(location: &str, e: session_storage::StorageError) -> CliError {
-    match e {
-        session_storage::StorageError::RunNotFound { .. } => {
-            CliError::NotFound(format!("{location}: {}", crate::error::one_line(&e)))
-        }
-        _ => CliError::Data(format!("{location}: {}", crate::error::one_line(&e))),
-    }
 }
 
 /// The first pass of a streaming export: meta, outcome and damage of the run `src`.

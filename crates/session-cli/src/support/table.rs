@@ -9,7 +9,7 @@
 //! no header, no padding, no clipping, one row per line, no decoration columns.
 
 use crate::style::{Paint, Style, bar, clip_start_to, clip_to, escape_controls, one_line, width};
-use crate::term::Layout;
+use crate::support::term::Layout;
 
 /// The text between two columns.
 const GAP: &str = " ";

@@ -216,3 +216,26 @@ fn empty_into(path: &Path, dry_run: bool, done: &mut Emptied) -> Result<(), CliE
     done.bytes += meta.len();
     Ok(())
 }
+
+/// The bytes of a small file of the store or its trash (a manifest, a session snapshot): never
+/// through a link, at most [`session_state::MAX_SESSION_FILE_BYTES`].
+///
+/// # Errors
+/// I/O (4) naming the file.
+pub(crate) fn trash_read(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| CliError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(CliError::Data(format!(
+            "{}: not a regular file",
+            path.display()
+        )));
+    }
+    if meta.len() > session_state::MAX_SESSION_FILE_BYTES {
+        return Err(CliError::Data(format!(
+            "{}: {} bytes, more than a session file may hold",
+            path.display(),
+            meta.len()
+        )));
+    }
+    std::fs::read(path).map_err(|e| CliError::io(path, e))
+}
