@@ -223,6 +223,49 @@ fn plant_hostile(root: &Path) {
 }
 
 #[test]
+fn serve_gives_an_unknown_record_its_type_time_and_whole_json() {
+    const RUN: &str = "0e0e0e0e-0000-4000-8000-00000000e0e1";
+    let note = format!(
+        r#"{{"type":"x.acme.note","run_id":"{RUN}","ts":"2026-11-30T10:00:01.500Z","note":"hi","n":[1,2]}}"#
+    );
+    let wide = format!(
+        r#"{{"type":"x.acme.blob","ts":"2026-11-30T10:00:01.700Z","data":"{}"}}"#,
+        "a".repeat(300)
+    );
+    let lines = [
+        format!(
+            r#"{{"type":"header","schema_version":1,"run_id":"{RUN}","started_at":"2026-11-30T10:00:00.000Z"}}"#
+        ),
+        format!(
+            r#"{{"type":"run.start","run_id":"{RUN}","ts":"2026-11-30T10:00:01.000Z","input":{{"type":"text","text":"go"}}}}"#
+        ),
+        note.clone(),
+        wide.clone(),
+        format!(
+            r#"{{"type":"run.end","run_id":"{RUN}","ts":"2026-11-30T10:00:02.000Z","outcome":"completed"}}"#
+        ),
+    ];
+    let s = start(&[], |root| {
+        run_file(root, "2026/11/30", &format!("{RUN}.jsonl"), &lines);
+    });
+    let r = get(&s, &format!("/run/{RUN}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The same entry as `export --format html`: type, time, the compact JSON, not clipped.
+    let entry = format!(
+        "<div class=\"entry meta\" id=\"L3\"><div class=\"who\"><span class=\"ts\">2026-11-30T10:00:01.500Z</span><a class=\"ln\" href=\"#L3\">line 3</a></div>Record of unknown type <code>x.acme.note</code><pre>{}</pre></div>",
+        note.replace('"', "&quot;")
+    );
+    assert!(r.body.contains(&entry), "{}", r.body);
+    assert!(
+        r.body
+            .contains("Record of unknown type <code>x.acme.blob</code>"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains(&wide.replace('"', "&quot;")), "{}", r.body);
+}
+
+#[test]
 fn serve_escapes_stored_text_and_checks_ids_before_lookup() {
     let s = start(&[], plant_hostile);
     let escaped =

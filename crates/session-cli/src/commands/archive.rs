@@ -1,19 +1,14 @@
 //! `sessions archive`: compresses old run files with zstd (`.jsonl.zst`), which every reading
 //! command reads as it reads a plain run file.
 
-use std::fs::{self};
+use std::fs;
 
 use crate::Ctx;
 use crate::cli::ArchiveArgs;
 use crate::error::{CliError, EXIT_OK, one_line};
 use crate::json_rows::{ActionKind, ActionStatus};
 use crate::style::bytes as fmt_bytes;
-use crate::support::housekeeping::Action;
-use crate::support::housekeeping::emit;
-use crate::support::housekeeping::note;
-use crate::support::housekeeping::open_for;
-use crate::support::housekeeping::reference_note;
-use crate::support::housekeeping::scan_runs;
+use crate::support::housekeeping::{Action, emit, note, open_for, reference_note, scan_runs};
 use crate::support::open::refresh_index;
 use crate::support::paths::rel;
 use crate::timefmt::older_than;

@@ -1,7 +1,7 @@
 //! `sessions gc`: retention of runs and sessions into a trash folder (and `--empty-trash`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use session_state::ListQuery;
@@ -14,15 +14,9 @@ use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{ActionKind, ActionRow, ActionStatus, Row, write_row};
 use crate::jsonw::JsonObj;
 use crate::style::bytes as fmt_bytes;
-use crate::support::housekeeping::Action;
-use crate::support::housekeeping::RunFacts;
-use crate::support::housekeeping::TRASH_DIR;
-use crate::support::housekeeping::emit;
-use crate::support::housekeeping::fsync_dir;
-use crate::support::housekeeping::open_for;
-use crate::support::housekeeping::scan_runs;
-use crate::support::housekeeping::trash_batch;
-use crate::support::housekeeping::trash_meta;
+use crate::support::housekeeping::{
+    Action, RunFacts, TRASH_DIR, emit, fsync_dir, open_for, scan_runs, trash_batch, trash_meta,
+};
 use crate::support::open::state_err;
 use crate::support::paths::rel;
 use crate::timefmt::older_than;

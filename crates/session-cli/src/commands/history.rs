@@ -1,22 +1,15 @@
 //! `sessions history`: the reference's `session.history` replay of a session's runs.
 
 use session_replay::HistoryOptions;
+use session_state::ListQuery;
 
 use crate::Ctx;
 use crate::cli::HistoryArgs;
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows;
-use crate::json_rows::EventRow;
-use crate::json_rows::HistorySummary;
-use crate::json_rows::Row;
-use crate::json_rows::SummaryRow;
-use crate::json_rows::write_row;
-use crate::style::Paint;
-use crate::style::one_line;
-use crate::support::open::IndexUse;
-use crate::support::open::open_store_for_reading;
-use crate::support::open::state_err;
-use session_state::ListQuery;
+use crate::json_rows::{EventRow, HistorySummary, Row, SummaryRow, write_row};
+use crate::style::{Paint, one_line};
+use crate::support::open::{IndexUse, open_store_for_reading, state_err};
 
 /// `sessions history ID`: the session's history as the reference replays it.
 ///

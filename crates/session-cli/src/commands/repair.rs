@@ -2,7 +2,7 @@
 //! migrates legacy snapshots, removes stale temporary files and rebuilds the run index.
 
 use std::collections::BTreeSet;
-use std::fs::{self};
+use std::fs;
 use std::path::Path;
 
 use session_jsonl::JsonlError;
@@ -14,9 +14,7 @@ use crate::cli::RepairArgs;
 use crate::error::{CliError, EXIT_OK, one_line};
 use crate::json_rows::{ActionKind, ActionStatus};
 use crate::progress::Progress;
-use crate::support::housekeeping::Action;
-use crate::support::housekeeping::emit;
-use crate::support::housekeeping::open_for;
+use crate::support::housekeeping::{Action, emit, open_for};
 use crate::support::paths::rel;
 
 /// `sessions repair`: seals torn tails, rebuilds missing `state.db` rows, migrates legacy

@@ -1,27 +1,23 @@
 //! `sessions runs`: runs newest first from the run index, with filters and a cursor.
 
 use session_state::{RunCursor, RunQuery, RunRow};
+use session_storage::{PageCursor, RunCatalogue, RunListQuery, RunSummary, SessionStore};
 
 use crate::Ctx;
-use crate::backend::Shared;
-use crate::backend::storage_err;
+use crate::backend::{Shared, storage_err};
 use crate::cli::{OutcomeArg, RunsArgs};
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{self, CursorRow, Outcome, Row, write_row};
 use crate::style::{Paint, thousands};
 use crate::support::ids::Want;
-use crate::support::listing::WorkspaceMatch;
-use crate::support::listing::bound;
-use crate::support::listing::fetch;
-use crate::support::listing::outcome_name;
-use crate::support::listing::report_not_runs;
-use crate::support::listing::workspace_arg;
+use crate::support::listing::{
+    WorkspaceMatch, bound, fetch, outcome_name, report_not_runs, workspace_arg,
+};
 use crate::support::open::{open_reading, open_store_read_only, refresh_index, state_err};
 use crate::support::paths::rel;
 use crate::support::shared::resolve_id;
 use crate::support::store::warn_other_files;
 use crate::support::table::{Cell, Column, Step, Table};
-use session_storage::{PageCursor, RunCatalogue, RunListQuery, RunSummary, SessionStore};
 
 // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
 #[allow(clippy::field_reassign_with_default)]
@@ -139,7 +135,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &RunsArgs) -> Result<i32, CliError> {
 
 /// One run of a listing as both kinds of store give it (the run index's [`RunRow`], a
 /// catalogue's [`session_storage::RunSummary`]): what the table and the `--json` row show.
-pub(crate) struct Listed<'a> {
+struct Listed<'a> {
     pub(crate) run_id: &'a str,
     pub(crate) session_id: Option<&'a str>,
     pub(crate) started_at: Option<&'a str>,
@@ -167,7 +163,7 @@ pub(crate) struct Listed<'a> {
 
 impl<'a> Listed<'a> {
     /// A row of the local run index; `partial` for a row read bounded from its file.
-    pub(crate) fn of_row(root: &std::path::Path, row: &'a RunRow, partial: bool) -> Self {
+    fn of_row(root: &std::path::Path, row: &'a RunRow, partial: bool) -> Self {
         Listed {
             run_id: &row.run_id,
             session_id: row.session_id.as_deref(),
@@ -197,7 +193,7 @@ impl<'a> Listed<'a> {
     }
 
     /// A run of a catalogue listing (a shared store).
-    pub(crate) fn of_summary(s: &'a session_storage::RunSummary) -> Self {
+    fn of_summary(s: &'a session_storage::RunSummary) -> Self {
         Listed {
             run_id: &s.run_id,
             session_id: s.session_id.as_deref(),
@@ -229,7 +225,7 @@ impl<'a> Listed<'a> {
 
 /// The catalogue's outcome filter for `--outcome` values it stores exactly (`running` and
 /// `crashed` are both `open` there, told apart afterwards).
-pub(crate) fn stored_outcome(o: OutcomeArg) -> session_storage::Outcome {
+fn stored_outcome(o: OutcomeArg) -> session_storage::Outcome {
     match o {
         OutcomeArg::Completed => session_storage::Outcome::Completed,
         OutcomeArg::Error => session_storage::Outcome::Error,
@@ -239,13 +235,13 @@ pub(crate) fn stored_outcome(o: OutcomeArg) -> session_storage::Outcome {
 }
 
 /// Whether `shown` passes the `--outcome` filter (none given: everything).
-pub(crate) fn outcome_wanted(outcomes: &[OutcomeArg], shown: &Outcome) -> bool {
+fn outcome_wanted(outcomes: &[OutcomeArg], shown: &Outcome) -> bool {
     outcomes.is_empty() || outcomes.iter().any(|o| outcome_name(*o) == shown.as_str())
 }
 
 /// One run as a `--json` row; in a `partial` row (read bounded from its file) what only a
 /// whole read can tell is `null`.
-pub(crate) fn run_row(row: &Listed<'_>, outcome: Outcome) -> json_rows::RunRow {
+fn run_row(row: &Listed<'_>, outcome: Outcome) -> json_rows::RunRow {
     let partial = row.partial;
     let whole = |n: u64| (!partial).then_some(n);
     let [input, cached, creation, output, total] = row.tokens;
@@ -286,10 +282,7 @@ pub(crate) fn run_row(row: &Listed<'_>, outcome: Outcome) -> json_rows::RunRow {
 /// columns go, then the model and the input are clipped further. A row read bounded
 /// (`partial`) counted only its head block: it shows no counts. A HOST column (where each run
 /// came from) is added when a row knows its host (a shared store).
-pub(crate) fn runs_table(
-    rows: &[(Listed<'_>, Outcome)],
-    times: crate::timefmt::TimeDisplay,
-) -> Table {
+fn runs_table(rows: &[(Listed<'_>, Outcome)], times: crate::timefmt::TimeDisplay) -> Table {
     const SESSION: usize = 2;
     const RUN: usize = 1;
     const MODEL: usize = 4;
@@ -500,11 +493,7 @@ struct WorkspaceOfShared {
 }
 
 impl WorkspaceOfShared {
-    pub(crate) fn new(
-        shared: &Shared,
-        pg: &dyn SessionStore,
-        root: &str,
-    ) -> Result<Self, CliError> {
+    fn new(shared: &Shared, pg: &dyn SessionStore, root: &str) -> Result<Self, CliError> {
         let mut sessions = std::collections::BTreeSet::new();
         let mut query = session_storage::SessionListQuery {
             workspace: Some(root.to_owned()),

@@ -3,7 +3,6 @@
 //! `io::search::refresh_search` after the run index refresh).
 
 use session_state::{HIGHLIGHT_END, HIGHLIGHT_START, SearchIndex, SearchQuery, StateStore};
-
 use session_storage::{RunSearch, RunSearchQuery, StorageError};
 
 use crate::Ctx;
@@ -12,13 +11,9 @@ use crate::cli::SearchArgs;
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{self, Row, SearchHitRow, TitleHitRow, write_row};
 use crate::style::{Paint, escape_controls as v};
-use crate::support::open::refresh_search_index;
+use crate::support::open::{open_reading, refresh_index, refresh_search_index, state_err};
+use crate::support::search_hits::{Hit, group_by_run, split_marks};
 use crate::support::shared::resolve_id;
-
-use crate::support::open::{open_reading, refresh_index, state_err};
-use crate::support::search_hits::Hit;
-use crate::support::search_hits::group_by_run;
-use crate::support::search_hits::split_marks;
 
 /// `sessions search TEXT`.
 pub(crate) fn run(ctx: &mut Ctx<'_>, args: &SearchArgs) -> Result<i32, CliError> {

@@ -33,7 +33,7 @@ use crate::support::open::{open_reading, open_store_read_only, refresh_index, st
 use crate::support::store::load_run_file;
 
 /// The Content-Security-Policy of every response.
-pub(crate) const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
      script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; \
      frame-ancestors 'none'";
 
@@ -193,7 +193,7 @@ fn param<'q>(q: &'q [(String, String)], name: &str) -> Option<&'q str> {
 
 /// Whether `id` may name a run or session: 1 to 128 characters from `[A-Za-z0-9._-]`, not
 /// starting with a dot. Checked before any lookup, so no path can be built from anything else.
-pub(crate) fn valid_id(id: &str) -> bool {
+fn valid_id(id: &str) -> bool {
     (1..=128).contains(&id.len())
         && !id.starts_with('.')
         && id

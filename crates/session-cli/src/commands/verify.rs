@@ -6,28 +6,22 @@ use std::path::{Path, PathBuf};
 
 use session_jsonl::DamageKind;
 use session_replay::{DiagnosticKind, Severity};
+use session_state::{EntrySource, LoadSource, MessageDamageKind};
 
 use crate::Ctx;
 use crate::cli::VerifyArgs;
-use crate::error::one_line;
-use crate::error::{CliError, EXIT_OK, EXIT_PROBLEMS};
+use crate::error::{CliError, EXIT_OK, EXIT_PROBLEMS, one_line};
 use crate::json_rows::{self, FindingRow, Row, SummaryRow, VerifySummary, write_row};
 use crate::progress::Progress;
 use crate::style::{Paint, bytes as fmt_bytes};
 use crate::support::lib_errors::jsonl_err;
-use crate::support::open::messages_files;
-use crate::support::open::open_store_read_only;
-use crate::support::open::orphan_messages;
-use crate::support::open::state_err;
+use crate::support::open::{messages_files, open_store_read_only, orphan_messages, state_err};
 use crate::support::paths::rel;
 use crate::support::store::{load_run_file, locate_run};
-use session_state::EntrySource;
-use session_state::LoadSource;
-use session_state::MessageDamageKind;
 
 /// One finding of `verify`.
 #[derive(Debug, Clone)]
-pub(crate) struct Finding {
+struct Finding {
     /// The file concerned.
     pub(crate) file: PathBuf,
     /// The run or session id, when known.
@@ -48,7 +42,7 @@ pub(crate) struct Finding {
 /// `verify`'s name of a session-replay finding: snake_case like the reader's damage kinds
 /// (session-replay names its kinds in kebab-case). The names are part of `verify --json`'s
 /// interface and listed in the crate README.
-pub(crate) fn diagnostic_kind_name(kind: DiagnosticKind) -> String {
+fn diagnostic_kind_name(kind: DiagnosticKind) -> String {
     let name = match kind {
         DiagnosticKind::MissingResponse => "missing_response",
         DiagnosticKind::OrphanResponse => "orphan_response",
@@ -109,7 +103,7 @@ fn grade(
 }
 
 /// What [`check_run`] learnt about one file besides its findings.
-pub(crate) struct Checked {
+struct Checked {
     /// Bytes of content read (decompressed for an archive).
     pub(crate) content_bytes: u64,
     /// The file's size on disk.
@@ -126,13 +120,13 @@ pub(crate) struct Checked {
 /// name is not `<run_id>.jsonl[.zst]` of that id is a `run_id_mismatch` problem: readers that
 /// find runs by name (the reference's, `find_run`) do not find it, and a copy under another
 /// name counts the run twice.
-pub(crate) fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<Checked, CliError> {
+fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<Checked, CliError> {
     check_run_ref(&crate::backend::RunRef::File(path.to_owned()), findings)
 }
 
 /// [`check_run`] of a run of either kind of store; a stored run's key plays the file name's
 /// part (its `file` is the run's location), its size is its stored bytes.
-pub(crate) fn check_run_ref(
+fn check_run_ref(
     src: &crate::backend::RunRef,
     findings: &mut Vec<Finding>,
 ) -> Result<Checked, CliError> {
@@ -228,7 +222,7 @@ pub(crate) fn check_run_ref(
 /// then most records, then size; then a plain file over an archive, a file named after the
 /// run over a copy, listing order); every other file is reported as the duplicate, naming the
 /// file that is counted. Deleting what is reported never deletes the conversation.
-pub(crate) fn duplicate_findings(
+fn duplicate_findings(
     root: &Path,
     files: &[(String, session_jsonl::Completeness)],
 ) -> Vec<Finding> {

@@ -7,7 +7,11 @@ use crate::cli::WhereArgs;
 use crate::error::{CliError, EXIT_OK};
 use crate::json_rows::{Row, WhereRow, write_row};
 
-/// `sessions where`.
+/// `sessions where`: the local root (or, with a shared store, that store) and how it was
+/// chosen; one `where` row with `--json`.
+///
+/// # Errors
+/// I/O (4) when stdout cannot be written.
 pub(crate) fn run(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliError> {
     if let Some(shared) = ctx.shared.clone() {
         return where_shared(ctx, &shared, args);
@@ -33,10 +37,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &WhereArgs) -> Result<i32, CliError> 
 
 /// `where --json`'s row for the local root `root`, with the shared store when one is named
 /// (`store`; the local and the shared `where` write the same row).
-pub(crate) fn where_row(
-    root: &crate::root::Root,
-    store: Option<crate::json_rows::SharedStoreRow>,
-) -> Row {
+fn where_row(root: &crate::root::Root, store: Option<crate::json_rows::SharedStoreRow>) -> Row {
     Row::Where(WhereRow {
         root: root.path.to_string_lossy().into_owned(),
         source: root.source.key(),

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use session_state::{LoadNote, MessageDamage, MessageDamageKind};
+
 use crate::support::paths::rel;
-use session_state::MessageDamageKind;
-use session_state::{LoadNote, MessageDamage};
 
 /// `messages/<id>.jsonl: line 2, byte 31: torn_tail: <detail>`.
 pub(crate) fn describe_damage(root: &Path, d: &MessageDamage) -> String {

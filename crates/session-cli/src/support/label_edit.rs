@@ -9,6 +9,9 @@ use crate::error::{CliError, EXIT_OK};
 use crate::support::open::{open_store, state_err};
 
 /// The store for a label change: writable, refusing `--read-only`.
+///
+/// # Errors
+/// Usage (2) with `--read-only`; data (4) when `state.db` cannot be opened for writing.
 pub(crate) fn open_for_labels(ctx: &mut Ctx<'_>) -> Result<StateStore, CliError> {
     if ctx.read_only {
         return Err(CliError::Usage(
@@ -18,7 +21,12 @@ pub(crate) fn open_for_labels(ctx: &mut Ctx<'_>) -> Result<StateStore, CliError>
     open_store(ctx)
 }
 
-/// A session id that exists (a `state.db` row, a legacy snapshot, or runs in the run index).
+/// `raw` (an id, a unique prefix, `-` or `@title`) as the whole id of a session that exists:
+/// a `state.db` row, a legacy snapshot, or runs in the run index.
+///
+/// # Errors
+/// Usage (2) for an unsafe id or an ambiguous prefix; not found (3) when no session has it;
+/// data (4) when the store cannot be read.
 pub(crate) fn existing_session(
     ctx: &mut Ctx<'_>,
     store: &StateStore,

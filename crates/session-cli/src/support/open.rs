@@ -2,13 +2,12 @@
 //! read-only store), where a listing's runs come from, bringing the run index and
 //! `search.db` up to date, and the message logs beside `state.db`.
 
-use session_state::{StateError, StateStore};
+use session_state::{SearchIndex, StateError, StateStore};
 
 use crate::Ctx;
 use crate::error::{CliError, one_line};
 use crate::progress::Progress;
 use crate::support::paths::rel;
-use session_state::SearchIndex;
 
 /// Maps a session-state error: unsafe id → usage (2), bad cursor → usage (2), else data (4).
 pub(crate) fn state_err(e: StateError) -> CliError {

@@ -4,16 +4,13 @@
 use std::io::Write;
 
 use session_replay::{Entry, EntryKind, IncompleteReason, Transcript};
+use session_schema::{AgentEvent, Record, RunInput};
 
 use crate::Ctx;
 use crate::cli::ShowArgs;
 use crate::error::{CliError, EXIT_OK};
-use crate::style::one_line;
-use crate::style::{Paint, Style, escape_controls as v};
+use crate::style::{Paint, Style, escape_controls as v, one_line};
 use crate::timefmt::TimeDisplay;
-use session_schema::AgentEvent;
-use session_schema::Record;
-use session_schema::RunInput;
 
 /// Tool outputs longer than this many lines are clipped in `show` (`export --format md` and
 /// `show --raw` give everything).

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use session_jsonl::Damage;
 use session_replay::RunLog;
+use session_state::RunRow;
 
 use crate::Ctx;
 use crate::error::{CliError, one_line};
 use crate::support::lib_errors::jsonl_err;
 use crate::support::paths::rel;
-use session_state::RunRow;
 
 /// The file of run `id`. When several files hold the run (another date directory, a copy,
 /// a plain file beside its archive), the most complete one ([`session_jsonl::rank_files`]),

@@ -10,8 +10,7 @@ use session_schema::Record;
 
 use crate::backend::RunRef;
 use crate::error::CliError;
-use crate::support::lib_errors::jsonl_err;
-use crate::support::lib_errors::stored_err;
+use crate::support::lib_errors::{jsonl_err, stored_err};
 
 /// What one pass over a run file tells a streaming export before its records are written.
 pub(crate) struct RunSummary {
