@@ -210,7 +210,7 @@ pub(crate) fn storage_err(shared: &Shared, e: StorageError) -> CliError {
 }
 
 /// A run to read: a local file, or a run of a catalogue. The one input of the streamed
-/// renderers ([`crate::stream`]), so both kinds of store render through the same code.
+/// renderers ([`crate::support::stream`]), so both kinds of store render through the same code.
 #[derive(Clone)]
 pub(crate) enum RunRef {
     /// A run file (`.jsonl` or `.jsonl.zst`).

@@ -90,7 +90,7 @@ pub(crate) fn width(text: &str) -> usize {
 
 /// `text` (escaped by [`escape_controls`]) padded with spaces to `cols` terminal columns, as
 /// measured by [`width`]; longer text is returned whole. For the fixed report layouts that are
-/// not [`crate::table`]s (`sessions storage`).
+/// not [`crate::support::table`]s (`sessions storage`).
 pub(crate) fn pad(text: &str, cols: usize) -> String {
     let text = escape_controls(text);
     let n = width(&text);

@@ -16,7 +16,7 @@
 //! - every response carries a strict Content-Security-Policy (`default-src 'none'`, inline
 //!   styles, `data:` images, the one script from `'self'`), `X-Content-Type-Options: nosniff`,
 //!   `Referrer-Policy: no-referrer`, `Cache-Control: no-store` and `X-Frame-Options: DENY`;
-//! - every stored string is escaped by [`crate::html`]; ids are checked against a strict
+//! - every stored string is escaped by [`crate::support::html`]; ids are checked against a strict
 //!   alphabet before any lookup (`/run/..%2f..` is a 404); the store is only read.
 
 use std::fmt::Write as _;

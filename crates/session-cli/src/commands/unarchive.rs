@@ -50,7 +50,7 @@ fn matches(
 }
 
 /// The whole run ids and session id of `unarchive`'s arguments: each RUN that names no run
-/// file expanded as a unique prefix ([`crate::ids`]), `--session` likewise.
+/// file expanded as a unique prefix ([`crate::support::ids`]), `--session` likewise.
 ///
 /// # Errors
 /// Usage (2) for an unsafe id or an ambiguous prefix.

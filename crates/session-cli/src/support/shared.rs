@@ -96,7 +96,7 @@ pub(crate) enum Named {
 const MAX_CANDIDATES: usize = 10;
 
 /// `id` as a whole run or session id of the shared store, the way the local store resolves
-/// it ([`crate::ids`]): `-` is the newest of the current directory's workspace (its newest
+/// it ([`crate::support::ids`]): `-` is the newest of the current directory's workspace (its newest
 /// saved session, else its newest run, as `want` allows), a whole id is itself, anything
 /// else a unique prefix of at least [`crate::support::ids::MIN_PREFIX`] characters. `@title` is a
 /// usage error: titles are kept in a local store's `state.db` only.

@@ -24,7 +24,7 @@ use crate::support::paths::rel;
 /// ([`session_jsonl::find_run`]).
 ///
 /// `-` is the newest run of the current directory's workspace, and an id that names no run
-/// is expanded as a unique prefix of one ([`crate::ids`]); [`locate_run_exact`] does
+/// is expanded as a unique prefix of one ([`crate::support::ids`]); [`locate_run_exact`] does
 /// neither.
 ///
 /// # Errors

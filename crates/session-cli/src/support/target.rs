@@ -27,7 +27,7 @@ pub(crate) struct Target {
 /// it migrates it, as the reference's `load` does, unless the store is read-only). `-` is the
 /// newest session of the current directory's workspace (its newest run when it has no saved
 /// session), and an id that names nothing is expanded as a unique prefix
-/// ([`crate::ids`]).
+/// ([`crate::support::ids`]).
 ///
 /// # Errors
 /// Usage (2) for an unsafe id or an ambiguous prefix; not found (3) when neither a run file
