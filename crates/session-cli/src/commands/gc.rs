@@ -502,7 +502,7 @@ fn parse_size(text: &str) -> Result<u64, CliError> {
 }
 
 /// `sessions gc --older-than AGE [--dry-run]` on the shared store
-/// ([`PgBackend::gc`]): the same rules as on a local store (runs of a session saved within
+/// ([`session_pg::PgBackend::gc`]): the same rules as on a local store (runs of a session saved within
 /// the window stay, undated runs stay; also runs written to since the cutoff), one action
 /// line (or `--json` row) per run and session, then the summary line. Removed items are
 /// deleted, not moved to a trash; the store's `gc_audit` table records each of them.

@@ -145,8 +145,9 @@ pub(crate) fn report_not_runs(
 pub(crate) type Shown = (RunRow, Outcome);
 
 /// Fetches up to `limit` rows matching `query` plus the client-side outcome filter, paging
-/// through the index; returns the rows (one per run id; [`warn_other_files`] names the
-/// files left out) and the cursor after the last one returned.
+/// through the index; returns the rows (one per run id;
+/// [`crate::support::store::warn_other_files`] names the files left out) and the cursor after
+/// the last one returned.
 pub(crate) fn fetch(
     store: &StateStore,
     root: &std::path::Path,
