@@ -53,23 +53,30 @@ fn mark(root: &Path, name: &str) {
     let _ = fs::File::open(root.join(format!("strace-mark-{name}")));
 }
 
-/// The child: saves without a lease, through a held lease and in a batch, each phase
-/// between two marks.
-fn child(root: &Path) {
-    let store = StateStore::open_with(
+fn open_sync(root: &Path) -> StateStore {
+    StateStore::open_with(
         root,
         StoreOptions {
             durability: SaveDurability::Sync,
             ..StoreOptions::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// The child: saves without a lease, through a held lease and in a batch, each phase
+/// between two marks, each in a store of its own (so that no phase reaches a WAL checkpoint,
+/// whose syncs are not a save's).
+fn child(root: &Path) {
+    let store = open_sync(&root.join("unleased"));
     store.save(&state(ID, 1)).unwrap();
     mark(root, "unleased-begin");
     for n in 2..2 + SAVES {
         store.save(&state(ID, n)).unwrap();
     }
     mark(root, "unleased-end");
+    let store = open_sync(&root.join("leased"));
+    store.save(&state(ID, 1)).unwrap();
     let lease = store.lease(ID).unwrap();
     mark(root, "leased-begin");
     for n in 2 + SAVES..2 + 2 * SAVES {
@@ -77,6 +84,7 @@ fn child(root: &Path) {
     }
     mark(root, "leased-end");
     drop(lease);
+    let store = open_sync(&root.join("batch"));
     let ids: Vec<String> = (0..BATCH)
         .map(|i| format!("5e55104e-0000-4000-8000-0000000b{i:04x}"))
         .collect();
@@ -217,7 +225,7 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
         0,
         "{report}"
     );
-    assert!(!root.join("leases").join(format!("{ID}.lease")).exists());
+    assert!(!root.join("unleased/leases").exists());
 
     let leased = phase(&trace, "leased");
     let report = format!("{:?}", summary(&leased));
@@ -238,4 +246,26 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
         BATCH,
         "{report}"
     );
+}
+
+#[test]
+fn the_wal_of_a_durable_store_stops_growing_after_its_first_checkpoint() {
+    // A commit that overwrites WAL blocks syncs data only; one that extends the WAL is a
+    // journal commit of the file system too. A `Sync` store checkpoints every 128 pages
+    // (SQLite's default: 1000), so that the WAL is reused from its start early on: after
+    // 100 saves of ~2 KB messages (4 to 5 WAL frames of 1 KiB pages each, 450 frames in all)
+    // it holds at most 128 frames plus one save's.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_sync(dir.path());
+    let big = |i: usize| msg("user", &format!("{i}: {}", "x".repeat(2000)));
+    let mut s = state(ID, 0);
+    for i in 0..100 {
+        s.messages.push(big(i));
+        store.save(&s).unwrap();
+    }
+    let wal = fs::metadata(dir.path().join("state.db-wal")).unwrap().len();
+    let frame = 1024 + 24;
+    assert!(wal > 32, "{wal}");
+    assert!(wal <= 32 + (128 + 16) * frame, "WAL of {wal} bytes");
+    assert_eq!(store.load(ID).unwrap().unwrap().state.messages.len(), 100);
 }
