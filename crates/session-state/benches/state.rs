@@ -94,7 +94,7 @@ const REF_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS session_state (session_id T
 /// The reference's `save` (compat §2.6): whole file to a temp name, rename, then the upsert.
 /// As it is: no fsync anywhere, better-sqlite3's defaults (WAL, synchronous=NORMAL, busy 5 s).
 /// With `durable`: the same approach at our durability: fsync of the temp file before the
-/// rename, fsync of the directory after it, and `synchronous=FULL` (fsync of the WAL at every
+/// rename, fsync of the directory after it, and `synchronous=FULL` (sync of the WAL at every
 /// commit).
 struct ReferenceStore {
     root: PathBuf,
@@ -452,7 +452,7 @@ fn bench_growth() {
     let io = |m: &Measured| m.io_bytes.map_or("n/a".to_owned(), |b| b.to_string());
     for (name, m) in [
         (
-            "ours, SaveDurability::Sync (fdatasync + WAL fsync per save)",
+            "ours, SaveDurability::Sync (fdatasync + WAL sync per save)",
             &synced,
         ),
         (

@@ -13,7 +13,7 @@
 //!    file, then one `fsync` of `messages/` when a file was created in it (a new messages file
 //!    or a temp file);
 //! 5. *commit*: every session's `session_state` row and `session_files` bookkeeping in the one
-//!    transaction, then its `COMMIT` (one WAL fsync for the whole batch);
+//!    transaction, then its `COMMIT` (one WAL sync for the whole batch);
 //! 6. *finish*: rename the temp files of rewrites over their messages files, one directory
 //!    `fsync` after them.
 //!
@@ -172,7 +172,7 @@ struct Slot<'a> {
 }
 
 impl StateStore {
-    /// Saves many sessions with one commit: one SQLite transaction (one WAL fsync) for all of
+    /// Saves many sessions with one commit: one SQLite transaction (one WAL sync) for all of
     /// their rows, after every session's messages file was written and, with
     /// [`crate::SaveDurability::Sync`], `fdatasync`ed (one directory `fsync` for the batch
     /// when files were created). For a runtime that saves many sessions at once; each save

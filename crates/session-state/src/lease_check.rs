@@ -5,8 +5,8 @@
 //! remains is to respect a lease someone else holds, and that is checked under that lock: the
 //! session's lease file is probed (`open` read-only; when there is one, a shared `flock` let go
 //! at once), which costs one failing `open` when nobody holds the lease, where taking a lease
-//! creates, locks, writes and removes a file (directory changes that every later journal
-//! commit of the file system carries).
+//! creates, locks, writes and removes a file (directory changes that the file system writes
+//! out with the next sync).
 //!
 //! Exclusion holds both ways:
 //!
