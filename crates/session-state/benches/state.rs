@@ -18,8 +18,10 @@
 //!    `index_runs` (no day directory listed, no run file looked at).
 //!
 //! 4. A durable save against its physical floor: two `write` + `fdatasync` of the same bytes
-//!    per save (the messages file and the WAL are two files), interleaved over
-//!    `SESSION_BENCH_REPEATS` rounds (default 3), printed as min/median/max of floor ÷ ours.
+//!    per save (the messages file and the WAL are two files). Each round grows three sessions
+//!    in lockstep, interleaved save by save (ours without a lease, ours through a held lease,
+//!    the floor), over `SESSION_BENCH_REPEATS` rounds (default 3), printed as min/median/max
+//!    of floor ÷ ours.
 //!
 //!    With the load average before and after.
 //! 5. Batched saves: `save_batch` of N sessions (N = 4, 16, 64; one new ~2 KB message each)
@@ -92,7 +94,7 @@ const REF_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS session_state (session_id T
 /// The reference's `save` (compat §2.6): whole file to a temp name, rename, then the upsert.
 /// As it is: no fsync anywhere, better-sqlite3's defaults (WAL, synchronous=NORMAL, busy 5 s).
 /// With `durable`: the same approach at our durability: fsync of the temp file before the
-/// rename, fsync of the directory after it, and `synchronous=FULL` (fsync of the WAL at every
+/// rename, fsync of the directory after it, and `synchronous=FULL` (sync of the WAL at every
 /// commit).
 struct ReferenceStore {
     root: PathBuf,
@@ -187,10 +189,8 @@ struct Measured {
 /// Whose save [`growth`] measures.
 #[derive(Clone, Copy)]
 enum Saver {
-    /// `StateStore::save` (each save takes and releases the session's lease).
+    /// `StateStore::save` (no lease held: each save checks the session's lease).
     Ours(SaveDurability),
-    /// `SessionLease::save` through a lease held for the whole growth (a runtime's way).
-    OursLeased(SaveDurability),
     /// The reference's approach; `true` = made as durable as `SaveDurability::Sync`.
     Reference(bool),
 }
@@ -207,7 +207,7 @@ fn growth(n: usize, saver: Saver) -> Measured {
     };
     let messages: Vec<BaseMessage> = (0..n).map(message).collect();
     let (store, reference) = match saver {
-        Saver::Ours(durability) | Saver::OursLeased(durability) => (
+        Saver::Ours(durability) => (
             Some(
                 StateStore::open_with(
                     dir.path(),
@@ -222,10 +222,6 @@ fn growth(n: usize, saver: Saver) -> Measured {
         ),
         Saver::Reference(durable) => (None, Some(ReferenceStore::open(dir.path(), durable))),
     };
-    let lease = match (&store, saver) {
-        (Some(s), Saver::OursLeased(_)) => Some(s.lease(&state.session_id).unwrap()),
-        _ => None,
-    };
     let io0 = wchar();
     let start = Instant::now();
     let mut file_bytes = 0;
@@ -234,9 +230,6 @@ fn growth(n: usize, saver: Saver) -> Measured {
         state.invoke_seq = Some(i as i64);
         state.updated_at = Timestamp::now();
         file_bytes += match (&store, &reference) {
-            (Some(_), _) if lease.is_some() => {
-                lease.as_ref().unwrap().save(&state).unwrap().bytes_written
-            }
             (Some(s), _) => s.save(&state).unwrap().bytes_written,
             (_, Some(r)) => r.save(&state),
             _ => unreachable!(),
@@ -252,36 +245,6 @@ fn growth(n: usize, saver: Saver) -> Measured {
         file_bytes,
         io_bytes,
     }
-}
-
-/// The physical floor of a durable save of the same session growth: per save, the new
-/// message's bytes written and `fdatasync`ed twice (the messages file and the WAL commit are
-/// two files, each synced once), on two plain files in a fresh directory.
-fn floor(n: usize) -> Duration {
-    let dir = tempfile::tempdir().unwrap();
-    let open = |name: &str| {
-        fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.path().join(name))
-            .unwrap()
-    };
-    let (mut a, mut b) = (open("a.jsonl"), open("b.wal"));
-    let lines: Vec<Vec<u8>> = (0..n)
-        .map(|i| {
-            let mut line = serde_json::to_vec(&message(i)).unwrap();
-            line.push(b'\n');
-            line
-        })
-        .collect();
-    let start = Instant::now();
-    for line in &lines {
-        for f in [&mut a, &mut b] {
-            f.write_all(line).unwrap();
-            f.sync_data().unwrap();
-        }
-    }
-    start.elapsed()
 }
 
 fn repeats() -> usize {
@@ -489,7 +452,7 @@ fn bench_growth() {
     let io = |m: &Measured| m.io_bytes.map_or("n/a".to_owned(), |b| b.to_string());
     for (name, m) in [
         (
-            "ours, SaveDurability::Sync (fdatasync + WAL fsync per save)",
+            "ours, SaveDurability::Sync (fdatasync + WAL sync per save)",
             &synced,
         ),
         (
@@ -543,9 +506,79 @@ fn bench_growth() {
     );
 }
 
-/// The durable save against its physical floor, interleaved round by round (fsync latency
-/// drifts on a shared machine): floor time ÷ ours, so 1.0 means a save costs no more than its
-/// two syncs.
+/// One round of the floor section: the same 500-message growth saved three ways in lockstep,
+/// message by message, each timed per save (the order rotates every message, so that none
+/// always runs first after the others' syncs): ours without a held lease (`save` checks the
+/// lease), ours through a held lease, and the floor (the message's line written and
+/// `fdatasync`ed on two plain files). Returns the three total times in that order.
+fn floor_round(n: usize) -> [Duration; 3] {
+    let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
+    let open = |dir: &Path| {
+        StateStore::open_with(
+            dir,
+            StoreOptions {
+                durability: SaveDurability::Sync,
+                ..StoreOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let unleased = open(dirs[0].path());
+    let held = open(dirs[1].path());
+    let new_state = || SessionState {
+        schema_version: Some(1i64.into()),
+        session_id: "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1".into(),
+        updated_at: Timestamp::now(),
+        run_id: Some("8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a".into()),
+        meta: Some(meta()),
+        ..Default::default()
+    };
+    let mut states = [new_state(), new_state()];
+    let lease = held.lease(&states[1].session_id).unwrap();
+    let plain = |name: &str| {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dirs[2].path().join(name))
+            .unwrap()
+    };
+    let (mut a, mut b) = (plain("a.jsonl"), plain("b.wal"));
+    let mut times = [Duration::ZERO; 3];
+    for i in 0..n {
+        let m = message(i);
+        let mut line = serde_json::to_vec(&m).unwrap();
+        line.push(b'\n');
+        for s in &mut states {
+            s.messages.push(m.clone());
+            s.invoke_seq = Some(i as i64);
+            s.updated_at = Timestamp::now();
+        }
+        for k in 0..3 {
+            let which = (i + k) % 3;
+            let start = Instant::now();
+            match which {
+                0 => {
+                    unleased.save(&states[0]).unwrap();
+                }
+                1 => {
+                    lease.save(&states[1]).unwrap();
+                }
+                _ => {
+                    for f in [&mut a, &mut b] {
+                        f.write_all(&line).unwrap();
+                        f.sync_data().unwrap();
+                    }
+                }
+            }
+            times[which] += start.elapsed();
+        }
+    }
+    times
+}
+
+/// The durable save against its physical floor: in each round the three are interleaved save
+/// by save (fsync latency drifts within seconds on a shared machine, see [`floor_round`]);
+/// floor time ÷ ours per round, so 1.0 means a save costs no more than its two syncs.
 fn bench_floor() {
     let n = scaled(500);
     let rounds = repeats();
@@ -553,13 +586,7 @@ fn bench_floor() {
     let (mut ours_ms, mut leased_ms, mut floor_ms) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ratios, mut leased_ratios) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let ours = growth(n, Saver::Ours(SaveDurability::Sync))
-            .time
-            .as_secs_f64();
-        let base = floor(n).as_secs_f64();
-        let leased = growth(n, Saver::OursLeased(SaveDurability::Sync))
-            .time
-            .as_secs_f64();
+        let [ours, leased, base] = floor_round(n).map(|t| t.as_secs_f64());
         ours_ms.push(ours * 1e3 / n as f64);
         leased_ms.push(leased * 1e3 / n as f64);
         floor_ms.push(base * 1e3 / n as f64);
@@ -572,11 +599,13 @@ fn bench_floor() {
     let (j, k, l) = spread(&mut leased_ms);
     let (m, o, p) = spread(&mut leased_ratios);
     println!();
-    println!("## durable save against its floor ({rounds} interleaved rounds, min / median / max)");
+    println!(
+        "## durable save against its floor ({rounds} rounds of {n} saves, interleaved save by save, min / median / max)"
+    );
     println!("| | per save | floor ÷ this (goal >= 0.8) |");
     println!("|---|---:|---:|");
     println!(
-        "| ours, SaveDurability::Sync, `save` (a lease taken and released per save) | {a:.3} / {b:.3} / {c:.3} ms | {g:.2} / {h:.2} / {i:.2} |"
+        "| ours, SaveDurability::Sync, `save` without a lease (the lease checked per save) | {a:.3} / {b:.3} / {c:.3} ms | {g:.2} / {h:.2} / {i:.2} |"
     );
     println!(
         "| ours, SaveDurability::Sync, through a held lease | {j:.3} / {k:.3} / {l:.3} ms | {m:.2} / {o:.2} / {p:.2} |"

@@ -13,7 +13,7 @@
 //!    file, then one `fsync` of `messages/` when a file was created in it (a new messages file
 //!    or a temp file);
 //! 5. *commit*: every session's `session_state` row and `session_files` bookkeeping in the one
-//!    transaction, then its `COMMIT` (one WAL fsync for the whole batch);
+//!    transaction, then its `COMMIT` (one WAL sync for the whole batch);
 //! 6. *finish*: rename the temp files of rewrites over their messages files, one directory
 //!    `fsync` after them.
 //!
@@ -24,6 +24,7 @@ use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use session_schema::{Num, RawJson, SessionState};
@@ -31,7 +32,7 @@ use session_schema::{Num, RawJson, SessionState};
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::fsutil::{self, EMPTY_DIGEST, FileIdentity};
-use crate::lease::SessionLease;
+use crate::lease_check::{LeaseCheck, MAX_PAUSE};
 use crate::messages::{Lines, ReadMessages, parse_messages};
 use crate::recovery::Uncommitted;
 use crate::store::{StateStore, checked};
@@ -171,7 +172,7 @@ struct Slot<'a> {
 }
 
 impl StateStore {
-    /// Saves many sessions with one commit: one SQLite transaction (one WAL fsync) for all of
+    /// Saves many sessions with one commit: one SQLite transaction (one WAL sync) for all of
     /// their rows, after every session's messages file was written and, with
     /// [`crate::SaveDurability::Sync`], `fdatasync`ed (one directory `fsync` for the batch
     /// when files were created). For a runtime that saves many sessions at once; each save
@@ -187,8 +188,9 @@ impl StateStore {
     /// [`BatchPolicy::PerSession`] (its error in [`BatchReport::saves`]) or fails the whole
     /// batch with [`BatchPolicy::AllOrNothing`]; either way nothing is written for it.
     ///
-    /// Sessions whose lease this store does not hold are leased for the duration of the
-    /// batch, like a single save.
+    /// The lease of every session whose lease this store does not hold is checked under the
+    /// write lock, like for a single save: one held by another holder refuses the session
+    /// (or waits for a delete or housekeeping step to end).
     ///
     /// # Errors
     /// Of the whole batch, with nothing committed and every file write taken back:
@@ -257,17 +259,19 @@ impl StateStore {
     /// The one save of `state` (see [`StateStore::save_expecting`]); `expected` as in
     /// [`BatchSave`], `written`: lines (by message index, with `\n`) to write instead of
     /// serializing those messages (their form as written, lone surrogate escapes restored).
-    /// The caller holds the lease, or needs none (a migration inside `load`).
+    /// `check_lease`: respect another holder's lease of the session (`false` for a migration
+    /// inside `load`, which needs none).
     pub(crate) fn save_one(
         &self,
         state: &SessionState,
         expected: Option<Option<Generation>>,
         written: &[(usize, Vec<u8>)],
+        check_lease: bool,
     ) -> Result<SaveReport> {
         let mut report = self.save_many(
             &[(state, expected, written)],
             BatchPolicy::AllOrNothing,
-            false,
+            check_lease,
         )?;
         let mut recovery = std::mem::take(&mut report.recovery);
         match report.saves.pop() {
@@ -283,28 +287,21 @@ impl StateStore {
     }
 
     /// The phases of a save (module docs) over `items` (state, expected, lines as written).
-    /// `take_leases`: lease every session whose lease this store does not hold, for the
-    /// duration of the save.
+    /// `check_leases`: respect the lease of every session that another holder has (checked
+    /// under the write lock, see `lease_check`; a session whose lease this store holds is
+    /// the holder's).
     fn save_many(
         &self,
         items: &[SaveItem<'_>],
         policy: BatchPolicy,
-        take_leases: bool,
+        check_leases: bool,
     ) -> Result<BatchReport> {
         self.check_writable("save")?;
         let mut results: Vec<Option<Result<SaveReport>>> = Vec::with_capacity(items.len());
-        // Leases and CPU work before taking the write lock.
-        let mut leases: Vec<SessionLease<'_>> = Vec::new();
+        // CPU work before taking the write lock.
         let mut prepared: Vec<(usize, Prepared<'_>)> = Vec::new();
         for (i, &(state, expected, written)) in items.iter().enumerate() {
-            let step = (|| -> Result<Prepared<'_>> {
-                checked(&state.session_id)?;
-                if take_leases && let Some(lease) = self.write_guard(&state.session_id)? {
-                    leases.push(lease);
-                }
-                self.prepare(state, expected, written)
-            })();
-            match step {
+            match self.prepare(state, expected, written) {
                 Ok(p) => {
                     results.push(None);
                     prepared.push((i, p));
@@ -314,49 +311,64 @@ impl StateStore {
             }
         }
 
-        let conn = self.lock();
-        let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-        let mut slots: Vec<(usize, Slot<'_>)> = Vec::with_capacity(prepared.len());
-        for (i, mut p) in prepared {
-            match self.plan(&conn, &mut p) {
-                Ok(planned) => slots.push((
-                    i,
-                    Slot {
-                        prepared: p,
-                        planned,
-                        staged: None,
-                        uncommitted: Uncommitted::Nothing,
-                    },
-                )),
-                Err(e) if policy == BatchPolicy::AllOrNothing => {
-                    drop(tx);
-                    return Err(e);
-                }
-                Err(e) => {
-                    if let Some(r) = results.get_mut(i) {
-                        *r = Some(Err(e));
+        let mut waiting_since: Option<Instant> = None;
+        let mut pause = Duration::from_millis(1);
+        let (slots, recovery) = loop {
+            let conn = self.lock();
+            let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+            if check_leases
+                && !self.leases_allow(&mut prepared, &mut results, policy, waiting_since)?
+            {
+                drop(tx);
+                drop(conn);
+                waiting_since.get_or_insert_with(Instant::now);
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(MAX_PAUSE);
+                continue;
+            }
+            let mut slots: Vec<(usize, Slot<'_>)> = Vec::with_capacity(prepared.len());
+            for (i, mut p) in std::mem::take(&mut prepared) {
+                match self.plan(&conn, &mut p) {
+                    Ok(planned) => slots.push((
+                        i,
+                        Slot {
+                            prepared: p,
+                            planned,
+                            staged: None,
+                            uncommitted: Uncommitted::Nothing,
+                        },
+                    )),
+                    Err(e) if policy == BatchPolicy::AllOrNothing => {
+                        drop(tx);
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        if let Some(r) = results.get_mut(i) {
+                            *r = Some(Err(e));
+                        }
                     }
                 }
             }
-        }
 
-        // Phases 3 to 5; a failure takes back every session's writes (an injected crash
-        // leaves them, as a crash would).
-        let mut recovery = Vec::new();
-        if let Err(e) = self.stage_all(&conn, &mut slots, &mut recovery) {
-            drop(tx);
-            return Err(abandon_all(e, slots));
-        }
-        if slots.is_empty() {
-            drop(tx);
-        } else if let Err(e) = self.commit_save(tx) {
-            // A failed COMMIT rolls back; make sure it did before taking the writes back.
-            let landed = slots.iter().all(|(_, slot)| self.landed(&conn, slot));
-            if !landed {
+            // Phases 3 to 5; a failure takes back every session's writes (an injected crash
+            // leaves them, as a crash would).
+            let mut recovery = Vec::new();
+            if let Err(e) = self.stage_all(&conn, &mut slots, &mut recovery) {
+                drop(tx);
                 return Err(abandon_all(e, slots));
             }
-        }
-        drop(conn);
+            if slots.is_empty() {
+                drop(tx);
+            } else if let Err(e) = self.commit_save(tx) {
+                // A failed COMMIT rolls back; make sure it did before taking the writes back.
+                let landed = slots.iter().all(|(_, slot)| self.landed(&conn, slot));
+                if !landed {
+                    return Err(abandon_all(e, slots));
+                }
+            }
+            drop(conn);
+            break (slots, recovery);
+        };
 
         // Committed: remember what was committed, then finish the rewrites.
         let mut finished = Vec::with_capacity(slots.len());
@@ -403,7 +415,6 @@ impl StateStore {
                 }));
             }
         }
-        drop(leases);
         Ok(BatchReport {
             saves: results
                 .into_iter()
@@ -417,6 +428,43 @@ impl StateStore {
                 .collect(),
             recovery,
         })
+    }
+
+    /// Checks, under the write lock, that no other holder's lease stands in the way of the
+    /// `prepared` sessions (see `lease_check`). A session another holder has open is refused:
+    /// it leaves `prepared` with its error in `results` (with [`BatchPolicy::PerSession`]),
+    /// or the whole save fails with that error. `Ok(false)`: a save or housekeeping step of
+    /// another holder, or a holder that cannot be identified yet, has a session's lease: let
+    /// go of the write lock, wait and check again (up to the waits of
+    /// [`StateStore::check_lease_for_save`], counted from `since`).
+    fn leases_allow(
+        &self,
+        prepared: &mut Vec<(usize, Prepared<'_>)>,
+        results: &mut [Option<Result<SaveReport>>],
+        policy: BatchPolicy,
+        since: Option<Instant>,
+    ) -> Result<bool> {
+        let mut wait = false;
+        let mut refused: Vec<(usize, StateError)> = Vec::new();
+        for (k, (_, p)) in prepared.iter().enumerate() {
+            match self.check_lease_for_save(p.id, since) {
+                Ok(LeaseCheck::Free) => {}
+                Ok(LeaseCheck::Wait) => wait = true,
+                Ok(LeaseCheck::Busy(e)) | Err(e) => refused.push((k, e)),
+            }
+        }
+        if policy == BatchPolicy::AllOrNothing
+            && let Some((_, e)) = refused.drain(..).next()
+        {
+            return Err(e);
+        }
+        for (k, e) in refused.into_iter().rev() {
+            let (i, _) = prepared.remove(k);
+            if let Some(r) = results.get_mut(i) {
+                *r = Some(Err(e));
+            }
+        }
+        Ok(!wait)
     }
 
     /// Phase 1 of one session: serialization, summary and `meta_json` (no lock).

@@ -18,14 +18,19 @@
 //!   it), then close it.
 //! * *probe* (listings, `sessions sessions`): open read-only, try a shared lock and let go at
 //!   once; never creates or changes a file, so reading is never blocked and never blocks.
+//! * *barrier:* after locking (and writing the note), the taker takes the write lock of
+//!   `state.db` once and lets go of it, so that a save without a lease that checked the lease
+//!   before it was taken has committed when the lease is granted (see `lease_check`).
 //!
 //! Holders have a purpose ([`LeasePurpose`]): a runtime keeps a session [`LeasePurpose::Open`]
-//! from resume to its last save; a save or delete without a lease holds a
-//! [`LeasePurpose::Write`] lease for its own duration, and `sessions gc` a
-//! [`LeasePurpose::Housekeeping`] one while it snapshots and deletes. Someone who wants the
+//! from resume to its last save; a delete without a lease holds a [`LeasePurpose::Write`]
+//! lease for its own duration, and `sessions gc` a [`LeasePurpose::Housekeeping`] one while it
+//! snapshots and deletes. A save without a lease takes none: under the write lock of
+//! `state.db`, which keeps saves apart, it checks the lease as someone who wants it would
+//! (`lease_check`), so that a save costs no lease file created and removed. Someone who wants the
 //! lease gives up at once (after at most [`UNKNOWN_HOLDER_GRACE`] when the holder cannot be
 //! identified yet) when the session is open, and waits up to
-//! [`crate::StoreOptions::max_busy_wait`] for a save or housekeeping step to end.
+//! [`crate::StoreOptions::max_busy_wait`] for a delete or housekeeping step to end.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -67,7 +72,8 @@ pub const UNKNOWN_HOLDER_GRACE: Duration = Duration::from_millis(500);
 pub enum LeasePurpose {
     /// A runtime has the session open ([`StateStore::lease`]), from resume to its last save.
     Open,
-    /// One save or delete of a caller without a lease, for its own duration.
+    /// One delete of a caller without a lease, for its own duration (older versions: also
+    /// one save; a save now checks the lease under the write lock instead of taking it).
     Write,
     /// A housekeeping step (`sessions gc` snapshotting and deleting the session),
     /// [`StateStore::lease_for_housekeeping`].
@@ -433,7 +439,7 @@ impl StateStore {
         Ok(open)
     }
 
-    /// The lease a save or delete of `session_id` takes when its caller holds none: `None`
+    /// The lease a delete of `session_id` takes when its caller holds none: `None`
     /// when this store holds the session's lease already, or when the operation is going to
     /// be refused anyway (a read-only store, an unsafe id: the caller reports it).
     pub(crate) fn write_guard(&self, session_id: &str) -> Result<Option<SessionLease<'_>>> {
@@ -451,12 +457,12 @@ impl StateStore {
     }
 }
 
-fn lease_path(root: &Path, id: &str) -> PathBuf {
+pub(crate) fn lease_path(root: &Path, id: &str) -> PathBuf {
     root.join(LEASE_DIR).join(format!("{id}{LEASE_EXT}"))
 }
 
 /// Opens (creating, mode 0600) a lease file without following a link or waiting on a FIFO.
-fn open_lease_file(path: &Path, create: bool) -> io::Result<File> {
+pub(crate) fn open_lease_file(path: &Path, create: bool) -> io::Result<File> {
     let mut opts = OpenOptions::new();
     opts.read(true);
     if create {
@@ -472,7 +478,7 @@ fn open_lease_file(path: &Path, create: bool) -> io::Result<File> {
 }
 
 /// A lease file that is not a regular file (a link, a FIFO) is never used.
-fn check_regular(file: &File, path: &Path) -> Result<()> {
+pub(crate) fn check_regular(file: &File, path: &Path) -> Result<()> {
     let meta = file
         .metadata()
         .map_err(|e| StateError::io("stat", path, e))?;
@@ -485,7 +491,7 @@ fn check_regular(file: &File, path: &Path) -> Result<()> {
     }
 }
 
-fn open_error(path: &Path, e: io::Error) -> StateError {
+pub(crate) fn open_error(path: &Path, e: io::Error) -> StateError {
     match fs::symlink_metadata(path).map(|m| fsutil::irregular_kind(m.file_type())) {
         Ok(Some(kind)) => StateError::NotRegularFile {
             path: path.to_path_buf(),
@@ -552,14 +558,20 @@ fn acquire<'s>(
                 if register {
                     store.leases.set().insert(id.to_owned());
                 }
-                return Ok(SessionLease {
+                let lease = SessionLease {
                     store,
                     session_id: id.to_owned(),
                     path,
                     file: Some(file),
                     holder,
                     registered: register,
-                });
+                };
+                // A save without a lease checks the lease under the write lock of `state.db`
+                // instead of taking one (`lease_check`): wait for such a save that checked
+                // before this lock was taken, so that the lease starts after its commit.
+                // Dropping the lease on failure releases it.
+                lease.store.wait_for_unleased_saves()?;
+                return Ok(lease);
             }
             Err(TryLockError::WouldBlock) => {
                 let (holder, confirmed) = read_holder(&file);
@@ -586,7 +598,7 @@ fn acquire<'s>(
 }
 
 /// Whether the open `file` is still the file at `path` (same device and inode).
-fn same_file(file: &File, path: &Path) -> Result<bool> {
+pub(crate) fn same_file(file: &File, path: &Path) -> Result<bool> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -669,7 +681,7 @@ fn read_at(mut file: &File, buf: &mut [u8]) -> io::Result<usize> {
 /// note parses and, where the kernel lists locks, its pid is the one holding the lock
 /// exclusively. An unconfirmed note (none yet, one left by a process that died, a listing's
 /// shared probe) falls back to what the kernel says.
-fn read_holder(file: &File) -> (LeaseHolder, bool) {
+pub(crate) fn read_holder(file: &File) -> (LeaseHolder, bool) {
     let note = read_note(file);
     let kernel: Vec<u32> = session_jsonl::lock_holders(file)
         .into_iter()

@@ -90,6 +90,7 @@ mod faults;
 mod fsutil;
 mod labels;
 mod lease;
+mod lease_check;
 mod legacy;
 mod list;
 mod memindex;

@@ -341,8 +341,7 @@ impl StateStore {
     /// # Errors
     /// As [`StateStore::save_expecting`], without [`StateError::Conflict`].
     pub fn save(&self, state: &SessionState) -> Result<SaveReport> {
-        let _lease = self.write_guard(&state.session_id)?;
-        self.save_one(state, None, &[])
+        self.save_one(state, None, &[], true)
     }
 
     /// Saves `state` only if the stored session still has generation `expected`
@@ -364,7 +363,8 @@ impl StateStore {
     /// [`StateError::Serialize`] for a message holding invalid raw JSON; [`StateError::Io`];
     /// [`StateError::Db`]; [`StateError::Busy`] after [`StoreOptions::max_busy_wait`];
     /// [`StateError::SessionBusy`] when another holder has the session open (a save without a
-    /// lease takes the session's lease for its duration, see [`StateStore::lease`]);
+    /// lease checks the session's lease under the write lock of `state.db` and waits for a
+    /// delete or housekeeping step that holds it, see [`StateStore::lease`]);
     /// [`StateError::OrphanMessages`] for a first save (no row) over a messages file that
     /// does not start the list; [`StateError::NotRegularFile`] / [`StateError::FileTooLarge`]
     /// when the messages file is a link, a FIFO, … or too large to read. Nothing is written.
@@ -409,14 +409,13 @@ impl StateStore {
         state: &SessionState,
         expected: Option<Generation>,
     ) -> Result<SaveReport> {
-        let _lease = self.write_guard(&state.session_id)?;
-        self.save_one(state, Some(expected), &[])
+        self.save_one(state, Some(expected), &[], true)
     }
 
     /// A legacy snapshot's migration: [`StateStore::save_expecting`] with `None`, writing
     /// the messages that had lone surrogate escapes as they were written.
     pub(crate) fn save_migrated(&self, legacy: &crate::types::LegacyLoad) -> Result<SaveReport> {
-        self.save_one(&legacy.state, Some(None), &legacy.written)
+        self.save_one(&legacy.state, Some(None), &legacy.written, false)
     }
 
     /// Commits a save's transaction (the commit point). An injected `Commit` fault rolls

@@ -41,9 +41,11 @@ pub struct StoreOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum SaveDurability {
-    /// fsync of the messages file (and of its directory after a create or rename) before the
-    /// commit, and `synchronous=FULL`: a returned save survives power loss, and a power loss
-    /// at any point leaves the complete old or new state. Costs about two fsyncs per save.
+    /// fsync of the messages file (`fdatasync` of an appended one; `fsync` of its directory
+    /// after a create or rename) before the commit, and `synchronous=FULL` (SQLite syncs the
+    /// WAL at every `COMMIT`): a returned save survives power loss, and a power loss at any
+    /// point leaves the complete old or new state. Costs two syncs per appending save (as
+    /// built in this workspace, both `fdatasync`: crate README, "Cost of a save").
     #[default]
     Sync,
     /// No fsync of files or directories, `synchronous=NORMAL` (the reference's level): a

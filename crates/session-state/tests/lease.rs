@@ -337,3 +337,115 @@ fn a_labelled_lease_names_its_label_and_a_shared_one_outlives_the_borrow() {
     // An unlabelled lease has none.
     assert_eq!(b.lease(ID).unwrap().holder().label, None);
 }
+
+#[test]
+fn a_save_without_a_lease_creates_nothing_in_leases() {
+    // The save checks the lease under the write lock of state.db instead of taking one: no
+    // lease file is created, written or removed (and no `leases/` directory appears).
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    store.save(&state(&["one"])).unwrap();
+    store.save(&state(&["one", "two"])).unwrap();
+    let loaded = store.load(ID).unwrap().unwrap();
+    store
+        .save_expecting(&state(&["one", "two", "three"]), loaded.generation)
+        .unwrap();
+    let other = SessionState {
+        session_id: "5e55104e-0000-4000-8000-00000000b0b0".to_owned(),
+        ..state(&["x"])
+    };
+    let report = store
+        .save_batch(
+            &[
+                session_state::BatchSave::new(&state(&["one", "two", "three", "four"])),
+                session_state::BatchSave::new(&other),
+            ],
+            session_state::BatchPolicy::AllOrNothing,
+        )
+        .unwrap();
+    assert_eq!(report.saved(), 2);
+    assert!(!dir.path().join("leases").exists());
+    assert_eq!(store.load(ID).unwrap().unwrap().state.messages.len(), 4);
+}
+
+#[test]
+fn a_lease_taken_while_a_save_without_one_runs_starts_after_its_commit() {
+    // Another store takes the lease while a save without one is between its write and its
+    // commit: the lease is granted only once that save committed, so the holder's first load
+    // sees it.
+    let dir = tempfile::tempdir().unwrap();
+    let taker = Arc::new(StateStore::open(dir.path()).unwrap());
+    let result: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<Option<usize>>>>> =
+        Arc::default();
+    let loaded_early = Arc::new(AtomicBool::new(false));
+    let fired = AtomicBool::new(false);
+    let hook: session_state::FaultHook = {
+        let (taker, result, loaded_early) = (taker.clone(), result.clone(), loaded_early.clone());
+        Arc::new(move |point| {
+            if point != session_state::FaultPoint::AppendWritten
+                || fired.swap(true, Ordering::SeqCst)
+            {
+                return false;
+            }
+            let (t, flag) = (taker.clone(), loaded_early.clone());
+            let handle = std::thread::spawn(move || {
+                let lease = t.lease(ID).unwrap();
+                let n = lease.load().unwrap().map(|l| l.state.messages.len());
+                flag.store(true, Ordering::SeqCst);
+                n
+            });
+            *result.lock().unwrap() = Some(handle);
+            // The taker holds the lease file's lock (its note names it) ...
+            let deadline = Instant::now() + AT_ONCE;
+            while taker.lease_holder(ID).unwrap().is_none() {
+                assert!(Instant::now() < deadline, "the lease was never taken");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // ... and does not get through while this save has not committed.
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(
+                !loaded_early.load(Ordering::SeqCst),
+                "lease granted before the commit"
+            );
+            false
+        })
+    };
+    let saver = StateStore::open_with(
+        dir.path(),
+        StoreOptions {
+            fault_hook: Some(hook),
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    saver.save(&state(&["one"])).unwrap();
+    let handle = result.lock().unwrap().take().expect("the hook ran");
+    assert_eq!(handle.join().unwrap(), Some(1));
+    // The lease is released with its thread's end; saves go through again.
+    saver.save(&state(&["one", "two"])).unwrap();
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_save_waits_out_the_grace_for_a_holder_that_cannot_be_identified() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    store.save(&state(&["one"])).unwrap();
+    fs::create_dir_all(dir.path().join("leases")).unwrap();
+    let path = dir.path().join(format!("leases/{ID}.lease"));
+    let raw = fs::File::create(&path).unwrap();
+    raw.lock().unwrap();
+    let file = dir.path().join(format!("messages/{ID}.jsonl"));
+    let before = fs::read(&file).unwrap();
+    let started = Instant::now();
+    let holder = busy_holder(store.save(&state(&["one", "two"])).unwrap_err());
+    let took = started.elapsed();
+    assert!(took >= UNKNOWN_HOLDER_GRACE, "{took:?}");
+    assert!(took < UNKNOWN_HOLDER_GRACE + AT_ONCE, "{took:?}");
+    assert_eq!(holder.purpose, LeasePurpose::Unknown);
+    assert_eq!(fs::read(&file).unwrap(), before, "nothing written");
+    // A lock without a note that goes away: the save goes through.
+    raw.unlock().unwrap();
+    store.save(&state(&["one", "two"])).unwrap();
+    assert_eq!(store.load(ID).unwrap().unwrap().state.messages.len(), 2);
+}

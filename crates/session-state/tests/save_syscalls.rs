@@ -1,0 +1,271 @@
+//! What a durable save asks of the kernel, counted with `strace` in a child process (this
+//! test binary again): per `SaveDurability::Sync` save of an appending session, exactly two
+//! `fdatasync` (the messages file, then SQLite's WAL at `COMMIT`: SQLite built with
+//! `HAVE_FDATASYNC`, see `.cargo/config.toml`) and no `fsync`; a save without a lease opens
+//! the lease file read-only to check it and creates, writes or removes nothing in `leases/`;
+//! a batch of K sessions makes K + 1 `fdatasync`. Skipped with a message when `strace` is
+//! not installed or cannot trace here.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+use common::msg;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use session_schema::{SessionState, Timestamp};
+use session_state::{BatchPolicy, BatchSave, SaveDurability, StateStore, StoreOptions};
+
+/// Set in the child: the sessions root to save into.
+const CHILD: &str = "SESSION_STATE_SYSCALL_CHILD";
+
+/// Saves counted per phase.
+const SAVES: usize = 12;
+
+/// Sessions in the counted batch.
+const BATCH: usize = 6;
+
+const ID: &str = "5e55104e-0000-4000-8000-0000000000c5";
+
+fn state(id: &str, n: usize) -> SessionState {
+    SessionState {
+        schema_version: Some(1i64.into()),
+        session_id: id.to_owned(),
+        updated_at: Timestamp::from_raw("2026-12-01T10:00:00.000Z"),
+        messages: (0..n)
+            .map(|i| {
+                msg(
+                    if i % 2 == 0 { "user" } else { "assistant" },
+                    &format!("m{i}"),
+                )
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// A system call the trace shows where the counted phase `name` begins or ends: an `open` of
+/// a file that does not exist.
+fn mark(root: &Path, name: &str) {
+    let _ = fs::File::open(root.join(format!("strace-mark-{name}")));
+}
+
+fn open_sync(root: &Path) -> StateStore {
+    StateStore::open_with(
+        root,
+        StoreOptions {
+            durability: SaveDurability::Sync,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The child: saves without a lease, through a held lease and in a batch, each phase
+/// between two marks, each in a store of its own (so that no phase reaches a WAL checkpoint,
+/// whose syncs are not a save's).
+fn child(root: &Path) {
+    let store = open_sync(&root.join("unleased"));
+    store.save(&state(ID, 1)).unwrap();
+    mark(root, "unleased-begin");
+    for n in 2..2 + SAVES {
+        store.save(&state(ID, n)).unwrap();
+    }
+    mark(root, "unleased-end");
+    let store = open_sync(&root.join("leased"));
+    store.save(&state(ID, 1)).unwrap();
+    let lease = store.lease(ID).unwrap();
+    mark(root, "leased-begin");
+    for n in 2 + SAVES..2 + 2 * SAVES {
+        lease.save(&state(ID, n)).unwrap();
+    }
+    mark(root, "leased-end");
+    drop(lease);
+    let store = open_sync(&root.join("batch"));
+    let ids: Vec<String> = (0..BATCH)
+        .map(|i| format!("5e55104e-0000-4000-8000-0000000b{i:04x}"))
+        .collect();
+    let first: Vec<SessionState> = ids.iter().map(|id| state(id, 1)).collect();
+    let saves: Vec<BatchSave<'_>> = first.iter().map(BatchSave::new).collect();
+    assert_eq!(
+        store
+            .save_batch(&saves, BatchPolicy::AllOrNothing)
+            .unwrap()
+            .saved(),
+        BATCH
+    );
+    let second: Vec<SessionState> = ids.iter().map(|id| state(id, 2)).collect();
+    let saves: Vec<BatchSave<'_>> = second.iter().map(BatchSave::new).collect();
+    mark(root, "batch-begin");
+    let report = store.save_batch(&saves, BatchPolicy::AllOrNothing).unwrap();
+    mark(root, "batch-end");
+    assert_eq!(report.saved(), BATCH);
+}
+
+/// One traced system call: its name and the rest of the line.
+struct Call {
+    name: String,
+    line: String,
+}
+
+/// The calls of `trace` (`strace -f -o` output) between the marks of phase `phase`.
+fn phase(trace: &str, phase: &str) -> Vec<Call> {
+    let mut calls = Vec::new();
+    let mut inside = false;
+    for raw in trace.lines() {
+        // `-f` prefixes the pid; a call interrupted by another thread's shows up as
+        // `<... name resumed>`, counted on its first line.
+        let line = raw
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start();
+        if line.starts_with("<...") {
+            continue;
+        }
+        if line.contains(&format!("strace-mark-{phase}-begin")) {
+            inside = true;
+            continue;
+        }
+        if line.contains(&format!("strace-mark-{phase}-end")) {
+            break;
+        }
+        if inside && let Some(name) = line.split('(').next() {
+            calls.push(Call {
+                name: name.to_owned(),
+                line: line.to_owned(),
+            });
+        }
+    }
+    calls
+}
+
+fn count(calls: &[Call], name: &str) -> usize {
+    calls.iter().filter(|c| c.name == name).count()
+}
+
+fn summary(calls: &[Call]) -> BTreeMap<&str, usize> {
+    let mut m = BTreeMap::new();
+    for c in calls {
+        *m.entry(c.name.as_str()).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
+    if let Some(root) = std::env::var_os(CHILD) {
+        child(Path::new(&root));
+        return;
+    }
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let out = dir.path().join("trace.txt");
+    let status = Command::new("strace")
+        .arg("-f")
+        .arg("-qq")
+        .arg("-o")
+        .arg(&out)
+        .arg("-e")
+        .arg(
+            "trace=fsync,fdatasync,open,openat,creat,unlink,unlinkat,rename,renameat,\
+             renameat2,mkdir,mkdirat,flock",
+        )
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "durable_saves_make_two_data_syncs_and_create_no_lease_file",
+            "--test-threads=1",
+        ])
+        .env(CHILD, &root)
+        .output()
+        .unwrap();
+    let trace = fs::read_to_string(&out).unwrap_or_default();
+    if !status.status.success() && !trace.contains("strace-mark-") {
+        eprintln!(
+            "skipped: strace cannot trace here: {}",
+            String::from_utf8_lossy(&status.stderr).trim()
+        );
+        return;
+    }
+    assert!(
+        status.status.success(),
+        "child failed: {}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+
+    let lease_file = format!("leases/{ID}.lease");
+    let unleased = phase(&trace, "unleased");
+    let report = format!("{:?}", summary(&unleased));
+    assert_eq!(count(&unleased, "fdatasync"), 2 * SAVES, "{report}");
+    assert_eq!(count(&unleased, "fsync"), 0, "{report}");
+    // One read-only look at the lease per save; nothing created, renamed or removed.
+    let lease_opens: Vec<&Call> = unleased
+        .iter()
+        .filter(|c| c.line.contains("leases/"))
+        .collect();
+    assert_eq!(lease_opens.len(), SAVES, "{report}");
+    assert!(
+        lease_opens.iter().all(|c| c.line.contains(&lease_file)
+            && c.line.contains("O_RDONLY")
+            && !c.line.contains("O_CREAT")),
+        "{report}"
+    );
+    // Nothing else touches `leases/` (the lease file is neither created nor removed).
+    assert_eq!(
+        unleased
+            .iter()
+            .filter(|c| c.name != "openat" && c.line.contains("leases"))
+            .count(),
+        0,
+        "{report}"
+    );
+    assert!(!root.join("unleased/leases").exists());
+
+    let leased = phase(&trace, "leased");
+    let report = format!("{:?}", summary(&leased));
+    assert_eq!(count(&leased, "fdatasync"), 2 * SAVES, "{report}");
+    assert_eq!(count(&leased, "fsync"), 0, "{report}");
+    assert_eq!(
+        leased.iter().filter(|c| c.line.contains("leases/")).count(),
+        0,
+        "{report}"
+    );
+
+    let batch = phase(&trace, "batch");
+    let report = format!("{:?}", summary(&batch));
+    assert_eq!(count(&batch, "fdatasync"), BATCH + 1, "{report}");
+    assert_eq!(count(&batch, "fsync"), 0, "{report}");
+    assert_eq!(
+        batch.iter().filter(|c| c.line.contains("leases/")).count(),
+        BATCH,
+        "{report}"
+    );
+}
+
+#[test]
+fn the_wal_of_a_durable_store_stops_growing_after_its_first_checkpoint() {
+    // A commit that overwrites WAL blocks syncs data only; one that extends the WAL is a
+    // journal commit of the file system too. A `Sync` store checkpoints every 128 pages
+    // (SQLite's default: 1000), so that the WAL is reused from its start early on: after
+    // 100 saves of ~2 KB messages (4 to 5 WAL frames of 1 KiB pages each, 450 frames in all)
+    // it holds at most 128 frames plus one save's.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_sync(dir.path());
+    let big = |i: usize| msg("user", &format!("{i}: {}", "x".repeat(2000)));
+    let mut s = state(ID, 0);
+    for i in 0..100 {
+        s.messages.push(big(i));
+        store.save(&s).unwrap();
+    }
+    let wal = fs::metadata(dir.path().join("state.db-wal")).unwrap().len();
+    let frame = 1024 + 24;
+    assert!(wal > 32, "{wal}");
+    assert!(wal <= 32 + (128 + 16) * frame, "WAL of {wal} bytes");
+    assert_eq!(store.load(ID).unwrap().unwrap().state.messages.len(), 100);
+}
