@@ -338,7 +338,7 @@ fn register_functions(conn: &Connection, db_path: &Path) -> Result<()> {
             Ok(match ctx.get_raw(0) {
                 ValueRef::Text(t) => std::str::from_utf8(t)
                     .ok()
-                    .and_then(crate::runs::utc_key)
+                    .and_then(crate::utc::utc_key)
                     .unwrap_or_default(),
                 _ => String::new(),
             })
@@ -604,7 +604,7 @@ fn backfill_started_at_utc(conn: &Connection) -> rusqlite::Result<()> {
     for (rowid, started) in rows {
         let key = started
             .as_deref()
-            .and_then(crate::runs::utc_key)
+            .and_then(crate::utc::utc_key)
             .unwrap_or_default();
         update.execute(rusqlite::params![key, rowid])?;
     }

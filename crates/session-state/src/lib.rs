@@ -86,8 +86,11 @@ mod compact;
 mod db;
 mod error;
 mod fallback;
+mod fault_point;
 mod faults;
 mod fsutil;
+mod holder;
+mod index_read;
 mod labels;
 mod lease;
 mod legacy;
@@ -107,6 +110,7 @@ mod summary;
 mod totals;
 mod tree;
 mod types;
+mod utc;
 mod workspace;
 
 pub use adopt::{ReconstructedRow, Reconstruction, ReconstructionOutcome, ReconstructionReport};
@@ -115,12 +119,11 @@ pub use column::{ColumnDamage, ColumnDamageKind};
 pub use fallback::{ReadOnlyFallback, WriteUnavailable};
 
 pub use error::{Result, StateError};
+pub use fault_point::FaultPoint;
 pub use fsutil::MAX_SESSION_FILE_BYTES;
+pub use holder::{LeaseHolder, LeasePurpose, MAX_LABEL};
 pub use labels::SessionLabel;
-pub use lease::{
-    LEASE_DIR, LeaseHolder, LeasePurpose, MAX_LABEL, OpenSession, SessionLease,
-    UNKNOWN_HOLDER_GRACE,
-};
+pub use lease::{LEASE_DIR, OpenSession, SessionLease, UNKNOWN_HOLDER_GRACE};
 pub use memindex::{FilesIndexed, RowRead};
 pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
 pub use runs::{
@@ -139,10 +142,10 @@ pub use summary::{
 };
 pub use totals::{GroupedRunTotals, RunGrouping, RunTotals};
 pub use types::{
-    DeferredRename, DeleteReport, EntrySource, FaultPoint, Generation, ListCursor, ListDiagnostic,
-    ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
-    MessageDamageKind, MigrationEntry, MigrationOutcome, MigrationReport, Recovery, SaveDurability,
-    SaveMode, SaveReport, StaleReason, StoreOptions, WorkspaceFilter,
+    DeferredRename, DeleteReport, EntrySource, Generation, ListCursor, ListDiagnostic, ListEntry,
+    ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage, MessageDamageKind,
+    MigrationEntry, MigrationOutcome, MigrationReport, Recovery, SaveDurability, SaveMode,
+    SaveReport, StaleReason, StoreOptions, WorkspaceFilter,
 };
 #[doc(hidden)]
 pub use types::{FaultHook, IoFault, IoFaultHook, IoStep};

@@ -168,7 +168,7 @@ fn read_run_row_bounded(
             .started_at
             .as_ref()
             .map(|t| t.as_str().to_owned());
-        row.started_at_utc = row.started_at.as_deref().and_then(crate::runs::utc_key);
+        row.started_at_utc = row.started_at.as_deref().and_then(crate::utc::utc_key);
     }
     let tail = session_jsonl::terminal_state_probe(path, TAIL_BLOCK).map_err(run_err)?;
     if !tail.undecided {

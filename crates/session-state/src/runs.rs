@@ -23,8 +23,10 @@ use session_schema::Record;
 use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
 use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
+use crate::index_read::index_reader_options;
 use crate::store::StateStore;
 use crate::tree::{self, DateDir, Listed};
+use crate::utc::utc_key;
 use crate::workspace::normalize_workspace_root;
 
 /// Longest [`RunRow::first_input`], in characters.
@@ -332,22 +334,6 @@ const RUN_COLUMN_NAMES: [&str; 24] = [
     "diagnostic",
 ];
 
-/// The run index's sort key of a header `started_at`: the instant in UTC as
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (truncated to milliseconds, like every timestamp the writers
-/// produce), so that string order is time order whatever offset the writer used
-/// (`2026-03-05T01:00:00.000+09:00` becomes `2026-03-04T16:00:00.000Z`). `None` for text
-/// that is not an RFC 3339 timestamp or whose year is outside 0000–9999 (no fixed-width form).
-/// A canonical value maps to itself.
-pub(crate) fn utc_key(started_at: &str) -> Option<String> {
-    let dt = session_schema::Timestamp::from_raw(started_at.to_owned()).parse()?;
-    let utc = dt.to_offset(time::UtcOffset::UTC);
-    (0..=9999).contains(&utc.year()).then(|| {
-        session_schema::Timestamp::from_datetime(utc)
-            .as_str()
-            .to_owned()
-    })
-}
-
 /// A row as stored (relative path, `started_at` `''` when unknown), every value as it is.
 #[derive(Debug, Clone, PartialEq)]
 struct StoredRun {
@@ -458,7 +444,7 @@ pub(crate) fn read_run_row(
         path: path.to_path_buf(),
         source: Box::new(e),
     };
-    let reader = Reader::open_with(path, crate::resume::index_reader_options()).map_err(run_err)?;
+    let reader = Reader::open_with(path, index_reader_options()).map_err(run_err)?;
     row_from_items(path, reader, size, mtime, compressed)
 }
 

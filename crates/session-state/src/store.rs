@@ -10,13 +10,14 @@ use session_schema::{BaseMessage, Num, SessionState, Timestamp, check_id};
 
 use crate::db::{self, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
+use crate::fault_point::FaultPoint;
 use crate::fsutil::{self, FileIdentity};
 use crate::messages::parse_messages;
 use crate::stored::{FilesRow, Stored};
 use crate::summary::summarize;
 use crate::types::{
-    FaultPoint, Generation, IoStep, LoadNote, LoadSource, LoadedSession, MessageDamage,
-    MessageDamageKind, Recovery, SaveDurability, SaveReport, StoreOptions,
+    Generation, IoStep, LoadNote, LoadSource, LoadedSession, MessageDamage, MessageDamageKind,
+    Recovery, SaveDurability, SaveReport, StoreOptions,
 };
 
 /// Resumable session state under one sessions root (spec §2, §3.1; compat notes §2.5–2.11).
