@@ -564,7 +564,7 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         }
         if !has_column(conn, "runs", "diagnostic")? {
             conn.execute_batch("ALTER TABLE runs ADD COLUMN diagnostic TEXT;")?;
-            crate::runs::forget_possible_non_runs(conn)?;
+            crate::index_upgrade::forget_possible_non_runs(conn)?;
         }
         conn.execute_batch(CREATE_RUN_INDEXES)?;
         let v = query_int(conn, "PRAGMA user_version", [])?;

@@ -88,9 +88,11 @@ mod error;
 mod fallback;
 mod fault_point;
 mod faults;
+mod fold;
 mod fsutil;
 mod holder;
 mod index_read;
+mod index_upgrade;
 mod labels;
 mod lease;
 mod legacy;
@@ -101,6 +103,7 @@ mod prefix;
 mod recovery;
 mod redigest;
 mod resume;
+mod row;
 mod runs;
 mod search;
 mod snapshot;
@@ -126,9 +129,9 @@ pub use labels::SessionLabel;
 pub use lease::{LEASE_DIR, OpenSession, SessionLease, UNKNOWN_HOLDER_GRACE};
 pub use memindex::{FilesIndexed, RowRead};
 pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
+pub use row::{FIRST_INPUT_CHARS, IndexedRunOutcome, RunRow};
 pub use runs::{
-    FIRST_INPUT_CHARS, IndexReport, IndexedRunOutcome, ReindexReport, RunChange, RunCursor,
-    RunFileDiagnostic, RunPage, RunQuery, RunRow,
+    IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic, RunPage, RunQuery,
 };
 pub use search::{
     HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, RANK_WINDOW, SEARCH_DB,

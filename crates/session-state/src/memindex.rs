@@ -14,10 +14,9 @@ use session_jsonl::{DamageKind, Item, Reader, ReaderOptions, RunEndState, RunFil
 
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::runs::{
-    IndexedRunOutcome, RunRow, outcome_of_end, read_run_row, rel_path, row_from_items, to_values,
-    upsert,
-};
+use crate::fold::outcome_of_end;
+use crate::row::{IndexedRunOutcome, RunRow};
+use crate::runs::{read_run_row, rel_path, row_from_items, to_values, upsert};
 use crate::store::StateStore;
 use crate::types::StoreOptions;
 

@@ -19,8 +19,9 @@ use session_jsonl::{Item, Reader, ReaderCheckpoint, RunFileReader};
 
 use crate::column::Cols;
 use crate::error::{Result, StateError};
+use crate::fold::RunFold;
 use crate::index_read::index_reader_options;
-use crate::runs::{IndexedRunOutcome, RunFold, RunRow};
+use crate::row::{IndexedRunOutcome, RunRow};
 
 /// What `run_resume.checkpoint` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -317,6 +317,11 @@ impl StateStore {
         }
     }
 
+    /// This store's file operations (with its I/O-error injection hook, if any).
+    pub(crate) fn io(&self) -> crate::faults::Io<'_> {
+        crate::faults::Io(self.options.io_fault.as_ref())
+    }
+
     /// Reads the row and our bookkeeping for `session_id` (inside the caller's transaction).
     pub(crate) fn read_stored(
         &self,

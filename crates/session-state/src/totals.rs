@@ -9,7 +9,8 @@ use rusqlite::types::Value;
 use crate::column::{OwnedValue, int_of, owned_row, text_of};
 use crate::db::db_err;
 use crate::error::Result;
-use crate::runs::{IndexedRunOutcome, RUN_COLUMNS, RunQuery, RunRow, row_from_sql, run_filters};
+use crate::row::{IndexedRunOutcome, RunRow};
+use crate::runs::{RUN_COLUMNS, RunQuery, row_from_sql, run_filters};
 use crate::store::StateStore;
 
 /// How [`StateStore::run_totals`] groups runs.
