@@ -10,7 +10,7 @@ use crate::column::ColumnDamage;
 pub const FIRST_INPUT_CHARS: usize = 200;
 
 /// How a run ended, from its `run.end` record, as the run index stores it
-/// ([`RunRow::outcome`], the [`RunQuery::outcome`] filter). Unlike the record's own
+/// ([`RunRow::outcome`], the [`RunQuery::outcome`](crate::RunQuery::outcome) filter). Unlike the record's own
 /// `session_schema::RunOutcome` it has [`IndexedRunOutcome::Open`] for a run without `run.end`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -71,7 +71,7 @@ pub struct RunRow {
     pub started_at: Option<String>,
     /// `started_at` converted to UTC as `YYYY-MM-DDTHH:MM:SS.mmmZ` (millisecond precision);
     /// `None` when the header has none or it is not an RFC 3339 timestamp. The run listing
-    /// orders, pages and filters (`since`/`until`) on this value (see [`RunQuery`]).
+    /// orders, pages and filters (`since`/`until`) on this value (see [`RunQuery`](crate::RunQuery)).
     pub started_at_utc: Option<String>,
     /// Header `model.provider` (else the first `llm.request.model.provider`).
     pub model_provider: Option<String>,
@@ -114,13 +114,13 @@ pub struct RunRow {
     /// Whether the file is an archived `.jsonl.zst`.
     pub compressed: bool,
     /// Other files that hold this run id (not listed themselves), most complete first; empty
-    /// in the common case. Filled by the listings ([`StateStore::list_runs`],
-    /// [`StateStore::runs_for_session`]), which list the most complete file of a run.
+    /// in the common case. Filled by the listings ([`RunIndex::list_runs`](crate::RunIndex::list_runs),
+    /// [`RunIndex::runs_for_session`](crate::RunIndex::runs_for_session)), which list the most complete file of a run.
     pub other_files: Vec<PathBuf>,
     /// Values of this row in the index that are not what their column should hold (text that
     /// is not UTF-8, a BLOB, a number of the wrong kind): read as decoded, or as 0 / `None`.
     /// Always empty for a row read from a run file; `sessions reindex`
-    /// ([`StateStore::reindex`]) rebuilds damaged rows from their files. A listed row also
+    /// ([`RunIndex::reindex`](crate::RunIndex::reindex)) rebuilds damaged rows from their files. A listed row also
     /// carries the damage of the index rows of its [`RunRow::other_files`].
     pub column_damage: Vec<ColumnDamage>,
 }

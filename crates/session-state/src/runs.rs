@@ -6,7 +6,7 @@
 //! * A file without a `header` record (0 bytes, only NUL bytes or whitespace, garbage, records
 //!   without a header) is not a run: its row keeps a [`RunFileDiagnostic`] message (column
 //!   `diagnostic`), so it is not read again while it is unchanged, is never listed, and is
-//!   reported by [`StateStore::run_file_diagnostics`].
+//!   reported by [`RunIndex::run_file_diagnostics`].
 //! * Several files with one run id (a retried start, a clock jump, a copy, a plain file beside
 //!   its archive): the most complete one is listed ([`session_jsonl::rank_files`], the rule
 //!   every command uses) and names the others in [`RunRow::other_files`].
@@ -23,16 +23,16 @@ use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
 use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::fold::RunFold;
+use crate::index::RunIndex;
 use crate::index_read::index_reader_options;
 use crate::row::{IndexedRunOutcome, RunRow};
-use crate::store::StateStore;
 use crate::tree::{self, DateDir, Listed};
 use crate::utc::utc_key;
 use crate::workspace::normalize_workspace_root;
 
 /// A file under the run tree that is not a run (no `header` record): indexed so that it is
 /// not read again while unchanged, never listed, reported by
-/// [`StateStore::run_file_diagnostics`].
+/// [`RunIndex::run_file_diagnostics`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunFileDiagnostic {
@@ -47,11 +47,11 @@ pub struct RunFileDiagnostic {
     /// Values of the file's index row that are not what their column should hold (text that
     /// is not UTF-8, a BLOB, a number of the wrong kind), in any of its columns: read as
     /// decoded, or as 0 / empty. Empty for a row the index wrote; `sessions reindex`
-    /// ([`StateStore::reindex`]) rebuilds a damaged row from its file.
+    /// ([`RunIndex::reindex`]) rebuilds a damaged row from its file.
     pub column_damage: Vec<ColumnDamage>,
 }
 
-/// What [`StateStore::index_runs`] did.
+/// What [`RunIndex::index_runs`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct IndexReport {
@@ -90,7 +90,7 @@ pub struct IndexReport {
     pub column_damage: Vec<ColumnDamage>,
 }
 
-/// One difference found by [`StateStore::reindex`].
+/// One difference found by [`RunIndex::reindex`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RunChange {
@@ -102,7 +102,7 @@ pub enum RunChange {
     Changed(PathBuf, Vec<&'static str>),
 }
 
-/// What [`StateStore::reindex`] did.
+/// What [`RunIndex::reindex`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ReindexReport {
@@ -150,7 +150,7 @@ impl RunCursor {
     }
 }
 
-/// Query of [`StateStore::list_runs`]; all filters combine with AND.
+/// Query of [`RunIndex::list_runs`]; all filters combine with AND.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunQuery {
     /// Only runs of this session.
@@ -172,7 +172,7 @@ pub struct RunQuery {
     pub after: Option<RunCursor>,
 }
 
-/// A page of [`StateStore::list_runs`].
+/// A page of [`RunIndex::list_runs`].
 ///
 /// Order: newest [`RunRow::started_at_utc`] first (then path descending). Runs whose
 /// `started_at` is missing or unparseable have no place in time: they come after every dated
@@ -787,7 +787,7 @@ impl Changes {
     }
 }
 
-impl StateStore {
+impl RunIndex {
     fn stored_runs(&self, conn: &Connection) -> Result<BTreeMap<String, StoredRun>> {
         let err = db_err(&self.db_path, "read run index");
         let mut stmt = conn
@@ -840,12 +840,12 @@ impl StateStore {
     ///
     /// **Assumption:** a run file that has its `run.end` (and whose timestamp has settled) is
     /// not written again in place. A file appended to or edited after its `run.end` is picked
-    /// up by [`StateStore::reindex`], or by this refresh as soon as anything is created,
+    /// up by [`RunIndex::reindex`], or by this refresh as soon as anything is created,
     /// removed or renamed in its day directory; `sessions verify` reads every file whatever
     /// the index says, so it sees such records too.
     ///
     /// # Errors
-    /// [`StateError::ReadOnly`] on a store opened with [`StateStore::open_read_only`];
+    /// [`StateError::ReadOnly`] on an index opened read-only ([`crate::StateStore::open_read_only`]) or in memory;
     /// [`StateError::Run`] when the sessions root cannot be listed; [`StateError::Db`] /
     /// [`StateError::Busy`]. Unreadable single files and directories are reported in
     /// [`IndexReport::failed`], not as errors, and looked at again by the next refresh.
@@ -853,12 +853,12 @@ impl StateStore {
         self.index_runs_with_progress(&mut |_, _| {})
     }
 
-    /// [`StateStore::index_runs`] calling `progress(done, total)` after each file considered
+    /// [`RunIndex::index_runs`] calling `progress(done, total)` after each file considered
     /// (files of listed directories and watched files; for a progress bar, this crate never
     /// prints).
     ///
     /// # Errors
-    /// As [`StateStore::index_runs`].
+    /// As [`RunIndex::index_runs`].
     pub fn index_runs_with_progress(
         &self,
         progress: &mut dyn FnMut(u64, u64),
@@ -1151,18 +1151,18 @@ impl StateStore {
     /// again, in path order) and reports every difference from the previous content. The
     /// result depends only on the files and their size/mtime, so two rebuilds of an unchanged
     /// tree are identical. Also rebuilds the directory and watch records that make the next
-    /// [`StateStore::index_runs`] incremental.
+    /// [`RunIndex::index_runs`] incremental.
     ///
     /// # Errors
-    /// As [`StateStore::index_runs`].
+    /// As [`RunIndex::index_runs`].
     pub fn reindex(&self) -> Result<ReindexReport> {
         self.reindex_with_progress(&mut |_, _| {})
     }
 
-    /// [`StateStore::reindex`] with a `progress(done, total)` callback.
+    /// [`RunIndex::reindex`] with a `progress(done, total)` callback.
     ///
     /// # Errors
-    /// As [`StateStore::index_runs`].
+    /// As [`RunIndex::index_runs`].
     pub fn reindex_with_progress(
         &self,
         progress: &mut dyn FnMut(u64, u64),
@@ -1287,7 +1287,7 @@ impl StateStore {
 
     /// Runs of one session from the index, oldest `started_at` first (then path): files that
     /// are runs, one per run id (the most complete file; the others in
-    /// [`RunRow::other_files`]). Does not scan the tree: call [`StateStore::index_runs`] first
+    /// [`RunRow::other_files`]). Does not scan the tree: call [`RunIndex::index_runs`] first
     /// to pick up new files.
     ///
     /// # Errors
@@ -1319,7 +1319,7 @@ impl StateStore {
     /// Every indexed file whose header names run `run_id` (files that are not runs left out),
     /// in path order: one look-up in the run-id index (`runs_by_run_id`), whatever the size
     /// of the store. Does not scan the tree and does not check the files still exist: the
-    /// index is as fresh as the last [`StateStore::index_runs`]; callers look at the named
+    /// index is as fresh as the last [`RunIndex::index_runs`]; callers look at the named
     /// directories and fall back to a probe of the tree when nothing is there
     /// ([`session_jsonl::find_run_in_dirs_of`]). A read-only store without `state.db` has no
     /// rows.
@@ -1414,7 +1414,7 @@ impl StateStore {
     /// paged with a keyset cursor. Does not scan the tree.
     ///
     /// Only runs are listed, one row per run id: files without a header are left out (see
-    /// [`StateStore::run_file_diagnostics`]), and of several files with one run id only the
+    /// [`RunIndex::run_file_diagnostics`]), and of several files with one run id only the
     /// most complete is listed, naming the others in [`RunRow::other_files`] (its filters
     /// apply to that file: a less complete twin that matches them does not stand in).
     ///
