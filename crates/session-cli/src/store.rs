@@ -80,7 +80,7 @@ fn indexed_run_files(root: &Path, id: &str) -> Vec<PathBuf> {
         return Vec::new();
     }
     session_state::StateStore::open_read_only(root)
-        .and_then(|store| store.run_files_of(id))
+        .and_then(|store| store.run_index().run_files_of(id))
         .unwrap_or_default()
 }
 
@@ -246,6 +246,7 @@ pub(crate) fn session_runs(
     }
     crate::commands::state::refresh_index(ctx, store)?;
     let rows = store
+        .run_index()
         .runs_for_session(session_id)
         .map_err(crate::commands::state::state_err)?;
     crate::commands::runs::warn_other_files(ctx, &rows);

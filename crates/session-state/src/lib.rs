@@ -14,11 +14,13 @@
 //!   [`StateStore::delete`], [`StateStore::migrate_legacy`].
 //! * [`summarize`] / [`summarize_lines`] — the summary columns exactly as the reference
 //!   computes them (`message_count`, display-mode `last_user_message`, `workspace_root`).
-//! * Run index — our own `runs` table: [`StateStore::index_runs`] (incremental: only day
+//! * Run index — [`RunIndex`], our own `runs` table in `<root>/state.db`
+//!   ([`StateStore::run_index`]), in any SQLite file ([`RunIndex::open_at`]) or in memory
+//!   ([`RunIndex::open_in_memory`]): [`RunIndex::index_runs`] (incremental: only day
 //!   directories whose mtime changed and runs without `run.end` are looked at, so a warm
 //!   refresh costs the same at 100k runs as at 1k; any writer, `.jsonl.zst` too),
-//!   [`StateStore::runs_for_session`], [`StateStore::list_runs`], [`StateStore::reindex`]
-//!   (full deterministic rebuild).
+//!   [`RunIndex::runs_for_session`], [`RunIndex::list_runs`], [`RunIndex::run_totals`],
+//!   [`RunIndex::reindex`] (full deterministic rebuild).
 //! * [`StateStore::open_read_only`] — list, load and query a store the user cannot write;
 //!   writes return [`StateError::ReadOnly`]. [`StateStore::open_for_reading`] opens for
 //!   writing when it can and falls back to that on a full disk, an I/O error, a read-only

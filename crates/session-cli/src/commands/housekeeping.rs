@@ -288,7 +288,9 @@ pub(crate) fn repair(ctx: &mut Ctx<'_>, args: &RepairArgs) -> Result<i32, CliErr
         emit(ctx, args.json, &a)?;
     } else {
         let bar = Progress::lazy(ctx.progress, "rebuilding the run index");
-        let result = store.reindex_with_progress(&mut |d, t| bar.update(d, t));
+        let result = store
+            .run_index()
+            .reindex_with_progress(&mut |d, t| bar.update(d, t));
         bar.finish();
         let a = match result {
             Ok(r) => {

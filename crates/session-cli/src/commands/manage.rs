@@ -311,7 +311,10 @@ pub(crate) fn storage(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliE
     let mut index: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
     if let Some(store) = &store {
         // The default query: every run, no filter, no limit.
-        if let Ok(page) = store.list_runs(&session_state::RunQuery::default()) {
+        if let Ok(page) = store
+            .run_index()
+            .list_runs(&session_state::RunQuery::default())
+        {
             for r in page.runs {
                 for p in std::iter::once(&r.path).chain(r.other_files.iter()) {
                     index.insert(p.clone(), r.session_id.clone());

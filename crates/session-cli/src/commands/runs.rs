@@ -145,7 +145,11 @@ pub(crate) fn report_not_runs(
     json: bool,
 ) -> Result<(), CliError> {
     let root = ctx.root.path.clone();
-    for d in store.run_file_diagnostics().map_err(state_err)? {
+    for d in store
+        .run_index()
+        .run_file_diagnostics()
+        .map_err(state_err)?
+    {
         let path = super::state::real_path(store, &root, &d.path);
         let file = rel(&root, &path).into_owned();
         if json {
@@ -208,7 +212,7 @@ pub(crate) fn fetch(
     let mut matched: Vec<Shown> = Vec::new();
     loop {
         query.limit = Some(page_size);
-        let page = store.list_runs(&query).map_err(state_err)?;
+        let page = store.run_index().list_runs(&query).map_err(state_err)?;
         let n = page.runs.len();
         for mut row in page.runs {
             row.path = super::state::real_path(store, root, &row.path);

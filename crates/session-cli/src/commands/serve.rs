@@ -865,7 +865,10 @@ fn stats_page(ctx: &mut Ctx<'_>) -> Result<Reply, CliError> {
     let (store, why) = open_reading(ctx)?;
     refresh_index(ctx, &store)?;
     let store = super::state::answering_store(ctx, store, why)?;
-    let page = store.list_runs(&RunQuery::default()).map_err(state_err)?;
+    let page = store
+        .run_index()
+        .list_runs(&RunQuery::default())
+        .map_err(state_err)?;
     // Per UTC day: runs, completed, tokens.
     let mut days: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();
     for row in &page.runs {

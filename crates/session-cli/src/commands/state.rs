@@ -218,7 +218,11 @@ pub(crate) fn run_source(
     }
     let mut probe = session_state::RunQuery::default();
     probe.limit = Some(1);
-    if store.list_runs(&probe).is_ok_and(|p| !p.runs.is_empty()) {
+    if store
+        .run_index()
+        .list_runs(&probe)
+        .is_ok_and(|p| !p.runs.is_empty())
+    {
         stale(ctx, why);
         return Ok(RunSource::Index(store));
     }
@@ -257,6 +261,7 @@ pub(crate) fn answering_store(
     let root = ctx.root.path.clone();
     let listing = session_jsonl::list_run_files(&root).map_err(crate::store::jsonl_err)?;
     let report = memory
+        .run_index()
         .index_files(&listing.files, session_state::RowRead::Whole)
         .map_err(state_err)?;
     warn_not_indexed(ctx, &report);
@@ -300,7 +305,9 @@ pub(crate) fn refresh_index(ctx: &mut Ctx<'_>, store: &StateStore) -> Result<(),
         return Ok(());
     }
     let bar = Progress::lazy(ctx.progress, "indexing runs");
-    let result = store.index_runs_with_progress(&mut |done, total| bar.update(done, total));
+    let result = store
+        .run_index()
+        .index_runs_with_progress(&mut |done, total| bar.update(done, total));
     bar.finish();
     let report = match result {
         Ok(r) => r,
@@ -559,7 +566,7 @@ pub(crate) fn verify_state(
     }
     // Index rows of files that are not runs: nothing lists them, so their damage is found
     // here (the damage of listed run rows is `sessions runs`' and `reindex`'s business).
-    for d in store.run_file_diagnostics().unwrap_or_default() {
+    for d in store.run_index().run_file_diagnostics().unwrap_or_default() {
         for c in &d.column_damage {
             findings.push(column_finding(&db, c));
         }
@@ -693,6 +700,7 @@ pub(crate) fn reindex(ctx: &mut Ctx<'_>, args: &ReindexArgs) -> Result<i32, CliE
     let store = open_store(ctx)?;
     let bar = Progress::lazy(ctx.progress, "reindexing runs");
     let report = store
+        .run_index()
         .reindex_with_progress(&mut |done, total| bar.update(done, total))
         .map_err(state_err)?;
     bar.finish();
