@@ -17,6 +17,13 @@ use crate::duplicates::{Completeness, rank_files};
 use crate::error::{JsonlError, Result};
 pub use crate::names::{ARCHIVED_EXT, RUN_EXT, parse_run_file_name};
 
+mod date_tree;
+
+pub use date_tree::{
+    DateLevel, DateTree, DateTreeDir, DayFiles, DayRunFile, UnlistedDir, list_day_files,
+    stat_date_tree,
+};
+
 /// A UTC calendar date naming a `YYYY/MM/DD` directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RunDate {
@@ -330,13 +337,13 @@ pub fn probe_run_id(sessions_root: &Path, run_id: &str) -> Result<RunIdProbe> {
     let mut skipped = Vec::new();
     probe.dirs_listed += 1;
     count_lookup();
-    for (_, _, y_dir) in numeric_subdirs(sessions_root, 4, 9999, &mut skipped) {
+    for (_, _, y_dir) in numeric_subdirs(sessions_root, DateLevel::Year, &mut skipped) {
         probe.dirs_listed += 1;
         count_lookup();
-        for (_, _, m_dir) in numeric_subdirs(&y_dir, 2, 12, &mut skipped) {
+        for (_, _, m_dir) in numeric_subdirs(&y_dir, DateLevel::Month, &mut skipped) {
             probe.dirs_listed += 1;
             count_lookup();
-            for (_, _, d_dir) in numeric_subdirs(&m_dir, 2, 31, &mut skipped) {
+            for (_, _, d_dir) in numeric_subdirs(&m_dir, DateLevel::Day, &mut skipped) {
                 for name in &names {
                     probe.names_probed += 1;
                     count_lookup();
@@ -394,15 +401,15 @@ pub struct RunListing {
     pub skipped: Vec<SkippedDir>,
 }
 
-/// All-digit directory names with their numeric value and whether they are padded to `width`.
+/// Date directories of `dir` at `level` ([`DateLevel::accepts`]) with their numeric value
+/// and whether they are padded to the level's width.
 fn numeric_subdirs(
     dir: &Path,
-    width: usize,
-    max: u32,
+    level: DateLevel,
     skipped: &mut Vec<SkippedDir>,
 ) -> Vec<(u32, bool, PathBuf)> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
+    let children = match date_tree::date_children(dir, level) {
+        Ok(c) => c,
         Err(error) => {
             skipped.push(SkippedDir {
                 path: dir.to_owned(),
@@ -411,22 +418,10 @@ fn numeric_subdirs(
             return Vec::new();
         }
     };
-    let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.is_empty() || name.len() > width || !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(n) = name.parse::<u32>() else { continue };
-        if n == 0 || n > max {
-            continue;
-        }
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        out.push((n, name.len() == width, entry.path()));
-    }
+    let mut out: Vec<(u32, bool, PathBuf)> = children
+        .into_iter()
+        .map(|(n, name, path)| (n, name.len() == level.width(), path))
+        .collect();
     // Descending value; padded before unpadded for equal values.
     out.sort_by_key(|(n, padded, _)| (Reverse(*n), Reverse(*padded)));
     out
@@ -482,9 +477,9 @@ impl DayDirs {
         self.listed
     }
 
-    fn subdirs(&mut self, dir: &Path, width: usize, max: u32) -> Vec<(u32, bool, PathBuf)> {
+    fn subdirs(&mut self, dir: &Path, level: DateLevel) -> Vec<(u32, bool, PathBuf)> {
         self.listed += 1;
-        let mut v = numeric_subdirs(dir, width, max, &mut self.skipped);
+        let mut v = numeric_subdirs(dir, level, &mut self.skipped);
         // Popped from the end: oldest first in the vector.
         v.reverse();
         v
@@ -510,12 +505,12 @@ impl Iterator for DayDirs {
             }
             if let Some((month, m_pad, path)) = self.months.pop() {
                 self.month = (month, m_pad);
-                self.days = self.subdirs(&path, 2, 31);
+                self.days = self.subdirs(&path, DateLevel::Day);
                 continue;
             }
             let (year, y_pad, path) = self.years.pop()?;
             self.year = (year, y_pad);
-            self.months = self.subdirs(&path, 2, 12);
+            self.months = self.subdirs(&path, DateLevel::Month);
         }
     }
 }
@@ -544,7 +539,7 @@ pub fn day_dirs_newest_first(sessions_root: &Path) -> Result<DayDirs> {
     if let Err(e) = fs::read_dir(sessions_root) {
         return Err(JsonlError::io("list", sessions_root, e));
     }
-    walk.years = walk.subdirs(sessions_root, 4, 9999);
+    walk.years = walk.subdirs(sessions_root, DateLevel::Year);
     Ok(walk)
 }
 

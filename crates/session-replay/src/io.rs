@@ -233,9 +233,9 @@ pub fn run_meta_from_row(row: &session_state::RunRow) -> RunMeta {
 }
 
 /// The newest `max_runs` runs of a session, oldest first, found through session-state's run
-/// index ([`session_state::StateStore::runs_for_session`]) and read from the paths it records;
+/// index ([`session_state::RunIndex::runs_for_session`]) and read from the paths it records;
 /// no other file of the tree is opened. The index is not refreshed here: call
-/// [`session_state::StateStore::index_runs`] first to pick up runs written since it was last
+/// [`session_state::RunIndex::index_runs`] first to pick up runs written since it was last
 /// brought up to date.
 ///
 /// A run that is indexed but can no longer be read is left out and reported as a
@@ -249,6 +249,7 @@ pub fn session_runs(
     max_runs: usize,
 ) -> Result<(Vec<RunLog>, Vec<Diagnostic>), Error> {
     let rows = store
+        .run_index()
         .runs_for_session(session_id)
         .map_err(|source| Error::RunIndex {
             session_id: session_id.to_owned(),

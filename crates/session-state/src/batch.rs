@@ -31,6 +31,7 @@ use session_schema::{Num, RawJson, SessionState};
 
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
+use crate::fault_point::FaultPoint;
 use crate::fsutil::{self, EMPTY_DIGEST, FileIdentity};
 use crate::lease_check::{LeaseCheck, MAX_PAUSE};
 use crate::messages::{Lines, ReadMessages, parse_messages};
@@ -38,9 +39,7 @@ use crate::recovery::Uncommitted;
 use crate::store::{StateStore, checked};
 use crate::stored::Base;
 use crate::summary::{Summary, summarize};
-use crate::types::{
-    DeferredRename, FaultPoint, Generation, IoStep, Recovery, SaveMode, SaveReport,
-};
+use crate::types::{DeferredRename, Generation, IoStep, Recovery, SaveMode, SaveReport};
 
 /// Most sessions in one [`StateStore::save_batch`]. A batch holds one file descriptor per
 /// session until its commit (256 stay well inside the usual limit of 1024 per process), and

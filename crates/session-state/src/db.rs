@@ -350,7 +350,7 @@ fn register_functions(conn: &Connection, db_path: &Path) -> Result<()> {
             Ok(match ctx.get_raw(0) {
                 ValueRef::Text(t) => std::str::from_utf8(t)
                     .ok()
-                    .and_then(crate::runs::utc_key)
+                    .and_then(crate::utc::utc_key)
                     .unwrap_or_default(),
                 _ => String::new(),
             })
@@ -576,7 +576,7 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         }
         if !has_column(conn, "runs", "diagnostic")? {
             conn.execute_batch("ALTER TABLE runs ADD COLUMN diagnostic TEXT;")?;
-            crate::runs::forget_possible_non_runs(conn)?;
+            crate::index_upgrade::forget_possible_non_runs(conn)?;
         }
         conn.execute_batch(CREATE_RUN_INDEXES)?;
         let v = query_int(conn, "PRAGMA user_version", [])?;
@@ -616,7 +616,7 @@ fn backfill_started_at_utc(conn: &Connection) -> rusqlite::Result<()> {
     for (rowid, started) in rows {
         let key = started
             .as_deref()
-            .and_then(crate::runs::utc_key)
+            .and_then(crate::utc::utc_key)
             .unwrap_or_default();
         update.execute(rusqlite::params![key, rowid])?;
     }

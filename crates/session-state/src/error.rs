@@ -170,11 +170,11 @@ pub enum StateError {
         session_id: String,
         /// Who holds its lease: pid, host, since when and why, as far as known (boxed: it
         /// is the largest of the variants' fields).
-        holder: Box<crate::lease::LeaseHolder>,
+        holder: Box<crate::holder::LeaseHolder>,
     },
     /// A lease label ([`crate::StateStore::lease_labelled`]) longer than
     /// [`crate::MAX_LABEL`] bytes; no lease was taken.
-    #[error("session {session_id}: a lease label of {len} bytes is longer than the {max} allowed", max = crate::lease::MAX_LABEL)]
+    #[error("session {session_id}: a lease label of {len} bytes is longer than the {max} allowed", max = crate::holder::MAX_LABEL)]
     LabelTooLong {
         /// The session.
         session_id: String,
@@ -206,7 +206,7 @@ pub enum StateError {
     #[error("save stopped at injected fault point {point:?}")]
     InjectedFault {
         /// Where the save stopped.
-        point: crate::FaultPoint,
+        point: crate::fault_point::FaultPoint,
     },
 }
 

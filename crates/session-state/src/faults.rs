@@ -10,13 +10,6 @@ use std::path::Path;
 use crate::error::{Result, StateError};
 use crate::types::{IoFault, IoFaultHook, IoStep};
 
-impl crate::store::StateStore {
-    /// This store's file operations (with its I/O-error injection hook, if any).
-    pub(crate) fn io(&self) -> Io<'_> {
-        Io(self.options.io_fault.as_ref())
-    }
-}
-
 /// The I/O-error injection hook of a store (or none).
 #[derive(Clone, Copy)]
 pub(crate) struct Io<'a>(pub(crate) Option<&'a IoFaultHook>);

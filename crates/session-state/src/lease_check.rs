@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 
 use crate::db::WriteTx;
 use crate::error::{Result, StateError};
+use crate::holder::{LeaseHolder, LeasePurpose};
 use crate::lease::{
-    LeaseHolder, LeasePurpose, UNKNOWN_HOLDER_GRACE, check_regular, lease_path, open_error,
-    open_lease_file, read_holder, same_file,
+    UNKNOWN_HOLDER_GRACE, check_regular, lease_path, open_error, open_lease_file, read_holder,
+    same_file,
 };
 use crate::store::StateStore;
 

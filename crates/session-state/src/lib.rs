@@ -14,11 +14,13 @@
 //!   [`StateStore::delete`], [`StateStore::migrate_legacy`].
 //! * [`summarize`] / [`summarize_lines`] — the summary columns exactly as the reference
 //!   computes them (`message_count`, display-mode `last_user_message`, `workspace_root`).
-//! * Run index — our own `runs` table: [`StateStore::index_runs`] (incremental: only day
+//! * Run index — [`RunIndex`], our own `runs` table in `<root>/state.db`
+//!   ([`StateStore::run_index`]), in any SQLite file ([`RunIndex::open_at`]) or in memory
+//!   ([`RunIndex::open_in_memory`]): [`RunIndex::index_runs`] (incremental: only day
 //!   directories whose mtime changed and runs without `run.end` are looked at, so a warm
 //!   refresh costs the same at 100k runs as at 1k; any writer, `.jsonl.zst` too),
-//!   [`StateStore::runs_for_session`], [`StateStore::list_runs`], [`StateStore::reindex`]
-//!   (full deterministic rebuild).
+//!   [`RunIndex::runs_for_session`], [`RunIndex::list_runs`], [`RunIndex::run_totals`],
+//!   [`RunIndex::reindex`] (full deterministic rebuild).
 //! * [`StateStore::open_read_only`] — list, load and query a store the user cannot write;
 //!   writes return [`StateError::ReadOnly`]. [`StateStore::open_for_reading`] opens for
 //!   writing when it can and falls back to that on a full disk, an I/O error, a read-only
@@ -86,8 +88,14 @@ mod compact;
 mod db;
 mod error;
 mod fallback;
+mod fault_point;
 mod faults;
+mod fold;
 mod fsutil;
+mod holder;
+mod index;
+mod index_read;
+mod index_upgrade;
 mod labels;
 mod lease;
 mod lease_check;
@@ -99,15 +107,18 @@ mod prefix;
 mod recovery;
 mod redigest;
 mod resume;
+mod row;
 mod runs;
 mod search;
 mod snapshot;
 mod store;
+mod store_index;
 mod stored;
 mod summary;
 mod totals;
 mod tree;
 mod types;
+mod utc;
 mod workspace;
 
 pub use adopt::{ReconstructedRow, Reconstruction, ReconstructionOutcome, ReconstructionReport};
@@ -116,17 +127,17 @@ pub use column::{ColumnDamage, ColumnDamageKind};
 pub use fallback::{ReadOnlyFallback, WriteUnavailable};
 
 pub use error::{Result, StateError};
+pub use fault_point::FaultPoint;
 pub use fsutil::MAX_SESSION_FILE_BYTES;
+pub use holder::{LeaseHolder, LeasePurpose, MAX_LABEL};
+pub use index::RunIndex;
 pub use labels::SessionLabel;
-pub use lease::{
-    LEASE_DIR, LeaseHolder, LeasePurpose, MAX_LABEL, OpenSession, SessionLease,
-    UNKNOWN_HOLDER_GRACE,
-};
+pub use lease::{LEASE_DIR, OpenSession, SessionLease, UNKNOWN_HOLDER_GRACE};
 pub use memindex::{FilesIndexed, RowRead};
 pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
+pub use row::{FIRST_INPUT_CHARS, IndexedRunOutcome, RunRow};
 pub use runs::{
-    FIRST_INPUT_CHARS, IndexReport, IndexedRunOutcome, ReindexReport, RunChange, RunCursor,
-    RunFileDiagnostic, RunPage, RunQuery, RunRow,
+    IndexReport, ReindexReport, RunChange, RunCursor, RunFileDiagnostic, RunPage, RunQuery,
 };
 pub use search::{
     HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, RANK_WINDOW, SEARCH_DB,
@@ -140,10 +151,10 @@ pub use summary::{
 };
 pub use totals::{GroupedRunTotals, RunGrouping, RunTotals};
 pub use types::{
-    DeferredRename, DeleteReport, EntrySource, FaultPoint, Generation, ListCursor, ListDiagnostic,
-    ListEntry, ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage,
-    MessageDamageKind, MigrationEntry, MigrationOutcome, MigrationReport, Recovery, SaveDurability,
-    SaveMode, SaveReport, StaleReason, StoreOptions, WorkspaceFilter,
+    DeferredRename, DeleteReport, EntrySource, Generation, ListCursor, ListDiagnostic, ListEntry,
+    ListPage, ListQuery, LoadNote, LoadSource, LoadedSession, MessageDamage, MessageDamageKind,
+    MigrationEntry, MigrationOutcome, MigrationReport, Recovery, SaveDurability, SaveMode,
+    SaveReport, StaleReason, StoreOptions, WorkspaceFilter,
 };
 #[doc(hidden)]
 pub use types::{FaultHook, IoFault, IoFaultHook, IoStep};

@@ -1,7 +1,7 @@
 //! A run index in memory, for a store whose own index cannot be used (opened read-only with
 //! no `state.db`, an empty `runs` table, or one that cannot be written): filled from the run
 //! files themselves without writing anything anywhere, and queried like the index in
-//! `state.db` ([`StateStore::list_runs`], [`StateStore::run_totals`], …).
+//! `state.db` ([`RunIndex::list_runs`], [`RunIndex::run_totals`], …).
 //!
 //! Rows can be read whole ([`RowRead::Whole`]: the same row a refresh of `state.db` stores)
 //! or bounded ([`RowRead::Bounded`]: the head block and a tail probe, for a listing that must
@@ -14,14 +14,13 @@ use session_jsonl::{DamageKind, Item, Reader, ReaderOptions, RunEndState, RunFil
 
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::runs::{
-    IndexedRunOutcome, RunRow, outcome_of_end, read_run_row, rel_path, row_from_items, to_values,
-    upsert,
-};
+use crate::fold::outcome_of_end;
+use crate::index::RunIndex;
+use crate::row::{IndexedRunOutcome, RunRow};
+use crate::runs::{read_run_row, rel_path, row_from_items, to_values, upsert};
 use crate::store::StateStore;
-use crate::types::StoreOptions;
 
-/// How [`StateStore::index_files`] reads each file.
+/// How [`RunIndex::index_files`] reads each file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RowRead {
@@ -37,7 +36,7 @@ pub enum RowRead {
     Bounded,
 }
 
-/// What [`StateStore::index_files`] did.
+/// What [`RunIndex::index_files`] did.
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct FilesIndexed {
@@ -55,30 +54,30 @@ impl StateStore {
     /// SQLite keeps the database and its temporary tables in memory). The store refuses every
     /// write to session files ([`StateError::ReadOnly`], like
     /// [`StateStore::open_read_only`]), holds no sessions, and its `runs` table is filled by
-    /// [`StateStore::index_files`]; its rows name the files under `sessions_root`.
+    /// [`RunIndex::index_files`]; its rows name the files under `sessions_root`.
     ///
     /// # Errors
     /// [`StateError::Db`] when SQLite cannot set up the in-memory database.
     pub fn open_memory_index(sessions_root: impl AsRef<Path>) -> Result<StateStore> {
-        let root = sessions_root.as_ref().to_path_buf();
-        let label = root.join("(run index in memory)");
-        let options = StoreOptions::default();
-        let conn = crate::db::open_db_in_memory(&label, &options)?;
-        Ok(StateStore::memory_index_over(root, label, conn, options))
+        Ok(StateStore::memory_index_over(RunIndex::open_in_memory(
+            sessions_root,
+        )?))
     }
 
     /// Whether this store is a run index in memory ([`StateStore::open_memory_index`]).
     pub fn is_memory_index(&self) -> bool {
         self.memory_index
     }
+}
 
+impl RunIndex {
     /// Adds (or replaces) the rows of `files` in this in-memory index, reading each file as
     /// `read` says, in one transaction. Files that cannot be read are reported in
     /// [`FilesIndexed::failed`], not as errors.
     ///
     /// # Errors
     /// [`StateError::ReadOnly`] on a store that is not a run index in memory (the index in
-    /// `state.db` is brought up to date by [`StateStore::index_runs`]); [`StateError::Db`]
+    /// `state.db` is brought up to date by [`RunIndex::index_runs`]); [`StateError::Db`]
     /// when the rows cannot be stored.
     pub fn index_files(&self, files: &[RunFile], read: RowRead) -> Result<FilesIndexed> {
         if !self.memory_index {
@@ -168,7 +167,7 @@ fn read_run_row_bounded(
             .started_at
             .as_ref()
             .map(|t| t.as_str().to_owned());
-        row.started_at_utc = row.started_at.as_deref().and_then(crate::runs::utc_key);
+        row.started_at_utc = row.started_at.as_deref().and_then(crate::utc::utc_key);
     }
     let tail = session_jsonl::terminal_state_probe(path, TAIL_BLOCK).map_err(run_err)?;
     if !tail.undecided {

@@ -15,14 +15,13 @@ use std::path::Path;
 
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
-use session_jsonl::{Item, Reader, ReaderCheckpoint, ReaderOptions, RunFileReader};
+use session_jsonl::{Item, Reader, ReaderCheckpoint, RunFileReader};
 
 use crate::column::Cols;
 use crate::error::{Result, StateError};
-use crate::runs::{IndexedRunOutcome, RunFold, RunRow};
-
-/// Longest line the index parses (64 MiB); a longer one is an oversized-line damage report.
-pub(crate) const INDEX_MAX_LINE: usize = 64 << 20;
+use crate::fold::RunFold;
+use crate::index_read::index_reader_options;
+use crate::row::{IndexedRunOutcome, RunRow};
 
 /// What `run_resume.checkpoint` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,17 +41,6 @@ pub(crate) struct RowRead {
     pub(crate) checkpoint: Option<String>,
     /// Whether the read went on from a stored checkpoint instead of the start.
     pub(crate) resumed: bool,
-}
-
-/// The reader options of every index read: lines up to [`INDEX_MAX_LINE`], and `llm.request`
-/// lines skimmed (their messages, most bytes of a real log, are checked for structure but not
-/// decoded: the row needs counts, models and times; `sessions verify` decodes them).
-pub(crate) fn index_reader_options() -> ReaderOptions {
-    ReaderOptions {
-        max_line_len: INDEX_MAX_LINE,
-        skim_llm_requests: true,
-        ..ReaderOptions::default()
-    }
 }
 
 /// Reads one run file into its row, going on from `stored` (a `run_resume.checkpoint`) when it

@@ -6,7 +6,7 @@
 //! * A file without a `header` record (0 bytes, only NUL bytes or whitespace, garbage, records
 //!   without a header) is not a run: its row keeps a [`RunFileDiagnostic`] message (column
 //!   `diagnostic`), so it is not read again while it is unchanged, is never listed, and is
-//!   reported by [`StateStore::run_file_diagnostics`].
+//!   reported by [`RunIndex::run_file_diagnostics`].
 //! * Several files with one run id (a retried start, a clock jump, a copy, a plain file beside
 //!   its archive): the most complete one is listed ([`session_jsonl::rank_files`], the rule
 //!   every command uses) and names the others in [`RunRow::other_files`].
@@ -18,137 +18,21 @@ use std::path::{Path, PathBuf};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, Row};
 use session_jsonl::{Item, Reader};
-use session_schema::Record;
 
 use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
 use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::store::StateStore;
+use crate::fold::RunFold;
+use crate::index::RunIndex;
+use crate::index_read::index_reader_options;
+use crate::row::{IndexedRunOutcome, RunRow};
 use crate::tree::{self, DateDir, Listed};
+use crate::utc::utc_key;
 use crate::workspace::normalize_workspace_root;
-
-/// Longest [`RunRow::first_input`], in characters.
-pub const FIRST_INPUT_CHARS: usize = 200;
-
-/// How a run ended, from its `run.end` record, as the run index stores it
-/// ([`RunRow::outcome`], the [`RunQuery::outcome`] filter). Unlike the record's own
-/// `session_schema::RunOutcome` it has [`IndexedRunOutcome::Open`] for a run without `run.end`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum IndexedRunOutcome {
-    /// `run.end{outcome:"completed"}`.
-    Completed,
-    /// `run.end{outcome:"error"}`, or a `run.error` record with no `run.end` after it
-    /// (`run.error` is terminal; a later `run.end` has the last word).
-    Error,
-    /// `run.end{outcome:"cancelled"}`.
-    Cancelled,
-    /// No `run.end`: the run is still being written, or its process died. Telling the two
-    /// apart is the caller's job: a run written by session-jsonl holds an advisory lock while
-    /// open (`session_jsonl::is_locked(&row.path)`); runs of the reference are never locked, so
-    /// use [`RunRow::modified_unix_ns`] / [`RunRow::last_ts`] for those.
-    Open,
-    /// A `run.end` outcome this version does not know, kept verbatim (`open` and the empty
-    /// string, which would read back as something else, as `other:open` and `other:`). The run
-    /// has ended: it is not open.
-    Other(String),
-}
-
-impl IndexedRunOutcome {
-    /// The stored spelling: `completed`, `error`, `cancelled`, `open`, or the unknown value.
-    pub fn as_str(&self) -> &str {
-        match self {
-            IndexedRunOutcome::Completed => "completed",
-            IndexedRunOutcome::Error => "error",
-            IndexedRunOutcome::Cancelled => "cancelled",
-            IndexedRunOutcome::Open => "open",
-            IndexedRunOutcome::Other(s) => s,
-        }
-    }
-
-    /// Parses [`IndexedRunOutcome::as_str`] output.
-    pub fn from_stored(s: &str) -> IndexedRunOutcome {
-        match s {
-            "completed" => IndexedRunOutcome::Completed,
-            "error" => IndexedRunOutcome::Error,
-            "cancelled" => IndexedRunOutcome::Cancelled,
-            "open" => IndexedRunOutcome::Open,
-            other => IndexedRunOutcome::Other(other.to_owned()),
-        }
-    }
-}
-
-/// One indexed run file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RunRow {
-    /// Run id (header `run_id`, else the file name).
-    pub run_id: String,
-    /// Session id from the header (else from `run.start`).
-    pub session_id: Option<String>,
-    /// Absolute path of the file.
-    pub path: PathBuf,
-    /// Header `started_at` as written.
-    pub started_at: Option<String>,
-    /// `started_at` converted to UTC as `YYYY-MM-DDTHH:MM:SS.mmmZ` (millisecond precision);
-    /// `None` when the header has none or it is not an RFC 3339 timestamp. The run listing
-    /// orders, pages and filters (`since`/`until`) on this value (see [`RunQuery`]).
-    pub started_at_utc: Option<String>,
-    /// Header `model.provider` (else the first `llm.request.model.provider`).
-    pub model_provider: Option<String>,
-    /// Header `model.name` (else the first `llm.request.model.name`).
-    pub model_name: Option<String>,
-    /// Terminal outcome.
-    pub outcome: IndexedRunOutcome,
-    /// Status of the last `run.status` record (`running`, `completed`, `error`, …).
-    pub last_status: Option<String>,
-    /// Records recovered from the file.
-    pub record_count: u64,
-    /// `llm.request` records (invocations, retries share one).
-    pub invocation_count: u64,
-    /// Sum of `usage.input_tokens` over `llm.response` records. Every token sum saturates at
-    /// `i64::MAX` (the largest SQLite integer); a response whose usage made a sum saturate
-    /// counts once in [`RunRow::damage_count`].
-    pub input_tokens: u64,
-    /// Sum of `usage.input_cached_tokens`.
-    pub cached_input_tokens: u64,
-    /// Sum of `usage.input_cache_creation_tokens`.
-    pub cache_creation_tokens: u64,
-    /// Sum of `usage.output_tokens`.
-    pub output_tokens: u64,
-    /// Sum of `usage.total_tokens`.
-    pub total_tokens: u64,
-    /// File size in bytes when indexed (compressed size for `.jsonl.zst`).
-    pub file_size: u64,
-    /// Modification time when indexed, nanoseconds since the Unix epoch.
-    pub modified_unix_ns: i64,
-    /// First line of the `run.start` input (images as `[image]`), at most
-    /// [`FIRST_INPUT_CHARS`] characters.
-    pub first_input: Option<String>,
-    /// `run.start.ui_context.workspace_root`, else header `runtime.cwd`.
-    pub workspace_root: Option<String>,
-    /// Damage reports of the reader (torn tail, corrupt lines, missing header, …), plus one per
-    /// `llm.response` whose usage made a token sum saturate at `i64::MAX`.
-    pub damage_count: u64,
-    /// `ts` of the last record that has one.
-    pub last_ts: Option<String>,
-    /// Whether the file is an archived `.jsonl.zst`.
-    pub compressed: bool,
-    /// Other files that hold this run id (not listed themselves), most complete first; empty
-    /// in the common case. Filled by the listings ([`StateStore::list_runs`],
-    /// [`StateStore::runs_for_session`]), which list the most complete file of a run.
-    pub other_files: Vec<PathBuf>,
-    /// Values of this row in the index that are not what their column should hold (text that
-    /// is not UTF-8, a BLOB, a number of the wrong kind): read as decoded, or as 0 / `None`.
-    /// Always empty for a row read from a run file; `sessions reindex`
-    /// ([`StateStore::reindex`]) rebuilds damaged rows from their files. A listed row also
-    /// carries the damage of the index rows of its [`RunRow::other_files`].
-    pub column_damage: Vec<ColumnDamage>,
-}
 
 /// A file under the run tree that is not a run (no `header` record): indexed so that it is
 /// not read again while unchanged, never listed, reported by
-/// [`StateStore::run_file_diagnostics`].
+/// [`RunIndex::run_file_diagnostics`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunFileDiagnostic {
@@ -163,11 +47,11 @@ pub struct RunFileDiagnostic {
     /// Values of the file's index row that are not what their column should hold (text that
     /// is not UTF-8, a BLOB, a number of the wrong kind), in any of its columns: read as
     /// decoded, or as 0 / empty. Empty for a row the index wrote; `sessions reindex`
-    /// ([`StateStore::reindex`]) rebuilds a damaged row from its file.
+    /// ([`RunIndex::reindex`]) rebuilds a damaged row from its file.
     pub column_damage: Vec<ColumnDamage>,
 }
 
-/// What [`StateStore::index_runs`] did.
+/// What [`RunIndex::index_runs`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct IndexReport {
@@ -206,7 +90,7 @@ pub struct IndexReport {
     pub column_damage: Vec<ColumnDamage>,
 }
 
-/// One difference found by [`StateStore::reindex`].
+/// One difference found by [`RunIndex::reindex`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RunChange {
@@ -218,7 +102,7 @@ pub enum RunChange {
     Changed(PathBuf, Vec<&'static str>),
 }
 
-/// What [`StateStore::reindex`] did.
+/// What [`RunIndex::reindex`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ReindexReport {
@@ -266,7 +150,7 @@ impl RunCursor {
     }
 }
 
-/// Query of [`StateStore::list_runs`]; all filters combine with AND.
+/// Query of [`RunIndex::list_runs`]; all filters combine with AND.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunQuery {
     /// Only runs of this session.
@@ -288,7 +172,7 @@ pub struct RunQuery {
     pub after: Option<RunCursor>,
 }
 
-/// A page of [`StateStore::list_runs`].
+/// A page of [`RunIndex::list_runs`].
 ///
 /// Order: newest [`RunRow::started_at_utc`] first (then path descending). Runs whose
 /// `started_at` is missing or unparseable have no place in time: they come after every dated
@@ -331,22 +215,6 @@ const RUN_COLUMN_NAMES: [&str; 24] = [
     "started_at_utc",
     "diagnostic",
 ];
-
-/// The run index's sort key of a header `started_at`: the instant in UTC as
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (truncated to milliseconds, like every timestamp the writers
-/// produce), so that string order is time order whatever offset the writer used
-/// (`2026-03-05T01:00:00.000+09:00` becomes `2026-03-04T16:00:00.000Z`). `None` for text
-/// that is not an RFC 3339 timestamp or whose year is outside 0000–9999 (no fixed-width form).
-/// A canonical value maps to itself.
-pub(crate) fn utc_key(started_at: &str) -> Option<String> {
-    let dt = session_schema::Timestamp::from_raw(started_at.to_owned()).parse()?;
-    let utc = dt.to_offset(time::UtcOffset::UTC);
-    (0..=9999).contains(&utc.year()).then(|| {
-        session_schema::Timestamp::from_datetime(utc)
-            .as_str()
-            .to_owned()
-    })
-}
 
 /// A row as stored (relative path, `started_at` `''` when unknown), every value as it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -458,7 +326,7 @@ pub(crate) fn read_run_row(
         path: path.to_path_buf(),
         source: Box::new(e),
     };
-    let reader = Reader::open_with(path, crate::resume::index_reader_options()).map_err(run_err)?;
+    let reader = Reader::open_with(path, index_reader_options()).map_err(run_err)?;
     row_from_items(path, reader, size, mtime, compressed)
 }
 
@@ -482,240 +350,6 @@ pub(crate) fn row_from_items(
     Ok(fold.finish(path, size, mtime, compressed))
 }
 
-/// The running fold of a run file's items into its index row: everything the row needs from
-/// the items read so far, serializable so that an open run's fold can be kept beside its
-/// reader checkpoint (`run_resume`) and continued when the file grows.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct RunFold {
-    run_id: String,
-    session_id: Option<String>,
-    started_at: Option<String>,
-    model_provider: Option<String>,
-    model_name: Option<String>,
-    /// [`IndexedRunOutcome::as_str`].
-    outcome: String,
-    last_status: Option<String>,
-    record_count: u64,
-    invocation_count: u64,
-    input_tokens: u64,
-    cached_input_tokens: u64,
-    cache_creation_tokens: u64,
-    output_tokens: u64,
-    total_tokens: u64,
-    first_input: Option<String>,
-    damage_count: u64,
-    last_ts: Option<String>,
-    header_seen: bool,
-    damage: DamageTally,
-    header_cwd: Option<String>,
-    ui_root: Option<String>,
-    request_model: (Option<String>, Option<String>),
-}
-
-impl RunFold {
-    /// An empty fold for the file at `path` (run id from the file name until a header comes).
-    pub(crate) fn new(path: &Path) -> RunFold {
-        RunFold {
-            run_id: path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(session_jsonl::layout::parse_run_file_name)
-                .map(|(id, _)| id.to_owned())
-                .unwrap_or_default(),
-            outcome: IndexedRunOutcome::Open.as_str().to_owned(),
-            ..RunFold::default()
-        }
-    }
-
-    /// Whether no `run.end` or `run.error` came so far.
-    pub(crate) fn is_open(&self) -> bool {
-        self.outcome == IndexedRunOutcome::Open.as_str()
-    }
-
-    /// Folds one item in.
-    pub(crate) fn add(&mut self, item: &Item) {
-        let rec = match item {
-            Item::Damage(d) => {
-                self.damage.add(d);
-                if !d.kind.record_recovered() || d.kind == session_jsonl::DamageKind::MissingHeader
-                {
-                    self.damage_count = self.damage_count.saturating_add(1);
-                }
-                return;
-            }
-            Item::Record(r) => r,
-        };
-        self.record_count = self.record_count.saturating_add(1);
-        let record = rec.record();
-        if !matches!(record, Record::Header(_))
-            && let Some(ts) = record.ts()
-        {
-            self.last_ts = Some(ts.as_str().to_owned());
-        }
-        match record {
-            Record::Header(h) if !self.header_seen => {
-                self.header_seen = true;
-                self.run_id = h.run_id.clone();
-                self.session_id = h.session_id.clone();
-                self.started_at = Some(h.started_at.as_str().to_owned());
-                if let Some(m) = &h.model {
-                    self.model_provider = m.provider.clone();
-                    self.model_name = m.name.clone();
-                }
-                self.header_cwd = h.runtime.as_ref().and_then(|r| r.cwd.clone());
-            }
-            Record::RunStart(s) => {
-                if self.session_id.is_none() {
-                    self.session_id = s.session_id.clone();
-                }
-                if self.first_input.is_none() {
-                    let text = s.input.display_text();
-                    let first = text.lines().next().unwrap_or("");
-                    self.first_input = Some(first.chars().take(FIRST_INPUT_CHARS).collect());
-                }
-                if self.ui_root.is_none() {
-                    self.ui_root = s
-                        .ui_context
-                        .as_ref()
-                        .and_then(|u| u.workspace_root.clone())
-                        .filter(|w| !w.trim().is_empty());
-                }
-            }
-            Record::LlmRequest(r) => {
-                self.invocation_count = self.invocation_count.saturating_add(1);
-                if self.request_model.0.is_none()
-                    && self.request_model.1.is_none()
-                    && let Some(m) = &r.model
-                {
-                    self.request_model = (m.provider.clone(), m.name.clone());
-                }
-            }
-            Record::LlmResponse(r) => {
-                if let Some(Some(u)) = &r.output.usage {
-                    let mut clamped = false;
-                    for (sum, add) in [
-                        (&mut self.input_tokens, u.input_tokens),
-                        (
-                            &mut self.cached_input_tokens,
-                            u.input_cached_tokens.flatten().unwrap_or(0),
-                        ),
-                        (
-                            &mut self.cache_creation_tokens,
-                            u.input_cache_creation_tokens.flatten().unwrap_or(0),
-                        ),
-                        (&mut self.output_tokens, u.output_tokens),
-                        (&mut self.total_tokens, u.total_tokens),
-                    ] {
-                        clamped |= add_tokens(sum, add);
-                    }
-                    if clamped {
-                        self.damage_count = self.damage_count.saturating_add(1);
-                    }
-                }
-            }
-            Record::RunStatus(s) => self.last_status = Some(s.status.as_str().to_owned()),
-            // `run.error` is terminal: a run that stops after it failed, whether or
-            // not its `run.end` follows. A later `run.end` has the last word.
-            Record::RunError(_) => self.outcome = IndexedRunOutcome::Error.as_str().to_owned(),
-            Record::RunEnd(e) => {
-                self.outcome = outcome_of_end(e.outcome.as_str()).as_str().to_owned()
-            }
-            _ => {}
-        }
-    }
-
-    /// The row of the items folded so far (file facts as given), and why the file is not a
-    /// run when no `header` came.
-    pub(crate) fn finish(
-        self,
-        path: &Path,
-        size: u64,
-        mtime: i64,
-        compressed: bool,
-    ) -> (RunRow, Option<String>) {
-        let (model_provider, model_name) =
-            if self.model_provider.is_none() && self.model_name.is_none() {
-                self.request_model
-            } else {
-                (self.model_provider, self.model_name)
-            };
-        let diagnostic =
-            (!self.header_seen).then(|| self.damage.not_a_run(size, self.record_count));
-        let row = RunRow {
-            run_id: self.run_id,
-            session_id: self.session_id,
-            path: path.to_path_buf(),
-            started_at_utc: self.started_at.as_deref().and_then(utc_key),
-            started_at: self.started_at,
-            model_provider,
-            model_name,
-            outcome: IndexedRunOutcome::from_stored(&self.outcome),
-            last_status: self.last_status,
-            record_count: self.record_count,
-            invocation_count: self.invocation_count,
-            input_tokens: self.input_tokens,
-            cached_input_tokens: self.cached_input_tokens,
-            cache_creation_tokens: self.cache_creation_tokens,
-            output_tokens: self.output_tokens,
-            total_tokens: self.total_tokens,
-            file_size: size,
-            modified_unix_ns: mtime,
-            first_input: self.first_input,
-            workspace_root: self.ui_root.or(self.header_cwd),
-            damage_count: self.damage_count,
-            last_ts: self.last_ts,
-            compressed,
-            other_files: Vec::new(),
-            column_damage: Vec::new(),
-        };
-        (row, diagnostic)
-    }
-}
-
-/// What the reader found wrong in a file, for saying why a file without a header is no run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct DamageTally {
-    nul_bytes: u64,
-    /// Damaged lines other than NUL runs and file-level reports.
-    lines: u64,
-    /// [`session_jsonl::DamageKind::as_str`] of the first such line.
-    first: Option<String>,
-}
-
-impl DamageTally {
-    fn add(&mut self, d: &session_jsonl::Damage) {
-        use session_jsonl::DamageKind as K;
-        match d.kind {
-            K::NulRun => self.nul_bytes = self.nul_bytes.saturating_add(d.len),
-            K::EmptyFile | K::MissingHeader => {}
-            k if k.record_recovered() => {}
-            k => {
-                self.lines += 1;
-                self.first.get_or_insert_with(|| k.as_str().to_owned());
-            }
-        }
-    }
-
-    /// The [`RunFileDiagnostic::message`] of a file of `size` bytes without a header.
-    fn not_a_run(&self, size: u64, records: u64) -> String {
-        if size == 0 {
-            "empty file (0 bytes)".to_owned()
-        } else if records > 0 {
-            format!("no header record: {records} record(s) without one")
-        } else if self.lines > 0 {
-            format!(
-                "no header record: {} damaged line(s), first {}",
-                self.lines,
-                self.first.as_deref().unwrap_or("damaged")
-            )
-        } else if self.nul_bytes > 0 {
-            format!("only NUL bytes ({} of {size} bytes)", self.nul_bytes)
-        } else {
-            format!("no content but whitespace ({size} bytes)")
-        }
-    }
-}
-
 /// The ranking facts of an indexed run file.
 fn completeness(row: &RunRow) -> session_jsonl::Completeness {
     session_jsonl::Completeness::new(
@@ -725,58 +359,6 @@ fn completeness(row: &RunRow) -> session_jsonl::Completeness {
         row.record_count,
         row.file_size,
     )
-}
-
-/// Drops rows that may be files without a header from an index built by a version that
-/// listed them as runs (before `runs.diagnostic`), with their watch entries and their day
-/// directory's record, so that the next refresh reads them again.
-pub(crate) fn forget_possible_non_runs(conn: &Connection) -> rusqlite::Result<()> {
-    // The paths as stored (whatever their storage class), so the deletes match them exactly.
-    let paths: Vec<crate::column::OwnedValue> = {
-        let mut stmt =
-            conn.prepare("SELECT path FROM runs WHERE started_at = '' OR record_count = 0")?;
-        let rows = stmt.query_map([], |r| crate::column::owned_row(r, 1))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect()
-    };
-    for path in &paths {
-        conn.execute("DELETE FROM runs WHERE path = ?1", [path])?;
-        conn.execute("DELETE FROM run_watch WHERE path = ?1", [path])?;
-        // A path that is not text names no day directory we could have recorded.
-        if let crate::column::OwnedValue::Text(bytes) = path {
-            let text = String::from_utf8_lossy(bytes);
-            conn.execute(
-                "DELETE FROM run_dirs WHERE path = ?1",
-                [tree::parent_rel(&text)],
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Adds `add` to the token sum `sum`, saturating at the largest value the index can store
-/// (`i64::MAX`: SQLite integers are signed 64-bit). Returns whether the result was clamped.
-fn add_tokens(sum: &mut u64, add: u64) -> bool {
-    let max = i64::MAX.unsigned_abs();
-    let exact = sum.checked_add(add).filter(|&v| v <= max);
-    *sum = exact.unwrap_or(max);
-    exact.is_none()
-}
-
-/// The outcome of a `run.end` record. A value this version does not know is kept verbatim as
-/// [`IndexedRunOutcome::Other`]; the two spellings that would read back from the index as
-/// [`IndexedRunOutcome::Open`] or as nothing (`open`, the empty string) are stored as `other:open` and
-/// `other:`, so a run with a `run.end` is never listed as open.
-pub(crate) fn outcome_of_end(outcome: &str) -> IndexedRunOutcome {
-    match outcome {
-        "completed" => IndexedRunOutcome::Completed,
-        "error" => IndexedRunOutcome::Error,
-        "cancelled" => IndexedRunOutcome::Cancelled,
-        "open" | "" => IndexedRunOutcome::Other(format!("other:{outcome}")),
-        other => IndexedRunOutcome::Other(other.to_owned()),
-    }
 }
 
 /// A count or size from a file as an SQLite integer: values above `i64::MAX` are stored as
@@ -1205,7 +787,7 @@ impl Changes {
     }
 }
 
-impl StateStore {
+impl RunIndex {
     fn stored_runs(&self, conn: &Connection) -> Result<BTreeMap<String, StoredRun>> {
         let err = db_err(&self.db_path, "read run index");
         let mut stmt = conn
@@ -1258,12 +840,12 @@ impl StateStore {
     ///
     /// **Assumption:** a run file that has its `run.end` (and whose timestamp has settled) is
     /// not written again in place. A file appended to or edited after its `run.end` is picked
-    /// up by [`StateStore::reindex`], or by this refresh as soon as anything is created,
+    /// up by [`RunIndex::reindex`], or by this refresh as soon as anything is created,
     /// removed or renamed in its day directory; `sessions verify` reads every file whatever
     /// the index says, so it sees such records too.
     ///
     /// # Errors
-    /// [`StateError::ReadOnly`] on a store opened with [`StateStore::open_read_only`];
+    /// [`StateError::ReadOnly`] on an index opened read-only ([`crate::StateStore::open_read_only`]) or in memory;
     /// [`StateError::Run`] when the sessions root cannot be listed; [`StateError::Db`] /
     /// [`StateError::Busy`]. Unreadable single files and directories are reported in
     /// [`IndexReport::failed`], not as errors, and looked at again by the next refresh.
@@ -1271,12 +853,12 @@ impl StateStore {
         self.index_runs_with_progress(&mut |_, _| {})
     }
 
-    /// [`StateStore::index_runs`] calling `progress(done, total)` after each file considered
+    /// [`RunIndex::index_runs`] calling `progress(done, total)` after each file considered
     /// (files of listed directories and watched files; for a progress bar, this crate never
     /// prints).
     ///
     /// # Errors
-    /// As [`StateStore::index_runs`].
+    /// As [`RunIndex::index_runs`].
     pub fn index_runs_with_progress(
         &self,
         progress: &mut dyn FnMut(u64, u64),
@@ -1569,18 +1151,18 @@ impl StateStore {
     /// again, in path order) and reports every difference from the previous content. The
     /// result depends only on the files and their size/mtime, so two rebuilds of an unchanged
     /// tree are identical. Also rebuilds the directory and watch records that make the next
-    /// [`StateStore::index_runs`] incremental.
+    /// [`RunIndex::index_runs`] incremental.
     ///
     /// # Errors
-    /// As [`StateStore::index_runs`].
+    /// As [`RunIndex::index_runs`].
     pub fn reindex(&self) -> Result<ReindexReport> {
         self.reindex_with_progress(&mut |_, _| {})
     }
 
-    /// [`StateStore::reindex`] with a `progress(done, total)` callback.
+    /// [`RunIndex::reindex`] with a `progress(done, total)` callback.
     ///
     /// # Errors
-    /// As [`StateStore::index_runs`].
+    /// As [`RunIndex::index_runs`].
     pub fn reindex_with_progress(
         &self,
         progress: &mut dyn FnMut(u64, u64),
@@ -1705,7 +1287,7 @@ impl StateStore {
 
     /// Runs of one session from the index, oldest `started_at` first (then path): files that
     /// are runs, one per run id (the most complete file; the others in
-    /// [`RunRow::other_files`]). Does not scan the tree: call [`StateStore::index_runs`] first
+    /// [`RunRow::other_files`]). Does not scan the tree: call [`RunIndex::index_runs`] first
     /// to pick up new files.
     ///
     /// # Errors
@@ -1737,7 +1319,7 @@ impl StateStore {
     /// Every indexed file whose header names run `run_id` (files that are not runs left out),
     /// in path order: one look-up in the run-id index (`runs_by_run_id`), whatever the size
     /// of the store. Does not scan the tree and does not check the files still exist: the
-    /// index is as fresh as the last [`StateStore::index_runs`]; callers look at the named
+    /// index is as fresh as the last [`RunIndex::index_runs`]; callers look at the named
     /// directories and fall back to a probe of the tree when nothing is there
     /// ([`session_jsonl::find_run_in_dirs_of`]). A read-only store without `state.db` has no
     /// rows.
@@ -1832,7 +1414,7 @@ impl StateStore {
     /// paged with a keyset cursor. Does not scan the tree.
     ///
     /// Only runs are listed, one row per run id: files without a header are left out (see
-    /// [`StateStore::run_file_diagnostics`]), and of several files with one run id only the
+    /// [`RunIndex::run_file_diagnostics`]), and of several files with one run id only the
     /// most complete is listed, naming the others in [`RunRow::other_files`] (its filters
     /// apply to that file: a less complete twin that matches them does not stand in).
     ///

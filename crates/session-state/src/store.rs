@@ -4,19 +4,23 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use parking_lot::{Mutex, MutexGuard};
 use rusqlite::{Connection, params};
 use session_schema::{BaseMessage, Num, SessionState, Timestamp, check_id};
 
 use crate::db::{self, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
+use crate::fault_point::FaultPoint;
 use crate::fsutil::{self, FileIdentity};
+use crate::index::RunIndex;
 use crate::messages::parse_messages;
 use crate::stored::{FilesRow, Stored};
 use crate::summary::summarize;
 use crate::types::{
-    FaultPoint, Generation, IoStep, LoadNote, LoadSource, LoadedSession, MessageDamage,
-    MessageDamageKind, Recovery, SaveDurability, SaveReport, StoreOptions,
+    Generation, IoStep, LoadNote, LoadSource, LoadedSession, MessageDamage, MessageDamageKind,
+    Recovery, SaveDurability, SaveReport, StoreOptions,
 };
 
 /// Resumable session state under one sessions root (spec §2, §3.1; compat notes §2.5–2.11).
@@ -35,8 +39,11 @@ use crate::types::{
 pub struct StateStore {
     pub(crate) root: PathBuf,
     pub(crate) db_path: PathBuf,
-    pub(crate) conn: Mutex<Connection>,
+    /// The `state.db` connection, shared with [`StateStore::run_index`].
+    pub(crate) conn: Arc<Mutex<Connection>>,
     pub(crate) options: StoreOptions,
+    /// The run index over this root, in `state.db` (or in memory), sharing `conn`.
+    pub(crate) index: RunIndex,
     /// Opened with [`StateStore::open_read_only`]: every write is refused.
     pub(crate) read_only: bool,
     /// A run index in memory ([`StateStore::open_memory_index`]): read-only for every file,
@@ -137,12 +144,21 @@ impl StateStore {
                 &e,
             ));
         }
-        let conn = db::open_db(&db_path, &options)?;
+        let conn = Arc::new(Mutex::new(db::open_db(&db_path, &options)?));
+        let index = RunIndex::over(
+            root.clone(),
+            db_path.clone(),
+            Arc::clone(&conn),
+            options.clone(),
+            false,
+            false,
+        );
         let mut store = StateStore {
             root,
             db_path,
-            conn: Mutex::new(conn),
+            conn,
             options,
+            index,
             read_only: false,
             memory_index: false,
             cache: Mutex::new(Vec::new()),
@@ -214,12 +230,21 @@ impl StateStore {
             Err(e) => return Err(StateError::io("open", &root, e)),
         }
         let db_path = db::db_path(&root);
-        let conn = db::open_db_read_only(&db_path, &options)?;
+        let conn = Arc::new(Mutex::new(db::open_db_read_only(&db_path, &options)?));
+        let index = RunIndex::over(
+            root.clone(),
+            db_path.clone(),
+            Arc::clone(&conn),
+            options.clone(),
+            true,
+            false,
+        );
         Ok(StateStore {
             root,
             db_path,
-            conn: Mutex::new(conn),
+            conn,
             options,
+            index,
             read_only: true,
             memory_index: false,
             cache: Mutex::new(Vec::new()),
@@ -229,19 +254,15 @@ impl StateStore {
         })
     }
 
-    /// A store over `sessions_root` with the connection `conn` (an in-memory run index), that
-    /// refuses every write to files.
-    pub(crate) fn memory_index_over(
-        root: PathBuf,
-        db_path: PathBuf,
-        conn: Connection,
-        options: StoreOptions,
-    ) -> StateStore {
+    /// A store over the root of `index` (an in-memory run index), sharing its connection,
+    /// that refuses every write to files.
+    pub(crate) fn memory_index_over(index: RunIndex) -> StateStore {
         StateStore {
-            root,
-            db_path,
-            conn: Mutex::new(conn),
-            options,
+            root: index.root.clone(),
+            db_path: index.db_path.clone(),
+            conn: Arc::clone(&index.conn),
+            options: index.options.clone(),
+            index,
             read_only: true,
             memory_index: true,
             cache: Mutex::new(Vec::new()),
@@ -249,6 +270,14 @@ impl StateStore {
             leases: Default::default(),
             recovered: Vec::new(),
         }
+    }
+
+    /// The run index of this store's root (spec §2), kept in `state.db` and sharing this
+    /// store's connection (in memory for [`StateStore::open_memory_index`]; read-only, so
+    /// refusing a refresh, for [`StateStore::open_read_only`]). Refresh, listing, lookup and
+    /// totals of runs are [`RunIndex`]'s.
+    pub fn run_index(&self) -> &RunIndex {
+        &self.index
     }
 
     /// Whether the store was opened with [`StateStore::open_read_only`].
@@ -314,6 +343,11 @@ impl StateStore {
             Some(hook) if hook(point) => Err(StateError::InjectedFault { point }),
             _ => Ok(()),
         }
+    }
+
+    /// This store's file operations (with its I/O-error injection hook, if any).
+    pub(crate) fn io(&self) -> crate::faults::Io<'_> {
+        crate::faults::Io(self.options.io_fault.as_ref())
     }
 
     /// Reads the row and our bookkeeping for `session_id` (inside the caller's transaction).

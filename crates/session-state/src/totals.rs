@@ -9,10 +9,11 @@ use rusqlite::types::Value;
 use crate::column::{OwnedValue, int_of, owned_row, text_of};
 use crate::db::db_err;
 use crate::error::Result;
-use crate::runs::{IndexedRunOutcome, RUN_COLUMNS, RunQuery, RunRow, row_from_sql, run_filters};
-use crate::store::StateStore;
+use crate::index::RunIndex;
+use crate::row::{IndexedRunOutcome, RunRow};
+use crate::runs::{RUN_COLUMNS, RunQuery, row_from_sql, run_filters};
 
-/// How [`StateStore::run_totals`] groups runs.
+/// How [`RunIndex::run_totals`] groups runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RunGrouping {
@@ -99,7 +100,7 @@ impl RunTotals {
     }
 }
 
-/// The answer of [`StateStore::run_totals`].
+/// The answer of [`RunIndex::run_totals`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GroupedRunTotals {
@@ -173,15 +174,15 @@ fn sum_at(v: &[OwnedValue], i: usize) -> u64 {
         .unwrap_or(0)
 }
 
-impl StateStore {
-    /// Totals of the runs [`StateStore::list_runs`] would list for `query` (its filters; its
+impl RunIndex {
+    /// Totals of the runs [`RunIndex::list_runs`] would list for `query` (its filters; its
     /// `limit` and cursor are ignored), grouped `by`: the same runs, each counted once.
     ///
     /// # Cost
     /// One aggregate query (`GROUP BY` inside SQLite) over the matching rows plus one pass
     /// over the run-id index for run ids held by several files; only those rows are read
     /// one by one ([`GroupedRunTotals::rows_read`]). Does not scan the tree: call
-    /// [`StateStore::index_runs`] first.
+    /// [`RunIndex::index_runs`] first.
     ///
     /// Sums are exact up to `i64::MAX` per group; a group whose sum would overflow it
     /// (absurd stored counts) is summed row by row instead, saturating.

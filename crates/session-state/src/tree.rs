@@ -1,14 +1,15 @@
-//! The date directories of the run tree (spec §1: `<root>/YYYY/MM/DD/<run_id>.jsonl`), walked
-//! with the same tolerance as `session_jsonl::list_run_files` (all-digit names, not
-//! necessarily zero-padded, `1..=9999` / `1..=12` / `1..=31`) and with the modification time
-//! of every directory, so that the run index can skip days whose listing cannot have changed.
+//! The date directories of the run tree (spec §1: `<root>/YYYY/MM/DD/<run_id>.jsonl`) in the
+//! run index's terms (times in nanoseconds, the racy-timestamp rule, key ranges), walked by
+//! [`session_jsonl::layout::stat_date_tree`], which holds the date-directory rule, with the
+//! modification time of every directory, so that the run index can skip days whose listing
+//! cannot have changed.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use session_jsonl::layout::parse_run_file_name;
+use session_jsonl::layout::{list_day_files, stat_date_tree};
 
 /// Window of "racy" timestamps with coarse granularity, in nanoseconds: a directory or file
 /// whose modification time is a whole second (file systems with 1 s or 2 s timestamps: ext3,
@@ -86,112 +87,33 @@ pub(crate) struct Walk {
     pub(crate) unlisted: Vec<(PathBuf, String, io::Error)>,
 }
 
-/// The child directories of `dir` that are date components of the run tree: all-digit names
-/// of at most `width` digits with a value in `1..=max` (`2026`, `11`, and unpadded `2`), as
-/// `(name, path)`, in no particular order.
-///
-/// Why not session-jsonl's scanner: its equivalent (`numeric_subdirs` in `layout.rs`, behind
-/// `session_jsonl::list_run_files`) is private and also lists every day directory, which the
-/// incremental refresh must not do (it `stat`s day directories and lists only changed ones),
-/// and it reports unreadable directories in its own type, while this walk needs the error to
-/// keep the rows under them. The acceptance rule is the same on purpose;
-/// `tests::walk_finds_the_directories_session_jsonl_lists` runs both over one tree so they cannot
-/// drift apart. Should session-jsonl export the rule (a `pub fn` taking a directory name,
-/// width and maximum), this function would keep only the `read_dir` and `is_dir` parts.
-fn date_dir_children(dir: &Path, width: usize, max: u32) -> io::Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir)?.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.is_empty() || name.len() > width || !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(n) = name.parse::<u32>() else { continue };
-        if n == 0 || n > max {
-            continue;
-        }
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        out.push((name.to_owned(), entry.path()));
-    }
-    Ok(out)
-}
-
-/// Looks at one directory: its modification time (taken after `looked_ns`).
-fn look(walk: &mut Walk, path: PathBuf, rel: String, depth: u8) -> Option<DateDir> {
-    let looked_ns = now_ns();
-    match fs::metadata(&path) {
-        Ok(md) => Some(DateDir {
-            rel,
-            path,
-            depth,
-            mtime_ns: mtime_ns(&md),
-            looked_ns,
-        }),
-        // Removed between the listing of its parent and now: it is simply not there.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => {
-            walk.unlisted.push((path, rel, e));
-            None
-        }
-    }
-}
-
 /// Walks the root, its year directories and their month directories (always listed: there
-/// are few of them) and looks at (`stat`) every day directory without listing it. A missing
-/// root is an empty walk.
+/// are few of them) and looks at (`stat`) every day directory without listing it, with
+/// [`session_jsonl::layout::stat_date_tree`] (the one place the date-directory rule lives). A
+/// missing root is an empty walk.
 ///
 /// # Errors
 /// The I/O error when the root exists but cannot be listed.
 pub(crate) fn walk(root: &Path) -> io::Result<Walk> {
-    let mut walk = Walk::default();
-    let years = match date_dir_children(root, 4, 9999) {
-        Ok(y) => y,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(walk),
-        Err(e) => return Err(e),
-    };
-    for (y_name, y_path) in years {
-        let Some(year) = look(&mut walk, y_path, format!("{y_name}/"), 1) else {
-            continue;
-        };
-        let months = date_dir_children(&year.path, 2, 12);
-        let y_rel = year.rel.clone();
-        let y_path = year.path.clone();
-        walk.dirs.push(year);
-        let months = match months {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                walk.unlisted.push((y_path, y_rel, e));
-                continue;
-            }
-        };
-        for (m_name, m_path) in months {
-            let Some(month) = look(&mut walk, m_path, format!("{y_rel}{m_name}/"), 2) else {
-                continue;
-            };
-            let days = date_dir_children(&month.path, 2, 31);
-            let m_rel = month.rel.clone();
-            let m_path = month.path.clone();
-            walk.dirs.push(month);
-            let days = match days {
-                Ok(d) => d,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    walk.unlisted.push((m_path, m_rel, e));
-                    continue;
-                }
-            };
-            for (d_name, d_path) in days {
-                if let Some(day) = look(&mut walk, d_path, format!("{m_rel}{d_name}/"), 3) {
-                    walk.dirs.push(day);
-                }
-            }
-        }
-    }
-    walk.dirs.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(walk)
+    let tree = stat_date_tree(root)?;
+    Ok(Walk {
+        dirs: tree
+            .dirs
+            .into_iter()
+            .map(|d| DateDir {
+                depth: d.level.depth(),
+                mtime_ns: d.modified.map_or(0, to_ns),
+                looked_ns: to_ns(d.looked_at),
+                rel: d.rel,
+                path: d.path,
+            })
+            .collect(),
+        unlisted: tree
+            .unlisted
+            .into_iter()
+            .map(|u| (u.path, u.rel, u.error))
+            .collect(),
+    })
 }
 
 /// One run file of a day directory, with its `lstat`.
@@ -216,37 +138,32 @@ pub(crate) struct DayListing {
     pub(crate) failed: Vec<(PathBuf, String)>,
 }
 
-/// Lists one day directory: one `readdir` pass and one `lstat` per run file (symbolic links
-/// and other non-regular entries are ignored, as session-jsonl's scanner does).
+/// Lists one day directory with [`session_jsonl::layout::list_day_files`]: one `readdir` pass
+/// and one `lstat` per run file (symbolic links and other non-regular entries are ignored).
 ///
 /// # Errors
 /// The I/O error of `readdir` (the directory cannot be listed; `NotFound` when it vanished).
 pub(crate) fn list_day(dir: &DateDir) -> io::Result<DayListing> {
-    let mut out = DayListing::default();
-    for entry in fs::read_dir(&dir.path)? {
-        let Ok(entry) = entry else { continue };
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((_, compressed)) = parse_run_file_name(name) else {
-            continue;
-        };
-        let looked_ns = now_ns();
-        match entry.metadata() {
-            Ok(md) if md.is_file() => out.files.push(Listed {
-                path: entry.path(),
-                rel: format!("{}{name}", dir.rel),
-                size: md.len(),
-                mtime_ns: mtime_ns(&md),
-                compressed,
-                looked_ns,
-            }),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => out.failed.push((entry.path(), format!("cannot stat: {e}"))),
-        }
-    }
-    out.files.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(out)
+    let day = list_day_files(&dir.path, &dir.rel)?;
+    Ok(DayListing {
+        files: day
+            .files
+            .into_iter()
+            .map(|f| Listed {
+                path: f.path,
+                rel: f.rel,
+                size: f.size,
+                mtime_ns: f.modified.map_or(0, to_ns),
+                compressed: f.compressed,
+                looked_ns: to_ns(f.looked_at),
+            })
+            .collect(),
+        failed: day
+            .failed
+            .into_iter()
+            .map(|(p, e)| (p, format!("cannot stat: {e}")))
+            .collect(),
+    })
 }
 
 /// The exclusive upper bound of the keys starting with `prefix` (its last character

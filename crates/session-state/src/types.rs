@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use session_schema::{SessionState, SessionStateSummary};
 
+use crate::fault_point::FaultPoint;
+
 /// Options of [`crate::StateStore::open_with`]; build with
 /// `StoreOptions { busy_timeout, ..StoreOptions::default() }`.
 #[derive(Clone)]
@@ -85,49 +87,6 @@ impl fmt::Debug for StoreOptions {
             .field("io_fault", &self.io_fault.is_some())
             .finish()
     }
-}
-
-/// The write and sync steps of `save`, in the order they happen (see "Crash consistency" in
-/// the crate README). Used by the fault-injection hook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum FaultPoint {
-    /// Append path: an uncommitted tail left by an earlier crash was cut off the messages file.
-    TailTruncated,
-    /// Append path: the new lines were written to `messages/<id>.jsonl` (not yet synced).
-    AppendWritten,
-    /// Append path: the messages file was fsynced.
-    AppendSynced,
-    /// Append path: the messages directory was fsynced after creating the file.
-    AppendDirSynced,
-    /// Rewrite path: the complete new list was written to the temp file (not yet synced).
-    TempWritten,
-    /// Rewrite path: the temp file was fsynced.
-    TempSynced,
-    /// Rewrite path: the messages directory was fsynced (the temp file's name is durable).
-    TempDirSynced,
-    /// The row transaction (the commit point) is durable.
-    Committed,
-    /// Rewrite path: the temp file was renamed over `messages/<id>.jsonl`.
-    Renamed,
-    /// Rewrite path: the messages directory was fsynced after the rename.
-    RenameDirSynced,
-}
-
-impl FaultPoint {
-    /// Every fault point, in order.
-    pub const ALL: [FaultPoint; 10] = [
-        FaultPoint::TailTruncated,
-        FaultPoint::AppendWritten,
-        FaultPoint::AppendSynced,
-        FaultPoint::AppendDirSynced,
-        FaultPoint::TempWritten,
-        FaultPoint::TempSynced,
-        FaultPoint::TempDirSynced,
-        FaultPoint::Committed,
-        FaultPoint::Renamed,
-        FaultPoint::RenameDirSynced,
-    ];
 }
 
 /// The I/O steps of `open` and `save` that can fail, in the order they happen; used by the

@@ -86,7 +86,10 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> 
         StatsBy::Session => RunGrouping::Session,
     };
     // Summed inside SQLite; only runs held by several files come back as rows.
-    let mut totals = store.run_totals(&query, grouping).map_err(state_err)?;
+    let mut totals = store
+        .run_index()
+        .run_totals(&query, grouping)
+        .map_err(state_err)?;
     let root_path = ctx.root.path.clone();
     for row in &mut totals.duplicated {
         row.path = crate::support::open::real_path(&store, &root_path, &row.path);

@@ -92,7 +92,10 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StorageArgs) -> Result<i32, CliError
     let mut index: BTreeMap<PathBuf, Option<String>> = BTreeMap::new();
     if let Some(store) = &store {
         // The default query: every run, no filter, no limit.
-        if let Ok(page) = store.list_runs(&session_state::RunQuery::default()) {
+        if let Ok(page) = store
+            .run_index()
+            .list_runs(&session_state::RunQuery::default())
+        {
             for r in page.runs {
                 for p in std::iter::once(&r.path).chain(r.other_files.iter()) {
                     index.insert(p.clone(), r.session_id.clone());

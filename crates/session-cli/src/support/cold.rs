@@ -105,6 +105,7 @@ pub(crate) fn fetch_from_files(
         }
         walked = walked.saturating_add(days);
         let report = memory
+            .run_index()
             .index_files(&files, RowRead::Bounded)
             .map_err(state_err)?;
         warn_not_indexed(ctx, &report);

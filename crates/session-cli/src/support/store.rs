@@ -73,7 +73,7 @@ fn indexed_run_files(root: &Path, id: &str) -> Vec<PathBuf> {
         return Vec::new();
     }
     session_state::StateStore::open_read_only(root)
-        .and_then(|store| store.run_files_of(id))
+        .and_then(|store| store.run_index().run_files_of(id))
         .unwrap_or_default()
 }
 
@@ -225,6 +225,7 @@ pub(crate) fn session_runs(
     }
     crate::support::open::refresh_index(ctx, store)?;
     let rows = store
+        .run_index()
         .runs_for_session(session_id)
         .map_err(crate::support::open::state_err)?;
     warn_other_files(ctx, &rows);

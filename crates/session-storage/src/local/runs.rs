@@ -546,6 +546,7 @@ impl RunCatalogue for LocalBackend {
     fn list_runs(&self, query: &RunListQuery) -> Result<RunListPage> {
         if self.options.refresh_index && !self.is_read_only() {
             self.store
+                .run_index()
                 .index_runs()
                 .map_err(|e| state_err("refresh the run index of", Target::Store, e))?;
         }
@@ -575,6 +576,7 @@ impl RunCatalogue for LocalBackend {
         loop {
             let page = self
                 .store
+                .run_index()
                 .list_runs(&q)
                 .map_err(|e| state_err("list runs of", Target::Store, e))?;
             let fetched = page.runs.len();
