@@ -373,6 +373,16 @@ fn appends_without_search_documents_never_touch_search_docs() {
         found("quokkaword"),
         vec![("r4".to_owned(), at_two, "assistant".to_owned())]
     );
+    // A run whose first line alone gives a document (the one-line form of the create, with
+    // its search_docs part): found at once, and not listed (no header).
+    let before = calls_containing(&b, "search_docs");
+    let start = text_event("r5", "wombatword");
+    b.append_lines("r5", 0, &start).unwrap();
+    assert_eq!(calls_containing(&b, "search_docs"), before + 1);
+    assert_eq!(
+        found("wombatword"),
+        vec![("r5".to_owned(), 0, "assistant".to_owned())]
+    );
     // The run row says it is a run (its first record is a header), and so it is listed.
     let listed = b.list_runs(&RunListQuery::default()).unwrap().runs;
     assert_eq!(
