@@ -6,8 +6,9 @@
 //! 1. 16 writer processes appending to distinct runs, as a runtime does (one record per call,
 //!    compare-and-swap on the run's length, each append durably committed): lines/s ÷ one
 //!    writer's, in alternating rounds (min/median/max of the per-round ratios; goal ≥ 4),
-//!    with what limits it: the share of the machine's CPU time in use and the commits per
-//!    WAL flush (group commit) of each phase.
+//!    with what limits it: the share of the machine's CPU time in use, the commits per
+//!    WAL flush (group commit) of each phase, and the CPU time per append of the writer
+//!    processes and of their server processes (from `/proc/<pid>/schedstat`).
 //! 2. `sessions sync` of a generated store ÷ `COPY` of the same lines into a bare `bytea`
 //!    table (throughput ratio, medians of three alternate rounds; goal ≥ 0.5).
 //! 3. A re-sync with nothing new over 10 000 runs (goal ≤ 1 s: no per-run round trip).
@@ -155,6 +156,14 @@ fn run_writer_if_requested() {
     // Start together: the parent releases every writer at once through stdin.
     let mut go = String::new();
     std::io::stdin().read_line(&mut go).unwrap();
+    // The server process of this writer's connection (a sequential writer uses one pooled
+    // connection throughout), for the CPU time it spends on these appends.
+    let backend_pid: i32 = b
+        .with_client(|c| c.query_one("SELECT pg_backend_pid()", &[]).map_err(q))
+        .unwrap()
+        .get(0);
+    let backend_cpu = || cpu_ns(&format!("/proc/{backend_pid}/schedstat"));
+    let (client0, server0) = (client_cpu_ns(), backend_cpu());
     let started = Instant::now();
     let mut n = 0u64;
     while started.elapsed().as_secs_f64() < WRITER_SECS {
@@ -164,8 +173,31 @@ fn run_writer_if_requested() {
             .end;
         n += 1;
     }
-    println!("{n}");
+    let (client1, server1) = (client_cpu_ns(), backend_cpu());
+    let client = client0.zip(client1).map_or(0, |(a, b)| b.saturating_sub(a));
+    let server = server0.zip(server1).map_or(0, |(a, b)| b.saturating_sub(a));
+    println!("{n} {client} {server}");
     std::process::exit(0);
+}
+
+/// CPU time in ns of a thread or process from its `schedstat` file (first field: time spent
+/// on a CPU).
+fn cpu_ns(path: &str) -> Option<u64> {
+    fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// CPU time in ns of every thread of this process (the caller's and the connection's).
+fn client_cpu_ns() -> Option<u64> {
+    let mut total = 0;
+    for t in fs::read_dir("/proc/self/task").ok()? {
+        total += cpu_ns(&format!("{}/schedstat", t.ok()?.path().display()))?;
+    }
+    Some(total)
 }
 
 /// CPU time counters of the whole machine from `/proc/stat`: (busy, total) in ticks.
@@ -197,6 +229,9 @@ fn wal_flushes(conn: &str) -> Option<i64> {
 struct Phase {
     lines_per_s: f64,
     lines: u64,
+    /// CPU ns spent by the writer processes (every thread) and by their server processes.
+    client_ns: u64,
+    server_ns: u64,
     cpu_busy: Option<f64>,
     flushes: Option<i64>,
 }
@@ -219,17 +254,24 @@ fn writers(conn: &str, k: usize, round: usize) -> Phase {
     for c in &mut children {
         writeln!(c.stdin.as_mut().unwrap()).unwrap();
     }
-    let total: u64 = children
-        .into_iter()
-        .map(|c| {
-            let out = c.wait_with_output().unwrap();
-            BufReader::new(&out.stdout[..])
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.trim().parse::<u64>().ok())
-                .sum::<u64>()
-        })
-        .sum();
+    let (mut total, mut client_ns, mut server_ns) = (0u64, 0u64, 0u64);
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        for l in BufReader::new(&out.stdout[..])
+            .lines()
+            .map_while(Result::ok)
+        {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            if let [n, client, server] = v[..] {
+                total += n;
+                client_ns += client;
+                server_ns += server;
+            }
+        }
+    }
     // The writers have exited: their statistics are in.
     std::thread::sleep(Duration::from_millis(600));
     let (cpu1, wal1) = (cpu_ticks(), wal_flushes(conn));
@@ -240,6 +282,8 @@ fn writers(conn: &str, k: usize, round: usize) -> Phase {
     Phase {
         lines_per_s: total as f64 / WRITER_SECS,
         lines: total,
+        client_ns,
+        server_ns,
         cpu_busy,
         flushes: wal0.zip(wal1).map(|(a, b)| b - a),
     }
@@ -253,7 +297,13 @@ fn describe(p: &Phase) -> String {
         Some(f) if f > 0 => format!("{:.1} commits per WAL flush", p.lines as f64 / f as f64),
         _ => "WAL flushes n/a".to_owned(),
     };
-    format!("{:.0} lines/s, {cpu}, {group}", p.lines_per_s)
+    let per = |ns: u64| ns as f64 / 1000.0 / p.lines.max(1) as f64;
+    format!(
+        "{:.0} lines/s, {cpu}, {group}, CPU per append: writer {:.0} µs + its server process {:.0} µs",
+        p.lines_per_s,
+        per(p.client_ns),
+        per(p.server_ns)
+    )
 }
 
 /// Mean milliseconds per append of one of `k` writers.
@@ -276,10 +326,10 @@ fn listing_store(cluster: &Cluster, n: u64) -> PgBackend {
     b.with_client(move |c| {
         c.execute(
             "INSERT INTO runs (run_id, committed_len, line_count, origin_host, session_id, \
-             started_at_utc, outcome, summary) \
+             started_at_utc, outcome, summary, is_run) \
              SELECT 'run-' || lpad(g::text, 8, '0'), 100, 1, 'bench', 's-' || (g % 1000), \
              to_char(timestamp '2026-01-01' + g * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
-             'completed', r.summary FROM generate_series(1, $1::bigint) g, runs r WHERE r.run_id = 'seed'",
+             'completed', r.summary, r.is_run FROM generate_series(1, $1::bigint) g, runs r WHERE r.run_id = 'seed'",
             &[&(n as i64)],
         )
         .map_err(q)?;

@@ -88,7 +88,22 @@ impl RunFold {
 
     /// Feeds complete lines `lines` starting at byte `offset`, line `first_line` of the run;
     /// returns what was found on each line, in order (one entry per `\n`).
+    #[cfg(test)]
     pub(crate) fn absorb(&mut self, lines: &[u8], offset: u64, first_line: u64) -> Vec<LineFacts> {
+        self.absorb_with(lines, offset, first_line, &mut |_, _, _| {})
+    }
+
+    /// [`RunFold::absorb`], handing every recovered record to `on_record` as it is read, with
+    /// its byte offset and the record type of its line (the type of the line's first record:
+    /// what `run_lines.record_type` stores), so that whoever needs the parsed records (the
+    /// search documents of an append) does not parse the lines again.
+    pub(crate) fn absorb_with(
+        &mut self,
+        lines: &[u8],
+        offset: u64,
+        first_line: u64,
+        on_record: &mut dyn FnMut(&Record, u64, Option<&str>),
+    ) -> Vec<LineFacts> {
         let count = memchr::memchr_iter(b'\n', lines).count();
         let mut facts = vec![LineFacts::default(); count];
         let options = ReaderOptions {
@@ -114,11 +129,15 @@ impl RunFold {
                 }
                 Item::Record(r) => {
                     let rec = r.record();
-                    if let Some(f) = line_slot(&mut facts, first_line, r.line)
-                        && f.record_type.is_none()
-                    {
-                        f.record_type = Some(text::pg_text(rec.kind()));
-                        f.ts = rec.ts().map(|t| text::pg_text(t.as_str()));
+                    let slot = line_slot(&mut facts, first_line, r.line);
+                    if let Some(f) = slot {
+                        if f.record_type.is_none() {
+                            f.record_type = Some(text::pg_text(rec.kind()));
+                            f.ts = rec.ts().map(|t| text::pg_text(t.as_str()));
+                        }
+                        on_record(rec, r.offset, f.record_type.as_deref());
+                    } else {
+                        on_record(rec, r.offset, None);
                     }
                     match (rec, self.header_state) {
                         (Record::Header(h), HeaderState::Pending) => {

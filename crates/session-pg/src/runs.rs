@@ -7,7 +7,7 @@ use std::io::{self, Read};
 use std::sync::Arc;
 
 use postgres::binary_copy::BinaryCopyInWriter;
-use postgres::types::Type;
+use postgres::types::{ToSql, Type};
 use postgres::{Statement, Transaction};
 use session_jsonl::scan::{HEAD_LIMIT, HeaderFacts, TAIL_LINE_LIMIT, TAIL_PREFIX, scan_facts};
 use session_jsonl::{Item, Reader, ReaderOptions, RunEndState};
@@ -19,12 +19,12 @@ use session_storage::{
 use sha2::{Digest, Sha256};
 
 use crate::backend::PgBackend;
-use crate::derive::RunFold;
+use crate::derive::{HeaderState, RunFold};
 use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
 use crate::known::KnownRun;
 use crate::pool::{Pool, Session};
-use crate::search::RunDocColumns;
+use crate::search::{AppendDocs, RunDocColumns};
 use crate::text::{bound_key, normalize_workspace_root, pg_opt, pg_text};
 
 /// Bytes of lines fetched per round trip by a streamed read.
@@ -47,41 +47,172 @@ const SMALL_APPEND_LINES: usize = 16;
 const SQL_UPDATE: &str = "UPDATE runs SET committed_len = $2, line_count = $3, last_write_at = now(), \
      session_id = $4, started_at_utc = $5, outcome = $6, workspace_norm = $7, \
      activity_ms = $8, summary = $9, first_line_sha = coalesce($10, first_line_sha), \
-     last_line_sha = $11 WHERE run_id = $1";
+     last_line_sha = $11, is_run = $12 WHERE run_id = $1";
+/// The run-row part of [`SQL_APPEND_AT`]: the run row is updated only when it still has the
+/// known run key (`$2`) and committed length (`$3`) (compare-and-swap; under READ COMMITTED a
+/// concurrent append is waited for and the row re-checked).
+macro_rules! append_at_cas {
+    () => {
+        "WITH cas AS (UPDATE runs SET committed_len = $4, line_count = $5, \
+         last_write_at = now(), session_id = $6, started_at_utc = $7, outcome = $8, \
+         workspace_norm = $9, activity_ms = $10, summary = $11, \
+         first_line_sha = coalesce($12, first_line_sha), last_line_sha = $13, is_run = $14 \
+         WHERE run_id = $1 AND run_key = $2 AND committed_len = $3 RETURNING run_key)"
+    };
+}
+/// The search documents of a one-statement append (`$first`.. `$first + 3`: offsets, kinds,
+/// times, bodies), inserted for the run key the statement's `$cte` part returned.
+macro_rules! docs_cte {
+    ($cte:literal, $a:literal, $b:literal, $c:literal, $d:literal) => {
+        concat!(
+            ", docs AS (INSERT INTO search_docs (run_key, byte_offset, kind, time_ms, body) \
+             SELECT ",
+            $cte,
+            ".run_key, d.* FROM ",
+            $cte,
+            ", unnest($",
+            $a,
+            "::int8[], $",
+            $b,
+            "::text[], $",
+            $c,
+            "::int8[], $",
+            $d,
+            "::text[]) AS d)"
+        )
+    };
+}
+/// The line rows of a one-statement append, for the run key the statement's `$cte` part
+/// returned: one line as plain parameters (`$a`..), or many as six arrays.
+macro_rules! lines_one {
+    ($cte:literal, $a:literal, $b:literal, $c:literal, $d:literal, $e:literal, $f:literal) => {
+        concat!(
+            "INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+             SELECT ",
+            $cte,
+            ".run_key, $",
+            $a,
+            "::int8, $",
+            $b,
+            "::int8, $",
+            $c,
+            "::bytea, $",
+            $d,
+            "::text, $",
+            $e,
+            "::text, $",
+            $f,
+            "::text FROM ",
+            $cte
+        )
+    };
+}
+macro_rules! lines_many {
+    ($cte:literal, $a:literal, $b:literal, $c:literal, $d:literal, $e:literal, $f:literal) => {
+        concat!(
+            "INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
+             SELECT ",
+            $cte,
+            ".run_key, l.* FROM ",
+            $cte,
+            ", unnest($",
+            $a,
+            "::int8[], $",
+            $b,
+            "::int8[], $",
+            $c,
+            "::bytea[], $",
+            $d,
+            "::text[], $",
+            $e,
+            "::text[], $",
+            $f,
+            "::text[]) AS l"
+        )
+    };
+}
 /// An append at the end of a run whose row this client knows ([`KnownRun`]), as one statement
-/// (one round trip, one commit): the run row is updated only when it still has the known run
-/// key and committed length (compare-and-swap; under READ COMMITTED a concurrent append is
-/// waited for and the row re-checked), and the lines are inserted only when it was. The count
-/// of inserted lines says which: 0 means the run is not as known (the full transaction then
-/// finds out why).
-const SQL_APPEND_AT: &str = "WITH cas AS (UPDATE runs SET committed_len = $4, line_count = $5, \
-     last_write_at = now(), session_id = $6, started_at_utc = $7, outcome = $8, \
-     workspace_norm = $9, activity_ms = $10, summary = $11, \
-     first_line_sha = coalesce($12, first_line_sha), last_line_sha = $13 \
-     WHERE run_id = $1 AND run_key = $2 AND committed_len = $3 RETURNING run_key), \
-     docs AS (INSERT INTO search_docs (run_key, byte_offset, kind, time_ms, body) \
-     SELECT cas.run_key, d.* FROM cas, \
-     unnest($20::int8[], $21::text[], $22::int8[], $23::text[]) AS d) \
-     INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
-     SELECT cas.run_key, l.* FROM cas, \
-     unnest($14::int8[], $15::int8[], $16::bytea[], $17::text[], $18::text[], $19::text[]) AS l";
+/// (one round trip, one commit): the run row is compared and swapped ([`append_at_cas`]), and
+/// the lines (and their search documents) are inserted only when it was. The count of
+/// inserted lines says which: 0 means the run is not as known (the full transaction then
+/// finds out why). Four forms, each prepared once per connection, so that the common append
+/// (one line, no search document: a status, a request, a response) touches neither
+/// `search_docs` nor an array: `[one line | many lines][with documents | without]`.
+const SQL_APPEND_AT: [[&str; 2]; 2] = [
+    [
+        concat!(
+            append_at_cas!(),
+            docs_cte!("cas", 21, 22, 23, 24),
+            " ",
+            lines_one!("cas", 15, 16, 17, 18, 19, 20)
+        ),
+        concat!(
+            append_at_cas!(),
+            " ",
+            lines_one!("cas", 15, 16, 17, 18, 19, 20)
+        ),
+    ],
+    [
+        concat!(
+            append_at_cas!(),
+            docs_cte!("cas", 21, 22, 23, 24),
+            " ",
+            lines_many!("cas", 15, 16, 17, 18, 19, 20)
+        ),
+        concat!(
+            append_at_cas!(),
+            " ",
+            lines_many!("cas", 15, 16, 17, 18, 19, 20)
+        ),
+    ],
+];
+/// The run-row part of [`SQL_CREATE_WITH`].
+macro_rules! create_new {
+    () => {
+        "WITH new AS (INSERT INTO runs (run_id, committed_len, line_count, \
+         origin_host, session_id, started_at_utc, outcome, workspace_norm, activity_ms, summary, \
+         first_line_sha, last_line_sha, is_run) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         ON CONFLICT (run_id) DO NOTHING RETURNING run_key), ins AS ("
+    };
+}
 /// The first append of a run that does not exist yet, as one statement: the run row is
 /// inserted with its columns after these lines (unless the run exists by then: `ON CONFLICT DO
-/// NOTHING`), and the lines only when it was. Returns the new run key (NULL when the run
-/// existed: the full transaction then decides) and the count of lines inserted.
-const SQL_CREATE_WITH: &str = "WITH new AS (INSERT INTO runs (run_id, committed_len, line_count, \
-     origin_host, session_id, started_at_utc, outcome, workspace_norm, activity_ms, summary, \
-     first_line_sha, last_line_sha) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-     ON CONFLICT (run_id) DO NOTHING RETURNING run_key), \
-     ins AS (INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
-     SELECT new.run_key, l.* FROM new, \
-     unnest($13::int8[], $14::int8[], $15::bytea[], $16::text[], $17::text[], $18::text[]) AS l \
-     RETURNING 1), \
-     docs AS (INSERT INTO search_docs (run_key, byte_offset, kind, time_ms, body) \
-     SELECT new.run_key, d.* FROM new, \
-     unnest($19::int8[], $20::text[], $21::int8[], $22::text[]) AS d) \
-     SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)";
+/// NOTHING`), and the lines (and their search documents) only when it was. Returns the new
+/// run key (NULL when the run existed: the full transaction then decides) and the count of
+/// lines inserted. Four forms, as [`SQL_APPEND_AT`].
+const SQL_CREATE_WITH: [[&str; 2]; 2] = [
+    [
+        concat!(
+            create_new!(),
+            lines_one!("new", 14, 15, 16, 17, 18, 19),
+            " RETURNING 1)",
+            docs_cte!("new", 20, 21, 22, 23),
+            " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
+        ),
+        concat!(
+            create_new!(),
+            lines_one!("new", 14, 15, 16, 17, 18, 19),
+            " RETURNING 1)",
+            " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
+        ),
+    ],
+    [
+        concat!(
+            create_new!(),
+            lines_many!("new", 14, 15, 16, 17, 18, 19),
+            " RETURNING 1)",
+            docs_cte!("new", 20, 21, 22, 23),
+            " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
+        ),
+        concat!(
+            create_new!(),
+            lines_many!("new", 14, 15, 16, 17, 18, 19),
+            " RETURNING 1)",
+            " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
+        ),
+    ],
+];
 /// Appends of at most this many lines and bytes to a known run (or a new one) go out as one
 /// statement ([`SQL_APPEND_AT`], [`SQL_CREATE_WITH`]); larger ones as a transaction with a
 /// binary COPY.
@@ -253,7 +384,8 @@ fn append_tx(
     }
     // What is missing starts exactly at the committed end.
     let at = run.committed;
-    let new = NewLines::derive(&mut run.fold, rest, at, run.lines + 1);
+    let mut docs = AppendDocs::new();
+    let new = NewLines::derive(&mut run.fold, rest, at, run.lines + 1, &mut docs);
     if new.data.len() <= SMALL_APPEND_LINES {
         // A few lines: one prepared INSERT (a COPY costs more to set up than it saves).
         tx.execute(
@@ -296,7 +428,7 @@ fn append_tx(
         }
         w.finish().map_err(query("insert lines"))?;
     }
-    crate::search::index_appended(tx, run.key, rest, at, run.lines + 1, &new.types)?;
+    crate::search::index_appended(tx, run.key, &docs)?;
     let committed = at + rest.len() as u64;
     let line_count = run.lines + new.data.len() as u64;
     let cols = RunColumns::of(&run.fold)?;
@@ -314,6 +446,7 @@ fn append_tx(
             &cols.summary,
             &new.first_sha,
             &new.last_sha,
+            &cols.is_run,
         ],
     )
     .map_err(query("update the run row"))?;
@@ -350,9 +483,17 @@ struct NewLines<'a> {
 
 impl<'a> NewLines<'a> {
     /// `lines` (complete lines) stored from byte offset `at` and line number `first_line` on;
-    /// `fold` absorbs them.
-    fn derive(fold: &mut RunFold, lines: &'a [u8], at: u64, first_line: u64) -> NewLines<'a> {
-        let facts = fold.absorb(lines, at, first_line);
+    /// `fold` absorbs them, and `docs` collects their search documents from the same parse.
+    fn derive(
+        fold: &mut RunFold,
+        lines: &'a [u8],
+        at: u64,
+        first_line: u64,
+        docs: &mut AppendDocs,
+    ) -> NewLines<'a> {
+        let facts = fold.absorb_with(lines, at, first_line, &mut |rec, offset, line_type| {
+            docs.record(rec, offset, line_type);
+        });
         let n = facts.len();
         let mut out = NewLines {
             offsets: Vec::with_capacity(n),
@@ -387,6 +528,66 @@ impl<'a> NewLines<'a> {
     }
 }
 
+impl NewLines<'_> {
+    /// Appends the line parameters of a one-statement append to `params`: one line's
+    /// columns as plain values, or many lines' as six arrays (see [`SQL_APPEND_AT`]).
+    fn bind<'p>(&'p self, params: &mut Vec<&'p (dyn ToSql + Sync)>) {
+        if let ([offset], [number], [data], [record_type], [ts], [damage]) = (
+            &self.offsets[..],
+            &self.numbers[..],
+            &self.data[..],
+            &self.types[..],
+            &self.tss[..],
+            &self.damage[..],
+        ) {
+            params.extend([
+                offset as &(dyn ToSql + Sync),
+                number,
+                data,
+                record_type,
+                ts,
+                damage,
+            ]);
+        } else {
+            params.extend([
+                &self.offsets as &(dyn ToSql + Sync),
+                &self.numbers,
+                &self.data,
+                &self.types,
+                &self.tss,
+                &self.damage,
+            ]);
+        }
+    }
+}
+
+impl RunDocColumns {
+    /// Appends the document parameters of a one-statement append to `params` (none when
+    /// there is no document: that form of the statement has no `search_docs` part).
+    fn bind<'p>(&'p self, params: &mut Vec<&'p (dyn ToSql + Sync)>) {
+        if !self.offsets.is_empty() {
+            params.extend([
+                &self.offsets as &(dyn ToSql + Sync),
+                &self.kinds,
+                &self.times,
+                &self.bodies,
+            ]);
+        }
+    }
+}
+
+/// The form of a one-statement append ([`SQL_APPEND_AT`], [`SQL_CREATE_WITH`]) for these
+/// lines and documents.
+fn one_statement(
+    forms: &[[&'static str; 2]; 2],
+    new: &NewLines<'_>,
+    docs: &RunDocColumns,
+) -> &'static str {
+    let many = usize::from(new.data.len() != 1);
+    let without_docs = usize::from(docs.offsets.is_empty());
+    forms[many][without_docs]
+}
+
 /// The listing columns of a run row, from its fold.
 struct RunColumns {
     session_id: Option<String>,
@@ -395,6 +596,8 @@ struct RunColumns {
     workspace_norm: Option<String>,
     activity_ms: Option<i64>,
     summary: Vec<u8>,
+    /// `runs.is_run`: the first record was a header.
+    is_run: bool,
 }
 
 impl RunColumns {
@@ -411,6 +614,7 @@ impl RunColumns {
                 .map(|w| pg_text(&normalize_workspace_root(&w))),
             activity_ms: activity_ms(fold.started_at.as_deref(), fold.last_ts.as_deref()),
             summary,
+            is_run: fold.header_state == HeaderState::Seen,
         })
     }
 }
@@ -423,42 +627,35 @@ fn create_with(
     host: &str,
     lines: &[u8],
 ) -> Result<Option<(Appended, KnownRun)>, PgError> {
-    let st = s.prepared(SQL_CREATE_WITH)?;
     let mut fold = RunFold::new();
-    let new = NewLines::derive(&mut fold, lines, 0, 1);
-    let docs = RunDocColumns::of_lines(lines, 0, 1, &new.types);
+    let mut found = AppendDocs::new();
+    let new = NewLines::derive(&mut fold, lines, 0, 1, &mut found);
+    let docs = RunDocColumns::of_docs(found.docs());
     let committed = lines.len() as u64;
     let line_count = new.data.len() as u64;
     let cols = RunColumns::of(&fold)?;
+    let st = s.prepared(one_statement(&SQL_CREATE_WITH, &new, &docs))?;
+    let (host, committed_i, count_i) = (pg_text(host), to_i64(committed), to_i64(line_count));
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &run_id,
+        &committed_i,
+        &count_i,
+        &host,
+        &cols.session_id,
+        &cols.started_at_utc,
+        &cols.outcome,
+        &cols.workspace_norm,
+        &cols.activity_ms,
+        &cols.summary,
+        &new.first_sha,
+        &new.last_sha,
+        &cols.is_run,
+    ];
+    new.bind(&mut params);
+    docs.bind(&mut params);
     let row = s
         .client()?
-        .query_one(
-            &st,
-            &[
-                &run_id,
-                &to_i64(committed),
-                &to_i64(line_count),
-                &pg_text(host),
-                &cols.session_id,
-                &cols.started_at_utc,
-                &cols.outcome,
-                &cols.workspace_norm,
-                &cols.activity_ms,
-                &cols.summary,
-                &new.first_sha,
-                &new.last_sha,
-                &new.offsets,
-                &new.numbers,
-                &new.data,
-                &new.types,
-                &new.tss,
-                &new.damage,
-                &docs.offsets,
-                &docs.kinds,
-                &docs.times,
-                &docs.bodies,
-            ],
-        )
+        .query_one(&st, &params)
         .map_err(query("create a run with its lines"))?;
     let Some(key) = row.col::<Option<i64>>(0)? else {
         return Ok(None);
@@ -494,44 +691,37 @@ fn append_at_known(
     known: KnownRun,
     lines: &[u8],
 ) -> Result<Option<(Appended, KnownRun)>, PgError> {
-    let st = s.prepared(SQL_APPEND_AT)?;
     let mut fold = known.fold;
     let at = known.committed;
-    let new = NewLines::derive(&mut fold, lines, at, known.lines + 1);
-    let docs = RunDocColumns::of_lines(lines, at, known.lines + 1, &new.types);
+    let mut found = AppendDocs::new();
+    let new = NewLines::derive(&mut fold, lines, at, known.lines + 1, &mut found);
+    let docs = RunDocColumns::of_docs(found.docs());
     let committed = at + lines.len() as u64;
     let line_count = known.lines + new.data.len() as u64;
     let cols = RunColumns::of(&fold)?;
+    let st = s.prepared(one_statement(&SQL_APPEND_AT, &new, &docs))?;
+    let (at_i, committed_i, count_i) = (to_i64(at), to_i64(committed), to_i64(line_count));
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &run_id,
+        &known.key,
+        &at_i,
+        &committed_i,
+        &count_i,
+        &cols.session_id,
+        &cols.started_at_utc,
+        &cols.outcome,
+        &cols.workspace_norm,
+        &cols.activity_ms,
+        &cols.summary,
+        &new.first_sha,
+        &new.last_sha,
+        &cols.is_run,
+    ];
+    new.bind(&mut params);
+    docs.bind(&mut params);
     let inserted = s
         .client()?
-        .execute(
-            &st,
-            &[
-                &run_id,
-                &known.key,
-                &to_i64(at),
-                &to_i64(committed),
-                &to_i64(line_count),
-                &cols.session_id,
-                &cols.started_at_utc,
-                &cols.outcome,
-                &cols.workspace_norm,
-                &cols.activity_ms,
-                &cols.summary,
-                &new.first_sha,
-                &new.last_sha,
-                &new.offsets,
-                &new.numbers,
-                &new.data,
-                &new.types,
-                &new.tss,
-                &new.damage,
-                &docs.offsets,
-                &docs.kinds,
-                &docs.times,
-                &docs.bodies,
-            ],
-        )
+        .execute(&st, &params)
         .map_err(query("append to a known run"))?;
     if inserted == 0 {
         return Ok(None);

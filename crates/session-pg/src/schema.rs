@@ -212,6 +212,24 @@ CREATE TRIGGER session_messages_drop_search_docs AFTER DELETE ON session_message
     FOR EACH STATEMENT EXECUTE FUNCTION search_docs_drop_messages();
 "#,
     },
+    Migration {
+        version: 4,
+        name: "appends: runs.is_run written by the client, no per-statement CHECKs",
+        sql: r#"
+-- What an append costs the server, per statement: PostgreSQL re-reads the expression of
+-- every CHECK constraint and of every stored generated column of a table from its catalogue
+-- text each time a statement writes the table (an append is one such statement). These
+-- four CHECKs guard values session-pg computes from unsigned integers (never negative, a
+-- line number never 0), and is_run is a fact of the fold the writer holds anyway: the
+-- writer now sets it (false for a run row without a header record) beside the summary.
+ALTER TABLE runs ALTER COLUMN is_run DROP EXPRESSION;
+ALTER TABLE runs ALTER COLUMN is_run SET DEFAULT false;
+ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_committed_len_check;
+ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_line_count_check;
+ALTER TABLE run_lines DROP CONSTRAINT IF EXISTS run_lines_byte_offset_check;
+ALTER TABLE run_lines DROP CONSTRAINT IF EXISTS run_lines_line_no_check;
+"#,
+    },
 ];
 
 /// Highest migration of this build.

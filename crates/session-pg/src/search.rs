@@ -8,8 +8,10 @@
 //! * **Written with the lines.** An append indexes its new lines in its own transaction, with
 //!   a new [`Extractor`] per append (the documented incremental rule: a `tool_result` event
 //!   whose `tool.output` came in an earlier append is indexed once more, as tool output).
-//!   `llm.request` lines are skipped before parsing (the append's parser already named their
-//!   type). A save indexes the messages it writes. Removing a run (`gc`) or messages removes
+//!   Each appended line is parsed once: the append's fold hands the records it reads to the
+//!   extraction ([`AppendDocs`]), which skips the records of `llm.request` lines. An append
+//!   whose lines give no document does not touch `search_docs` at all. A save indexes the
+//!   messages it writes. Removing a run (`gc`) or messages removes
 //!   their documents (statement triggers of migration 3), in the same transaction.
 //! * **Stores from before migration 3** have runs without documents:
 //!   [`PgBackend::reindex_search`] indexes every stored run and session again.
@@ -24,6 +26,7 @@ use postgres::Transaction;
 use postgres::types::ToSql;
 use session_jsonl::{Item, Reader, ReaderOptions};
 use session_replay::search::{Document, Extractor, message_documents};
+use session_schema::Record;
 use session_storage::{
     HIGHLIGHT_END, HIGHLIGHT_START, RunSearch, RunSearchHit, RunSearchQuery, SearchMatch,
     StorageError, Target,
@@ -107,9 +110,44 @@ fn segment_documents(
     }
 }
 
+/// The documents of an append, collected from the records its fold reads
+/// ([`RunFold::absorb_with`](crate::derive::RunFold::absorb_with)), so that each appended
+/// line is parsed once, for its derived columns and its documents alike. Records of a line
+/// whose (first) record is an `llm.request` give none. One collector per append (the
+/// documented incremental rule of the module documentation).
+pub(crate) struct AppendDocs {
+    extractor: Extractor,
+    docs: Vec<Document>,
+}
+
+impl AppendDocs {
+    /// A collector for one append.
+    pub(crate) fn new() -> AppendDocs {
+        AppendDocs {
+            extractor: Extractor::new(),
+            docs: Vec::new(),
+        }
+    }
+
+    /// One record read by the append's fold, at byte `offset` of its run, on a line whose
+    /// record type is `line_type`.
+    pub(crate) fn record(&mut self, record: &Record, offset: u64, line_type: Option<&str>) {
+        if line_type != Some(LLM_REQUEST) {
+            self.docs.extend(self.extractor.documents(record, offset));
+        }
+    }
+
+    /// The documents collected, in order.
+    pub(crate) fn docs(&self) -> &[Document] {
+        &self.docs
+    }
+}
+
 /// The documents of appended complete lines `lines` (starting at byte `at`, line
 /// `first_line`), `types` the record type the append parser found per line: `llm.request`
-/// lines are skipped, the others read in runs of consecutive lines.
+/// lines are skipped, the others read in runs of consecutive lines (a second parse: the
+/// reference [`AppendDocs`] is checked against).
+#[cfg(test)]
 pub(crate) fn appended_documents(
     lines: &[u8],
     at: u64,
@@ -157,19 +195,8 @@ pub(crate) struct RunDocColumns {
 }
 
 impl RunDocColumns {
-    /// The documents of appended complete lines `lines` (from byte `at`, line `first_line`;
-    /// `types` the record type per line as the append parser found it).
-    pub(crate) fn of_lines(
-        lines: &[u8],
-        at: u64,
-        first_line: u64,
-        types: &[Option<String>],
-    ) -> RunDocColumns {
-        RunDocColumns::of_docs(&appended_documents(lines, at, first_line, types))
-    }
-
     /// `docs` as columns.
-    fn of_docs(docs: &[Document]) -> RunDocColumns {
+    pub(crate) fn of_docs(docs: &[Document]) -> RunDocColumns {
         RunDocColumns {
             offsets: docs.iter().map(|d| to_i64(d.byte_offset)).collect(),
             kinds: docs.iter().map(|d| d.kind.as_str()).collect(),
@@ -204,20 +231,16 @@ fn insert_run_docs(
 }
 
 /// Indexes the lines an append adds to run `run_key`, in the append's transaction (called
-/// by the append right after it stored them; `types`: the record type per line).
+/// by the append right after it stored them; `docs`: what its fold collected).
 ///
 /// # Errors
 /// [`PgError::Query`].
 pub(crate) fn index_appended(
     tx: &mut Transaction<'_>,
     run_key: i64,
-    lines: &[u8],
-    at: u64,
-    first_line: u64,
-    types: &[Option<String>],
+    docs: &AppendDocs,
 ) -> Result<(), PgError> {
-    let docs = appended_documents(lines, at, first_line, types);
-    insert_run_docs(tx, run_key, &docs)
+    insert_run_docs(tx, run_key, docs.docs())
 }
 
 /// The documents of saved messages `messages[from..]` (JSON bytes, one message each), with
@@ -914,6 +937,79 @@ mod tests {
         let named = |t: Option<&str>| vec![t.map(str::to_owned)];
         assert!(appended_documents(line, 0, 1, &named(Some(LLM_REQUEST))).is_empty());
         assert_eq!(appended_documents(line, 0, 1, &named(None)).len(), 1);
+    }
+
+    /// The documents `AppendDocs` collects from the fold's one parse of `lines` (appended
+    /// in pieces of `piece` lines, as a writer appends them), and those the second parse of
+    /// [`appended_documents`] gives for the same pieces.
+    fn both_ways(lines: &[u8], piece: usize) -> (Vec<Document>, Vec<Document>) {
+        use crate::derive::RunFold;
+        let mut fold = RunFold::new();
+        let (mut once, mut twice) = (Vec::new(), Vec::new());
+        let (mut at, mut line) = (0usize, 1u64);
+        while at < lines.len() {
+            let rest = lines.get(at..).unwrap_or_default();
+            let end = memchr::memchr_iter(b'\n', rest)
+                .nth(piece - 1)
+                .map_or(rest.len(), |i| i + 1);
+            let part = rest.get(..end).unwrap_or_default();
+            let mut docs = AppendDocs::new();
+            let facts = fold.absorb_with(part, at as u64, line, &mut |r, o, t| {
+                docs.record(r, o, t);
+            });
+            let types: Vec<Option<String>> = facts.into_iter().map(|f| f.record_type).collect();
+            once.extend(docs.docs().iter().cloned());
+            twice.extend(appended_documents(part, at as u64, line, &types));
+            at += end;
+            line += types.len() as u64;
+        }
+        (once, twice)
+    }
+
+    #[test]
+    fn one_parse_of_an_append_gives_the_documents_of_a_second_parse() {
+        // Lines the reader repairs or flags (glued records, NUL runs, invalid UTF-8, a BOM,
+        // CRLF, an llm.request glued before a text event, garbage) beside every kind of
+        // record that gives a document. (The recorded reference runs go through the same
+        // path in tests/search.rs and tests/append_cost.rs.)
+        let text = r#"{"type":"agent.event","run_id":"r","ts":"2026-01-02T03:04:06.000Z","seq":1,"event":{"type":"text","content":"found"}}"#;
+        let request = r#"{"type":"llm.request","run_id":"r","seq":1,"input":{"messages":[{"role":"user","content":"hidden"}]}}"#;
+        let start = r#"{"type":"run.start","run_id":"r","ts":"2026-01-02T03:04:05.000Z","input":{"type":"text","text":"find me"}}"#;
+        let call = r#"{"type":"agent.event","run_id":"r","ts":"2026-01-02T03:04:07.000Z","seq":2,"event":{"type":"tool_call","tool":"grep","tool_call_id":"c1","args":{"q":"needle"}}}"#;
+        let output = r#"{"type":"tool.output","run_id":"r","ts":"2026-01-02T03:04:08.000Z","tool":"grep","tool_call_id":"c1","result_raw":"needle found"}"#;
+        let result = r#"{"type":"agent.event","run_id":"r","ts":"2026-01-02T03:04:09.000Z","seq":3,"event":{"type":"tool_result","tool":"grep","tool_call_id":"c1","result":"needle found"}}"#;
+        let end = r#"{"type":"run.end","run_id":"r","ts":"2026-01-02T03:04:10.000Z","outcome":"completed","final":"all done"}"#;
+        let mut crafted = Vec::new();
+        for l in [
+            format!("\u{feff}{start}\r"),
+            format!("{text}{text}"),
+            format!("{request}{text}"),
+            format!("{text}{request}"),
+            "not json at all".to_owned(),
+            request.to_owned(),
+            text.replace("found", "fo\u{0}und"),
+            call.to_owned(),
+            output.to_owned(),
+            result.to_owned(),
+            end.to_owned(),
+        ] {
+            crafted.extend_from_slice(l.as_bytes());
+            crafted.push(b'\n');
+        }
+        crafted.extend_from_slice(b"\0\0\0\n");
+        crafted.extend_from_slice(&text.as_bytes()[..40]);
+        crafted.extend_from_slice(b"\xff\xfe\"}}\n");
+        crafted.extend_from_slice(start.replace("find me", "caf\u{e9}").as_bytes());
+        crafted.push(b'\n');
+        let mut counts = Vec::new();
+        for piece in [1, 3, usize::MAX] {
+            let (once, twice) = both_ways(&crafted, piece);
+            assert_eq!(once, twice, "appended {piece} lines at a time");
+            counts.push(once.len());
+        }
+        // Appended one line at a time, the tool_result whose output came in an earlier
+        // append is indexed once more (the documented incremental rule).
+        assert_eq!(counts, vec![6, 6, 5], "documents compared");
     }
 
     #[test]

@@ -18,9 +18,11 @@ mod common;
 use std::sync::OnceLock;
 
 use common::{Cluster, Extra};
-use session_pg::{PgBackend, PgConfig, PgError, PgOptions};
+use session_pg::{PgBackend, PgConfig, PgError, PgOptions, schema};
 use session_storage::local::LocalBackend;
-use session_storage::{Extent, RunCatalogue, RunListQuery, RunSummary, StorageError};
+use session_storage::{
+    Extent, RunCatalogue, RunListQuery, RunSearchQuery, RunSummary, StorageError,
+};
 
 fn cluster() -> Option<&'static Cluster> {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
@@ -77,8 +79,12 @@ fn calls(b: &PgBackend, prefixes: &'static [&'static str]) -> Vec<i64> {
 
 fn reset(b: &PgBackend) {
     b.with_client(|c| {
-        c.batch_execute("SELECT pg_stat_statements_reset()")
-            .map_err(q)
+        // This database's counts only: tests of other databases run meanwhile.
+        c.batch_execute(
+            "SELECT pg_stat_statements_reset(0, \
+             (SELECT oid FROM pg_database WHERE datname = current_database()), 0)",
+        )
+        .map_err(q)
     })
     .unwrap();
 }
@@ -287,4 +293,209 @@ fn reference_runs_appended_line_by_line_read_as_appended_whole() {
     assert_eq!(list(&by_line), list(&whole));
     let local: Vec<RunSummary> = runs.into_iter().map(comparable).collect();
     assert_eq!(list(&by_line), local);
+}
+
+/// Calls, in this database since the last reset, of statements whose text contains `part`.
+fn calls_containing(b: &PgBackend, part: &'static str) -> i64 {
+    b.with_client(move |c| {
+        c.query_one(
+            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND strpos(query, $1) > 0",
+            &[&part],
+        )
+        .map(|r| r.get(0))
+        .map_err(q)
+    })
+    .unwrap()
+}
+
+fn text_event(run: &str, word: &str) -> Vec<u8> {
+    format!(
+        "{{\"type\":\"agent.event\",\"run_id\":\"{run}\",\"ts\":\"2026-02-03T12:01:00.000Z\",\"seq\":1,\"event\":{{\"type\":\"text\",\"content\":\"the {word} is here\"}}}}\n"
+    )
+    .into_bytes()
+}
+
+#[test]
+fn appends_without_search_documents_never_touch_search_docs() {
+    let Some(c) = cluster() else { return };
+    let conn = c.fresh_db();
+    let b = backend(&conn, "writer");
+    b.with_client(|c| {
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .map_err(q)
+    })
+    .unwrap();
+    reset(&b);
+    // A header and five status lines, one per append: no search document, so none of these
+    // statements has a search_docs part (nor an array: one line goes as plain values).
+    let mut all = header("r4");
+    let mut len = b.append_lines("r4", 0, &header("r4")).unwrap().end;
+    for i in 0..5 {
+        let l = line("r4", i);
+        len = b.append_lines("r4", len, &l).unwrap().end;
+        all.extend_from_slice(&l);
+    }
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 5, 0, 0]);
+    assert_eq!(calls_containing(&b, "search_docs"), 0);
+    assert_eq!(calls_containing(&b, "unnest("), 0);
+    // A text event: its one-line append writes its document, and search finds it at once.
+    let t = text_event("r4", "zanzibarword");
+    let at_text = len;
+    len = b.append_lines("r4", len, &t).unwrap().end;
+    all.extend_from_slice(&t);
+    assert_eq!(calls_containing(&b, "search_docs"), 1);
+    assert_eq!(calls_containing(&b, "unnest("), 1, "the documents' arrays");
+    // Two lines at once (a status and a text event): the arrays form, with documents.
+    let two = [line("r4", 9), text_event("r4", "quokkaword")].concat();
+    let at_two = len + line("r4", 9).len() as u64;
+    len = b.append_lines("r4", len, &two).unwrap().end;
+    all.extend_from_slice(&two);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 7, 0, 0]);
+    assert_eq!(calls_containing(&b, "search_docs"), 2);
+    assert_eq!(b.read_all("r4", Extent::Committed).unwrap(), all);
+    assert_eq!(len, all.len() as u64);
+    let found = |word: &str| -> Vec<(String, u64, String)> {
+        let mut q = RunSearchQuery::new(word);
+        q.limit = 10;
+        b.search(&q)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.run_id, h.byte_offset, h.kind))
+            .collect()
+    };
+    assert_eq!(
+        found("zanzibarword"),
+        vec![("r4".to_owned(), at_text, "assistant".to_owned())]
+    );
+    assert_eq!(
+        found("quokkaword"),
+        vec![("r4".to_owned(), at_two, "assistant".to_owned())]
+    );
+    // A run whose first line alone gives a document (the one-line form of the create, with
+    // its search_docs part): found at once, and not listed (no header).
+    let before = calls_containing(&b, "search_docs");
+    let start = text_event("r5", "wombatword");
+    b.append_lines("r5", 0, &start).unwrap();
+    assert_eq!(calls_containing(&b, "search_docs"), before + 1);
+    assert_eq!(
+        found("wombatword"),
+        vec![("r5".to_owned(), 0, "assistant".to_owned())]
+    );
+    // The run row says it is a run (its first record is a header), and so it is listed.
+    let listed = b.list_runs(&RunListQuery::default()).unwrap().runs;
+    assert_eq!(
+        listed.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+        vec!["r4"]
+    );
+}
+
+#[test]
+fn a_run_without_a_header_is_stored_but_not_listed() {
+    let Some(c) = cluster() else { return };
+    let b = backend(&c.fresh_db(), "writer");
+    // No header first: kept byte for byte, never listed, whichever form wrote it.
+    let status = line("nh", 0);
+    let mut len = b.append_lines("nh", 0, &status).unwrap().end;
+    len = b.append_lines("nh", len, &header("nh")).unwrap().end;
+    len = b
+        .append_lines("nh", len, &[line("nh", 1), line("nh", 2)].concat())
+        .unwrap()
+        .end;
+    assert_eq!(b.run_fingerprint("nh").unwrap().map(|f| f.len), Some(len));
+    let h = header("ok");
+    b.append_lines("ok", 0, &h).unwrap();
+    let listed = b.list_runs(&RunListQuery::default()).unwrap().runs;
+    assert_eq!(
+        listed.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+        vec!["ok"]
+    );
+    let is_run = b
+        .with_client(|c| {
+            c.query("SELECT run_id, is_run FROM runs ORDER BY run_id", &[])
+                .map_err(q)
+        })
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, Option<bool>>(1)))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        is_run,
+        vec![
+            ("nh".to_owned(), Some(false)),
+            ("ok".to_owned(), Some(true))
+        ]
+    );
+}
+
+#[test]
+fn migration_4_keeps_every_run_row_listed_as_before_and_leaves_no_per_statement_checks() {
+    let Some(c) = cluster() else { return };
+    let conn = c.fresh_db();
+    // A store at schema version 3, whose is_run was computed by PostgreSQL.
+    let mut old = postgres::Client::connect(&conn, postgres::NoTls).unwrap();
+    old.batch_execute(
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, \
+         applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .unwrap();
+    for m in schema::MIGRATIONS.iter().filter(|m| m.version <= 3) {
+        old.batch_execute(m.sql).unwrap();
+        old.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+            &[&m.version, &m.name],
+        )
+        .unwrap();
+    }
+    old.batch_execute(
+        "INSERT INTO runs (run_id, committed_len, line_count, origin_host, summary) VALUES \
+         ('a', 0, 0, 'h', convert_to('{\"header_state\":\"seen\"}', 'UTF8')), \
+         ('b', 0, 0, 'h', convert_to('{\"header_state\":\"missing\"}', 'UTF8'))",
+    )
+    .unwrap();
+    drop(old);
+    let b = backend(&conn, "writer");
+    assert_eq!(b.migration().applied, vec![4]);
+    let rows = b
+        .with_client(|c| {
+            c.query(
+                "SELECT run_id, is_run, \
+                 (SELECT attgenerated::text FROM pg_attribute \
+                  WHERE attrelid = 'runs'::regclass AND attname = 'is_run') \
+                 FROM runs ORDER BY run_id",
+                &[],
+            )
+            .map_err(q)
+        })
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                r.get::<_, Option<bool>>(1),
+                r.get::<_, String>(2),
+            )
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        rows,
+        vec![
+            ("a".to_owned(), Some(true), String::new()),
+            ("b".to_owned(), Some(false), String::new())
+        ]
+    );
+    // No CHECK constraint left on the tables every append writes.
+    let checks: i64 = b
+        .with_client(|c| {
+            c.query_one(
+                "SELECT count(*) FROM pg_constraint WHERE contype = 'c' \
+                 AND conrelid IN ('runs'::regclass, 'run_lines'::regclass)",
+                &[],
+            )
+            .map(|r| r.get(0))
+            .map_err(q)
+        })
+        .unwrap();
+    assert_eq!(checks, 0);
 }
