@@ -714,12 +714,14 @@ impl SearchIndex {
             })
             .collect();
         ids.sort();
-        let mut held = conn.prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM st.session_state WHERE session_id = ?1) \
-             OR EXISTS (SELECT 1 FROM st.runs WHERE session_id = ?1)",
-        )?;
         for id in ids {
-            if held.query_row([&id], |r| r.get::<_, bool>(0))? {
+            let held = query_int(
+                conn,
+                "SELECT EXISTS (SELECT 1 FROM st.session_state WHERE session_id = ?1) \
+                 OR EXISTS (SELECT 1 FROM st.runs WHERE session_id = ?1)",
+                [&id],
+            )?;
+            if held != 0 {
                 continue;
             }
             let rel = legacy_snapshot_key(&id);
