@@ -338,14 +338,19 @@ fn queries() {
     let mut all: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
     let mut block_p95: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     let mut found = vec![0usize; cases.len()];
-    for _ in 0..repeats {
+    // Every query's time with its case, block, round and the 1-minute load average then.
+    let mut slowest: Vec<(Duration, usize, usize, usize, String)> = Vec::new();
+    for b in 0..repeats {
         let mut block: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
-        for _ in 0..ROUNDS {
+        for round in 0..ROUNDS {
+            let load = load_average();
             for (i, (_, q)) in cases.iter().enumerate() {
                 let t = Instant::now();
                 let hits = index.search(q).unwrap();
-                block[i].push(t.elapsed());
+                let took = t.elapsed();
+                block[i].push(took);
                 found[i] = hits.len();
+                slowest.push((took, i, b, round, load.clone()));
             }
         }
         for (i, mut b) in block.into_iter().enumerate() {
@@ -362,6 +367,17 @@ fn queries() {
             found[i],
             p50.as_secs_f64() * 1e3,
             p95.as_secs_f64() * 1e3
+        );
+    }
+    // The queries that make the p95s: the slowest 5 % of all, slowest first.
+    slowest.sort_by_key(|(d, ..)| std::cmp::Reverse(*d));
+    let tail = (slowest.len() / 20).max(1);
+    println!("  the slowest {tail} queries (the p95 tail):");
+    for (d, i, b, round, load) in slowest.iter().take(tail) {
+        println!(
+            "    {:>8.2} ms  {:<17} block {b} round {round}  load average {load}",
+            d.as_secs_f64() * 1e3,
+            cases[*i].0
         );
     }
     println!("  load average after: {}", load_average());

@@ -835,7 +835,8 @@ pub(crate) struct SearchArgs {
     /// every run; a rarer word has all its matches ranked.
     #[arg(required = true, value_name = "TEXT")]
     pub(crate) text: Vec<String>,
-    /// Pass TEXT to SQLite FTS5 as query syntax (AND, OR, NOT, NEAR, prefix*, "phrases").
+    /// Pass TEXT to SQLite FTS5 as query syntax (AND, OR, NOT, NEAR, prefix*, "phrases"),
+    /// on the word index only (no substring hits).
     #[arg(long)]
     pub(crate) fts: bool,
     /// Only runs of this session.

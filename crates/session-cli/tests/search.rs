@@ -192,8 +192,12 @@ fn a_japanese_phrase_inside_a_longer_word_is_found_and_opened() {
         vec![(RUN_102.into(), 5997, "tool_output".into())]
     );
     assert_eq!(hits[0]["file"], FILE_102);
-    assert_eq!(hits[0]["snippet"], "…  - 挨拶メッセージを改善しました…");
-    assert_eq!(hits[0]["highlights"], serde_json::json!([[7, 12]]));
+    // Cut around the match, 32 characters on each side.
+    assert_eq!(
+        hits[0]["snippet"],
+        "…リースノート 0.3.1\n    2  \n    3  - 挨拶メッセージを改善しました 🎉\n    4  - `slugify` を追加…"
+    );
+    assert_eq!(hits[0]["highlights"], serde_json::json!([[33, 38]]));
     assert_eq!(hits[0]["matched_by"], "substring");
     // The record at that offset is the start of `show --at`.
     let (code, out, err) = sessions(&s.root, &["show", RUN_102, "--at", "5997", "--utc"]);
@@ -291,7 +295,7 @@ fn appended_records_are_found_by_the_next_search_and_reindex_rebuilds() {
     let (code, out, err) = sessions(&s.root, &["reindex", "--search"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.ends_with("rebuilt the search index: 29 document(s) from 10 run file(s)\n"),
+        out.ends_with("rebuilt the search index: 31 document(s) from 11 run file(s)\n"),
         "{out}"
     );
     assert_eq!(keys(&json_hits(&s.root, &["zanzibar"])), keys(&hits));
@@ -442,6 +446,100 @@ fn saved_messages_of_the_reference_data_are_found_and_go_with_a_deleted_session(
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "");
+}
+
+#[test]
+fn legacy_snapshots_of_the_reference_data_are_found_until_migrated_or_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    common::copy_tree(&session_test_support::codelia_sessions_dir(), &root);
+    // The reference runtime's session that only has a legacy snapshot: no state.db row, no
+    // messages file, no run log.
+    const SNAPSHOT: &str = "c0ffee00-1234-4abc-8def-00112233aabb";
+    let file = format!("state/{SNAPSHOT}.json");
+    let messages = format!("messages/{SNAPSHOT}.jsonl");
+    let text = std::fs::read_to_string(root.join(&file)).unwrap();
+    let row = |h: &Value| {
+        (
+            h["run_id"].clone(),
+            h["session_id"].as_str().unwrap().to_owned(),
+            h["file"].as_str().unwrap().to_owned(),
+            h["byte_offset"].as_u64().unwrap(),
+            h["kind"].as_str().unwrap().to_owned(),
+        )
+    };
+    let found = |args: &[&str]| -> Vec<_> { json_hits(&root, args).iter().map(row).collect() };
+    let hit = |file: &str, offset: u64, kind: &str| {
+        (
+            Value::Null,
+            SNAPSHOT.to_owned(),
+            file.to_owned(),
+            offset,
+            kind.to_owned(),
+        )
+    };
+    let blue = found(&["blue", "square"]);
+    assert_eq!(blue.len(), 1, "{blue:?}");
+    assert_eq!(blue[0].2, file);
+    assert_eq!(blue[0].4, "assistant");
+    let user = found(&["screenshot", "--kind", "user"]);
+    // After the system prompt's line (58 bytes, not indexed).
+    assert_eq!(user, vec![hit(&file, 58, "user")]);
+    // A substring (the trigram index) finds it too; the system prompt is not indexed.
+    assert_eq!(found(&["creensho"]), user);
+    assert_eq!(found(&["coding", "assistant"]), vec![]);
+    // Changed in place: indexed again, whole.
+    std::fs::write(root.join(&file), text.replace("blue square", "teal square")).unwrap();
+    assert_eq!(found(&["blue", "square"]), vec![]);
+    let teal = found(&["teal", "square"]);
+    assert_eq!(teal, vec![hit(&file, blue[0].3, "assistant")]);
+    // Migrated by `repair`: the snapshot stays on disk, but its session now has a row and a
+    // messages file, which is what is indexed; each message keeps its byte offset (that of
+    // its line in the messages file).
+    let (code, _, err) = sessions(&root, &["repair"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(root.join(&file).exists());
+    let lines = std::fs::read_to_string(root.join(&messages)).unwrap();
+    let at = lines.find("teal square").unwrap();
+    let line_start = lines[..at].rfind('\n').map_or(0, |i| i + 1) as u64;
+    assert_eq!(line_start, blue[0].3);
+    assert_eq!(
+        found(&["teal", "square"]),
+        vec![hit(&messages, line_start, "assistant")]
+    );
+    assert_eq!(lines.find('\n'), Some(57));
+    assert_eq!(
+        found(&["screenshot", "--kind", "user"]),
+        vec![hit(&messages, 58, "user")]
+    );
+    // Deleted: nothing of it is found.
+    let (code, _, err) = sessions(&root, &["delete", SNAPSHOT]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(found(&["teal", "square"]), vec![]);
+}
+
+#[test]
+fn a_deleted_legacy_only_session_leaves_the_search_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    common::copy_tree(&session_test_support::codelia_sessions_dir(), &root);
+    const SNAPSHOT: &str = "c0ffee00-1234-4abc-8def-00112233aabb";
+    assert_eq!(json_hits(&root, &["blue", "square"]).len(), 1);
+    let (code, _, err) = sessions(&root, &["delete", SNAPSHOT]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json_hits(&root, &["blue", "square"]).len(), 0);
+    // A snapshot removed by hand goes too.
+    std::fs::write(
+        root.join(format!("state/{SNAPSHOT}.json")),
+        r#"{"session_id":"c0ffee00-1234-4abc-8def-00112233aabb","updated_at":"2026-09-28T11:00:00.000Z","messages":[{"role":"user","content":"violet hexagon"}]}"#,
+    )
+    .unwrap();
+    let hits = json_hits(&root, &["violet"]);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0]["byte_offset"], 0);
+    assert_eq!(hits[0]["file"], format!("state/{SNAPSHOT}.json"));
+    std::fs::remove_file(root.join(format!("state/{SNAPSHOT}.json"))).unwrap();
+    assert_eq!(json_hits(&root, &["violet"]).len(), 0);
 }
 
 #[test]

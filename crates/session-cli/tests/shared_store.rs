@@ -632,6 +632,10 @@ fn search_on_the_shared_store_finds_what_the_local_index_finds() {
         vec!["the", "--kind", "tool-output"],
         vec!["the", "--since", "2026-01-01"],
         vec!["ux-capac"],
+        // The reference store's session that had only a legacy snapshot: `sync` loads it
+        // (which migrates it) and ships its messages; both stores find them.
+        vec!["blue", "square"],
+        vec!["screenshot"],
     ] {
         let l = search_hits(&local, &args);
         let p = search_hits(&shared, &args);
@@ -639,6 +643,7 @@ fn search_on_the_shared_store_finds_what_the_local_index_finds() {
     }
     assert_eq!(search_hits(&local, &["the"]).len(), 25);
     assert_eq!(search_hits(&local, &["file"]).len(), 14);
+    assert_eq!(search_hits(&local, &["blue", "square"]).len(), 1);
     // Human output: the hits under their run headings.
     let r = sessions(&shared, &[], &["search", "hello"]);
     assert_eq!(r.code, 0, "{}", r.err);

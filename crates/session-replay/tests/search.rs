@@ -469,3 +469,80 @@ fn llm_request_snapshots_and_headers_are_passed_over_unparsed() {
     let at = offset(lines.len()) + more[0].len() as u64 + 1;
     assert_eq!(hits(&index, SearchQuery::new("later"))[0].1, at);
 }
+
+#[test]
+fn legacy_snapshots_are_indexed_once_until_they_change_or_a_run_names_them() {
+    let (_dir, root) = store();
+    let session = "5e550000-0000-4000-8000-00000000000a";
+    let snapshot = root.join(format!("state/{session}.json"));
+    fs::create_dir_all(snapshot.parent().unwrap()).unwrap();
+    let body = |text: &str| {
+        format!(
+            r#"{{"session_id":"{session}","updated_at":"2026-03-01T00:00:00.000Z","messages":[{{"role":"user","content":"hello"}},{{"role":"assistant","content":"{text}"}}]}}"#
+        )
+    };
+    fs::write(&snapshot, body("quokka habitat")).unwrap();
+    // A snapshot the store cannot load (no `updated_at`) gives nothing and fails nothing.
+    let broken = root.join("state/5e550000-0000-4000-8000-00000000000b.json");
+    fs::write(
+        &broken,
+        r#"{"session_id":"x","messages":[{"role":"user","content":"quokka"}]}"#,
+    )
+    .unwrap();
+    let (store, index) = (
+        StateStore::open(&root).unwrap(),
+        SearchIndex::open(&root).unwrap(),
+    );
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.docs_added, r.failed.len()), (2, 2, 0));
+    // The assistant's message: the second line of the messages file the migration writes
+    // (`{"role":"user","content":"hello"}` and its newline before it).
+    let key = session_state::legacy_snapshot_key(session);
+    let found = index.search(&SearchQuery::new("quokka")).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (
+            found[0].rel_path.as_str(),
+            found[0].byte_offset,
+            found[0].kind.as_str()
+        ),
+        (key.as_str(), 34, "assistant")
+    );
+    assert_eq!(found[0].session_id.as_deref(), Some(session));
+    assert_eq!(found[0].run_id, "");
+    // Nothing changed: no file read.
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.bytes_read, r.removed), (0, 0, 0));
+    // Rewritten (another size): read again, whole; the old text is gone.
+    fs::write(&snapshot, body("wombat burrow, longer")).unwrap();
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.docs_added), (1, 2));
+    assert!(
+        index
+            .search(&SearchQuery::new("quokka"))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(index.search(&SearchQuery::new("wombat")).unwrap().len(), 1);
+    // A run log naming the session holds its history now: the snapshot leaves the index.
+    let run = "0a000000-0000-4000-8000-00000000000a";
+    write(
+        &run_path(&root, run),
+        &[
+            header(run, session),
+            start(run, "platypus", "2026-03-04T10:00:01.000Z"),
+        ],
+    );
+    let r = refresh(&store, &index);
+    assert_eq!((r.files_read, r.removed), (1, 1));
+    assert!(
+        index
+            .search(&SearchQuery::new("wombat"))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        index.search(&SearchQuery::new("platypus")).unwrap().len(),
+        1
+    );
+}

@@ -37,7 +37,7 @@ pub const HIGHLIGHT_END: char = '\u{E001}';
 
 /// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
 /// drop and rebuild every table (the file is derived).
-const SEARCH_USER_VERSION: i64 = 3;
+const SEARCH_USER_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search_files (
@@ -64,7 +64,7 @@ CREATE INDEX IF NOT EXISTS search_files_by_workspace ON search_files(workspace);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
     text, content='docs', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
-    text, content='docs', content_rowid='id', tokenize='trigram');
+    text, content='docs', content_rowid='id', tokenize='trigram', detail='none');
 ";
 
 const DROP: &str = "
@@ -119,6 +119,10 @@ pub struct SearchWork {
     /// `run_id` empty): indexed whole, one saved message per line, with
     /// `session_replay::search::message_documents`.
     pub session_file: bool,
+    /// The legacy snapshot `state/<session_id>.json` of a session that has neither a
+    /// `state.db` row nor a run log (`run_id` empty, `session_file` set too): indexed whole,
+    /// each message of its `messages` array at the byte offset where the message starts.
+    pub legacy_snapshot: bool,
 }
 
 /// What [`SearchIndex::plan`] found and settled without reading any run file.
@@ -535,6 +539,7 @@ impl SearchIndex {
                     mtime_ns,
                     compressed,
                     session_file: false,
+                    legacy_snapshot: false,
                 };
                 let known = match known {
                     Some((to, line)) => Some((to, lossy_u64(line?))),
@@ -675,9 +680,79 @@ impl SearchIndex {
                 mtime_ns: mtime,
                 compressed: false,
                 session_file: true,
+                legacy_snapshot: false,
             });
         }
+        self.plan_legacy(conn, plan, &mut known)?;
         Ok(known.into_keys().collect())
+    }
+
+    /// Legacy snapshots `state/<id>.json` of sessions that have no `state.db` row (not
+    /// migrated yet) and that no run log names: indexed whole when new or changed (size or
+    /// modification time; one directory read and one `lstat` each). A snapshot that stops
+    /// qualifying (migrated: its messages file is indexed instead; deleted; given a run) is
+    /// left in `known` and so dropped by the caller.
+    fn plan_legacy(
+        &self,
+        conn: &Connection,
+        plan: &mut SearchPlan,
+        known: &mut std::collections::BTreeMap<String, (i64, i64)>,
+    ) -> rusqlite::Result<()> {
+        let dir = self.root.join("state");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            // No `state/` (or unreadable): no legacy snapshot to index; those of the index go.
+            return Ok(());
+        };
+        let mut ids: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".json"))
+                    .filter(|id| session_schema::is_safe_id(id))
+                    .map(str::to_owned)
+            })
+            .collect();
+        ids.sort();
+        for id in ids {
+            let held = query_int(
+                conn,
+                "SELECT EXISTS (SELECT 1 FROM st.session_state WHERE session_id = ?1) \
+                 OR EXISTS (SELECT 1 FROM st.runs WHERE session_id = ?1)",
+                [&id],
+            )?;
+            if held != 0 {
+                continue;
+            }
+            let rel = legacy_snapshot_key(&id);
+            let path = self.root.join(&rel);
+            let Ok(md) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !md.is_file() {
+                continue;
+            }
+            let size = to_i64(md.len());
+            let mtime = crate::tree::mtime_ns(&md);
+            if known.remove(&rel) == Some((size, mtime)) {
+                continue;
+            }
+            plan.work.push(SearchWork {
+                path,
+                run_id: String::new(),
+                session_id: Some(id),
+                workspace: None,
+                rel_path: rel,
+                from: 0,
+                line: 1,
+                file_size: md.len(),
+                mtime_ns: mtime,
+                compressed: false,
+                session_file: true,
+                legacy_snapshot: true,
+            });
+        }
+        Ok(())
     }
 
     /// Records the documents read from `work`'s file, in one transaction: from offset 0 the
@@ -803,24 +878,10 @@ impl SearchIndex {
         let mut seen: std::collections::BTreeSet<(String, u64, String)> =
             hits.iter().map(key).collect();
         let words: Vec<&str> = q.text.split_whitespace().collect();
-        let substring_ok = q.fts || words.iter().all(|w| w.chars().count() >= 3);
+        let substring_ok = !q.fts && words.iter().all(|w| w.chars().count() >= 3);
         if substring_ok && (hits.len() as u64) < limit {
-            let extra = self.query(
-                &conn,
-                "docs_trigram",
-                &expr,
-                q,
-                limit.saturating_add(hits.len() as u64),
-                MatchedBy::Substring,
-            );
-            // Expert syntax the word index took may still not suit trigrams (a prefix query
-            // shorter than three characters): the word hits stand.
-            let extra = match extra {
-                Ok(e) => e,
-                Err(StateError::SearchQuery { .. }) if q.fts => Vec::new(),
-                Err(e) => return Err(e),
-            };
-            for h in extra {
+            let want = limit.saturating_add(hits.len() as u64);
+            for h in self.substrings(&conn, &words, q, want)? {
                 if (hits.len() as u64) >= limit {
                     break;
                 }
@@ -981,26 +1042,37 @@ impl SearchIndex {
         }
     }
 
-    /// The substring index's matches (step 2 of [`SearchIndex::search`]), newest first: FTS5
-    /// streams its document list in rowid order and stops at the limit, where ranking would
-    /// score every match (a trigram common to every run is scored 100,000 times at 100k runs).
-    fn query(
+    /// The substring index's matches (step 2 of [`SearchIndex::search`]), newest first, at
+    /// most `limit`. The trigram table keeps no positions (`detail=none`), so it is asked
+    /// with one `LIKE '%word%'` per word, which FTS5 answers from the documents holding all
+    /// of the word's trigrams and SQLite then checks on the text (ASCII letters of any case);
+    /// a word holding `%` or `_` is also checked literally. FTS5 walks its document lists in
+    /// rowid order and stops at the limit. Snippets are cut around the first match.
+    fn substrings(
         &self,
         conn: &Connection,
-        table: &'static str,
-        expr: &str,
+        words: &[&str],
         q: &SearchQuery,
         limit: u64,
-        by: MatchedBy,
     ) -> Result<Vec<SearchHit>> {
-        let (filters, mut args) = filter_sql(q, 2);
-        args.insert(0, expr.to_owned().into());
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        let mut like = Vec::new();
+        for w in words {
+            args.push(format!("%{w}%").into());
+            like.push(format!("t.text LIKE ?{}", args.len()));
+            if w.contains(['%', '_']) {
+                args.push((*w).to_owned().into());
+                like.push(format!("instr(lower(d.text), lower(?{})) > 0", args.len()));
+            }
+        }
+        let (filters, filter_args) = filter_sql(q, args.len() + 1);
+        args.extend(filter_args);
         args.push(to_i64(limit).into());
         let sql = format!(
-            "SELECT {HIT_COLUMNS_F}, snippet({table}, 0, char(57344), char(57345), '…', 16) \
-             FROM {table} JOIN docs d ON d.id = {table}.rowid JOIN search_files f \
-             ON f.path = d.file WHERE {table} MATCH ?1{filters} \
-             ORDER BY {table}.rowid DESC LIMIT ?{}",
+            "SELECT {HIT_COLUMNS_F}, d.text FROM docs_trigram t JOIN docs d ON d.id = t.rowid \
+             JOIN search_files f ON f.path = d.file WHERE {}{filters} \
+             ORDER BY t.rowid DESC LIMIT ?{}",
+            like.join(" AND "),
             args.len()
         );
         let run = || -> rusqlite::Result<Vec<SearchHit>> {
@@ -1008,11 +1080,13 @@ impl SearchIndex {
             let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
             let mut out = Vec::new();
             while let Some(r) = rows.next()? {
-                out.push(hit(r, by, 0.0)?);
+                let mut h = hit(r, MatchedBy::Substring, 0.0)?;
+                h.snippet = substring_snippet(&h.snippet, words);
+                out.push(h);
             }
             Ok(out)
         };
-        run().map_err(|e| self.query_err(expr, e))
+        run().map_err(|e| db_err(&self.path, "search")(e))
     }
 }
 
@@ -1021,6 +1095,31 @@ impl SearchIndex {
 /// [`SearchHit::rel_path`] holds for their hits and [`SearchIndex::remove_files`] takes).
 pub fn saved_messages_key(session_id: &str) -> String {
     format!("messages/{session_id}.jsonl")
+}
+
+/// The key under which the legacy snapshot of a session that has neither a `state.db` row nor
+/// a run log is indexed: `state/<session_id>.json`, relative to the root (what
+/// [`SearchHit::rel_path`] holds for its hits and [`SearchIndex::remove_files`] takes).
+pub fn legacy_snapshot_key(session_id: &str) -> String {
+    format!("state/{session_id}.json")
+}
+
+/// The lines (compact JSON and `\n` each) that migrating the legacy snapshot `bytes` of
+/// session `session_id` writes to `messages/<session_id>.jsonl`: what the search index holds
+/// for a session that has only such a snapshot, so that its documents have the byte offsets
+/// (and texts) they keep once it is migrated. At most [`crate::MAX_SESSION_FILE_BYTES`] of a
+/// snapshot are read by the caller; `path` only names the file in errors.
+///
+/// # Errors
+/// [`StateError::LegacyInvalid`] when the snapshot is not one the store can load (not UTF-8,
+/// not a JSON object, no `session_id` or `updated_at`); [`StateError::Serialize`].
+pub fn legacy_snapshot_lines(session_id: &str, path: &Path, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let legacy = crate::legacy::parse_legacy(path, session_id, bytes)?;
+    let mut lines = crate::messages::Lines::serialize(session_id, &legacy.state.messages)?;
+    for (i, line) in &legacy.written {
+        lines.replace(*i, line);
+    }
+    Ok(lines.lines)
 }
 
 /// How many of the newest matching documents the word index ranks by BM25 for a first page
@@ -1246,6 +1345,7 @@ mod tests {
             mtime_ns: 0,
             compressed: false,
             session_file: false,
+            legacy_snapshot: false,
         }
     }
 
@@ -1423,6 +1523,70 @@ mod tests {
         assert_eq!(found("検%"), vec![]);
         // Two ASCII letters are left to the word index (no scan).
         assert_eq!(found("ex"), vec![]);
+    }
+
+    #[test]
+    fn substrings_come_from_a_trigram_table_without_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let w = work("t");
+        let docs = vec![
+            doc(0, "set ux-capacity to 4".to_owned()),
+            doc(10, "100% of xa_bx done".to_owned()),
+            doc(20, "100x of xaXbx done".to_owned()),
+            doc(30, "全文検索機能を追加".to_owned()),
+        ];
+        index.apply(&w, &docs, 40, 5).unwrap();
+        // The trigram table keeps no positions (`detail=none`): FTS5 refuses phrases on it.
+        {
+            let conn = index.conn.lock();
+            let e = query_int(
+                &conn,
+                "SELECT count(*) FROM docs_trigram WHERE docs_trigram MATCH '\"capacity\"'",
+                [],
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("detail!=full"), "{e}");
+        }
+        let found = |text: &str| -> Vec<(u64, String)> {
+            index
+                .search(&SearchQuery::new(text))
+                .unwrap()
+                .into_iter()
+                .map(|h| {
+                    assert_eq!(h.matched_by, MatchedBy::Substring);
+                    let s = h
+                        .snippet
+                        .replace(HIGHLIGHT_START, "[")
+                        .replace(HIGHLIGHT_END, "]");
+                    (h.byte_offset, s)
+                })
+                .collect()
+        };
+        assert_eq!(
+            found("X-CAPAC"),
+            vec![(0, "set u[x-capac]ity to 4".to_owned())]
+        );
+        assert_eq!(
+            found("検索機能"),
+            vec![(30, "全文[検索機能]を追加".to_owned())]
+        );
+        // `%` and `_` are text, not LIKE wildcards.
+        assert_eq!(found("00%"), vec![(10, "1[00%] of xa_bx done".to_owned())]);
+        assert_eq!(found("a_b"), vec![(10, "100% of x[a_b]x done".to_owned())]);
+        // Every word must occur.
+        assert_eq!(found("capac 検索機"), vec![]);
+        // Expert syntax goes to the word index only: a prefix of a word is found, a
+        // substring inside one is not.
+        let mut q = SearchQuery::new("capac*");
+        q.fts = true;
+        assert_eq!(
+            offsets(&index.search(&q).unwrap()),
+            vec![("t".to_owned(), 0)]
+        );
+        q.text = "apacit".to_owned();
+        assert_eq!(index.search(&q).unwrap().len(), 0);
+        assert_eq!(found("apacit").len(), 1);
     }
 
     #[test]

@@ -86,7 +86,7 @@ fn local_search_is_unavailable_until_indexed_then_maps_hits() {
                 0,
                 "final",
                 SearchMatch::Substring,
-                "the s[planner]x is f…".to_owned()
+                "the s[planner]x is fixed".to_owned()
             ),
         ]
     );

@@ -408,6 +408,7 @@ pub(crate) fn trash_batch(
                 sessions_moved += 1;
                 if !dry_run {
                     moved_messages.push(session_state::saved_messages_key(&id));
+                    moved_messages.push(session_state::legacy_snapshot_key(&id));
                 }
                 (status, format!("updated {}", e.summary.updated_at))
             }

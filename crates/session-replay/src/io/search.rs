@@ -138,6 +138,9 @@ impl<R: Read> Read for Counting<R> {
 }
 
 fn read_documents(work: &SearchWork) -> Result<Batch, String> {
+    if work.legacy_snapshot {
+        return read_legacy_snapshot(work);
+    }
     if work.session_file {
         return read_messages(work);
     }
@@ -220,6 +223,48 @@ fn doc(d: Document) -> SearchDoc {
         text: d.text,
         time_ms: d.time_ms,
     }
+}
+
+/// The documents of a legacy snapshot `state/<id>.json`, read whole (at most
+/// [`session_state::MAX_SESSION_FILE_BYTES`]): those of the messages file its migration would
+/// write ([`session_state::legacy_snapshot_lines`]), each message at the byte offset of its
+/// line there, so a hit keeps its offset when the session is migrated. A snapshot the store
+/// cannot load gives no document, and is looked at again when it changes.
+fn read_legacy_snapshot(work: &SearchWork) -> Result<Batch, String> {
+    let bytes = read_whole(work)?;
+    let id = work.session_id.as_deref().unwrap_or_default();
+    let lines = session_state::legacy_snapshot_lines(id, &work.path, &bytes).unwrap_or_default();
+    let mut docs = Vec::new();
+    let mut offset = 0u64;
+    for line in &lines {
+        let text = String::from_utf8_lossy(line);
+        if let Ok(m) = serde_json::from_str::<session_schema::BaseMessage>(&text) {
+            docs.extend(message_documents(&m, offset).into_iter().map(doc));
+        }
+        offset += line.len() as u64;
+    }
+    Ok(Batch {
+        docs,
+        indexed_to: bytes.len() as u64,
+        next_line: 1,
+        bytes: bytes.len() as u64,
+        passed_over: 0,
+    })
+}
+
+/// The whole of a saved session's file (at most [`session_state::MAX_SESSION_FILE_BYTES`]), a
+/// regular file only.
+fn read_whole(work: &SearchWork) -> Result<Vec<u8>, String> {
+    let md = std::fs::symlink_metadata(&work.path).map_err(|e| e.to_string())?;
+    if !md.is_file() {
+        return Err("not a regular file".into());
+    }
+    let f = std::fs::File::open(&work.path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    f.take(session_state::MAX_SESSION_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(bytes)
 }
 
 /// The documents of a saved session's messages file, read whole (at most
