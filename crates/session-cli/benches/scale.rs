@@ -42,7 +42,9 @@
 //!
 //! Environment: `SESSION_SCALE_SIZES` (default `1000,100000`), `SESSION_SCALE_REPEATS`
 //! (default 7), `SESSION_SCALE_DIR` (parent of the temporary stores; default the system temp
-//! directory), `SESSION_SCALE_OPEN_MB` (default 211). The stores are removed at the end.
+//! directory), `SESSION_SCALE_OPEN_MB` (default 211), `SESSION_SCALE_KEEP` (set: keep the
+//! generated stores and print where, for profiling one command by hand). Otherwise the stores
+//! are removed at the end.
 
 // A benchmark program: printing the table is its interface.
 #![allow(
@@ -530,6 +532,10 @@ fn measure(parent: &Path, n: usize, repeats: usize) -> Measured {
         .unwrap_or(211);
     let open_run = (open_mb > 0).then(|| measure_open_run(&root, open_mb, repeats));
     let load_after = loadavg();
+    if std::env::var_os("SESSION_SCALE_KEEP").is_some() {
+        eprintln!("scale: kept the store of {n} runs at {}", root.display());
+        std::mem::forget(dir);
+    }
     let times = all.into_iter().map(|(k, v)| (k, spread(v))).collect();
     Measured {
         runs: n,

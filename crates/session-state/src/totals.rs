@@ -29,7 +29,17 @@ pub enum RunGrouping {
     /// or month of any time zone whose offsets are whole minutes (every zone in use since
     /// 1972), while SQLite still does the summing.
     Minute,
+    /// By the calendar date of `started_at` at a fixed UTC offset of this many minutes
+    /// (`YYYY-MM-DD`; `(unknown date)` as for [`RunGrouping::Day`]; `DayAtOffset(0)` is
+    /// [`RunGrouping::Day`]): the day of a zone without daylight-saving changes (`UTC`,
+    /// `+05:30`), summed inside SQLite into one row per day instead of one per minute, so
+    /// `sessions stats --by day` costs what its answer costs. Offsets beyond ±24 hours are
+    /// clamped to ±24 hours.
+    DayAtOffset(i32),
 }
+
+/// The largest offset [`RunGrouping::DayAtOffset`] applies, in minutes.
+const MAX_OFFSET_MINUTES: i32 = 24 * 60;
 
 /// Sums over a group of runs. Outcomes: `completed`, `error`, `cancelled`; every other run
 /// (no `run.end`, or an outcome this version does not know) counts as `open`. Token sums
@@ -115,12 +125,26 @@ pub struct GroupedRunTotals {
     /// of the same name that is no run); every other run is summed inside SQLite. For tests
     /// that hold the cost.
     pub rows_read: u64,
+    /// Rows the aggregate query returned (one per group SQLite summed): what a caller pays
+    /// to read the sums back. For tests that hold the cost.
+    pub groups_summed: u64,
 }
 
 /// The group key of a `runs` row as SQL, for `by`.
-fn key_sql(by: RunGrouping) -> &'static str {
+fn key_sql(by: RunGrouping) -> std::borrow::Cow<'static, str> {
+    if let RunGrouping::DayAtOffset(minutes) = by {
+        let minutes = minutes.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES);
+        if minutes != 0 {
+            // `started_at_utc` is canonical (`YYYY-MM-DDTHH:MM:SS.sssZ`), which `date()` reads.
+            return format!(
+                "CASE WHEN started_at_utc IS NULL OR started_at_utc = '' THEN '(unknown date)' \
+                 ELSE coalesce(date(started_at_utc, '{minutes:+} minutes'), '(unknown date)') END"
+            )
+            .into();
+        }
+    }
     match by {
-        RunGrouping::Day => {
+        RunGrouping::Day | RunGrouping::DayAtOffset(_) => {
             "CASE WHEN started_at_utc IS NULL OR started_at_utc = '' THEN '(unknown date)' \
              ELSE substr(started_at_utc, 1, 10) END"
         }
@@ -135,12 +159,73 @@ fn key_sql(by: RunGrouping) -> &'static str {
         }
         RunGrouping::Session => "coalesce(session_id, '(no session)')",
     }
+    .into()
+}
+
+/// Days from 1970-01-01 to the proleptic Gregorian date `y-m-d` (H. Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date `(y, m, d)` of `days` since 1970-01-01 (`civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
+}
+
+/// The `YYYY-MM-DD` date at `minutes` from UTC of a canonical UTC start
+/// (`YYYY-MM-DDTHH:MM…`), as SQLite's `date(…, '+N minutes')` gives it; `None` when the
+/// text is no such start.
+fn day_at_offset(utc: &str, minutes: i32) -> Option<String> {
+    let field = |from: usize, to: usize| -> Option<i64> {
+        let t = utc.get(from..to)?;
+        t.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| t.parse().ok())
+            .flatten()
+    };
+    let (y, mo, d) = (field(0, 4)?, field(5, 7)?, field(8, 10)?);
+    let (h, mi) = (field(11, 13)?, field(14, 16)?);
+    let minutes = i64::from(minutes.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES));
+    let at = days_from_civil(y, mo, d) * 1440 + h * 60 + mi + minutes;
+    let (y, mo, d) = civil_from_days(at.div_euclid(1440));
+    Some(format!("{y:04}-{mo:02}-{d:02}"))
 }
 
 /// The group key of `row` for `by` (as [`key_sql`]).
 fn key_of(row: &RunRow, by: RunGrouping) -> String {
     match by {
-        RunGrouping::Day => match row.started_at_utc.as_deref() {
+        RunGrouping::DayAtOffset(minutes)
+            if minutes.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES) != 0 =>
+        {
+            row.started_at_utc
+                .as_deref()
+                .and_then(|k| day_at_offset(k, minutes))
+                .unwrap_or_else(|| "(unknown date)".into())
+        }
+        RunGrouping::Day | RunGrouping::DayAtOffset(_) => match row.started_at_utc.as_deref() {
             Some(k) if k.len() >= 10 => k.get(..10).unwrap_or(k).to_owned(),
             _ => "(unknown date)".into(),
         },
@@ -234,6 +319,7 @@ impl RunIndex {
         };
         let singles: Vec<RunRow> = match summed {
             Ok(groups) => {
+                out.groups_summed = groups.len() as u64;
                 for (k, t) in groups {
                     out.groups.entry(k).or_default().add(&t);
                 }
@@ -288,5 +374,34 @@ impl RunIndex {
             .map_err(db_err(&self.db_path, "query runs"))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(&self.db_path, "read run row"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::day_at_offset;
+
+    #[test]
+    fn day_at_offset_crosses_days_months_years_and_leap_days() {
+        let cases = [
+            ("2026-12-31T23:30:00.000Z", 60, Some("2027-01-01")),
+            ("2026-12-31T23:30:00.000Z", 29, Some("2026-12-31")),
+            ("2024-03-01T00:10:00.000Z", -20, Some("2024-02-29")),
+            ("2023-03-01T00:10:00.000Z", -20, Some("2023-02-28")),
+            ("2026-11-30T18:30:00.000Z", 330, Some("2026-12-01")),
+            ("2026-11-30T18:29:00.000Z", 330, Some("2026-11-30")),
+            ("2026-01-01T05:00:00.000Z", -300, Some("2026-01-01")),
+            ("2026-01-01T04:59:00.000Z", -300, Some("2025-12-31")),
+            ("2026-01-01T04:59:00.000Z", i32::MIN, Some("2025-12-31")),
+            ("not a time", 60, None),
+            ("2026-1", 60, None),
+        ];
+        for (utc, minutes, want) in cases {
+            assert_eq!(
+                day_at_offset(utc, minutes).as_deref(),
+                want,
+                "{utc} {minutes}"
+            );
+        }
     }
 }

@@ -190,3 +190,81 @@ fn totals_summed_in_sql_match_the_rows_and_read_only_duplicated_runs() {
     assert_eq!(t.all.runs, listed);
     assert!(listed > 0 && listed < 24);
 }
+
+/// The day key of run `n` of [`write_run`] at `minutes` from UTC: its start is
+/// `2026-11-(1 + n % 5)T(8 + n % 3):00Z`.
+fn day_of_run(n: u32, minutes: i32) -> String {
+    let at = i64::from(8 + n % 3) * 60 + i64::from(minutes);
+    let day = i64::from(1 + n % 5) + at.div_euclid(1440);
+    match day {
+        0 => "2026-10-31".to_owned(),
+        d => format!("2026-11-{d:02}"),
+    }
+}
+
+#[test]
+fn day_at_offset_sums_one_row_per_day_of_the_offset_not_one_per_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for n in 0..24 {
+        write_run(root, n);
+    }
+    let store = StateStore::open(root).unwrap();
+    store.index_runs().unwrap();
+    // Starts fall on 5 days × 3 UTC hours: by minute SQLite returns 15 rows.
+    let minute = store
+        .run_totals(&RunQuery::default(), RunGrouping::Minute)
+        .unwrap();
+    assert_eq!(minute.groups_summed, 15);
+    for minutes in [0, 330, 900, -600, -480] {
+        let t = store
+            .run_totals(&RunQuery::default(), RunGrouping::DayAtOffset(minutes))
+            .unwrap();
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        for n in 0..24 {
+            *want.entry(day_of_run(n, minutes)).or_default() += 1;
+        }
+        let got: BTreeMap<String, u64> =
+            t.groups.iter().map(|(k, v)| (k.clone(), v.runs)).collect();
+        assert_eq!(got, want, "offset {minutes} minutes");
+        assert_eq!(t.groups_summed, want.len() as u64, "one row per day");
+        assert_eq!(t.all, minute.all);
+        assert_eq!(t.rows_read, 0);
+    }
+    // Offset 0 is the UTC day.
+    assert_eq!(
+        store
+            .run_totals(&RunQuery::default(), RunGrouping::DayAtOffset(0))
+            .unwrap()
+            .groups,
+        store
+            .run_totals(&RunQuery::default(), RunGrouping::Day)
+            .unwrap()
+            .groups
+    );
+}
+
+#[test]
+fn day_at_offset_of_a_duplicated_run_matches_the_sql_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let first = write_run(root, 1);
+    // The same run held by a second file: summed row by row, keyed as SQLite keys the rest.
+    let twin_dir = root.join("2026/12/01");
+    std::fs::create_dir_all(&twin_dir).unwrap();
+    std::fs::copy(&first, twin_dir.join(first.file_name().unwrap())).unwrap();
+    write_run(root, 2);
+    let store = StateStore::open(root).unwrap();
+    store.index_runs().unwrap();
+    let t = store
+        .run_totals(&RunQuery::default(), RunGrouping::DayAtOffset(900))
+        .unwrap();
+    assert_eq!(t.rows_read, 2, "both files of the duplicated run read");
+    assert_eq!(t.groups_summed, 1, "run 2 summed inside SQLite");
+    let got: BTreeMap<String, u64> = t.groups.iter().map(|(k, v)| (k.clone(), v.runs)).collect();
+    // Run 1: 2026-11-02T09:00Z + 15 h = 2026-11-03; run 2: 2026-11-03T10:00Z + 15 h = 2026-11-04.
+    assert_eq!(
+        got,
+        BTreeMap::from([("2026-11-03".to_owned(), 1), ("2026-11-04".to_owned(), 1)])
+    );
+}

@@ -1,9 +1,12 @@
 //! `sessions stats [--by day|week|month|model|session] [--tz ZONE]`: token usage and run
 //! counts from the run index, with a small bar chart of total tokens.
 //!
-//! Day, week and month groups are calendar periods of the `--tz` zone: SQLite sums the runs
-//! by UTC minute of their start ([`RunGrouping::Minute`]) and each minute is put into its
-//! period here, so the cost stays one aggregate query.
+//! Day, week and month groups are calendar periods of the `--tz` zone. In a zone with one
+//! fixed offset (`UTC`, `+05:30`) SQLite sums the runs by the zone's date of their start
+//! ([`RunGrouping::DayAtOffset`]: one row per day) and each day is put into its period here;
+//! in a zone with daylight-saving changes it sums them by UTC minute
+//! ([`RunGrouping::Minute`]) and each minute is put into its period here. Either way the
+//! cost stays one aggregate query.
 
 use std::collections::BTreeMap;
 
@@ -49,6 +52,34 @@ impl Period {
             Period::Month => format!("{:04}-{:02}", date.year(), date.month()),
         }
     }
+
+    /// The period holding the date `day` (`YYYY-MM-DD`, a key of
+    /// [`RunGrouping::DayAtOffset`], already the zone's date). Keys that are not dates
+    /// (`(unknown date)`) stay as they are.
+    fn key_of_day(self, day: &str) -> String {
+        let Ok(date) = day.parse::<jiff::civil::Date>() else {
+            return day.to_owned();
+        };
+        match self {
+            Period::Day => date.to_string(),
+            Period::Week => {
+                let w = date.iso_week_date();
+                format!("{:04}-W{:02}", w.year(), w.week())
+            }
+            Period::Month => format!("{:04}-{:02}", date.year(), date.month()),
+        }
+    }
+}
+
+/// How SQLite groups the runs for a calendar `period` of `zone`: by the zone's date
+/// ([`RunGrouping::DayAtOffset`], one row per day) when the zone has one fixed offset of
+/// whole minutes, else by UTC minute ([`RunGrouping::Minute`], one row per minute holding a
+/// run start), put into periods by [`Period::key`].
+fn period_grouping(zone: &jiff::tz::TimeZone) -> RunGrouping {
+    match zone.to_fixed_offset() {
+        Ok(offset) if offset.seconds() % 60 == 0 => RunGrouping::DayAtOffset(offset.seconds() / 60),
+        _ => RunGrouping::Minute,
+    }
 }
 
 /// The name of `zone` for `--json` (`UTC`, an IANA name, or the zone's rule).
@@ -81,7 +112,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> 
         StatsBy::Model | StatsBy::Session => None,
     };
     let grouping = match args.by {
-        StatsBy::Day | StatsBy::Week | StatsBy::Month => RunGrouping::Minute,
+        StatsBy::Day | StatsBy::Week | StatsBy::Month => period_grouping(&zone),
         StatsBy::Model => RunGrouping::Model,
         StatsBy::Session => RunGrouping::Session,
     };
@@ -101,9 +132,10 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> 
     }
     let mut groups: BTreeMap<String, RunTotals> = BTreeMap::new();
     for (k, t) in &totals.groups {
-        let key = match period {
-            Some(p) => p.key(k, &zone),
-            None => k.clone(),
+        let key = match (period, grouping) {
+            (Some(p), RunGrouping::DayAtOffset(_)) => p.key_of_day(k),
+            (Some(p), _) => p.key(k, &zone),
+            (None, _) => k.clone(),
         };
         groups.entry(key).or_default().add(t);
     }
@@ -421,5 +453,40 @@ fn totals_row(t: &RunTotals, u: &Unfinished) -> RunTotalsRow {
         cached_input_tokens: t.cached_input_tokens,
         output_tokens: t.output_tokens,
         total_tokens: t.total_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Period, RunGrouping, period_grouping};
+
+    #[test]
+    fn a_fixed_offset_zone_is_grouped_by_its_day_in_sql_a_changing_one_by_minute() {
+        use jiff::tz::{Offset, TimeZone};
+        assert_eq!(period_grouping(&TimeZone::UTC), RunGrouping::DayAtOffset(0));
+        let ist = TimeZone::fixed(Offset::from_seconds(330 * 60).unwrap());
+        assert_eq!(period_grouping(&ist), RunGrouping::DayAtOffset(330));
+        let west = TimeZone::fixed(Offset::from_seconds(-5 * 3600).unwrap());
+        assert_eq!(period_grouping(&west), RunGrouping::DayAtOffset(-300));
+        let odd = TimeZone::fixed(Offset::from_seconds(3600 + 7).unwrap());
+        assert_eq!(period_grouping(&odd), RunGrouping::Minute);
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
+        assert_eq!(period_grouping(&berlin), RunGrouping::Minute);
+    }
+
+    #[test]
+    fn a_day_key_goes_into_the_period_a_minute_key_would() {
+        let zone = jiff::tz::TimeZone::UTC;
+        for (day, minute) in [
+            ("2026-11-30", "2026-11-30T12:00"),
+            ("2027-01-01", "2027-01-01T00:00"),
+            ("2026-12-28", "2026-12-28T23:59"),
+        ] {
+            for p in [Period::Day, Period::Week, Period::Month] {
+                assert_eq!(p.key_of_day(day), p.key(minute, &zone), "{day} {p:?}");
+            }
+        }
+        assert_eq!(Period::Week.key_of_day("2027-01-01"), "2026-W53");
+        assert_eq!(Period::Month.key_of_day("(unknown date)"), "(unknown date)");
     }
 }
