@@ -1243,18 +1243,56 @@ impl Reader<RunFileReader> {
     }
 }
 
-/// Everything read from one run file by [`read_run`].
+/// A run log read whole: every recovered record with its position, every damage report, and
+/// how many bytes were read. The one type for "a run read whole" in the workspace: built by
+/// [`read_run`] / [`read_run_with`] for a run file, by session-storage's
+/// `RunCatalogue::read_run` for a run of any storage backend, and by any caller streaming a
+/// [`Reader`] ([`RunRead::from_reader`]); session-replay's `io::run_log_from_read` projects it
+/// onto the records its pure functions take (spec §3–4, §8–9).
+///
+/// Byte-exact: each [`RecordLine`] keeps its offset, line, length and (with
+/// [`ReaderOptions::keep_raw`]) its bytes; damage keeps its kind, offset, line and length.
+/// Memory grows with the run; stream with [`Reader`] instead for large runs.
 #[derive(Debug, Clone, Default)]
 pub struct RunRead {
-    /// The file read.
+    /// Where the run was read from: the file for [`read_run`]; for a run read through a
+    /// storage backend, the name its caller gave (session-storage's `RunCatalogue::read_run`
+    /// leaves it empty: a backend names runs by id, not by path).
     pub path: PathBuf,
     /// Recovered records in file order.
     pub records: Vec<RecordLine>,
     /// Damage reports in file order.
     pub damage: Vec<Damage>,
     /// Bytes read: the length of the file (of its decompressed content for `.jsonl.zst`),
-    /// every byte counted once whether it belonged to a record, damage or a blank line.
+    /// every byte counted once whether it belonged to a record, damage or a blank line. For a
+    /// reader started at a later offset, the offset where reading ended.
     pub bytes: u64,
+}
+
+impl RunRead {
+    /// Reads every item `reader` still yields into a [`RunRead`] named `path`: records and
+    /// damage in file order, [`bytes`](RunRead::bytes) the reader's
+    /// [`complete_offset`](Reader::complete_offset) at the end. The loop every "read a run
+    /// whole" shares (a file, a storage backend's byte stream).
+    ///
+    /// # Errors
+    /// The first read failure; `reader` is left where it stopped, so its
+    /// [`next_line`](Reader::next_line) and [`complete_offset`](Reader::complete_offset) name
+    /// the line and byte offset for the caller's error.
+    pub fn from_reader<R: Read>(path: PathBuf, reader: &mut Reader<R>) -> io::Result<RunRead> {
+        let mut out = RunRead {
+            path,
+            ..RunRead::default()
+        };
+        for item in reader.by_ref() {
+            match item? {
+                Item::Record(r) => out.records.push(r),
+                Item::Damage(d) => out.damage.push(d),
+            }
+        }
+        out.bytes = reader.complete_offset();
+        Ok(out)
+    }
 }
 
 /// Reads a whole run file (`.jsonl` or `.jsonl.zst`) into records and damage reports.
@@ -1301,24 +1339,10 @@ pub fn read_run(path: &Path) -> Result<RunRead> {
 /// As [`read_run`].
 pub fn read_run_with(path: &Path, opts: ReaderOptions) -> Result<RunRead> {
     let mut reader = Reader::open_with(path, opts)?;
-    let mut out = RunRead {
+    RunRead::from_reader(path.to_owned(), &mut reader).map_err(|source| JsonlError::Read {
         path: path.to_owned(),
-        ..RunRead::default()
-    };
-    while let Some(item) = reader.next() {
-        match item {
-            Ok(Item::Record(r)) => out.records.push(r),
-            Ok(Item::Damage(d)) => out.damage.push(d),
-            Err(source) => {
-                return Err(JsonlError::Read {
-                    path: path.to_owned(),
-                    line: reader.next_line(),
-                    offset: reader.complete_offset(),
-                    source,
-                });
-            }
-        }
-    }
-    out.bytes = reader.complete_offset();
-    Ok(out)
+        line: reader.next_line(),
+        offset: reader.complete_offset(),
+        source,
+    })
 }

@@ -125,7 +125,10 @@ pub fn skip_kind(kind: DamageKind) -> Option<SkipKind> {
     }
 }
 
-/// Turns what session-jsonl read into a [`RunLog`] and diagnostics (no I/O).
+/// Turns a run read whole ([`RunRead`], from a file or from a storage backend) into the
+/// [`RunLog`] the pure functions take and its diagnostics (no I/O): records keep their line
+/// numbers, damage that lost a line becomes a [`SkippedLine`], a repaired line a
+/// [`DiagnosticKind::RepairedLine`] note.
 pub fn run_log_from_read(read: RunRead) -> (RunLog, Vec<Diagnostic>) {
     let mut skipped = Vec::new();
     let mut notes = Vec::new();

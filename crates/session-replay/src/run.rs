@@ -76,8 +76,12 @@ pub struct SkippedLine {
 
 /// One run's records plus where they came from: the unit most functions of this crate work on.
 ///
-/// Build it from records parsed any way you like ([`RunLog::from_records`]); the `io` module fills
-/// it from a file through session-jsonl.
+/// Not a second "run read whole": a run is read whole into session-jsonl's `RunRead` (records
+/// with byte offsets and raw bytes, damage reports), the one such type of the workspace, which
+/// this pure core cannot name (it depends on session-schema only). `RunLog` is the projection
+/// the pure functions take: the records, their line numbers and the lines skipped. Build it
+/// from records parsed any way you like ([`RunLog::from_records`]); the `io` module makes it
+/// from a `RunRead` (`io::run_log_from_read`).
 #[derive(Debug, Clone, Default)]
 pub struct RunLog {
     /// The run's identity.

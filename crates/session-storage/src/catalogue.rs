@@ -3,12 +3,10 @@
 
 use std::io::Read;
 
-use session_jsonl::{Item, Reader, ReaderOptions};
+use session_jsonl::{Reader, ReaderOptions, RunRead};
 
 use crate::error::{Result, StorageError, Target};
-use crate::types::{
-    Appended, Extent, LinePosition, ParsedRun, RunBytes, RunListPage, RunListQuery, RunStat,
-};
+use crate::types::{Appended, Extent, LinePosition, RunBytes, RunListPage, RunListQuery, RunStat};
 
 /// The run catalogue: append-only run logs (`JSONL`, one record per line, spec §2–4), keyed
 /// by run id.
@@ -101,29 +99,19 @@ pub trait RunCatalogue: Send + Sync {
     }
 
     /// The whole run through the tolerant reader (see [`read_items`](Self::read_items)):
-    /// every recovered record and every damage report. Memory grows with the run; stream with
+    /// every recovered record and every damage report, as session-jsonl's [`RunRead`] (the
+    /// one type for a run read whole; `path` is left empty, `bytes` is where reading ended:
+    /// the run's length with its torn tail). Memory grows with the run; stream with
     /// `read_items` for large runs.
     ///
     /// # Errors
     /// As [`read_bytes`](Self::read_bytes); a read failure is [`StorageError::Backend`] with
     /// the offset where reading stopped.
-    fn read_run(&self, run_id: &str) -> Result<ParsedRun> {
+    fn read_run(&self, run_id: &str) -> Result<RunRead> {
         let mut reader = self.read_items(run_id, LinePosition::START, ReaderOptions::default())?;
-        let mut out = ParsedRun::default();
-        while let Some(item) = reader.next() {
-            match item {
-                Ok(Item::Record(r)) => out.records.push(r),
-                Ok(Item::Damage(d)) => out.damage.push(d),
-                Err(e) => {
-                    return Err(StorageError::backend(
-                        "read",
-                        Target::run_at(run_id, reader.complete_offset()),
-                        e,
-                    ));
-                }
-            }
-        }
-        Ok(out)
+        RunRead::from_reader(std::path::PathBuf::new(), &mut reader).map_err(|e| {
+            StorageError::backend("read", Target::run_at(run_id, reader.complete_offset()), e)
+        })
     }
 
     /// All bytes of `extent` in memory (see [`read_bytes`](Self::read_bytes)).

@@ -37,9 +37,14 @@ pub use search::{
     DOC_KINDS, HIGHLIGHT_END, HIGHLIGHT_START, RunSearch, RunSearchHit, RunSearchQuery,
     SearchMatch, quote_phrases, search_unavailable,
 };
+/// A run read whole ([`RunCatalogue::read_run`]): session-jsonl's type, the one the whole
+/// workspace uses.
+pub use session_jsonl::RunRead;
 pub use session_store::{LeaseGuard, SessionStore};
+#[allow(deprecated)]
+pub use types::ParsedRun;
 pub use types::{
-    Appended, Expected, Extent, HolderInfo, LinePosition, Outcome, PageCursor, ParsedRun, RunBytes,
+    Appended, Expected, Extent, HolderInfo, LinePosition, Outcome, PageCursor, RunBytes,
     RunListPage, RunListQuery, RunStat, RunSummary, SessionDamage, SessionListPage,
     SessionListQuery, StoredSession, TokenTotals, Version,
 };

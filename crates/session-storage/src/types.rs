@@ -8,7 +8,7 @@ use std::fmt;
 use std::io::{self, Read};
 
 use serde::{Deserialize, Serialize};
-use session_jsonl::{Damage, HeaderFacts, RecordLine, RunEndState};
+use session_jsonl::{HeaderFacts, RunEndState};
 use session_schema::{SessionState, SessionStateSummary, Timestamp};
 
 /// What [`RunCatalogue::append_lines`](crate::RunCatalogue::append_lines) did.
@@ -362,15 +362,14 @@ pub struct RunListPage {
     pub next_cursor: Option<PageCursor>,
 }
 
-/// A run read whole through a tolerant reader
-/// ([`RunCatalogue::read_run`](crate::RunCatalogue::read_run)).
-#[derive(Debug, Clone, Default)]
-pub struct ParsedRun {
-    /// Recovered records in order.
-    pub records: Vec<RecordLine>,
-    /// Damage reports in order.
-    pub damage: Vec<Damage>,
-}
+/// The former name of [`RunRead`](session_jsonl::RunRead), the one type for a run read whole
+/// ([`RunCatalogue::read_run`](crate::RunCatalogue::read_run) returns it). Kept for one
+/// release so that code naming `session_storage::ParsedRun` still builds; its fields
+/// `records` and `damage` are unchanged, and it gains `path` and `bytes`.
+#[deprecated(
+    note = "the run read whole is `session_jsonl::RunRead` (re-exported as `session_storage::RunRead`)"
+)]
+pub type ParsedRun = session_jsonl::RunRead;
 
 /// The version of a stored session, for compare-and-swap. An opaque token that changes on
 /// every save; compare tokens for equality only.

@@ -128,6 +128,23 @@ pub(crate) struct LoadedRun {
 }
 
 impl LoadedRun {
+    /// What the commands work on from a [`session_jsonl::RunRead`] (the one type for a run read
+    /// whole, from a file or a storage backend): replay's projection and diagnostics, with
+    /// the reader's damage and record offsets kept beside it.
+    fn from_read(read: session_jsonl::RunRead) -> LoadedRun {
+        let offsets = read.records.iter().map(|r| r.offset).collect();
+        let bytes = read.bytes;
+        let damage = read.damage.clone();
+        let (log, diags) = session_replay::io::run_log_from_read(read);
+        LoadedRun {
+            log,
+            diags,
+            damage,
+            offsets,
+            bytes,
+        }
+    }
+
     /// `line N, byte offset M` of record `index`, when known.
     pub(crate) fn position(&self, index: usize) -> Option<(u64, u64)> {
         Some((self.log.line_of(index)?, *self.offsets.get(index)?))
@@ -142,17 +159,7 @@ impl LoadedRun {
 pub(crate) fn load_run_file(path: &Path) -> Result<LoadedRun, CliError> {
     let read = session_jsonl::read_run_with(path, session_jsonl::ReaderOptions::default())
         .map_err(jsonl_err)?;
-    let offsets = read.records.iter().map(|r| r.offset).collect();
-    let bytes = read.bytes;
-    let damage = read.damage.clone();
-    let (log, diags) = session_replay::io::run_log_from_read(read);
-    Ok(LoadedRun {
-        log,
-        diags,
-        damage,
-        offsets,
-        bytes,
-    })
+    Ok(LoadedRun::from_read(read))
 }
 
 /// [`load_run_file`] for a run of either kind of store: a file, or a run of a catalogue read
@@ -169,10 +176,6 @@ pub(crate) fn load_run(src: &crate::backend::RunRef) -> Result<LoadedRun, CliErr
             location,
         } => (catalogue, run_id, location),
     };
-    let mut read = session_jsonl::RunRead {
-        path: src.display_path(),
-        ..session_jsonl::RunRead::default()
-    };
     let mut reader = catalogue
         .read_items(
             run_id,
@@ -180,32 +183,16 @@ pub(crate) fn load_run(src: &crate::backend::RunRef) -> Result<LoadedRun, CliErr
             session_jsonl::ReaderOptions::default(),
         )
         .map_err(|e| crate::support::lib_errors::stored_err(location, e))?;
-    while let Some(item) = reader.next() {
-        match item {
-            Ok(session_jsonl::Item::Record(r)) => read.records.push(r),
-            Ok(session_jsonl::Item::Damage(d)) => read.damage.push(d),
-            Err(e) => {
-                return Err(CliError::Data(format!(
-                    "{location}: line {}, byte offset {}: {}",
-                    reader.next_line(),
-                    reader.complete_offset(),
-                    one_line(&e)
-                )));
-            }
-        }
-    }
-    read.bytes = reader.complete_offset();
-    let offsets = read.records.iter().map(|r| r.offset).collect();
-    let bytes = read.bytes;
-    let damage = read.damage.clone();
-    let (log, diags) = session_replay::io::run_log_from_read(read);
-    Ok(LoadedRun {
-        log,
-        diags,
-        damage,
-        offsets,
-        bytes,
-    })
+    let read =
+        session_jsonl::RunRead::from_reader(src.display_path(), &mut reader).map_err(|e| {
+            CliError::Data(format!(
+                "{location}: line {}, byte offset {}: {}",
+                reader.next_line(),
+                reader.complete_offset(),
+                one_line(&e)
+            ))
+        })?;
+    Ok(LoadedRun::from_read(read))
 }
 
 /// The runs of a session in `started_at` order (then path), one file per run (the most
