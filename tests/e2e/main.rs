@@ -8,6 +8,7 @@ mod gc_restore;
 mod live_run;
 mod repair_real_data;
 mod resume_real_data;
+mod run_read;
 mod shared_root;
 mod state_turns;
 mod stored_values;

@@ -112,3 +112,73 @@ fn record_and_entry_renderers_deny_wildcard_arms() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// Structs declared in the `src/` of every crate whose fields hold a list of `type_name`s
+/// (`Vec<T>` or `Vec<path::T>`), as `crate::Struct`.
+fn structs_holding_lists_of(type_names: &[&str]) -> BTreeSet<String> {
+    let holds = |body: &str, t: &str| {
+        body.contains(&format!("Vec<{t}>")) || body.contains(&format!("::{t}>"))
+    };
+    let mut found = BTreeSet::new();
+    let crates = project_root().join("crates");
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let krate = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let mut files: Vec<PathBuf> = Vec::new();
+        walk(&src, &mut files).unwrap();
+        for f in files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            let mut lines = text.lines();
+            while let Some(line) = lines.next() {
+                let t = line.trim_start();
+                let Some(rest) = ["pub struct ", "pub(crate) struct ", "struct "]
+                    .iter()
+                    .find_map(|p| t.strip_prefix(p))
+                else {
+                    continue;
+                };
+                if !rest.trim_end().ends_with('{') {
+                    continue;
+                }
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let body: String = lines
+                    .by_ref()
+                    .take_while(|l| l.trim() != "}")
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if type_names.iter().all(|t| holds(&body, t)) {
+                    found.insert(format!("{krate}::{name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A run read whole (its records with their positions and its damage reports) is one type,
+/// session-jsonl's `RunRead`; session-storage's `ParsedRun` is an alias of it, and
+/// session-replay's `RunLog` holds only the projection its pure core takes.
+#[test]
+fn one_type_holds_a_run_read_whole() {
+    let found = structs_holding_lists_of(&["RecordLine", "Damage"]);
+    assert_eq!(
+        found.into_iter().collect::<Vec<_>>(),
+        ["session-jsonl::RunRead"],
+        "a second struct holds a run's records and damage: use session_jsonl::RunRead"
+    );
+    // The scan sees structs of the other crates too (a broken scan would pass vacuously).
+    assert!(
+        structs_holding_lists_of(&["SkippedLine"]).contains("session-replay::RunLog"),
+        "session-replay's RunLog not found by the scan"
+    );
+}
