@@ -35,9 +35,9 @@ use crate::fault_point::FaultPoint;
 use crate::fsutil::{self, EMPTY_DIGEST, FileIdentity};
 use crate::lease_check::{LeaseCheck, MAX_PAUSE};
 use crate::messages::{Lines, ReadMessages, parse_messages};
+use crate::pending_base::Base;
 use crate::recovery::Uncommitted;
 use crate::store::{StateStore, checked};
-use crate::stored::Base;
 use crate::summary::{Summary, summarize};
 use crate::types::{DeferredRename, Generation, IoStep, Recovery, SaveMode, SaveReport};
 

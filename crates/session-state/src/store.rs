@@ -57,7 +57,7 @@ pub struct StateStore {
     /// session of a batch saved again appends without reading its committed bytes.
     cache_room: std::sync::atomic::AtomicUsize,
     /// Sessions whose lease this store holds ([`StateStore::lease`]).
-    pub(crate) leases: crate::lease::Registry,
+    pub(crate) leases: crate::lease_registry::Registry,
     /// What `open` settled ([`StateStore::recovery`]).
     pub(crate) recovered: Vec<Recovery>,
 }
@@ -774,16 +774,19 @@ impl StateStore {
     }
 
     fn load_legacy_and_migrate(&self, id: &str) -> Result<Option<LoadedSession>> {
-        let Some(mut legacy) = crate::legacy::read_legacy(self, id)? else {
+        let legacy_path = self.legacy_path(id)?;
+        let Some(mut legacy) = crate::legacy::read_legacy(&legacy_path, id)? else {
             // A messages file without a row and without a snapshot stays invisible: it is
             // what a first save that crashed before its commit leaves (README, "Crash
             // consistency"), indistinguishable from a file whose row was lost.
             return Ok(None);
         };
-        let legacy_path = self.legacy_path(id)?;
-        if let Some(adopted) =
-            crate::legacy::adopt_messages_file(self, id, Some(&legacy), &legacy_path)?
-        {
+        if let Some(adopted) = crate::legacy::adopt_messages_file(
+            &self.messages_path(id)?,
+            id,
+            Some(&legacy),
+            &legacy_path,
+        )? {
             return self.load_adopted(id, adopted);
         }
         let mut notes = std::mem::take(&mut legacy.notes);
