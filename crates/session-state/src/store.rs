@@ -15,6 +15,7 @@ use crate::error::{Result, StateError};
 use crate::fault_point::FaultPoint;
 use crate::fsutil::{self, FileIdentity};
 use crate::index::RunIndex;
+use crate::message_digest::message_digest;
 use crate::messages::parse_messages;
 use crate::stored::{FilesRow, Stored};
 use crate::summary::summarize;
@@ -72,7 +73,8 @@ const MAX_CACHED_SESSIONS: usize = 1024;
 struct CachedSession {
     session_id: String,
     generation: Generation,
-    messages: Vec<BaseMessage>,
+    /// One digest per committed message (`message_digest`), in order.
+    digests: Vec<u64>,
     /// `stat` of the messages file at that commit (see [`FileIdentity`]).
     identity: FileIdentity,
 }
@@ -464,7 +466,8 @@ impl StateStore {
     }
 
     /// `(generation, k)` when the cache says this store committed `messages[..k]` as
-    /// generation `generation` (compared by value).
+    /// generation `generation` (compared by the digest of each message's value, see
+    /// `message_digest`: one pass over the caller's list, no copy of it kept).
     pub(crate) fn cached_prefix(
         &self,
         id: &str,
@@ -472,9 +475,14 @@ impl StateStore {
     ) -> Option<(Generation, usize)> {
         let cache = self.cache.lock();
         let entry = cache.iter().find(|c| c.session_id == id)?;
-        let k = entry.messages.len();
-        (k <= messages.len() && entry.messages[..] == messages[..k])
-            .then_some((entry.generation, k))
+        let k = entry.digests.len();
+        let same = messages.get(..k).is_some_and(|prefix| {
+            prefix
+                .iter()
+                .zip(&entry.digests)
+                .all(|(m, d)| message_digest(m) == Some(*d))
+        });
+        same.then_some((entry.generation, k))
     }
 
     /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).
@@ -492,16 +500,22 @@ impl StateStore {
             None => CachedSession {
                 session_id: id.to_owned(),
                 generation,
-                messages: Vec::new(),
+                digests: Vec::new(),
                 identity,
             },
         };
-        match extended {
-            // The cached list is a prefix of `messages`: clone only the new ones.
-            Some((_, k)) if entry.messages.len() == k => {
-                entry.messages.extend_from_slice(&messages[k..]);
+        // The cached list is a prefix of `messages`: digest only the new ones.
+        let from = match extended {
+            Some((_, k)) if entry.digests.len() == k => k,
+            _ => 0,
+        };
+        entry.digests.truncate(from);
+        for m in messages.get(from..).unwrap_or_default() {
+            match message_digest(m) {
+                Some(d) => entry.digests.push(d),
+                // Not cacheable (the entry is dropped): the next save serializes the whole list.
+                None => return,
             }
-            _ => entry.messages = messages.to_vec(),
         }
         entry.generation = generation;
         entry.identity = identity;
@@ -550,26 +564,29 @@ impl StateStore {
     /// chain compared. A missing file holds them only when nothing was committed; a shorter
     /// one never; a longer one when the bytes past the committed length are only an
     /// uncommitted tail (a crashed save).
+    ///
+    /// When the cheap check holds, the file it opened (read-write) comes back with its length,
+    /// for the append to write through without opening it again.
     pub(crate) fn holds_committed(
         &self,
         main: &Path,
         f: &FilesRow,
         recorded: Option<FileIdentity>,
-    ) -> Result<bool> {
+    ) -> Result<(bool, Option<(std::fs::File, u64)>)> {
         let Some(file) = fsutil::open_rw_if_exists(main)? else {
-            return Ok(f.file_len == 0);
+            return Ok((f.file_len == 0, None));
         };
         let meta = file
             .metadata()
             .map_err(|e| StateError::io("stat", main, e))?;
         if meta.len() < f.file_len {
-            return Ok(false);
+            return Ok((false, None));
         }
         if recorded == Some(FileIdentity::of(&meta)) {
-            return Ok(true);
+            return Ok((true, Some((file, meta.len()))));
         }
         drop(file);
-        Ok(self.read_committed(main, f)?.is_some())
+        Ok((self.read_committed(main, f)?.is_some(), None))
     }
 
     /// The committed bytes of `main` (its first `file_len` bytes) when their line count and
