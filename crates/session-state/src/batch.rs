@@ -480,8 +480,8 @@ impl StateStore {
     ) -> Result<Prepared<'a>> {
         let id = state.session_id.as_str();
         checked(id)?;
-        // When this store committed a prefix of the list (checked by a digest of each
-        // message's value, not by serializing), only the new messages are serialized; whether that prefix is still
+        // When this store committed a prefix of the list (checked by value, not by
+        // serializing), only the new messages are serialized; whether that prefix is still
         // the committed one is checked under the lock.
         let cached = self.cached_prefix(id, &state.messages);
         let mut lines = match cached {

@@ -103,7 +103,6 @@ mod lease_registry;
 mod legacy;
 mod list;
 mod memindex;
-mod message_digest;
 mod messages;
 mod pending_base;
 mod prefix;

@@ -15,7 +15,6 @@ use crate::error::{Result, StateError};
 use crate::fault_point::FaultPoint;
 use crate::fsutil::{self, FileIdentity};
 use crate::index::RunIndex;
-use crate::message_digest::message_digest;
 use crate::messages::parse_messages;
 use crate::stored::{FilesRow, Stored};
 use crate::summary::summarize;
@@ -73,8 +72,7 @@ const MAX_CACHED_SESSIONS: usize = 1024;
 struct CachedSession {
     session_id: String,
     generation: Generation,
-    /// One digest per committed message (`message_digest`), in order.
-    digests: Vec<u64>,
+    messages: Vec<BaseMessage>,
     /// `stat` of the messages file at that commit (see [`FileIdentity`]).
     identity: FileIdentity,
 }
@@ -466,8 +464,7 @@ impl StateStore {
     }
 
     /// `(generation, k)` when the cache says this store committed `messages[..k]` as
-    /// generation `generation` (compared by the digest of each message's value, see
-    /// `message_digest`: one pass over the caller's list, no copy of it kept).
+    /// generation `generation` (compared by value).
     pub(crate) fn cached_prefix(
         &self,
         id: &str,
@@ -475,14 +472,9 @@ impl StateStore {
     ) -> Option<(Generation, usize)> {
         let cache = self.cache.lock();
         let entry = cache.iter().find(|c| c.session_id == id)?;
-        let k = entry.digests.len();
-        let same = messages.get(..k).is_some_and(|prefix| {
-            prefix
-                .iter()
-                .zip(&entry.digests)
-                .all(|(m, d)| message_digest(m) == Some(*d))
-        });
-        same.then_some((entry.generation, k))
+        let k = entry.messages.len();
+        (k <= messages.len() && entry.messages[..] == messages[..k])
+            .then_some((entry.generation, k))
     }
 
     /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).
@@ -500,22 +492,16 @@ impl StateStore {
             None => CachedSession {
                 session_id: id.to_owned(),
                 generation,
-                digests: Vec::new(),
+                messages: Vec::new(),
                 identity,
             },
         };
-        // The cached list is a prefix of `messages`: digest only the new ones.
-        let from = match extended {
-            Some((_, k)) if entry.digests.len() == k => k,
-            _ => 0,
-        };
-        entry.digests.truncate(from);
-        for m in messages.get(from..).unwrap_or_default() {
-            match message_digest(m) {
-                Some(d) => entry.digests.push(d),
-                // Not cacheable (the entry is dropped): the next save serializes the whole list.
-                None => return,
+        match extended {
+            // The cached list is a prefix of `messages`: clone only the new ones.
+            Some((_, k)) if entry.messages.len() == k => {
+                entry.messages.extend_from_slice(&messages[k..]);
             }
+            _ => entry.messages = messages.to_vec(),
         }
         entry.generation = generation;
         entry.identity = identity;
