@@ -21,7 +21,8 @@
 //!    per save (the messages file and the WAL are two files). Each round grows three sessions
 //!    in lockstep, interleaved save by save (ours without a lease, ours through a held lease,
 //!    the floor), over `SESSION_BENCH_REPEATS` rounds (default 3), printed as min/median/max
-//!    of floor ÷ ours.
+//!    of floor ÷ ours, with the CPU time of each (this thread's, from
+//!    `/proc/thread-self/schedstat`: what a save costs beside waiting for its syncs).
 //!
 //!    With the load average before and after.
 //! 5. Batched saves: `save_batch` of N sessions (N = 4, 16, 64; one new ~2 KB message each)
@@ -506,12 +507,40 @@ fn bench_growth() {
     );
 }
 
+/// CPU time (user + system) the calling thread has used, from the first field of
+/// `/proc/thread-self/schedstat` (nanoseconds on a CPU; Linux), kept open and re-read in
+/// place. Waiting for a sync is not CPU time: the difference over a save is the save's own
+/// work, which the machine's load does not stretch the way it stretches wall time. Reads zero
+/// where the file is missing.
+struct ThreadCpu(Option<fs::File>);
+
+impl ThreadCpu {
+    fn open() -> ThreadCpu {
+        ThreadCpu(fs::File::open("/proc/thread-self/schedstat").ok())
+    }
+
+    fn now(&self) -> Duration {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let Some(file) = &self.0 else {
+            return Duration::ZERO;
+        };
+        let n = file.read_at(&mut buf, 0).unwrap_or(0);
+        std::str::from_utf8(&buf[..n])
+            .ok()
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|ns| ns.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_nanos)
+    }
+}
+
 /// One round of the floor section: the same 500-message growth saved three ways in lockstep,
 /// message by message, each timed per save (the order rotates every message, so that none
 /// always runs first after the others' syncs): ours without a held lease (`save` checks the
 /// lease), ours through a held lease, and the floor (the message's line written and
-/// `fdatasync`ed on two plain files). Returns the three total times in that order.
-fn floor_round(n: usize) -> [Duration; 3] {
+/// `fdatasync`ed on two plain files). Returns the three total times in that order, then the
+/// three total CPU times ([`ThreadCpu`]).
+fn floor_round(n: usize) -> [[Duration; 3]; 2] {
     let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
     let open = |dir: &Path| {
         StateStore::open_with(
@@ -544,6 +573,8 @@ fn floor_round(n: usize) -> [Duration; 3] {
     };
     let (mut a, mut b) = (plain("a.jsonl"), plain("b.wal"));
     let mut times = [Duration::ZERO; 3];
+    let mut cpu = [Duration::ZERO; 3];
+    let clock = ThreadCpu::open();
     for i in 0..n {
         let m = message(i);
         let mut line = serde_json::to_vec(&m).unwrap();
@@ -556,6 +587,7 @@ fn floor_round(n: usize) -> [Duration; 3] {
         for k in 0..3 {
             let which = (i + k) % 3;
             let start = Instant::now();
+            let cpu_start = clock.now();
             match which {
                 0 => {
                     unleased.save(&states[0]).unwrap();
@@ -571,9 +603,10 @@ fn floor_round(n: usize) -> [Duration; 3] {
                 }
             }
             times[which] += start.elapsed();
+            cpu[which] += clock.now().saturating_sub(cpu_start);
         }
     }
-    times
+    [times, cpu]
 }
 
 /// The durable save against its physical floor: in each round the three are interleaved save
@@ -585,8 +618,13 @@ fn bench_floor() {
     let load_before = load_average();
     let (mut ours_ms, mut leased_ms, mut floor_ms) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ratios, mut leased_ratios) = (Vec::new(), Vec::new());
+    let mut cpu_ms = [Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..rounds {
-        let [ours, leased, base] = floor_round(n).map(|t| t.as_secs_f64());
+        let [times, cpu] = floor_round(n);
+        for (all, t) in cpu_ms.iter_mut().zip(cpu) {
+            all.push(t.as_secs_f64() * 1e3 / n as f64);
+        }
+        let [ours, leased, base] = times.map(|t| t.as_secs_f64());
         ours_ms.push(ours * 1e3 / n as f64);
         leased_ms.push(leased * 1e3 / n as f64);
         floor_ms.push(base * 1e3 / n as f64);
@@ -602,16 +640,22 @@ fn bench_floor() {
     println!(
         "## durable save against its floor ({rounds} rounds of {n} saves, interleaved save by save, min / median / max)"
     );
-    println!("| | per save | floor ÷ this (goal >= 0.8) |");
-    println!("|---|---:|---:|");
+    let [q, r, s] = cpu_ms.map(|mut v| spread(&mut v));
     println!(
-        "| ours, SaveDurability::Sync, `save` without a lease (the lease checked per save) | {a:.3} / {b:.3} / {c:.3} ms | {g:.2} / {h:.2} / {i:.2} |"
+        "| | per save | floor ÷ this (goal >= 0.8) | CPU per save (user + system, this thread) |"
+    );
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| ours, SaveDurability::Sync, `save` without a lease (the lease checked per save) | {a:.3} / {b:.3} / {c:.3} ms | {g:.2} / {h:.2} / {i:.2} | {:.3} / {:.3} / {:.3} ms |",
+        q.0, q.1, q.2
     );
     println!(
-        "| ours, SaveDurability::Sync, through a held lease | {j:.3} / {k:.3} / {l:.3} ms | {m:.2} / {o:.2} / {p:.2} |"
+        "| ours, SaveDurability::Sync, through a held lease | {j:.3} / {k:.3} / {l:.3} ms | {m:.2} / {o:.2} / {p:.2} | {:.3} / {:.3} / {:.3} ms |",
+        r.0, r.1, r.2
     );
     println!(
-        "| floor: 2 × (write + fdatasync) of the message's bytes | {d:.3} / {e:.3} / {f:.3} ms | |"
+        "| floor: 2 × (write + fdatasync) of the message's bytes | {d:.3} / {e:.3} / {f:.3} ms | | {:.3} / {:.3} / {:.3} ms |",
+        s.0, s.1, s.2
     );
     println!(
         "(load average before / after: {load_before} / {})",

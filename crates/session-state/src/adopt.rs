@@ -411,7 +411,10 @@ impl StateStore {
             Err(e) => return Err(e),
         };
         let read = parse_messages(&path, &bytes);
-        let (legacy, legacy_error) = match crate::legacy::read_legacy(self, id) {
+        let (legacy, legacy_error) = match self
+            .legacy_path(id)
+            .and_then(|legacy_path| crate::legacy::read_legacy(&legacy_path, id))
+        {
             Ok(l) => (l, None),
             Err(e) => (None, Some(e.to_string())),
         };

@@ -29,15 +29,17 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, params};
 use session_schema::{Num, RawJson, SessionState};
 
-use crate::db::{WriteTx, db_err};
+use crate::column::{OwnedValue, owned_row};
+use crate::db::{WriteTx, db_err, row_fingerprint};
 use crate::error::{Result, StateError};
 use crate::fault_point::FaultPoint;
 use crate::fsutil::{self, EMPTY_DIGEST, FileIdentity};
 use crate::lease_check::{LeaseCheck, MAX_PAUSE};
 use crate::messages::{Lines, ReadMessages, parse_messages};
+use crate::pending_base::Base;
 use crate::recovery::Uncommitted;
 use crate::store::{StateStore, checked};
-use crate::stored::Base;
+use crate::stored::ROW_NAMES;
 use crate::summary::{Summary, summarize};
 use crate::types::{DeferredRename, Generation, IoStep, Recovery, SaveMode, SaveReport};
 
@@ -140,6 +142,9 @@ struct Planned {
     /// written form of unchanged lines).
     earlier: Option<ReadMessages>,
     recovery: Vec<Recovery>,
+    /// The messages file as the plan opened it (read-write) to check it, with its length
+    /// then: the append writes through it instead of opening the file again.
+    opened: Option<(File, u64)>,
 }
 
 /// What the file side of one session's save wrote, before the commit.
@@ -572,6 +577,7 @@ impl StateStore {
         let lines = &p.lines;
         let messages = &p.state.messages;
         let mut earlier: Option<ReadMessages> = None;
+        let mut opened: Option<(File, u64)> = None;
         let append_from: Option<(usize, u64, u64)> = match (&stored, &files) {
             // No row: a messages file already there is never cut or overwritten.
             (None, _) => Some(crate::adopt::first_save_base(id, main, messages)?),
@@ -584,11 +590,9 @@ impl StateStore {
                 // or edited since).
                 if serialized_match {
                     let recorded = self.cached_identity(id, current);
-                    self.holds_committed(main, f, recorded)?.then_some((
-                        n,
-                        f.file_len,
-                        f.file_digest,
-                    ))
+                    let (holds, file) = self.holds_committed(main, f, recorded)?;
+                    opened = file;
+                    holds.then_some((n, f.file_len, f.file_digest))
                 } else {
                     // The serialized list differs from the committed bytes, which may still
                     // hold the same messages (a line with repaired lone surrogates): compare
@@ -632,6 +636,7 @@ impl StateStore {
             append_from,
             earlier,
             recovery,
+            opened: opened.filter(|_| append_from.is_some()),
         })
     }
 
@@ -652,11 +657,17 @@ impl StateStore {
                 targets.push(None);
                 continue;
             };
-            let (file, created) = fsutil::open_private_rw(&p.main)?;
-            let actual = file
-                .metadata()
-                .map_err(|e| StateError::io("stat", &p.main, e))?
-                .len();
+            let (file, created, actual) = match slot.planned.opened.take() {
+                Some((file, len)) => (file, false, len),
+                None => {
+                    let (file, created) = fsutil::open_private_rw(&p.main)?;
+                    let len = file
+                        .metadata()
+                        .map_err(|e| StateError::io("stat", &p.main, e))?
+                        .len();
+                    (file, created, len)
+                }
+            };
             slot.uncommitted = Uncommitted::Appended {
                 file,
                 path: p.main.clone(),
@@ -861,31 +872,39 @@ impl StateStore {
         };
         let state = p.state;
         let err = db_err(&self.db_path, "write session row");
-        conn.prepare_cached(
-            "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-             ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
-             invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
-             message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
-             workspace_root = excluded.workspace_root",
-        )
-        .and_then(|mut stmt| stmt.execute(params![
-                id,
-                state.updated_at.as_str(),
-                state.run_id,
-                state.invoke_seq,
-                p.schema_version,
-                p.meta_json,
-                i64::try_from(p.summary.message_count).unwrap_or(i64::MAX),
-                p.summary.last_user_message,
-                p.summary.workspace_root,
-            ]))
-        .map_err(err)?;
-        let fresh = self.read_stored(conn, id)?.ok_or_else(|| StateError::Db {
-            path: self.db_path.clone(),
-            context: "re-read session row",
-            source: rusqlite::Error::QueryReturnedNoRows,
-        })?;
+        // The row as stored (after column affinity) comes back from the statement itself: its
+        // fingerprint is the row half of the new generation, without reading the row again.
+        let row = conn
+            .prepare_cached(
+                "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
+                 invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
+                 message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
+                 workspace_root = excluded.workspace_root \
+                 RETURNING session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        id,
+                        state.updated_at.as_str(),
+                        state.run_id,
+                        state.invoke_seq,
+                        p.schema_version,
+                        p.meta_json,
+                        i64::try_from(p.summary.message_count).unwrap_or(i64::MAX),
+                        p.summary.last_user_message,
+                        p.summary.workspace_root,
+                    ],
+                    |r| {
+                        let values = owned_row(r, ROW_NAMES.len())?;
+                        let refs: Vec<_> = values.iter().map(OwnedValue::as_ref).collect();
+                        Ok(row_fingerprint(&refs))
+                    },
+                )
+            })
+            .map_err(err)?;
         conn.prepare_cached(
             "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file, pending_base) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
@@ -896,7 +915,7 @@ impl StateStore {
         .and_then(|mut stmt| stmt.execute(params![
                 id,
                 new_counter.cast_signed(),
-                fresh.generation.row.cast_signed(),
+                row.cast_signed(),
                 staged.file_len.cast_signed(),
                 i64::try_from(p.lines.count()).unwrap_or(i64::MAX),
                 staged.file_digest.cast_signed(),
@@ -904,7 +923,7 @@ impl StateStore {
                 pending_base,
             ]))
         .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
-        staged.row = fresh.generation.row;
+        staged.row = row;
         Ok(())
     }
 

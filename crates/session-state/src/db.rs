@@ -171,6 +171,13 @@ pub(crate) fn retry_busy<T>(
     }
 }
 
+/// Runs one transaction-control statement (`BEGIN …`, `COMMIT`, `ROLLBACK`) through the
+/// connection's statement cache: a save runs two of them, and parsing them again each time
+/// costs more than running them.
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 /// A write transaction taken with `BEGIN IMMEDIATE`; rolled back on drop unless committed.
 pub(crate) struct WriteTx<'c> {
     pub(crate) conn: &'c Connection,
@@ -182,7 +189,7 @@ impl<'c> WriteTx<'c> {
     /// Takes the write lock, waiting (busy timeout + retries) up to `max_wait`.
     pub(crate) fn begin(conn: &'c Connection, path: &'c Path, max_wait: Duration) -> Result<Self> {
         retry_busy(path, max_wait, "begin write transaction", || {
-            conn.execute_batch("BEGIN IMMEDIATE")
+            run_cached(conn, "BEGIN IMMEDIATE")
         })?;
         Ok(WriteTx {
             conn,
@@ -194,10 +201,10 @@ impl<'c> WriteTx<'c> {
     /// Commits. In WAL mode with `synchronous=FULL` the commit is durable on return.
     pub(crate) fn commit(mut self) -> Result<()> {
         self.open = false;
-        match self.conn.execute_batch("COMMIT") {
+        match run_cached(self.conn, "COMMIT") {
             Ok(()) => Ok(()),
             Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = run_cached(self.conn, "ROLLBACK");
                 Err(db_err(self.path, "commit")(e))
             }
         }
@@ -207,7 +214,7 @@ impl<'c> WriteTx<'c> {
 impl Drop for WriteTx<'_> {
     fn drop(&mut self) {
         if self.open {
-            let _ = self.conn.execute_batch("ROLLBACK");
+            let _ = run_cached(self.conn, "ROLLBACK");
         }
     }
 }
@@ -220,7 +227,7 @@ pub(crate) struct ReadTx<'c> {
 impl<'c> ReadTx<'c> {
     pub(crate) fn begin(conn: &'c Connection, path: &Path, max_wait: Duration) -> Result<Self> {
         retry_busy(path, max_wait, "begin read transaction", || {
-            conn.execute_batch("BEGIN DEFERRED")
+            run_cached(conn, "BEGIN DEFERRED")
         })?;
         Ok(ReadTx { conn })
     }
@@ -228,7 +235,7 @@ impl<'c> ReadTx<'c> {
 
 impl Drop for ReadTx<'_> {
     fn drop(&mut self) {
-        let _ = self.conn.execute_batch("COMMIT");
+        let _ = run_cached(self.conn, "COMMIT");
     }
 }
 

@@ -32,7 +32,6 @@
 //! identified yet) when the session is open, and waits up to
 //! [`crate::StoreOptions::max_busy_wait`] for a delete or housekeeping step to end.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read};
@@ -40,7 +39,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, MutexGuard};
 use session_schema::{SessionState, Timestamp, check_id};
 
 use crate::error::{Result, StateError};
@@ -71,21 +69,6 @@ pub struct OpenSession {
     pub session_id: String,
     /// Who holds it.
     pub holder: LeaseHolder,
-}
-
-/// The sessions whose leases a [`StateStore`] holds (saves and deletes of those through the
-/// same store are the holder's and take no further lock).
-#[derive(Debug, Default)]
-pub(crate) struct Registry(Mutex<BTreeSet<String>>);
-
-impl Registry {
-    fn set(&self) -> MutexGuard<'_, BTreeSet<String>> {
-        self.0.lock()
-    }
-
-    pub(crate) fn holds(&self, id: &str) -> bool {
-        self.set().contains(id)
-    }
 }
 
 /// An exclusive lease on one session, held until dropped (or [`SessionLease::release`]d).
@@ -209,7 +192,7 @@ impl SessionLease<'_> {
 impl Drop for SessionLease<'_> {
     fn drop(&mut self) {
         if self.registered {
-            self.store.leases.set().remove(&self.session_id);
+            self.store.leases.remove(&self.session_id);
         }
         if let Some(file) = self.file.take() {
             // Remove the file while the lock is still held, and only if the path still names
@@ -468,7 +451,7 @@ fn acquire<'s>(
                 };
                 write_note(&file, &path, id, &holder)?;
                 if register {
-                    store.leases.set().insert(id.to_owned());
+                    store.leases.insert(id);
                 }
                 let lease = SessionLease {
                     store,

@@ -13,17 +13,16 @@ use crate::compact::compact_json;
 use crate::error::{Result, StateError};
 use crate::fsutil;
 use crate::messages::{keep_raw, ordered_object, parse_messages};
-use crate::store::StateStore;
 use crate::summary::summarize;
 use crate::types::{LegacyLoad, LoadNote, MessageDamage, MessageDamageKind};
 
-/// Reads and validates `state/<id>.json`. `Ok(None)` when the file does not exist.
-pub(crate) fn read_legacy(store: &StateStore, id: &str) -> Result<Option<LegacyLoad>> {
-    let path = store.legacy_path(id)?;
-    let Some(bytes) = fsutil::read_if_exists(&path)? else {
+/// Reads and validates the legacy snapshot `path` (`state/<id>.json`) of session `id`.
+/// `Ok(None)` when the file does not exist.
+pub(crate) fn read_legacy(path: &Path, id: &str) -> Result<Option<LegacyLoad>> {
+    let Some(bytes) = fsutil::read_if_exists(path)? else {
         return Ok(None);
     };
-    parse_legacy(&path, id, &bytes).map(Some)
+    parse_legacy(path, id, &bytes).map(Some)
 }
 
 fn invalid(
@@ -287,26 +286,28 @@ pub(crate) struct Adoption {
     pub(crate) file_notes: Vec<LoadNote>,
 }
 
-/// `Ok(None)` when `messages/<id>.jsonl` does not exist (the snapshot, if any, is the
-/// session). Otherwise the file's messages win: the reference writes the messages file after the
-/// snapshot (the snapshot is the older format it migrated from), so the file is never
-/// replaced by the snapshot's list. Neither file is changed here.
+/// The messages file `path` (`messages/<id>.jsonl`) of session `id` adopted, its legacy
+/// snapshot `legacy` (read from `legacy_path`) supplying the other fields.
+///
+/// `Ok(None)` when `path` does not exist (the snapshot, if any, is the session). Otherwise
+/// the file's messages win: the reference writes the messages file after the snapshot (the
+/// snapshot is the older format it migrated from), so the file is never replaced by the
+/// snapshot's list. Neither file is changed here.
 pub(crate) fn adopt_messages_file(
-    store: &StateStore,
+    path: &Path,
     id: &str,
     legacy: Option<&LegacyLoad>,
     legacy_path: &Path,
 ) -> Result<Option<Adoption>> {
-    let path = store.messages_path(id)?;
-    let meta = match std::fs::symlink_metadata(&path) {
+    let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StateError::io("stat messages file", &path, e)),
+        Err(e) => return Err(StateError::io("stat messages file", path, e)),
     };
-    let Some(bytes) = fsutil::read_if_exists(&path)? else {
+    let Some(bytes) = fsutil::read_if_exists(path)? else {
         return Ok(None);
     };
-    let read = parse_messages(&path, &bytes);
+    let read = parse_messages(path, &bytes);
     let file_time = meta.modified().ok().map(OffsetDateTime::from);
     let snapshot_at = legacy.map(|l| &l.state.updated_at);
     let updated_at = match (snapshot_at.and_then(Timestamp::parse), file_time) {
@@ -323,7 +324,7 @@ pub(crate) fn adopt_messages_file(
         .cloned()
         .collect();
     legacy_notes.push(LoadNote::RebuiltFromMessages {
-        path: path.clone(),
+        path: path.to_path_buf(),
         messages: read.messages.len() as u64,
         legacy_messages: legacy.map(|l| l.elements),
     });

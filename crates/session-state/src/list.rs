@@ -259,8 +259,9 @@ impl StateStore {
     /// snapshot, or, when `messages/<id>.jsonl` exists, the row rebuilt from that file.
     fn pending_migration(&self, id: &str, path: &Path, bytes: &[u8]) -> Result<Pending> {
         let legacy = parse_legacy(path, id, bytes)?;
+        let main = self.messages_path(id)?;
         Ok(
-            match crate::legacy::adopt_messages_file(self, id, Some(&legacy), path)? {
+            match crate::legacy::adopt_messages_file(&main, id, Some(&legacy), path)? {
                 Some(adopted) => Pending::Rebuilt(adopted),
                 None => Pending::Snapshot(legacy),
             },

@@ -25,8 +25,9 @@ use rusqlite::Connection;
 use crate::db::{ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::fsutil;
+use crate::pending_base::Base;
 use crate::store::StateStore;
-use crate::stored::{Base, FilesRow, Stored, read_bookkeeping, read_stored};
+use crate::stored::{FilesRow, Stored, read_bookkeeping, read_stored};
 use crate::types::{IoStep, Recovery, SaveDurability, StaleReason};
 
 /// Name of the append-intent file inside `messages/`.

@@ -11,7 +11,7 @@ use rusqlite::types::ValueRef;
 
 use crate::column::{OwnedValue, int_of, owned_row};
 use crate::fsutil;
-use crate::stored::Base;
+use crate::pending_base::Base;
 
 /// The `user_version` from which `file_digest` is the XXH3-64 chain.
 pub(crate) const DIGEST_USER_VERSION: i64 = 6;

@@ -57,7 +57,7 @@ pub struct StateStore {
     /// session of a batch saved again appends without reading its committed bytes.
     cache_room: std::sync::atomic::AtomicUsize,
     /// Sessions whose lease this store holds ([`StateStore::lease`]).
-    pub(crate) leases: crate::lease::Registry,
+    pub(crate) leases: crate::lease_registry::Registry,
     /// What `open` settled ([`StateStore::recovery`]).
     pub(crate) recovered: Vec<Recovery>,
 }
@@ -550,26 +550,29 @@ impl StateStore {
     /// chain compared. A missing file holds them only when nothing was committed; a shorter
     /// one never; a longer one when the bytes past the committed length are only an
     /// uncommitted tail (a crashed save).
+    ///
+    /// When the cheap check holds, the file it opened (read-write) comes back with its length,
+    /// for the append to write through without opening it again.
     pub(crate) fn holds_committed(
         &self,
         main: &Path,
         f: &FilesRow,
         recorded: Option<FileIdentity>,
-    ) -> Result<bool> {
+    ) -> Result<(bool, Option<(std::fs::File, u64)>)> {
         let Some(file) = fsutil::open_rw_if_exists(main)? else {
-            return Ok(f.file_len == 0);
+            return Ok((f.file_len == 0, None));
         };
         let meta = file
             .metadata()
             .map_err(|e| StateError::io("stat", main, e))?;
         if meta.len() < f.file_len {
-            return Ok(false);
+            return Ok((false, None));
         }
         if recorded == Some(FileIdentity::of(&meta)) {
-            return Ok(true);
+            return Ok((true, Some((file, meta.len()))));
         }
         drop(file);
-        Ok(self.read_committed(main, f)?.is_some())
+        Ok((self.read_committed(main, f)?.is_some(), None))
     }
 
     /// The committed bytes of `main` (its first `file_len` bytes) when their line count and
@@ -774,16 +777,19 @@ impl StateStore {
     }
 
     fn load_legacy_and_migrate(&self, id: &str) -> Result<Option<LoadedSession>> {
-        let Some(mut legacy) = crate::legacy::read_legacy(self, id)? else {
+        let legacy_path = self.legacy_path(id)?;
+        let Some(mut legacy) = crate::legacy::read_legacy(&legacy_path, id)? else {
             // A messages file without a row and without a snapshot stays invisible: it is
             // what a first save that crashed before its commit leaves (README, "Crash
             // consistency"), indistinguishable from a file whose row was lost.
             return Ok(None);
         };
-        let legacy_path = self.legacy_path(id)?;
-        if let Some(adopted) =
-            crate::legacy::adopt_messages_file(self, id, Some(&legacy), &legacy_path)?
-        {
+        if let Some(adopted) = crate::legacy::adopt_messages_file(
+            &self.messages_path(id)?,
+            id,
+            Some(&legacy),
+            &legacy_path,
+        )? {
             return self.load_adopted(id, adopted);
         }
         let mut notes = std::mem::take(&mut legacy.notes);

@@ -3,8 +3,8 @@
 //! `fdatasync` (the messages file, then SQLite's WAL at `COMMIT`: SQLite built with
 //! `HAVE_FDATASYNC`, see `.cargo/config.toml`) and no `fsync`; a save without a lease opens
 //! the lease file read-only to check it and creates, writes or removes nothing in `leases/`;
-//! a batch of K sessions makes K + 1 `fdatasync`. Skipped with a message when `strace` is
-//! not installed or cannot trace here.
+//! a batch of K sessions makes K + 1 `fdatasync`; each save opens its messages file once.
+//! Skipped with a message when `strace` is not installed or cannot trace here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
@@ -231,11 +231,22 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
         "{report}"
     );
     assert!(!root.join("unleased/leases").exists());
+    // The messages file is opened once per save: the check of its committed bytes opens it
+    // and the append writes through that descriptor.
+    let opens_of = |calls: &[Call], file: &str| {
+        calls
+            .iter()
+            .filter(|c| c.name.starts_with("open") && c.line.contains(&format!("{file}\"")))
+            .count()
+    };
+    let messages_file = format!("messages/{ID}.jsonl");
+    assert_eq!(opens_of(&unleased, &messages_file), SAVES, "{report}");
 
     let leased = phase(&trace, "leased");
     let report = format!("{:?}", summary(&leased));
     assert_eq!(count(&leased, "fdatasync"), 2 * SAVES, "{report}");
     assert_eq!(count(&leased, "fsync"), 0, "{report}");
+    assert_eq!(opens_of(&leased, &messages_file), SAVES, "{report}");
     assert_eq!(
         leased.iter().filter(|c| c.line.contains("leases/")).count(),
         0,
@@ -246,6 +257,14 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
     let report = format!("{:?}", summary(&batch));
     assert_eq!(count(&batch, "fdatasync"), BATCH + 1, "{report}");
     assert_eq!(count(&batch, "fsync"), 0, "{report}");
+    assert_eq!(
+        batch
+            .iter()
+            .filter(|c| c.name.starts_with("open") && c.line.contains(".jsonl\""))
+            .count(),
+        BATCH,
+        "{report}"
+    );
     assert_eq!(
         batch.iter().filter(|c| c.line.contains("leases/")).count(),
         BATCH,

@@ -1,0 +1,150 @@
+//! What one durable save costs `state.db`, counted rather than timed: the SQL statements it
+//! runs (SQLite's statement trace on the store's own connection) and the pages it writes (WAL
+//! frames appended per commit). A statement or a touched page added to the save path fails
+//! here before it shows up in the floor benchmark (`benches/state.rs`, "durable save against
+//! its floor").
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+    use rusqlite::trace::{TraceEvent, TraceEventCodes};
+    use session_schema::{BaseMessage, SessionState, Timestamp, parse_message};
+
+    use crate::store::StateStore;
+    use crate::types::{SaveDurability, SaveMode, StoreOptions};
+
+    const ID: &str = "c0575a7e-0000-4000-8000-000000000001";
+
+    fn message(i: usize) -> BaseMessage {
+        let role = if i.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        };
+        parse_message(format!(r#"{{"role":"{role}","content":"message {i}"}}"#).as_bytes())
+            .unwrap()
+            .value
+    }
+
+    fn state(n: usize) -> SessionState {
+        SessionState {
+            schema_version: Some(1i64.into()),
+            session_id: ID.to_owned(),
+            updated_at: Timestamp::from_raw("2026-12-01T10:00:00.000Z"),
+            run_id: Some("8f1d7b7a-7e8f-4e0f-9a7c-1c5d0e6b2b7a".to_owned()),
+            invoke_seq: Some(n.try_into().unwrap_or(i64::MAX)),
+            messages: (0..n).map(message).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn open_sync(root: &std::path::Path) -> StateStore {
+        let options = StoreOptions {
+            durability: SaveDurability::Sync,
+            ..StoreOptions::default()
+        };
+        StateStore::open_with(root, options).unwrap()
+    }
+
+    /// The first words of a statement, enough to tell which one ran (`SELECT … FROM session_files`
+    /// is named by its table).
+    fn kind(sql: &str) -> String {
+        let words: Vec<&str> = sql.split_whitespace().collect();
+        let verb = words.first().copied().unwrap_or("").to_ascii_uppercase();
+        let table = |after: &str| {
+            words
+                .iter()
+                .position(|w| w.eq_ignore_ascii_case(after))
+                .and_then(|i| words.get(i + 1))
+                .map(|t| t.trim_end_matches(['(', ';']).to_owned())
+                .unwrap_or_default()
+        };
+        match verb.as_str() {
+            "SELECT" | "DELETE" => format!("{verb} {}", table("FROM")),
+            "INSERT" => format!("{verb} {}", table("INTO")),
+            "UPDATE" => format!("{verb} {}", words.get(1).copied().unwrap_or("")),
+            "BEGIN" => words.join(" ").to_ascii_uppercase(),
+            _ => verb,
+        }
+    }
+
+    #[test]
+    fn an_appending_save_runs_four_statements_besides_its_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_sync(dir.path());
+        for n in 1..=2 {
+            store.save(&state(n)).unwrap();
+        }
+        let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = Arc::clone(&ran);
+        store
+            .lock()
+            .trace_v2(
+                TraceEventCodes::SQLITE_TRACE_STMT,
+                Some(move |e: TraceEvent<'_>| {
+                    if let TraceEvent::Stmt(_, sql) = e {
+                        sink.lock().push(kind(sql));
+                    }
+                }),
+            )
+            .unwrap();
+        let report = store.save(&state(3)).unwrap();
+        assert_eq!(report.mode, SaveMode::Appended { messages: 1 });
+        store
+            .lock()
+            .trace_v2(
+                TraceEventCodes::SQLITE_TRACE_STMT,
+                None::<fn(TraceEvent<'_>)>,
+            )
+            .unwrap();
+        // Read the row and the bookkeeping once (compare-and-swap and the append decision), write
+        // both; the row as stored comes back from its own INSERT … RETURNING.
+        assert_eq!(
+            *ran.lock(),
+            [
+                "BEGIN IMMEDIATE",
+                "SELECT session_state",
+                "SELECT session_files",
+                "INSERT session_state",
+                "INSERT session_files",
+                "COMMIT",
+            ]
+        );
+    }
+
+    /// WAL frames (pages) appended by `saves` appending saves of one session, measured from an
+    /// empty WAL.
+    fn frames_per_save(saves: usize) -> (u64, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_sync(dir.path());
+        store.save(&state(1)).unwrap();
+        let page_size = {
+            let conn = store.lock();
+            conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .unwrap();
+            crate::column::query_int(&conn, "PRAGMA page_size", [])
+                .unwrap()
+                .cast_unsigned()
+        };
+        let wal = dir.path().join("state.db-wal");
+        let len = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+        assert_eq!(len(), 0);
+        for n in 2..2 + saves {
+            store.save(&state(n)).unwrap();
+        }
+        // A 32-byte WAL header, then one 24-byte header and one page per frame.
+        let frames = (len() - 32) / (24 + page_size);
+        assert_eq!((len() - 32) % (24 + page_size), 0);
+        (frames, page_size)
+    }
+
+    #[test]
+    fn an_appending_save_writes_three_pages_of_one_kib() {
+        let saves = 8;
+        let (frames, page_size) = frames_per_save(saves);
+        assert_eq!(page_size, 1024);
+        assert_eq!(frames, 3 * saves as u64);
+    }
+}
