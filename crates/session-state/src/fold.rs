@@ -192,6 +192,8 @@ impl RunFold {
             damage_count: self.damage_count,
             last_ts: self.last_ts,
             compressed,
+            partial: false,
+            complete_on_read: false,
             other_files: Vec::new(),
             column_damage: Vec::new(),
         };

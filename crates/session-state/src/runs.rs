@@ -186,10 +186,10 @@ pub struct RunPage {
     pub next_cursor: Option<RunCursor>,
 }
 
-pub(crate) const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic";
+pub(crate) const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic, partial";
 
 /// Names of the compared columns, in [`RUN_COLUMNS`] order.
-const RUN_COLUMN_NAMES: [&str; 24] = [
+const RUN_COLUMN_NAMES: [&str; 25] = [
     "path",
     "run_id",
     "session_id",
@@ -214,12 +214,23 @@ const RUN_COLUMN_NAMES: [&str; 24] = [
     "compressed",
     "started_at_utc",
     "diagnostic",
+    "partial",
 ];
 
 /// A row as stored (relative path, `started_at` `''` when unknown), every value as it is.
 #[derive(Debug, Clone, PartialEq)]
 struct StoredRun {
     values: Vec<OwnedValue>,
+}
+
+impl StoredRun {
+    /// Whether the stored row was read bounded (`runs.partial` other than 0).
+    fn is_partial(&self) -> bool {
+        self.values
+            .get(RUN_COLUMN_NAMES.len() - 1)
+            .and_then(|v| crate::column::int_of(v.as_ref()))
+            .is_some_and(|p| p != 0)
+    }
 }
 
 pub(crate) fn rel_path(root: &Path, path: &Path) -> String {
@@ -259,6 +270,7 @@ pub(crate) fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<
         Value::Integer(i64::from(r.compressed)),
         Value::Text(r.started_at_utc.clone().unwrap_or_default()),
         diagnostic.map_or(Value::Null, |d| Value::Text(d.to_owned())),
+        Value::Integer(crate::partial::partial_column(r)),
     ]
 }
 
@@ -305,10 +317,13 @@ fn row_and_diagnostic_from_sql(
         last_ts: c.text(20)?,
         compressed: c.int_required(21)?.is_some_and(|v| v != 0),
         started_at_utc: c.text(22)?.filter(|s| !s.is_empty()),
+        partial: false,
+        complete_on_read: false,
         column_damage: Vec::new(),
         other_files: Vec::new(),
     };
     let diagnostic = c.text(23)?;
+    crate::partial::set_partial(&mut row, c.int_required(24)?.unwrap_or(0));
     row.column_damage = c.finish();
     Ok((row, diagnostic))
 }
@@ -1077,7 +1092,13 @@ impl RunIndex {
                     .known
                     .and_then(|_| snap.checkpoints.get(&f.rel))
                     .map(String::as_str);
-                match crate::resume::read_row(&f.path, f.size, f.mtime_ns, f.compressed, stored) {
+                match crate::partial::read_for_refresh(
+                    &f.path,
+                    f.size,
+                    f.mtime_ns,
+                    f.compressed,
+                    stored,
+                ) {
                     Ok(crate::resume::RowRead {
                         row,
                         diagnostic,
@@ -1204,7 +1225,8 @@ impl RunIndex {
         let mut watch: Vec<&str> = Vec::new();
         let mut checkpoints: Vec<(&str, String)> = Vec::new();
         for (i, f) in files.iter().enumerate() {
-            match crate::resume::read_row(&f.path, f.size, f.mtime_ns, f.compressed, None) {
+            match crate::partial::read_for_refresh(&f.path, f.size, f.mtime_ns, f.compressed, None)
+            {
                 Ok(crate::resume::RowRead {
                     row,
                     diagnostic,
@@ -1242,9 +1264,14 @@ impl RunIndex {
                 (Some(_), None) => report.changes.push(RunChange::Removed(path)),
                 (None, Some(_)) => report.changes.push(RunChange::Added(path)),
                 (Some(o), Some(n)) => {
+                    // What a partial row does not claim is no difference.
+                    let partial = o.is_partial() || crate::partial::values_partial(n);
                     let diff: Vec<&'static str> = RUN_COLUMN_NAMES
                         .iter()
                         .zip(o.values.iter().zip(n))
+                        .filter(|(name, _)| {
+                            !(partial && crate::partial::UNCLAIMED_COLUMNS.contains(name))
+                        })
                         .filter(|(_, (a, b))| **a != OwnedValue::of(ValueRef::from(*b)))
                         .map(|(name, _)| *name)
                         .collect();
@@ -1288,7 +1315,7 @@ impl RunIndex {
     /// Runs of one session from the index, oldest `started_at` first (then path): files that
     /// are runs, one per run id (the most complete file; the others in
     /// [`RunRow::other_files`]). Does not scan the tree: call [`RunIndex::index_runs`] first
-    /// to pick up new files.
+    /// to pick up new files. Partial rows are completed as in [`RunIndex::list_runs`].
     ///
     /// # Errors
     /// [`StateError::Db`].
@@ -1340,8 +1367,10 @@ impl RunIndex {
     }
 
     /// `row` when it is the most complete file of its run (with the run's other files in
-    /// [`RunRow::other_files`]), `None` when another file of the run is listed instead. One
-    /// look-up in the run-id index per row.
+    /// [`RunRow::other_files`]), `None` when another file of the run is listed instead (or
+    /// its file, read whole, is no run). One look-up in the run-id index per row. Partial
+    /// rows are completed ([`RunIndex::complete_row`]): the returned row, and every file of
+    /// the run when there are several (the ranking compares record counts).
     pub(crate) fn chosen(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -1357,6 +1386,20 @@ impl RunIndex {
             .map_err(db_err(&self.db_path, "query runs"))?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(&self.db_path, "read run row"))?;
+        if siblings.is_empty() {
+            return self.complete_row(conn, row);
+        }
+        // Ranking needs exact counts: partial rows are completed first.
+        let Some(row) = self.complete_row(conn, row)? else {
+            return Ok(None);
+        };
+        let mut complete = Vec::with_capacity(siblings.len());
+        for s in siblings {
+            if let Some(s) = self.complete_row(conn, s)? {
+                complete.push(s);
+            }
+        }
+        let siblings = complete;
         if siblings.is_empty() {
             return Ok(Some(row));
         }
@@ -1418,9 +1461,15 @@ impl RunIndex {
     /// most complete is listed, naming the others in [`RunRow::other_files`] (its filters
     /// apply to that file: a less complete twin that matches them does not stand in).
     ///
+    /// Partial rows (files the refresh read bounded, [`RunRow::partial`]) of the page are
+    /// completed before they are returned: their files are read whole, and the completed
+    /// rows stored when the index can be written (`crate::partial`); so are the rows of a
+    /// run's other files when the most complete one must be chosen.
+    ///
     /// # Cost
     /// One indexed query per page plus one look-up in the run-id index per row returned;
-    /// rows of less complete twins are skipped and the page filled from further rows.
+    /// rows of less complete twins are skipped and the page filled from further rows. Each
+    /// partial row of the page costs one whole read of its file, once.
     ///
     /// # Errors
     /// [`StateError::Db`].
