@@ -13,9 +13,10 @@ use session_jsonl::RunFile;
 
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
+use crate::fold::read_run_row;
 use crate::index::RunIndex;
 use crate::row::RunRow;
-use crate::runs::{read_run_row, rel_path, to_values, upsert};
+use crate::runs::{rel_path, to_values, upsert};
 use crate::store::StateStore;
 
 /// How [`RunIndex::index_files`] reads each file.

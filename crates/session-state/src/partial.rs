@@ -2,7 +2,7 @@
 //! and a tail probe, never the whole file), and how readers complete such a row when they
 //! answer with counts.
 //!
-//! A refresh ([`RunIndex::index_runs`], [`RunIndex::reindex`]) reads a new or changed plain
+//! A refresh ([`RunIndex::index_runs`](crate::RunIndex::index_runs), [`RunIndex::reindex`](crate::RunIndex::reindex)) reads a new or changed plain
 //! run file longer than [`WHOLE_READ_MAX`] bounded: the head block
 //! ([`session_jsonl::scan::HEAD_LIMIT`], 64 KiB) gives the header, the `run.start` (first
 //! input, workspace) and the model; a tail probe of at most [`REFRESH_TAIL_PROBE`] bytes
@@ -20,7 +20,7 @@
 //! checkpoint goes on from it (`resume.rs`) whatever its size.
 //!
 //! Readers that answer with counts complete the partial rows they answer with
-//! ([`RunIndex::complete_row`]): the file is read whole (answer-sized work) and, when the
+//! (`RunIndex::complete_row` in `runs.rs`): the file is read whole (answer-sized work) and, when the
 //! index can be written, the completed row is stored (`partial = 0`) with the checkpoint of
 //! an open run, so later refreshes of a growing run resume instead of reading it bounded
 //! again. A read-only index completes rows for the answer only.
@@ -31,19 +31,15 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
 use session_jsonl::scan::HEAD_LIMIT;
 use session_jsonl::{DamageKind, Item, Reader, RunEndState};
 
-use crate::column::Cols;
-use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
 use crate::fold::outcome_of_end;
-use crate::index::RunIndex;
+use crate::fold::{read_run_row, row_from_items};
 use crate::index_read::index_reader_options;
 use crate::resume::RowRead;
 use crate::row::{IndexedRunOutcome, RunRow};
-use crate::runs::{rel_path, row_from_items, to_values, upsert};
 
 /// Most bytes of its tail the refresh reads from a run file it reads bounded: two 64 KiB
 /// blocks, so that a run ending in a `run.end` or `run.error` whose text is up to about
@@ -58,7 +54,7 @@ pub const WHOLE_READ_MAX: u64 = HEAD_LIMIT as u64 + REFRESH_TAIL_PROBE;
 /// Columns whose values a partial row does not claim (its counts, its last `run.status`, a
 /// model only a later `llm.request` names, the last time when the last record has none,
 /// `partial` itself): a rebuild
-/// ([`RunIndex::reindex`]) does not report them as changed when either side is partial.
+/// ([`RunIndex::reindex`](crate::RunIndex::reindex)) does not report them as changed when either side is partial.
 pub(crate) const UNCLAIMED_COLUMNS: [&str; 13] = [
     "model_provider",
     "model_name",
@@ -78,30 +74,32 @@ pub(crate) const UNCLAIMED_COLUMNS: [&str; 13] = [
 /// Whether the values of a row about to be stored ([`to_values`] order, `partial` last) are
 /// those of a partial row.
 pub(crate) fn values_partial(values: &[rusqlite::types::Value]) -> bool {
-    matches!(values.last(), Some(rusqlite::types::Value::Integer(p)) if *p != WHOLE)
+    matches!(values.last(), Some(rusqlite::types::Value::Integer(p)) if *p != 0)
 }
 
 /// `runs.partial` of a row read whole.
-const WHOLE: i64 = 0;
+const WHOLE: u64 = 0;
 /// `runs.partial` of a row the refresh read bounded: completed by the readers.
-const BY_REFRESH: i64 = 1;
+const BY_REFRESH: u64 = 1;
 /// `runs.partial` of a row read bounded on request: listed as read.
-const ON_REQUEST: i64 = 2;
+const ON_REQUEST: u64 = 2;
 
 /// The `runs.partial` value of `row`.
 pub(crate) fn partial_column(row: &RunRow) -> i64 {
-    match (row.partial, row.complete_on_read) {
+    let value = match (row.partial, row.complete_on_read) {
         (false, _) => WHOLE,
         (true, true) => BY_REFRESH,
         (true, false) => ON_REQUEST,
-    }
+    };
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// Sets [`RunRow::partial`] from a stored `runs.partial` (a value this version does not know
-/// counts as read on request: partial, not completed).
-pub(crate) fn set_partial(row: &mut RunRow, stored: i64) {
+/// Sets [`RunRow::partial`] from a stored `runs.partial` (a count: a value this version does
+/// not know counts as partial and is completed on read, so that no answer claims counts it
+/// was not given).
+pub(crate) fn set_partial(row: &mut RunRow, stored: u64) {
     row.partial = stored != WHOLE;
-    row.complete_on_read = stored == BY_REFRESH;
+    row.complete_on_read = row.partial && stored != ON_REQUEST;
 }
 
 /// A row read from at most the head block and a tail probe of `tail_budget` bytes.
@@ -137,7 +135,7 @@ pub(crate) fn read_bounded(
 ) -> Result<Bounded> {
     let head_limit = u64::try_from(HEAD_LIMIT).unwrap_or(u64::MAX);
     if compressed || size <= head_limit {
-        let (row, diagnostic) = crate::runs::read_run_row(path, size, mtime, compressed)?;
+        let (row, diagnostic) = read_run_row(path, size, mtime, compressed)?;
         return Ok(Bounded {
             row,
             diagnostic,
@@ -242,99 +240,4 @@ pub(crate) fn read_for_refresh(
         }
     }
     crate::resume::read_row(path, size, mtime, compressed, None)
-}
-
-impl RunIndex {
-    /// `row` completed: when it is a partial row the refresh read bounded, its file is read
-    /// whole (as it is now) and the row of that read returned; when the index can be written
-    /// (not read-only, not in memory) the completed row and an open run's checkpoint are
-    /// stored too, provided the stored row is still the partial one that was read (a refresh
-    /// of another process may have replaced it). `None` when the file read whole turns out not
-    /// to be a run (no `header` record): its row then holds why, and it is not listed.
-    ///
-    /// A file that cannot be read whole now (gone, unreadable) leaves the row partial
-    /// ([`RunRow::partial`]: its counts are unknown); storing is best effort (a busy or full
-    /// database leaves the stored row partial, completed again by the next reader). Never
-    /// fails for either reason.
-    ///
-    /// `conn` is this index's connection, held by the caller.
-    ///
-    /// # Errors
-    /// None today; the `Result` keeps the readers' signatures.
-    pub(crate) fn complete_row(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
-        if !row.complete_on_read {
-            return Ok(Some(row));
-        }
-        let md = match std::fs::symlink_metadata(&row.path) {
-            Ok(md) if md.is_file() => md,
-            _ => return Ok(Some(row)),
-        };
-        let (size, mtime) = (md.len(), crate::tree::mtime_ns(&md));
-        let Ok(read) = crate::resume::read_row(&row.path, size, mtime, row.compressed, None) else {
-            return Ok(Some(row));
-        };
-        let mut whole = read.row;
-        whole.column_damage.clone_from(&row.column_damage);
-        if !self.read_only {
-            // Best effort: the answer is complete either way.
-            let _ = self.store_completed(
-                conn,
-                &row,
-                &whole,
-                read.diagnostic.as_deref(),
-                read.checkpoint.as_deref(),
-            );
-        }
-        Ok(read.diagnostic.is_none().then_some(whole))
-    }
-
-    /// Stores `whole` in place of the partial row `partial` (and the checkpoint of an open
-    /// run), in one transaction, when the stored row is still `partial`.
-    fn store_completed(
-        &self,
-        conn: &Connection,
-        partial: &RunRow,
-        whole: &RunRow,
-        diagnostic: Option<&str>,
-        checkpoint: Option<&str>,
-    ) -> Result<()> {
-        let rel = rel_path(&self.root, &partial.path);
-        let tx = WriteTx::begin(conn, &self.db_path, self.options.max_busy_wait)?;
-        let err = || db_err(&self.db_path, "store completed run row");
-        let stored: Option<(i64, i64, i64)> = {
-            const NAMES: [&str; 3] = ["file_size", "mtime_ns", "partial"];
-            let mut stmt = conn
-                .prepare_cached("SELECT file_size, mtime_ns, partial FROM runs WHERE path = ?1")
-                .map_err(err())?;
-            let mut rows = stmt.query([rel.as_str()]).map_err(err())?;
-            match rows.next().map_err(err())? {
-                Some(r) => {
-                    let mut c = Cols::new(r, "runs", &NAMES).map_err(err())?;
-                    let mut int = |i: usize| -> rusqlite::Result<i64> {
-                        Ok(c.int_required(i)?.unwrap_or(-1))
-                    };
-                    Some((
-                        int(0).map_err(err())?,
-                        int(1).map_err(err())?,
-                        int(2).map_err(err())?,
-                    ))
-                }
-                None => None,
-            }
-        };
-        let expected = (
-            i64::try_from(partial.file_size).unwrap_or(i64::MAX),
-            partial.modified_unix_ns,
-            BY_REFRESH,
-        );
-        if stored != Some(expected) {
-            return Ok(());
-        }
-        let write = || -> rusqlite::Result<()> {
-            upsert(conn, &to_values(&rel, whole, diagnostic))?;
-            crate::resume::put_checkpoint(conn, &rel, checkpoint)
-        };
-        write().map_err(err())?;
-        tx.commit()
-    }
 }

@@ -17,14 +17,11 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, Row};
-use session_jsonl::{Item, Reader};
 
 use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
 use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::fold::RunFold;
 use crate::index::RunIndex;
-use crate::index_read::index_reader_options;
 use crate::row::{IndexedRunOutcome, RunRow};
 use crate::tree::{self, DateDir, Listed};
 use crate::utc::utc_key;
@@ -323,46 +320,9 @@ fn row_and_diagnostic_from_sql(
         other_files: Vec::new(),
     };
     let diagnostic = c.text(23)?;
-    crate::partial::set_partial(&mut row, c.int_required(24)?.unwrap_or(0));
+    crate::partial::set_partial(&mut row, c.count_required(24)?.unwrap_or(0));
     row.column_damage = c.finish();
     Ok((row, diagnostic))
-}
-
-/// Reads one run file into a row, and says why the file is not a run when it has no `header`
-/// record. `size`/`mtime` are taken before reading, so a file that grows meanwhile is re-read
-/// by the next pass.
-pub(crate) fn read_run_row(
-    path: &Path,
-    size: u64,
-    mtime: i64,
-    compressed: bool,
-) -> Result<(RunRow, Option<String>)> {
-    let run_err = |e: session_jsonl::JsonlError| StateError::Run {
-        path: path.to_path_buf(),
-        source: Box::new(e),
-    };
-    let reader = Reader::open_with(path, index_reader_options()).map_err(run_err)?;
-    row_from_items(path, reader, size, mtime, compressed)
-}
-
-/// Folds the items of a run file (all of them, or those of its head block) into a row, and
-/// says why the file is not a run when no `header` record came.
-pub(crate) fn row_from_items(
-    path: &Path,
-    items: impl Iterator<Item = std::io::Result<Item>>,
-    size: u64,
-    mtime: i64,
-    compressed: bool,
-) -> Result<(RunRow, Option<String>)> {
-    let mut fold = RunFold::new(path);
-    for item in items {
-        let item = item.map_err(|e| StateError::Run {
-            path: path.to_path_buf(),
-            source: Box::new(e),
-        })?;
-        fold.add(&item);
-    }
-    Ok(fold.finish(path, size, mtime, compressed))
 }
 
 /// The ranking facts of an indexed run file.
@@ -850,8 +810,12 @@ impl RunIndex {
     /// at individually: open runs (neither `run.end` nor `run.error` yet: they may still
     /// grow; a `run.end` that follows a `run.error` is written right after it, within the
     /// racy window, so the file is still watched when it comes) and files whose own timestamp
-    /// was racy when last looked at. A changed file is read again whole. Only the rows of listed
-    /// directories and watched files are read from the database.
+    /// was racy when last looked at. A changed file is read again: on from its checkpoint
+    /// when it is an open run that grew, bounded when it is a plain file over
+    /// [`crate::WHOLE_READ_MAX`] (head block and a tail probe of at most
+    /// [`crate::REFRESH_TAIL_PROBE`]: a partial row, [`RunRow::partial`], completed by the
+    /// readers that answer with counts), whole otherwise; a new file alike. Only the rows of
+    /// listed directories and watched files are read from the database.
     ///
     /// **Assumption:** a run file that has its `run.end` (and whose timestamp has settled) is
     /// not written again in place. A file appended to or edited after its `run.end` is picked
@@ -1574,4 +1538,99 @@ pub(crate) fn run_filters(query: &RunQuery, after: Option<&RunCursor>) -> (Strin
         args.push(Value::Text(c.rel_path.clone()));
     }
     (sql, args)
+}
+
+impl RunIndex {
+    /// `row` completed: when it is a partial row the refresh read bounded, its file is read
+    /// whole (as it is now) and the row of that read returned; when the index can be written
+    /// (not read-only, not in memory) the completed row and an open run's checkpoint are
+    /// stored too, provided the stored row is still the partial one that was read (a refresh
+    /// of another process may have replaced it). `None` when the file read whole turns out not
+    /// to be a run (no `header` record): its row then holds why, and it is not listed.
+    ///
+    /// A file that cannot be read whole now (gone, unreadable) leaves the row partial
+    /// ([`RunRow::partial`]: its counts are unknown); storing is best effort (a busy or full
+    /// database leaves the stored row partial, completed again by the next reader). Never
+    /// fails for either reason.
+    ///
+    /// `conn` is this index's connection, held by the caller.
+    ///
+    /// # Errors
+    /// None today; the `Result` keeps the readers' signatures.
+    pub(crate) fn complete_row(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
+        if !row.complete_on_read {
+            return Ok(Some(row));
+        }
+        let md = match std::fs::symlink_metadata(&row.path) {
+            Ok(md) if md.is_file() => md,
+            _ => return Ok(Some(row)),
+        };
+        let (size, mtime) = (md.len(), crate::tree::mtime_ns(&md));
+        let Ok(read) = crate::resume::read_row(&row.path, size, mtime, row.compressed, None) else {
+            return Ok(Some(row));
+        };
+        let mut whole = read.row;
+        whole.column_damage.clone_from(&row.column_damage);
+        if !self.read_only {
+            // Best effort: the answer is complete either way.
+            let _ = self.store_completed(
+                conn,
+                &row,
+                &whole,
+                read.diagnostic.as_deref(),
+                read.checkpoint.as_deref(),
+            );
+        }
+        Ok(read.diagnostic.is_none().then_some(whole))
+    }
+
+    /// Stores `whole` in place of the partial row `partial` (and the checkpoint of an open
+    /// run), in one transaction, when the stored row is still `partial`.
+    fn store_completed(
+        &self,
+        conn: &Connection,
+        partial: &RunRow,
+        whole: &RunRow,
+        diagnostic: Option<&str>,
+        checkpoint: Option<&str>,
+    ) -> Result<()> {
+        let rel = rel_path(&self.root, &partial.path);
+        let tx = WriteTx::begin(conn, &self.db_path, self.options.max_busy_wait)?;
+        let err = || db_err(&self.db_path, "store completed run row");
+        let stored: Option<(i64, i64, i64)> = {
+            const NAMES: [&str; 3] = ["file_size", "mtime_ns", "partial"];
+            let mut stmt = conn
+                .prepare_cached("SELECT file_size, mtime_ns, partial FROM runs WHERE path = ?1")
+                .map_err(err())?;
+            let mut rows = stmt.query([rel.as_str()]).map_err(err())?;
+            match rows.next().map_err(err())? {
+                Some(r) => {
+                    let mut c = Cols::new(r, "runs", &NAMES).map_err(err())?;
+                    let mut int = |i: usize| -> rusqlite::Result<i64> {
+                        Ok(c.int_required(i)?.unwrap_or(-1))
+                    };
+                    Some((
+                        int(0).map_err(err())?,
+                        int(1).map_err(err())?,
+                        int(2).map_err(err())?,
+                    ))
+                }
+                None => None,
+            }
+        };
+        let expected = (
+            i64::try_from(partial.file_size).unwrap_or(i64::MAX),
+            partial.modified_unix_ns,
+            crate::partial::partial_column(partial),
+        );
+        if stored != Some(expected) {
+            return Ok(());
+        }
+        let write = || -> rusqlite::Result<()> {
+            upsert(conn, &to_values(&rel, whole, diagnostic))?;
+            crate::resume::put_checkpoint(conn, &rel, checkpoint)
+        };
+        write().map_err(err())?;
+        tx.commit()
+    }
 }
