@@ -201,3 +201,116 @@ fn a_cold_listing_of_5110_runs_reads_the_newest_two_days_bounded_and_writes_noth
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     assert_eq!(tree(root.path()), before);
 }
+
+/// Runs `sessions --root <root> <args…>` in-process; the exit code, stdout and stderr.
+fn sessions(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let args: Vec<OsString> = ["sessions", "--root", root.to_str().unwrap()]
+        .iter()
+        .chain(args)
+        .map(OsString::from)
+        .collect();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = session_cli::run(args, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+/// Two runs of 3 MiB (three 1 MiB `llm.request` lines each; one ended, one open) and a small
+/// one, in three day directories.
+fn huge_store() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let pad = "x".repeat(1 << 20);
+    for (n, (id, ended, pairs)) in [("big-a", true, 3), ("big-b", false, 3), ("small", true, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        let at = format!("2026-11-{:02}T09:00:00.000Z", 28 + n);
+        let day = dir.path().join(format!("2026/11/{:02}", 28 + n));
+        std::fs::create_dir_all(&day).unwrap();
+        let mut text = format!(
+            "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{id}\",\"session_id\":\"s-{id}\",\"started_at\":\"{at}\",\"model\":{{\"provider\":\"p\",\"name\":\"m\"}}}}\n\
+             {{\"type\":\"run.start\",\"run_id\":\"{id}\",\"ts\":\"{at}\",\"session_id\":\"s-{id}\",\"input\":{{\"type\":\"text\",\"text\":\"task {id}\"}}}}\n"
+        );
+        let big = if id == "small" { "hi" } else { pad.as_str() };
+        for seq in 0..pairs {
+            text.push_str(&format!(
+                "{{\"type\":\"llm.request\",\"run_id\":\"{id}\",\"ts\":\"{at}\",\"seq\":{seq},\"input\":{{\"messages\":[{{\"role\":\"user\",\"content\":\"{big}\"}}],\"tools\":null,\"tool_choice\":\"auto\"}}}}\n\
+                 {{\"type\":\"llm.response\",\"run_id\":\"{id}\",\"ts\":\"{at}\",\"seq\":{seq},\"output\":{{\"messages\":[{{\"role\":\"assistant\",\"content\":\"ok\"}}],\"usage\":{{\"model\":\"m\",\"input_tokens\":{},\"output_tokens\":2,\"total_tokens\":{}}}}}}}\n",
+                seq + 10,
+                seq + 12
+            ));
+        }
+        text.push_str(&format!(
+            "{{\"type\":\"run.status\",\"run_id\":\"{id}\",\"ts\":\"{at}\",\"status\":\"waiting\"}}\n"
+        ));
+        if ended {
+            text.push_str(&format!(
+                "{{\"type\":\"run.end\",\"run_id\":\"{id}\",\"ts\":\"{at}\",\"outcome\":\"completed\"}}\n"
+            ));
+        }
+        std::fs::write(day.join(format!("{id}.jsonl")), text).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_first_refresh_over_huge_runs_prints_what_a_whole_read_prints() {
+    // `stats` of a read-only store without an index: every file read whole, in memory.
+    let reference = huge_store();
+    let (code, whole_stats, err) = sessions(reference.path(), &["--read-only", "stats", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!reference.path().join("state.db").exists());
+
+    // A writable store: the first refresh reads the large runs bounded, at most head block
+    // and tail probe each; the page completes them.
+    let first = huge_store();
+    let counter = session_jsonl::count_file_reads();
+    let (code, runs_json, err) = sessions(first.path(), &["runs", "--json"]);
+    let reads = counter.reads();
+    drop(counter);
+    assert_eq!(code, 0, "{err}");
+    let rows = json_lines(&runs_json);
+    let ids: Vec<&str> = rows.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["small", "big-b", "big-a"]);
+    for r in &rows[1..] {
+        assert_eq!(r["partial"], false);
+        assert_eq!(r["invocations"], 3);
+        assert_eq!(r["records"], 9 + u64::from(r["run_id"] == "big-a"));
+        assert_eq!(r["input_tokens"], 10 + 11 + 12);
+        assert_eq!(r["last_status"], "waiting");
+    }
+    // Each large file: read bounded by the refresh (at most head block and tail probe),
+    // then once whole by the page; nothing else of it.
+    for id in ["big-a", "big-b"] {
+        let name = format!("{id}.jsonl");
+        let of: Vec<&session_jsonl::FileRead> =
+            reads.iter().filter(|r| r.path.ends_with(&name)).collect();
+        let size = std::fs::metadata(&of[0].path).unwrap().len();
+        let whole = of.iter().filter(|r| r.bytes == size).count();
+        let bounded: u64 = of.iter().filter(|r| r.bytes < size).map(|r| r.bytes).sum();
+        assert_eq!(whole, 1, "{id}: {of:?}");
+        assert!(bounded > 0 && bounded <= 192 << 10, "{id}: {of:?}");
+    }
+    let (code, first_stats, err) = sessions(first.path(), &["stats", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(first_stats, whole_stats);
+    let (_, runs_table, _) = sessions(first.path(), &["runs", "--utc"]);
+
+    // The other order: `stats` first completes the rows, then `runs` prints the same.
+    let second = huge_store();
+    let (code, second_stats, err) = sessions(second.path(), &["stats", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(second_stats, whole_stats);
+    let (_, second_json, _) = sessions(second.path(), &["runs", "--json"]);
+    let (_, second_table, _) = sessions(second.path(), &["runs", "--utc"]);
+    let paths = |text: &str| text.replace(&second.path().display().to_string(), "ROOT");
+    assert_eq!(
+        paths(&second_json),
+        runs_json.replace(&first.path().display().to_string(), "ROOT")
+    );
+    assert_eq!(second_table, runs_table);
+    assert!(runs_table.contains("big-a"), "{runs_table}");
+}

@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS runs (
     last_ts TEXT,
     compressed INTEGER NOT NULL,
     started_at_utc TEXT NOT NULL DEFAULT '',
-    diagnostic TEXT
+    diagnostic TEXT,
+    partial INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS run_dirs (
     path TEXT PRIMARY KEY,
@@ -106,11 +107,12 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// rewrite's interrupted rename is completed), 6 moved `file_digest` and the digest in
 /// `pending_base` to the XXH3-64 chain of `docs/format.md` (recomputed from the messages files,
 /// see `redigest`), 7 added `session_labels` (titles and pins of sessions, see `labels`), 8
-/// added `run_resume` (where the index stopped reading each open run, see `resume`).
-const OUR_USER_VERSION: i64 = RESUME_USER_VERSION;
+/// added `run_resume` (where the index stopped reading each open run, see `resume`), 9 added
+/// `runs.partial` (rows read bounded, counts unknown until completed, see `partial`).
+const OUR_USER_VERSION: i64 = PARTIAL_USER_VERSION;
 
-/// The `user_version` that added `run_resume`.
-const RESUME_USER_VERSION: i64 = 8;
+/// The `user_version` that added `runs.partial`.
+const PARTIAL_USER_VERSION: i64 = 9;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -535,6 +537,9 @@ fn stand_in_tables(conn: &Connection) -> rusqlite::Result<()> {
         if !has_column(conn, "runs", "diagnostic")? {
             extra.push_str(", NULL AS diagnostic");
         }
+        if !has_column(conn, "runs", "partial")? {
+            extra.push_str(", 0 AS partial");
+        }
         if !extra.is_empty() {
             conn.execute_batch(&format!(
                 "CREATE TEMP VIEW IF NOT EXISTS runs AS SELECT *{extra} FROM main.runs"
@@ -556,6 +561,7 @@ fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
         && has_workspace_column(conn)?
         && has_column(conn, "runs", "started_at_utc")?
         && has_column(conn, "runs", "diagnostic")?
+        && has_column(conn, "runs", "partial")?
         && has_column(conn, "session_files", "pending_base")?)
 }
 
@@ -584,6 +590,10 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         if !has_column(conn, "runs", "diagnostic")? {
             conn.execute_batch("ALTER TABLE runs ADD COLUMN diagnostic TEXT;")?;
             crate::index_upgrade::forget_possible_non_runs(conn)?;
+        }
+        if !has_column(conn, "runs", "partial")? {
+            // Every row written before was read whole.
+            conn.execute_batch("ALTER TABLE runs ADD COLUMN partial INTEGER NOT NULL DEFAULT 0;")?;
         }
         conn.execute_batch(CREATE_RUN_INDEXES)?;
         let v = query_int(conn, "PRAGMA user_version", [])?;

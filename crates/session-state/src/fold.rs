@@ -3,9 +3,11 @@
 
 use std::path::Path;
 
-use session_jsonl::Item;
+use session_jsonl::{Item, Reader};
 use session_schema::Record;
 
+use crate::error::{Result, StateError};
+use crate::index_read::index_reader_options;
 use crate::row::{FIRST_INPUT_CHARS, IndexedRunOutcome, RunRow};
 use crate::utc::utc_key;
 
@@ -192,6 +194,8 @@ impl RunFold {
             damage_count: self.damage_count,
             last_ts: self.last_ts,
             compressed,
+            partial: false,
+            complete_on_read: false,
             other_files: Vec::new(),
             column_damage: Vec::new(),
         };
@@ -264,4 +268,41 @@ pub(crate) fn outcome_of_end(outcome: &str) -> IndexedRunOutcome {
         "open" | "" => IndexedRunOutcome::Other(format!("other:{outcome}")),
         other => IndexedRunOutcome::Other(other.to_owned()),
     }
+}
+
+/// Reads one run file into a row, and says why the file is not a run when it has no `header`
+/// record. `size`/`mtime` are taken before reading, so a file that grows meanwhile is re-read
+/// by the next pass.
+pub(crate) fn read_run_row(
+    path: &Path,
+    size: u64,
+    mtime: i64,
+    compressed: bool,
+) -> Result<(RunRow, Option<String>)> {
+    let run_err = |e: session_jsonl::JsonlError| StateError::Run {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    };
+    let reader = Reader::open_with(path, index_reader_options()).map_err(run_err)?;
+    row_from_items(path, reader, size, mtime, compressed)
+}
+
+/// Folds the items of a run file (all of them, or those of its head block) into a row, and
+/// says why the file is not a run when no `header` record came.
+pub(crate) fn row_from_items(
+    path: &Path,
+    items: impl Iterator<Item = std::io::Result<Item>>,
+    size: u64,
+    mtime: i64,
+    compressed: bool,
+) -> Result<(RunRow, Option<String>)> {
+    let mut fold = RunFold::new(path);
+    for item in items {
+        let item = item.map_err(|e| StateError::Run {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })?;
+        fold.add(&item);
+    }
+    Ok(fold.finish(path, size, mtime, compressed))
 }

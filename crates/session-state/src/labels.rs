@@ -181,7 +181,7 @@ mod tests {
     }
 
     /// `user_version` 6 (before the labels): a read-only open reads no labels and changes
-    /// nothing; a writable open adds the table and sets the current version (8).
+    /// nothing; a writable open adds the table and sets the current version (9).
     #[test]
     fn version_6_stores_get_the_table_on_the_first_writable_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -192,7 +192,7 @@ mod tests {
                 .unwrap()
         };
         let conn = rusqlite::Connection::open(&db).unwrap();
-        assert_eq!(version(&conn), 8);
+        assert_eq!(version(&conn), 9);
         conn.execute_batch("DROP TABLE session_labels; PRAGMA user_version = 6;")
             .unwrap();
         drop(conn);
@@ -208,7 +208,7 @@ mod tests {
             .unwrap();
         drop(store);
         let conn = rusqlite::Connection::open(&db).unwrap();
-        assert_eq!(version(&conn), 8);
+        assert_eq!(version(&conn), 9);
         let title: String = conn
             .query_row(
                 "SELECT title FROM session_labels WHERE session_id = 's1'",

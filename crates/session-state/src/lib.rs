@@ -104,6 +104,7 @@ mod legacy;
 mod list;
 mod memindex;
 mod messages;
+mod partial;
 mod pending_base;
 mod prefix;
 mod recovery;
@@ -137,6 +138,7 @@ pub use index::RunIndex;
 pub use labels::SessionLabel;
 pub use lease::{LEASE_DIR, OpenSession, SessionLease, UNKNOWN_HOLDER_GRACE};
 pub use memindex::{FilesIndexed, RowRead};
+pub use partial::{REFRESH_TAIL_PROBE, WHOLE_READ_MAX};
 pub use prefix::{IdKind, IdMatch, prefix_upper_bound};
 pub use row::{FIRST_INPUT_CHARS, IndexedRunOutcome, RunRow};
 pub use runs::{

@@ -9,15 +9,14 @@
 
 use std::path::{Path, PathBuf};
 
-use session_jsonl::scan::HEAD_LIMIT;
-use session_jsonl::{DamageKind, Item, Reader, ReaderOptions, RunEndState, RunFile};
+use session_jsonl::RunFile;
 
 use crate::db::{WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::fold::outcome_of_end;
+use crate::fold::read_run_row;
 use crate::index::RunIndex;
-use crate::row::{IndexedRunOutcome, RunRow};
-use crate::runs::{read_run_row, rel_path, row_from_items, to_values, upsert};
+use crate::row::RunRow;
+use crate::runs::{rel_path, to_values, upsert};
 use crate::store::StateStore;
 
 /// How [`RunIndex::index_files`] reads each file.
@@ -26,7 +25,7 @@ use crate::store::StateStore;
 pub enum RowRead {
     /// The whole file (decompressed for `.jsonl.zst`): exact counts and token sums.
     Whole,
-    /// At most the head block ([`HEAD_LIMIT`], 64 KiB) and one 64 KiB block of the tail
+    /// At most the head block ([`HEAD_LIMIT`](session_jsonl::scan::HEAD_LIMIT), 64 KiB) and one 64 KiB block of the tail
     /// ([`session_jsonl::terminal_state_probe`]) of a plain file, 128 KiB in all: a file no longer than the
     /// head block is read whole; a longer one gives a row whose header fields, first input,
     /// workspace and model come from the head block, whose outcome and last time come from
@@ -131,69 +130,22 @@ impl RunIndex {
 const TAIL_BLOCK: u64 = 64 << 10;
 
 /// A row from at most the head block and the tail probe ([`RowRead::Bounded`]); the flag says
-/// whether its counts cover only the head block.
+/// whether its counts cover only the head block (the row is then marked
+/// [`RunRow::partial`], listed as read).
 fn read_run_row_bounded(
     path: &Path,
     size: u64,
     mtime: i64,
     compressed: bool,
 ) -> Result<(RunRow, Option<String>, bool)> {
-    let head_limit = u64::try_from(HEAD_LIMIT).unwrap_or(u64::MAX);
-    if compressed || size <= head_limit {
-        return read_run_row(path, size, mtime, compressed).map(|(r, d)| (r, d, false));
-    }
-    let run_err = |e: session_jsonl::JsonlError| StateError::Run {
-        path: path.to_path_buf(),
-        source: Box::new(e),
-    };
-    let (head, block) = session_jsonl::read_head_block(path).map_err(run_err)?;
-    let reader = Reader::new(&block[..], ReaderOptions::default());
-    // The line the head block cuts is no torn tail: the file goes on.
-    let items = reader.filter(|item| {
-        !matches!(item, Ok(Item::Damage(d)) if d.kind == DamageKind::TornTail
-            || d.offset.saturating_add(d.len) >= head_limit)
-    });
-    let (mut row, mut diagnostic) = row_from_items(path, items, size, mtime, compressed)?;
-    // A header longer than the head block (the reference's can carry a long system prompt):
-    // its small fields were read from its start.
-    if diagnostic.is_some() && head.is_header() {
-        diagnostic = None;
-        if let Some(id) = &head.facts.run_id {
-            row.run_id.clone_from(id);
-        }
-        row.session_id.clone_from(&head.facts.session_id);
-        row.started_at = head
-            .facts
-            .started_at
-            .as_ref()
-            .map(|t| t.as_str().to_owned());
-        row.started_at_utc = row.started_at.as_deref().and_then(crate::utc::utc_key);
-    }
-    let tail = session_jsonl::terminal_state_probe(path, TAIL_BLOCK).map_err(run_err)?;
-    if !tail.undecided {
-        row.outcome = match &tail.end {
-            RunEndState::Ended { outcome, .. } => outcome_of_end(outcome.as_str()),
-            RunEndState::Errored { .. } => IndexedRunOutcome::Error,
-            _ => IndexedRunOutcome::Open,
-        };
-        if let Some(ts) = &tail.last_ts {
-            row.last_ts = Some(ts.as_str().to_owned());
-        }
-    } else {
-        // Nothing after the head block is known.
-        row.outcome = IndexedRunOutcome::Open;
-    }
-    // A `run.status` of the head block is not the last one.
-    row.last_status = None;
-    if tail.torn_tail {
-        row.damage_count = row.damage_count.saturating_add(1);
-    }
-    Ok((row, diagnostic, true))
+    let b = crate::partial::read_bounded(path, size, mtime, compressed, TAIL_BLOCK, false)?;
+    Ok((b.row, b.diagnostic, !b.whole))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::row::IndexedRunOutcome;
 
     const AT: &str = "2026-02-03T12:00:00.000Z";
 

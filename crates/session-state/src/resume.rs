@@ -57,19 +57,13 @@ pub(crate) fn read_row(
     compressed: bool,
     stored: Option<&str>,
 ) -> Result<RowRead> {
+    if let Some(read) = resume_row(path, size, mtime, compressed, stored)? {
+        return Ok(read);
+    }
     let run_err = |e: session_jsonl::JsonlError| StateError::Run {
         path: path.to_path_buf(),
         source: Box::new(e),
     };
-    // A checkpoint that does not decode (written by another version, damaged) is no
-    // checkpoint: the file is read from the start.
-    if let Some(saved) = stored.and_then(|s| serde_json::from_str::<Saved>(s).ok())
-        && !compressed
-        && let Some(reader) =
-            Reader::resume_run_file(path, index_reader_options(), &saved.reader).map_err(run_err)?
-    {
-        return fold_held(path, reader, saved.fold, (size, mtime, compressed), true);
-    }
     let mut reader = Reader::open_with(path, index_reader_options()).map_err(run_err)?;
     if !compressed {
         reader.track_checkpoints();
@@ -81,6 +75,35 @@ pub(crate) fn read_row(
         (size, mtime, compressed),
         false,
     )
+}
+
+/// The row of `path` read on from `stored` (a `run_resume.checkpoint`), or `None` when there
+/// is no usable checkpoint or the file is no longer the one it was taken from (then nothing
+/// but the checkpoint's guards was read).
+///
+/// # Errors
+/// [`StateError::Run`] when the file cannot be opened or read.
+pub(crate) fn resume_row(
+    path: &Path,
+    size: u64,
+    mtime: i64,
+    compressed: bool,
+    stored: Option<&str>,
+) -> Result<Option<RowRead>> {
+    let run_err = |e: session_jsonl::JsonlError| StateError::Run {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    };
+    // A checkpoint that does not decode (written by another version, damaged) is no
+    // checkpoint: the file is read from the start.
+    if let Some(saved) = stored.and_then(|s| serde_json::from_str::<Saved>(s).ok())
+        && !compressed
+        && let Some(reader) =
+            Reader::resume_run_file(path, index_reader_options(), &saved.reader).map_err(run_err)?
+    {
+        return fold_held(path, reader, saved.fold, (size, mtime, compressed), true).map(Some);
+    }
+    Ok(None)
 }
 
 /// Folds the complete lines, takes the checkpoint, then folds the last line and the file's

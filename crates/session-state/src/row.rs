@@ -113,6 +113,24 @@ pub struct RunRow {
     pub last_ts: Option<String>,
     /// Whether the file is an archived `.jsonl.zst`.
     pub compressed: bool,
+    /// Whether the row was read bounded (its file's head block and a tail probe, not the whole
+    /// file) and its counts are unknown: [`RunRow::record_count`], the invocation and token
+    /// counts and [`RunRow::damage_count`] cover only the head block, [`RunRow::last_status`]
+    /// is `None`, the model may be missing when only a later `llm.request` names it, and
+    /// [`RunRow::last_ts`] is that of the last record when it has one. Identity, `started_at`,
+    /// first input, workspace and [`RunRow::outcome`] are exact.
+    ///
+    /// Rows the refresh reads bounded (`crate::partial`) are completed by every reader that
+    /// answers with counts ([`RunIndex::list_runs`](crate::RunIndex::list_runs),
+    /// [`RunIndex::runs_for_session`](crate::RunIndex::runs_for_session),
+    /// [`RunIndex::run_totals`](crate::RunIndex::run_totals), the choice between two files of
+    /// one run): `partial` is then `false`, unless the file could not be read whole at that
+    /// moment. Rows read with [`RowRead::Bounded`](crate::RowRead::Bounded) into an index in
+    /// memory stay partial: that caller asked for a bounded answer.
+    pub partial: bool,
+    /// Whether a reader completes this partial row (read bounded by the refresh) before it
+    /// answers; `false` for whole rows and for rows read bounded on request.
+    pub(crate) complete_on_read: bool,
     /// Other files that hold this run id (not listed themselves), most complete first; empty
     /// in the common case. Filled by the listings ([`RunIndex::list_runs`](crate::RunIndex::list_runs),
     /// [`RunIndex::runs_for_session`](crate::RunIndex::runs_for_session)), which list the most complete file of a run.

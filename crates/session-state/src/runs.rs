@@ -17,14 +17,11 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, Row};
-use session_jsonl::{Item, Reader};
 
 use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
 use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
 use crate::error::{Result, StateError};
-use crate::fold::RunFold;
 use crate::index::RunIndex;
-use crate::index_read::index_reader_options;
 use crate::row::{IndexedRunOutcome, RunRow};
 use crate::tree::{self, DateDir, Listed};
 use crate::utc::utc_key;
@@ -186,10 +183,10 @@ pub struct RunPage {
     pub next_cursor: Option<RunCursor>,
 }
 
-pub(crate) const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic";
+pub(crate) const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic, partial";
 
 /// Names of the compared columns, in [`RUN_COLUMNS`] order.
-const RUN_COLUMN_NAMES: [&str; 24] = [
+const RUN_COLUMN_NAMES: [&str; 25] = [
     "path",
     "run_id",
     "session_id",
@@ -214,12 +211,23 @@ const RUN_COLUMN_NAMES: [&str; 24] = [
     "compressed",
     "started_at_utc",
     "diagnostic",
+    "partial",
 ];
 
 /// A row as stored (relative path, `started_at` `''` when unknown), every value as it is.
 #[derive(Debug, Clone, PartialEq)]
 struct StoredRun {
     values: Vec<OwnedValue>,
+}
+
+impl StoredRun {
+    /// Whether the stored row was read bounded (`runs.partial` other than 0).
+    fn is_partial(&self) -> bool {
+        self.values
+            .get(RUN_COLUMN_NAMES.len() - 1)
+            .and_then(|v| crate::column::int_of(v.as_ref()))
+            .is_some_and(|p| p != 0)
+    }
 }
 
 pub(crate) fn rel_path(root: &Path, path: &Path) -> String {
@@ -259,6 +267,7 @@ pub(crate) fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<
         Value::Integer(i64::from(r.compressed)),
         Value::Text(r.started_at_utc.clone().unwrap_or_default()),
         diagnostic.map_or(Value::Null, |d| Value::Text(d.to_owned())),
+        Value::Integer(crate::partial::partial_column(r)),
     ]
 }
 
@@ -305,49 +314,15 @@ fn row_and_diagnostic_from_sql(
         last_ts: c.text(20)?,
         compressed: c.int_required(21)?.is_some_and(|v| v != 0),
         started_at_utc: c.text(22)?.filter(|s| !s.is_empty()),
+        partial: false,
+        complete_on_read: false,
         column_damage: Vec::new(),
         other_files: Vec::new(),
     };
     let diagnostic = c.text(23)?;
+    crate::partial::set_partial(&mut row, c.count_required(24)?.unwrap_or(0));
     row.column_damage = c.finish();
     Ok((row, diagnostic))
-}
-
-/// Reads one run file into a row, and says why the file is not a run when it has no `header`
-/// record. `size`/`mtime` are taken before reading, so a file that grows meanwhile is re-read
-/// by the next pass.
-pub(crate) fn read_run_row(
-    path: &Path,
-    size: u64,
-    mtime: i64,
-    compressed: bool,
-) -> Result<(RunRow, Option<String>)> {
-    let run_err = |e: session_jsonl::JsonlError| StateError::Run {
-        path: path.to_path_buf(),
-        source: Box::new(e),
-    };
-    let reader = Reader::open_with(path, index_reader_options()).map_err(run_err)?;
-    row_from_items(path, reader, size, mtime, compressed)
-}
-
-/// Folds the items of a run file (all of them, or those of its head block) into a row, and
-/// says why the file is not a run when no `header` record came.
-pub(crate) fn row_from_items(
-    path: &Path,
-    items: impl Iterator<Item = std::io::Result<Item>>,
-    size: u64,
-    mtime: i64,
-    compressed: bool,
-) -> Result<(RunRow, Option<String>)> {
-    let mut fold = RunFold::new(path);
-    for item in items {
-        let item = item.map_err(|e| StateError::Run {
-            path: path.to_path_buf(),
-            source: Box::new(e),
-        })?;
-        fold.add(&item);
-    }
-    Ok(fold.finish(path, size, mtime, compressed))
 }
 
 /// The ranking facts of an indexed run file.
@@ -835,8 +810,12 @@ impl RunIndex {
     /// at individually: open runs (neither `run.end` nor `run.error` yet: they may still
     /// grow; a `run.end` that follows a `run.error` is written right after it, within the
     /// racy window, so the file is still watched when it comes) and files whose own timestamp
-    /// was racy when last looked at. A changed file is read again whole. Only the rows of listed
-    /// directories and watched files are read from the database.
+    /// was racy when last looked at. A changed file is read again: on from its checkpoint
+    /// when it is an open run that grew, bounded when it is a plain file over
+    /// [`crate::WHOLE_READ_MAX`] (head block and a tail probe of at most
+    /// [`crate::REFRESH_TAIL_PROBE`]: a partial row, [`RunRow::partial`], completed by the
+    /// readers that answer with counts), whole otherwise; a new file alike. Only the rows of
+    /// listed directories and watched files are read from the database.
     ///
     /// **Assumption:** a run file that has its `run.end` (and whose timestamp has settled) is
     /// not written again in place. A file appended to or edited after its `run.end` is picked
@@ -1077,7 +1056,13 @@ impl RunIndex {
                     .known
                     .and_then(|_| snap.checkpoints.get(&f.rel))
                     .map(String::as_str);
-                match crate::resume::read_row(&f.path, f.size, f.mtime_ns, f.compressed, stored) {
+                match crate::partial::read_for_refresh(
+                    &f.path,
+                    f.size,
+                    f.mtime_ns,
+                    f.compressed,
+                    stored,
+                ) {
                     Ok(crate::resume::RowRead {
                         row,
                         diagnostic,
@@ -1204,7 +1189,8 @@ impl RunIndex {
         let mut watch: Vec<&str> = Vec::new();
         let mut checkpoints: Vec<(&str, String)> = Vec::new();
         for (i, f) in files.iter().enumerate() {
-            match crate::resume::read_row(&f.path, f.size, f.mtime_ns, f.compressed, None) {
+            match crate::partial::read_for_refresh(&f.path, f.size, f.mtime_ns, f.compressed, None)
+            {
                 Ok(crate::resume::RowRead {
                     row,
                     diagnostic,
@@ -1242,9 +1228,14 @@ impl RunIndex {
                 (Some(_), None) => report.changes.push(RunChange::Removed(path)),
                 (None, Some(_)) => report.changes.push(RunChange::Added(path)),
                 (Some(o), Some(n)) => {
+                    // What a partial row does not claim is no difference.
+                    let partial = o.is_partial() || crate::partial::values_partial(n);
                     let diff: Vec<&'static str> = RUN_COLUMN_NAMES
                         .iter()
                         .zip(o.values.iter().zip(n))
+                        .filter(|(name, _)| {
+                            !(partial && crate::partial::UNCLAIMED_COLUMNS.contains(name))
+                        })
                         .filter(|(_, (a, b))| **a != OwnedValue::of(ValueRef::from(*b)))
                         .map(|(name, _)| *name)
                         .collect();
@@ -1288,7 +1279,7 @@ impl RunIndex {
     /// Runs of one session from the index, oldest `started_at` first (then path): files that
     /// are runs, one per run id (the most complete file; the others in
     /// [`RunRow::other_files`]). Does not scan the tree: call [`RunIndex::index_runs`] first
-    /// to pick up new files.
+    /// to pick up new files. Partial rows are completed as in [`RunIndex::list_runs`].
     ///
     /// # Errors
     /// [`StateError::Db`].
@@ -1340,8 +1331,10 @@ impl RunIndex {
     }
 
     /// `row` when it is the most complete file of its run (with the run's other files in
-    /// [`RunRow::other_files`]), `None` when another file of the run is listed instead. One
-    /// look-up in the run-id index per row.
+    /// [`RunRow::other_files`]), `None` when another file of the run is listed instead (or
+    /// its file, read whole, is no run). One look-up in the run-id index per row. Partial
+    /// rows are completed ([`RunIndex::complete_row`]): the returned row, and every file of
+    /// the run when there are several (the ranking compares record counts).
     pub(crate) fn chosen(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -1357,6 +1350,20 @@ impl RunIndex {
             .map_err(db_err(&self.db_path, "query runs"))?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(&self.db_path, "read run row"))?;
+        if siblings.is_empty() {
+            return self.complete_row(conn, row);
+        }
+        // Ranking needs exact counts: partial rows are completed first.
+        let Some(row) = self.complete_row(conn, row)? else {
+            return Ok(None);
+        };
+        let mut complete = Vec::with_capacity(siblings.len());
+        for s in siblings {
+            if let Some(s) = self.complete_row(conn, s)? {
+                complete.push(s);
+            }
+        }
+        let siblings = complete;
         if siblings.is_empty() {
             return Ok(Some(row));
         }
@@ -1418,9 +1425,15 @@ impl RunIndex {
     /// most complete is listed, naming the others in [`RunRow::other_files`] (its filters
     /// apply to that file: a less complete twin that matches them does not stand in).
     ///
+    /// Partial rows (files the refresh read bounded, [`RunRow::partial`]) of the page are
+    /// completed before they are returned: their files are read whole, and the completed
+    /// rows stored when the index can be written (`crate::partial`); so are the rows of a
+    /// run's other files when the most complete one must be chosen.
+    ///
     /// # Cost
     /// One indexed query per page plus one look-up in the run-id index per row returned;
-    /// rows of less complete twins are skipped and the page filled from further rows.
+    /// rows of less complete twins are skipped and the page filled from further rows. Each
+    /// partial row of the page costs one whole read of its file, once.
     ///
     /// # Errors
     /// [`StateError::Db`].
@@ -1525,4 +1538,99 @@ pub(crate) fn run_filters(query: &RunQuery, after: Option<&RunCursor>) -> (Strin
         args.push(Value::Text(c.rel_path.clone()));
     }
     (sql, args)
+}
+
+impl RunIndex {
+    /// `row` completed: when it is a partial row the refresh read bounded, its file is read
+    /// whole (as it is now) and the row of that read returned; when the index can be written
+    /// (not read-only, not in memory) the completed row and an open run's checkpoint are
+    /// stored too, provided the stored row is still the partial one that was read (a refresh
+    /// of another process may have replaced it). `None` when the file read whole turns out not
+    /// to be a run (no `header` record): its row then holds why, and it is not listed.
+    ///
+    /// A file that cannot be read whole now (gone, unreadable) leaves the row partial
+    /// ([`RunRow::partial`]: its counts are unknown); storing is best effort (a busy or full
+    /// database leaves the stored row partial, completed again by the next reader). Never
+    /// fails for either reason.
+    ///
+    /// `conn` is this index's connection, held by the caller.
+    ///
+    /// # Errors
+    /// None today; the `Result` keeps the readers' signatures.
+    pub(crate) fn complete_row(&self, conn: &Connection, row: RunRow) -> Result<Option<RunRow>> {
+        if !row.complete_on_read {
+            return Ok(Some(row));
+        }
+        let md = match std::fs::symlink_metadata(&row.path) {
+            Ok(md) if md.is_file() => md,
+            _ => return Ok(Some(row)),
+        };
+        let (size, mtime) = (md.len(), crate::tree::mtime_ns(&md));
+        let Ok(read) = crate::resume::read_row(&row.path, size, mtime, row.compressed, None) else {
+            return Ok(Some(row));
+        };
+        let mut whole = read.row;
+        whole.column_damage.clone_from(&row.column_damage);
+        if !self.read_only {
+            // Best effort: the answer is complete either way.
+            let _ = self.store_completed(
+                conn,
+                &row,
+                &whole,
+                read.diagnostic.as_deref(),
+                read.checkpoint.as_deref(),
+            );
+        }
+        Ok(read.diagnostic.is_none().then_some(whole))
+    }
+
+    /// Stores `whole` in place of the partial row `partial` (and the checkpoint of an open
+    /// run), in one transaction, when the stored row is still `partial`.
+    fn store_completed(
+        &self,
+        conn: &Connection,
+        partial: &RunRow,
+        whole: &RunRow,
+        diagnostic: Option<&str>,
+        checkpoint: Option<&str>,
+    ) -> Result<()> {
+        let rel = rel_path(&self.root, &partial.path);
+        let tx = WriteTx::begin(conn, &self.db_path, self.options.max_busy_wait)?;
+        let err = || db_err(&self.db_path, "store completed run row");
+        let stored: Option<(i64, i64, i64)> = {
+            const NAMES: [&str; 3] = ["file_size", "mtime_ns", "partial"];
+            let mut stmt = conn
+                .prepare_cached("SELECT file_size, mtime_ns, partial FROM runs WHERE path = ?1")
+                .map_err(err())?;
+            let mut rows = stmt.query([rel.as_str()]).map_err(err())?;
+            match rows.next().map_err(err())? {
+                Some(r) => {
+                    let mut c = Cols::new(r, "runs", &NAMES).map_err(err())?;
+                    let mut int = |i: usize| -> rusqlite::Result<i64> {
+                        Ok(c.int_required(i)?.unwrap_or(-1))
+                    };
+                    Some((
+                        int(0).map_err(err())?,
+                        int(1).map_err(err())?,
+                        int(2).map_err(err())?,
+                    ))
+                }
+                None => None,
+            }
+        };
+        let expected = (
+            i64::try_from(partial.file_size).unwrap_or(i64::MAX),
+            partial.modified_unix_ns,
+            crate::partial::partial_column(partial),
+        );
+        if stored != Some(expected) {
+            return Ok(());
+        }
+        let write = || -> rusqlite::Result<()> {
+            upsert(conn, &to_values(&rel, whole, diagnostic))?;
+            crate::resume::put_checkpoint(conn, &rel, checkpoint)
+        };
+        write().map_err(err())?;
+        tx.commit()
+    }
 }

@@ -267,7 +267,10 @@ impl RunIndex {
     /// One aggregate query (`GROUP BY` inside SQLite) over the matching rows plus one pass
     /// over the run-id index for run ids held by several files; only those rows are read
     /// one by one ([`GroupedRunTotals::rows_read`]). Does not scan the tree: call
-    /// [`RunIndex::index_runs`] first.
+    /// [`RunIndex::index_runs`] first. Partial rows (files the refresh read bounded,
+    /// [`RunRow::partial`](crate::RunRow::partial)) are read one by one too and completed:
+    /// their files are read whole (and the completed rows stored when the index can be
+    /// written), so the sums are those of a whole read.
     ///
     /// Sums are exact up to `i64::MAX` per group; a group whose sum would overflow it
     /// (absurd stored counts) is summed row by row instead, saturating.
@@ -276,6 +279,8 @@ impl RunIndex {
     /// [`StateError::Db`](crate::StateError::Db).
     pub fn run_totals(&self, query: &RunQuery, by: RunGrouping) -> Result<GroupedRunTotals> {
         let (filters, args) = run_filters(query, None);
+        // Rows the refresh read bounded are summed once completed (`partial`).
+        let whole = format!("{filters} AND partial <> 1");
         let key = key_sql(by);
         let mut out = GroupedRunTotals::default();
         let conn = self.lock();
@@ -284,7 +289,7 @@ impl RunIndex {
              sum(outcome = 'completed'), sum(outcome = 'error'), sum(outcome = 'cancelled'), \
              sum(invocation_count), sum(input_tokens), sum(cached_input_tokens), \
              sum(output_tokens), sum(total_tokens) \
-             FROM runs WHERE diagnostic IS NULL{filters} \
+             FROM runs WHERE diagnostic IS NULL{whole} \
              AND run_id NOT IN ({DUPLICATED_IDS}) GROUP BY k"
         );
         let summed = {
@@ -326,8 +331,13 @@ impl RunIndex {
                 Vec::new()
             }
             // An integer overflow in a sum: read those rows one by one, saturating.
-            Err(_) => self.matching_rows(&conn, &filters, &args, false)?,
+            Err(_) => self.matching_rows(&conn, &whole, &args, false)?,
         };
+        let partial_filters = format!("{filters} AND partial = 1");
+        let mut singles = singles;
+        for row in self.matching_rows(&conn, &partial_filters, &args, false)? {
+            singles.extend(self.complete_row(&conn, row)?);
+        }
         let doubles = self.matching_rows(&conn, &filters, &args, true)?;
         out.rows_read = (singles.len() + doubles.len()) as u64;
         for row in singles {

@@ -324,7 +324,7 @@ fn damaged_rows_of_the_run_index_are_reported_dropped_and_indexed_again() {
              session_id, started_at, model_provider, model_name, outcome, last_status,
              record_count, invocation_count, input_tokens, cached_input_tokens,
              cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns,
-             first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic
+             first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic, partial
              FROM runs WHERE run_id = '{RUN_B}';
          INSERT INTO runs (path, run_id, outcome, record_count, invocation_count, input_tokens,
              cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size,

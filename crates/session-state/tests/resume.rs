@@ -93,10 +93,12 @@ fn one_line_appended_to_a_large_open_run_costs_that_line_and_two_guards() {
     let store = StateStore::open(root).unwrap();
     let counter = count_file_reads();
     store.index_runs().unwrap();
+    // No `run.start` in its head block: the refresh cannot read it bounded, and reads it
+    // whole after that block.
     assert_eq!(
         counter.total_bytes(),
-        big,
-        "the first read reads the file once"
+        big + session_jsonl::scan::HEAD_LIMIT as u64,
+        "the first read reads the head block, then the file once"
     );
     drop(counter);
     let first = the_row(&store);
@@ -249,7 +251,7 @@ fn version_7_stores_get_run_resume_on_the_first_writable_open() {
             .unwrap()
     };
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 8);
+    assert_eq!(version(&conn), 9);
     conn.execute_batch("DROP TABLE run_resume; PRAGMA user_version = 7;")
         .unwrap();
     drop(conn);
@@ -265,7 +267,7 @@ fn version_7_stores_get_run_resume_on_the_first_writable_open() {
     assert_eq!(the_row(&store).record_count, 1);
     assert_eq!(checkpoints(root), 1);
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 8);
+    assert_eq!(version(&conn), 9);
 }
 
 fn request(seq: usize) -> String {

@@ -435,6 +435,7 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
          DROP INDEX runs_by_run_id; DROP INDEX runs_not_runs;
          ALTER TABLE runs DROP COLUMN started_at_utc;
          ALTER TABLE runs DROP COLUMN diagnostic;
+         ALTER TABLE runs DROP COLUMN partial;
          CREATE INDEX runs_by_session ON runs(session_id, started_at, run_id);
          CREATE INDEX runs_by_start ON runs(started_at DESC, run_id DESC);
          PRAGMA user_version = 2;",
@@ -463,7 +464,7 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 8, "the current version");
+    assert_eq!(v, 9, "the current version");
     let indexes: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL ORDER BY name")
         .unwrap()

@@ -631,3 +631,40 @@ fn save_sessions_commits_together_and_fails_a_conflicting_session_alone() {
         Err(StorageError::Backend { .. })
     ));
 }
+
+#[test]
+fn a_large_run_is_listed_with_the_counts_of_its_whole_file() {
+    let (_d, b) = store();
+    // Header, a `run.start`, 300 statuses of 1 KiB and one of 1 MiB, then `run.end`: more than
+    // the run index's refresh reads of a file (head block and tail probe).
+    let mut bytes = header("r-big", "2026-02-03T12:00:00.000Z");
+    bytes.extend_from_slice(
+        b"{\"type\":\"run.start\",\"run_id\":\"r-big\",\"session_id\":\"s1\",\"ts\":\"2026-02-03T12:00:00.000Z\",\"input\":{\"type\":\"text\",\"text\":\"go\"}}\n",
+    );
+    for pad in std::iter::repeat_n(1 << 10, 300).chain([1 << 20]) {
+        bytes.extend_from_slice(
+            format!(
+                "{{\"type\":\"run.status\",\"run_id\":\"r-big\",\"ts\":\"2026-02-03T12:00:01.000Z\",\"status\":\"running\",\"message\":\"{}\"}}\n",
+                "x".repeat(pad)
+            )
+            .as_bytes(),
+        );
+    }
+    bytes.extend_from_slice(
+        b"{\"type\":\"run.end\",\"run_id\":\"r-big\",\"ts\":\"2026-02-03T12:00:02.000Z\",\"outcome\":\"completed\"}\n",
+    );
+    assert!(bytes.len() > 1 << 20);
+    b.append_lines("r-big", 0, &bytes).unwrap();
+    let page = b.list_runs(&RunListQuery::default()).unwrap();
+    assert_eq!(page.runs.len(), 1);
+    let run = &page.runs[0];
+    assert_eq!(
+        (
+            run.record_count,
+            run.last_status.as_deref(),
+            run.damage_count
+        ),
+        (304, Some("running"), 0)
+    );
+    assert_eq!(run.outcome.as_str(), "completed");
+}

@@ -162,8 +162,10 @@ struct Listed<'a> {
 }
 
 impl<'a> Listed<'a> {
-    /// A row of the local run index; `partial` for a row read bounded from its file.
+    /// A row of the local run index; `partial` for a row read bounded from its file (also
+    /// when the index says so: a row whose file could not be read whole to complete it).
     fn of_row(root: &std::path::Path, row: &'a RunRow, partial: bool) -> Self {
+        let partial = partial || row.partial;
         Listed {
             run_id: &row.run_id,
             session_id: row.session_id.as_deref(),
