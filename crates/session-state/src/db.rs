@@ -106,11 +106,13 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// rewrite's interrupted rename is completed), 6 moved `file_digest` and the digest in
 /// `pending_base` to the XXH3-64 chain of `docs/format.md` (recomputed from the messages files,
 /// see `redigest`), 7 added `session_labels` (titles and pins of sessions, see `labels`), 8
-/// added `run_resume` (where the index stopped reading each open run, see `resume`).
-const OUR_USER_VERSION: i64 = RESUME_USER_VERSION;
+/// added `run_resume` (where the index stopped reading each open run, see `resume`), 10 added
+/// `run_totals` and `run_dup_ids` with their triggers (see `running_totals`).
+const OUR_USER_VERSION: i64 = crate::running_totals::TOTALS_USER_VERSION;
 
 /// The `user_version` that added `run_resume`.
 const RESUME_USER_VERSION: i64 = 8;
+const _: () = assert!(crate::running_totals::TOTALS_USER_VERSION > RESUME_USER_VERSION);
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -549,7 +551,8 @@ fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
         && has_workspace_column(conn)?
         && has_column(conn, "runs", "started_at_utc")?
         && has_column(conn, "runs", "diagnostic")?
-        && has_column(conn, "session_files", "pending_base")?)
+        && has_column(conn, "session_files", "pending_base")?
+        && crate::running_totals::is_current(conn)?)
 }
 
 fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<()> {
@@ -585,6 +588,11 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         }
         if v < crate::redigest::DIGEST_USER_VERSION {
             crate::redigest::migrate(conn, &messages_dir(db_path))?;
+        }
+        if v < crate::running_totals::TOTALS_USER_VERSION
+            || !crate::running_totals::is_current(conn)?
+        {
+            crate::running_totals::migrate(conn)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {OUR_USER_VERSION}"))?;
         Ok(())

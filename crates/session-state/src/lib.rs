@@ -108,6 +108,7 @@ mod recovery;
 mod redigest;
 mod resume;
 mod row;
+mod running_totals;
 mod runs;
 mod search;
 mod snapshot;
