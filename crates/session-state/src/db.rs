@@ -110,10 +110,6 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// `run_totals` and `run_dup_ids` with their triggers (see `running_totals`).
 const OUR_USER_VERSION: i64 = crate::running_totals::TOTALS_USER_VERSION;
 
-/// The `user_version` that added `run_resume`.
-const RESUME_USER_VERSION: i64 = 8;
-const _: () = assert!(crate::running_totals::TOTALS_USER_VERSION > RESUME_USER_VERSION);
-
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
 

@@ -2,7 +2,7 @@
 //! version 10), kept by SQLite triggers on `runs` so that `sessions stats` reads one row per
 //! group instead of every run.
 //!
-//! `run_totals` holds, per grouping kind and key, the sums [`RunTotals`] reports over the rows
+//! `run_totals` holds, per grouping kind and key, the sums `RunTotals` reports over the rows
 //! of `runs` that are runs (`diagnostic IS NULL`), every file counted:
 //!
 //! * kind `q`: the UTC quarter-hour of `started_at_utc` (`YYYY-MM-DDTHH:MM`, minutes `00`,
@@ -30,7 +30,6 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, StatementStatus};
 
 use crate::column::{OwnedValue, owned_row, query_int, text_of};
-use crate::totals::RunTotals;
 
 /// The `user_version` that added `run_totals`, `run_dup_ids` and their triggers.
 pub(crate) const TOTALS_USER_VERSION: i64 = 10;
@@ -267,12 +266,16 @@ impl Window {
     }
 }
 
+/// The sums of one row of `run_totals`, in the order of its columns: runs, completed,
+/// errors, cancelled, invocations, input, cached input, output and total tokens.
+pub(crate) type Sums = [u64; 9];
+
 /// What reading the running totals of a kind gave.
 #[derive(Debug, Default)]
 pub(crate) struct Read {
-    /// Totals per key of the kind: whole quarter-hours inside the window (every quarter-hour
+    /// Sums per key of the kind: whole quarter-hours inside the window (every quarter-hour
     /// without a window).
-    pub(crate) groups: BTreeMap<String, RunTotals>,
+    pub(crate) groups: BTreeMap<String, Sums>,
     /// Quarter-hours the window cuts, as `(first, last)` inclusive bounds of
     /// `started_at_utc` (`…:00.000Z`, `…:59.999Z`): their rows are summed by the caller.
     pub(crate) edges: Vec<(String, String)>,
@@ -327,29 +330,7 @@ pub(crate) fn read(conn: &Connection, kind: Kind, w: &Window) -> rusqlite::Resul
                 _ => return Ok(None),
             }
         }
-        let [
-            runs,
-            completed,
-            errors,
-            cancelled,
-            invocations,
-            input,
-            cached,
-            output,
-            total,
-        ] = sums;
-        let t = RunTotals {
-            runs,
-            completed,
-            errors,
-            cancelled,
-            open: runs.saturating_sub(completed.saturating_add(errors).saturating_add(cancelled)),
-            invocations,
-            input_tokens: input,
-            cached_input_tokens: cached,
-            output_tokens: output,
-            total_tokens: total,
-        };
+        let t = sums;
         if kind != Kind::Quarter {
             out.groups.insert(key, t);
             continue;

@@ -114,6 +114,33 @@ impl RunTotals {
         self.total_tokens = self.total_tokens.saturating_sub(o.total_tokens);
     }
 
+    /// The totals of one row of the running totals.
+    fn of_sums(sums: &running_totals::Sums) -> RunTotals {
+        let [
+            runs,
+            completed,
+            errors,
+            cancelled,
+            invocations,
+            input,
+            cached,
+            output,
+            total,
+        ] = *sums;
+        RunTotals {
+            runs,
+            completed,
+            errors,
+            cancelled,
+            open: runs.saturating_sub(completed.saturating_add(errors).saturating_add(cancelled)),
+            invocations,
+            input_tokens: input,
+            cached_input_tokens: cached,
+            output_tokens: output,
+            total_tokens: total,
+        }
+    }
+
     fn of_row(row: &RunRow) -> RunTotals {
         let (completed, errors, cancelled) = match row.outcome {
             IndexedRunOutcome::Completed => (1, 0, 0),
@@ -464,12 +491,15 @@ impl RunIndex {
             sql_steps: read.steps,
             ..GroupedRunTotals::default()
         };
-        for (k, t) in &read.groups {
+        for (k, sums) in &read.groups {
             let key = match kind {
                 Kind::Quarter => key_of_quarter(k, by),
                 Kind::Model | Kind::Session => k.clone(),
             };
-            out.groups.entry(key).or_default().add(t);
+            out.groups
+                .entry(key)
+                .or_default()
+                .add(&RunTotals::of_sums(sums));
         }
         // The quarter-hours `since` / `until` cut: their matching rows, summed by SQLite.
         let (filters, args) = run_filters(query, None);
