@@ -844,3 +844,28 @@ fn help_states_the_exit_codes_every_command_shares() {
         assert_eq!(r.code, code, "{args:?}: {}", r.err);
     }
 }
+
+/// The running totals answer a zone with daylight-saving changes by UTC quarter-hour; a
+/// quarter-hour that holds the start of a day of the zone (Berlin kept local mean time,
+/// +00:53:28, until 1893: 1890-01-01 began at 1889-12-31T23:06:32Z) is summed by minute.
+#[test]
+fn stats_splits_a_quarter_hour_that_holds_two_days_of_the_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    plant_run(&root, "r1-0000", "s-1", "1889-12-31T23:01:00.000Z", "one");
+    plant_run(&root, "r2-0000", "s-1", "1889-12-31T23:10:00.000Z", "two");
+    plant_run(&root, "r3-0000", "s-1", "2026-03-29T00:59:00.000Z", "three");
+    plant_run(&root, "r4-0000", "s-1", "2026-03-29T01:00:00.000Z", "four");
+    let day = |tz: &str| {
+        groups(
+            &sessions(&root, &["stats", "--by", "day", "--tz", tz, "--json"]),
+            "day",
+        )
+    };
+    // 2026-03-29 01:00Z is the change to summer time: both runs are on the 29th in Berlin.
+    assert_eq!(
+        day("Europe/Berlin"),
+        pairs(&[("1889-12-31", 1), ("1890-01-01", 1), ("2026-03-29", 2)])
+    );
+    assert_eq!(day("UTC"), pairs(&[("1889-12-31", 2), ("2026-03-29", 2)]));
+}

@@ -108,8 +108,9 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// `pending_base` to the XXH3-64 chain of `docs/format.md` (recomputed from the messages files,
 /// see `redigest`), 7 added `session_labels` (titles and pins of sessions, see `labels`), 8
 /// added `run_resume` (where the index stopped reading each open run, see `resume`), 9 added
-/// `runs.partial` (rows read bounded, counts unknown until completed, see `partial`).
-const OUR_USER_VERSION: i64 = PARTIAL_USER_VERSION;
+/// `runs.partial` (rows read bounded, counts unknown until completed, see `partial`), 10 added
+/// `run_totals` and `run_dup_ids` with their triggers (see `running_totals`).
+const OUR_USER_VERSION: i64 = crate::running_totals::TOTALS_USER_VERSION;
 
 /// The `user_version` that added `runs.partial`.
 const PARTIAL_USER_VERSION: i64 = 9;
@@ -562,7 +563,8 @@ fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
         && has_column(conn, "runs", "started_at_utc")?
         && has_column(conn, "runs", "diagnostic")?
         && has_column(conn, "runs", "partial")?
-        && has_column(conn, "session_files", "pending_base")?)
+        && has_column(conn, "session_files", "pending_base")?
+        && crate::running_totals::is_current(conn)?)
 }
 
 fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<()> {
@@ -595,6 +597,11 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
             // Every row written before was read whole.
             conn.execute_batch("ALTER TABLE runs ADD COLUMN partial INTEGER NOT NULL DEFAULT 0;")?;
         }
+        // The rows `run_totals` completes before it reads the running totals: found without
+        // reading the others.
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS runs_partial ON runs(partial) WHERE partial = 1;",
+        )?;
         conn.execute_batch(CREATE_RUN_INDEXES)?;
         let v = query_int(conn, "PRAGMA user_version", [])?;
         if added || v < FIRST_USER_VERSION {
@@ -602,6 +609,11 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         }
         if v < crate::redigest::DIGEST_USER_VERSION {
             crate::redigest::migrate(conn, &messages_dir(db_path))?;
+        }
+        if v < crate::running_totals::TOTALS_USER_VERSION
+            || !crate::running_totals::is_current(conn)?
+        {
+            crate::running_totals::migrate(conn)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {OUR_USER_VERSION}"))?;
         Ok(())

@@ -111,6 +111,7 @@ mod recovery;
 mod redigest;
 mod resume;
 mod row;
+mod running_totals;
 mod runs;
 mod save_cost;
 mod search;

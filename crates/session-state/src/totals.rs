@@ -11,7 +11,9 @@ use crate::db::db_err;
 use crate::error::Result;
 use crate::index::RunIndex;
 use crate::row::{IndexedRunOutcome, RunRow};
+use crate::running_totals::{self, Kind, Window};
 use crate::runs::{RUN_COLUMNS, RunQuery, row_from_sql, run_filters};
+use crate::utc::utc_key;
 
 /// How [`RunIndex::run_totals`] groups runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,6 +38,13 @@ pub enum RunGrouping {
     /// `sessions stats --by day` costs what its answer costs. Offsets beyond ±24 hours are
     /// clamped to ±24 hours.
     DayAtOffset(i32),
+    /// By the UTC quarter-hour of `started_at` (`YYYY-MM-DDTHH:MM`, the minute rounded down
+    /// to `00`, `15`, `30` or `45`; `(unknown date)` as for [`RunGrouping::Day`]): every UTC
+    /// offset in use is a multiple of 15 minutes and every daylight-saving change falls on a
+    /// quarter-hour, so a caller can put each group into the day, week or month of a zone
+    /// with such changes (checking the rare quarter-hour a change falls inside), and the
+    /// running totals answer it in one row per quarter-hour holding a run start.
+    QuarterHour,
 }
 
 /// The largest offset [`RunGrouping::DayAtOffset`] applies, in minutes.
@@ -88,6 +97,50 @@ impl RunTotals {
         self.total_tokens = self.total_tokens.saturating_add(o.total_tokens);
     }
 
+    /// Takes the sums of `o` out of these (saturating at 0): the inverse of [`RunTotals::add`]
+    /// for a run the running totals counted once too often.
+    fn sub(&mut self, o: &RunTotals) {
+        self.runs = self.runs.saturating_sub(o.runs);
+        self.completed = self.completed.saturating_sub(o.completed);
+        self.errors = self.errors.saturating_sub(o.errors);
+        self.cancelled = self.cancelled.saturating_sub(o.cancelled);
+        self.open = self.open.saturating_sub(o.open);
+        self.invocations = self.invocations.saturating_sub(o.invocations);
+        self.input_tokens = self.input_tokens.saturating_sub(o.input_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_sub(o.cached_input_tokens);
+        self.output_tokens = self.output_tokens.saturating_sub(o.output_tokens);
+        self.total_tokens = self.total_tokens.saturating_sub(o.total_tokens);
+    }
+
+    /// The totals of one row of the running totals.
+    fn of_sums(sums: &running_totals::Sums) -> RunTotals {
+        let [
+            runs,
+            completed,
+            errors,
+            cancelled,
+            invocations,
+            input,
+            cached,
+            output,
+            total,
+        ] = *sums;
+        RunTotals {
+            runs,
+            completed,
+            errors,
+            cancelled,
+            open: runs.saturating_sub(completed.saturating_add(errors).saturating_add(cancelled)),
+            invocations,
+            input_tokens: input,
+            cached_input_tokens: cached,
+            output_tokens: output,
+            total_tokens: total,
+        }
+    }
+
     fn of_row(row: &RunRow) -> RunTotals {
         let (completed, errors, cancelled) = match row.outcome {
             IndexedRunOutcome::Completed => (1, 0, 0),
@@ -125,9 +178,17 @@ pub struct GroupedRunTotals {
     /// of the same name that is no run); every other run is summed inside SQLite. For tests
     /// that hold the cost.
     pub rows_read: u64,
-    /// Rows the aggregate query returned (one per group SQLite summed): what a caller pays
-    /// to read the sums back. For tests that hold the cost.
+    /// Rows the aggregate query or the running totals returned (one per group SQLite summed,
+    /// one per quarter-hour, model or session of the running totals): what a caller pays to
+    /// read the sums back. For tests that hold the cost.
     pub groups_summed: u64,
+    /// Whether the answer came from the running totals kept with the index
+    /// (`docs/format.md`, "Running totals") rather than from summing the matching rows.
+    pub from_running_totals: bool,
+    /// SQLite virtual-machine steps of the statements that summed the rows or read the
+    /// running totals (the rows of runs held by several files not counted): grows with the
+    /// rows SQLite visits, not with the answer alone. For tests that hold the cost.
+    pub sql_steps: u64,
 }
 
 /// The group key of a `runs` row as SQL, for `by`.
@@ -158,6 +219,7 @@ fn key_sql(by: RunGrouping) -> std::borrow::Cow<'static, str> {
              ELSE model_provider || '/' || model_name END"
         }
         RunGrouping::Session => "coalesce(session_id, '(no session)')",
+        RunGrouping::QuarterHour => return running_totals::quarter_key_sql().into(),
     }
     .into()
 }
@@ -242,6 +304,26 @@ fn key_of(row: &RunRow, by: RunGrouping) -> String {
             .session_id
             .clone()
             .unwrap_or_else(|| "(no session)".into()),
+        RunGrouping::QuarterHour => running_totals::quarter_key(row.started_at_utc.as_deref()),
+    }
+}
+
+/// The key for `by` of the group of quarter-hour `key` (a key of [`RunGrouping::QuarterHour`]
+/// of a canonical start, or `(unknown date)`): the same key every run start in that
+/// quarter-hour gets from [`key_of`]. Only for groupings the running totals serve by
+/// quarter-hour (`Day`, `DayAtOffset` of a multiple of 15 minutes, `QuarterHour`).
+fn key_of_quarter(key: &str, by: RunGrouping) -> String {
+    if key == "(unknown date)" {
+        return key.to_owned();
+    }
+    match by {
+        RunGrouping::DayAtOffset(minutes)
+            if minutes.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES) != 0 =>
+        {
+            day_at_offset(key, minutes).unwrap_or_else(|| "(unknown date)".into())
+        }
+        RunGrouping::Day | RunGrouping::DayAtOffset(_) => key.get(..10).unwrap_or(key).to_owned(),
+        _ => key.to_owned(),
     }
 }
 
@@ -259,43 +341,96 @@ fn sum_at(v: &[OwnedValue], i: usize) -> u64 {
         .unwrap_or(0)
 }
 
+/// A statement's SQLite virtual-machine steps so far.
+fn steps_of(stmt: &rusqlite::Statement<'_>) -> u64 {
+    u64::try_from(stmt.get_status(rusqlite::StatementStatus::VmStep)).unwrap_or(0)
+}
+
+/// Groups summed by an aggregate query: `(key, totals)` per group, or `None` when a sum
+/// overflowed (SQLite's `sum()` fails on it); and the statement's VM steps.
+type Summed = (Option<Vec<(String, RunTotals)>>, u64);
+
 impl RunIndex {
     /// Totals of the runs [`RunIndex::list_runs`] would list for `query` (its filters; its
     /// `limit` and cursor are ignored), grouped `by`: the same runs, each counted once.
     ///
     /// # Cost
+    /// Answered from the running totals the index keeps (`docs/format.md`, "Running
+    /// totals"; [`GroupedRunTotals::from_running_totals`]) when they can: one row per UTC
+    /// quarter-hour holding a run start (for [`RunGrouping::Day`], [`RunGrouping::QuarterHour`]
+    /// and [`RunGrouping::DayAtOffset`] of a multiple of 15 minutes), per model or per
+    /// session, plus the rows of the at most two quarter-hours `since` / `until` cut and the
+    /// rows of run ids held by several files. Otherwise (a `session`, `outcome` or
+    /// `workspace` filter; `since` / `until` with `by` model or session; [`RunGrouping::Minute`];
+    /// an offset that is no multiple of 15 minutes; a read-only `state.db` of an older version;
+    /// a sum past `i64::MAX`; a start time that is not canonical; partial rows that could not
+    /// be stored completed) it is [`RunIndex::run_totals_by_scan`]: one aggregate query over
+    /// the matching rows. Does not scan the tree: call [`RunIndex::index_runs`] first.
+    ///
+    /// Partial rows (files the refresh read bounded, [`RunRow::partial`](crate::RunRow::partial))
+    /// are completed first: their files are read whole and, when the index can be written, the
+    /// completed rows stored (the running totals follow them), so the sums are those of a whole
+    /// read. Finding them reads only the partial index `runs_partial`.
+    ///
+    /// # Errors
+    /// [`StateError::Db`](crate::StateError::Db).
+    pub fn run_totals(&self, query: &RunQuery, by: RunGrouping) -> Result<GroupedRunTotals> {
+        let conn = self.lock();
+        if !self.read_only {
+            for row in self.partial_rows(&conn)? {
+                self.complete_row(&conn, row)?;
+            }
+        }
+        if self.partial_rows(&conn)?.is_empty()
+            && let Some(out) = self.kept_totals(&conn, query, by)?
+        {
+            return Ok(out);
+        }
+        self.scan_totals(&conn, query, by)
+    }
+
+    /// Every row marked partial by the refresh (`partial = 1`), through the partial index
+    /// `runs_partial`: no other row is read.
+    fn partial_rows(&self, conn: &rusqlite::Connection) -> Result<Vec<RunRow>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE partial = 1");
+        let mut stmt = conn
+            .prepare_cached(&sql)
+            .map_err(db_err(&self.db_path, "query runs"))?;
+        let rows = stmt
+            .query_map([], |r| row_from_sql(&self.root, r))
+            .map_err(db_err(&self.db_path, "query runs"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(&self.db_path, "read run row"))
+    }
+
+    /// [`RunIndex::run_totals`] computed from the matching rows alone, never from the running
+    /// totals: the reference those are checked against.
+    ///
+    /// # Cost
     /// One aggregate query (`GROUP BY` inside SQLite) over the matching rows plus one pass
     /// over the run-id index for run ids held by several files; only those rows are read
-    /// one by one ([`GroupedRunTotals::rows_read`]). Does not scan the tree: call
-    /// [`RunIndex::index_runs`] first. Partial rows (files the refresh read bounded,
-    /// [`RunRow::partial`](crate::RunRow::partial)) are read one by one too and completed:
-    /// their files are read whole (and the completed rows stored when the index can be
-    /// written), so the sums are those of a whole read.
+    /// one by one ([`GroupedRunTotals::rows_read`]).
     ///
     /// Sums are exact up to `i64::MAX` per group; a group whose sum would overflow it
     /// (absurd stored counts) is summed row by row instead, saturating.
     ///
     /// # Errors
     /// [`StateError::Db`](crate::StateError::Db).
-    pub fn run_totals(&self, query: &RunQuery, by: RunGrouping) -> Result<GroupedRunTotals> {
-        let (filters, args) = run_filters(query, None);
-        // Rows the refresh read bounded are summed once completed (`partial`).
-        let whole = format!("{filters} AND partial <> 1");
-        let key = key_sql(by);
-        let mut out = GroupedRunTotals::default();
+    pub fn run_totals_by_scan(
+        &self,
+        query: &RunQuery,
+        by: RunGrouping,
+    ) -> Result<GroupedRunTotals> {
         let conn = self.lock();
-        let sql = format!(
-            "SELECT {key} AS k, count(*), \
-             sum(outcome = 'completed'), sum(outcome = 'error'), sum(outcome = 'cancelled'), \
-             sum(invocation_count), sum(input_tokens), sum(cached_input_tokens), \
-             sum(output_tokens), sum(total_tokens) \
-             FROM runs WHERE diagnostic IS NULL{whole} \
-             AND run_id NOT IN ({DUPLICATED_IDS}) GROUP BY k"
-        );
+        self.scan_totals(&conn, query, by)
+    }
+
+    /// Runs one aggregate query (`SELECT key, count(*), sums… GROUP BY key`).
+    fn sum_groups(&self, conn: &rusqlite::Connection, sql: &str, args: &[Value]) -> Result<Summed> {
+        let mut stmt = conn
+            .prepare(sql)
+            .map_err(db_err(&self.db_path, "sum runs"))?;
         let summed = {
-            let mut stmt = conn
-                .prepare(&sql)
-                .map_err(db_err(&self.db_path, "sum runs"))?;
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(args.iter()), |r| {
                     let v = owned_row(r, 10)?;
@@ -322,8 +457,168 @@ impl RunIndex {
                 .map_err(db_err(&self.db_path, "sum runs"))?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         };
-        let singles: Vec<RunRow> = match summed {
-            Ok(groups) => {
+        Ok((summed.ok(), steps_of(&stmt)))
+    }
+
+    /// The aggregate query over `runs` rows that are runs, matching `filters` and `extra`.
+    fn sum_sql(key: &str, filters: &str, extra: &str) -> String {
+        format!(
+            "SELECT {key} AS k, count(*), \
+             sum(outcome = 'completed'), sum(outcome = 'error'), sum(outcome = 'cancelled'), \
+             sum(invocation_count), sum(input_tokens), sum(cached_input_tokens), \
+             sum(output_tokens), sum(total_tokens) \
+             FROM runs WHERE diagnostic IS NULL{filters}{extra} GROUP BY k"
+        )
+    }
+
+    /// [`RunIndex::run_totals`] from the running totals; `None` when they cannot answer
+    /// `query` by `by` exactly.
+    fn kept_totals(
+        &self,
+        conn: &rusqlite::Connection,
+        query: &RunQuery,
+        by: RunGrouping,
+    ) -> Result<Option<GroupedRunTotals>> {
+        if query.session.is_some() || query.outcome.is_some() || query.workspace.is_some() {
+            return Ok(None);
+        }
+        let kind = match by {
+            RunGrouping::Day | RunGrouping::QuarterHour => Kind::Quarter,
+            RunGrouping::DayAtOffset(m)
+                if m.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES) % 15 == 0 =>
+            {
+                Kind::Quarter
+            }
+            RunGrouping::Model => Kind::Model,
+            RunGrouping::Session => Kind::Session,
+            RunGrouping::Minute | RunGrouping::DayAtOffset(_) => return Ok(None),
+        };
+        let err = db_err(&self.db_path, "read running totals");
+        if !running_totals::is_current(conn).map_err(err)? {
+            return Ok(None);
+        }
+        // Bounds as the row filter compares them.
+        let bound = |b: &Option<String>| {
+            b.as_deref()
+                .map(|s| utc_key(s).unwrap_or_else(|| s.to_owned()))
+        };
+        let window = Window {
+            since: bound(&query.since),
+            until: bound(&query.until),
+        };
+        let Some(read) = running_totals::read(conn, kind, &window)
+            .map_err(db_err(&self.db_path, "read running totals"))?
+        else {
+            return Ok(None);
+        };
+        let mut out = GroupedRunTotals {
+            from_running_totals: true,
+            groups_summed: read.rows,
+            sql_steps: read.steps,
+            ..GroupedRunTotals::default()
+        };
+        for (k, sums) in &read.groups {
+            let key = match kind {
+                Kind::Quarter => key_of_quarter(k, by),
+                Kind::Model | Kind::Session => k.clone(),
+            };
+            out.groups
+                .entry(key)
+                .or_default()
+                .add(&RunTotals::of_sums(sums));
+        }
+        // The quarter-hours `since` / `until` cut: their matching rows, summed by SQLite.
+        let (filters, args) = run_filters(query, None);
+        let quarter = running_totals::quarter_key_sql();
+        for edge in &read.edges {
+            let sql = Self::sum_sql(
+                &quarter,
+                &filters,
+                " AND started_at_utc >= ? AND started_at_utc <= ?",
+            );
+            let mut edge_args = args.clone();
+            edge_args.extend(running_totals::edge_args(edge));
+            let (summed, steps) = self.sum_groups(conn, &sql, &edge_args)?;
+            let Some(groups) = summed else {
+                return Ok(None);
+            };
+            out.sql_steps = out.sql_steps.saturating_add(steps);
+            out.groups_summed += groups.len() as u64;
+            for (k, t) in groups {
+                out.groups
+                    .entry(key_of_quarter(&k, by))
+                    .or_default()
+                    .add(&t);
+            }
+        }
+        // Runs held by several files: every file is in the sums; count each run once.
+        let doubles = self.rows_of_dup_ids(conn, &filters, &args)?;
+        out.rows_read = doubles.len() as u64;
+        for row in doubles {
+            let key = key_of(&row, by);
+            if let Some(g) = out.groups.get_mut(&key) {
+                g.sub(&RunTotals::of_row(&row));
+            }
+            if let Some(row) = self.chosen(conn, row)? {
+                out.groups
+                    .entry(key_of(&row, by))
+                    .or_default()
+                    .add(&RunTotals::of_row(&row));
+                out.duplicated.push(row);
+            }
+        }
+        out.groups.retain(|_, g| g.runs > 0);
+        for t in out.groups.values() {
+            out.all.add(t);
+        }
+        Ok(Some(out))
+    }
+
+    /// Rows matching `filters` whose run id is in `run_dup_ids` (held by several files).
+    fn rows_of_dup_ids(
+        &self,
+        conn: &rusqlite::Connection,
+        filters: &str,
+        args: &[Value],
+    ) -> Result<Vec<RunRow>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE diagnostic IS NULL{filters} \
+             AND run_id IN (SELECT run_id FROM run_dup_ids) \
+             ORDER BY started_at_utc DESC, path DESC"
+        );
+        let mut stmt = conn
+            .prepare(&sql)
+            .map_err(db_err(&self.db_path, "query runs"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+                row_from_sql(&self.root, r)
+            })
+            .map_err(db_err(&self.db_path, "query runs"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(&self.db_path, "read run row"))
+    }
+
+    /// [`RunIndex::run_totals_by_scan`] on a locked connection.
+    fn scan_totals(
+        &self,
+        conn: &rusqlite::Connection,
+        query: &RunQuery,
+        by: RunGrouping,
+    ) -> Result<GroupedRunTotals> {
+        let (filters, args) = run_filters(query, None);
+        let key = key_sql(by);
+        let mut out = GroupedRunTotals::default();
+        // Rows the refresh read bounded are summed once completed (`partial`).
+        let whole = format!("{filters} AND partial <> 1");
+        let sql = Self::sum_sql(
+            &key,
+            &whole,
+            &format!(" AND run_id NOT IN ({DUPLICATED_IDS})"),
+        );
+        let (summed, steps) = self.sum_groups(conn, &sql, &args)?;
+        out.sql_steps = steps;
+        let mut singles: Vec<RunRow> = match summed {
+            Some(groups) => {
                 out.groups_summed = groups.len() as u64;
                 for (k, t) in groups {
                     out.groups.entry(k).or_default().add(&t);
@@ -331,14 +626,13 @@ impl RunIndex {
                 Vec::new()
             }
             // An integer overflow in a sum: read those rows one by one, saturating.
-            Err(_) => self.matching_rows(&conn, &whole, &args, false)?,
+            None => self.matching_rows(conn, &whole, &args, false)?,
         };
         let partial_filters = format!("{filters} AND partial = 1");
-        let mut singles = singles;
-        for row in self.matching_rows(&conn, &partial_filters, &args, false)? {
-            singles.extend(self.complete_row(&conn, row)?);
+        for row in self.matching_rows(conn, &partial_filters, &args, false)? {
+            singles.extend(self.complete_row(conn, row)?);
         }
-        let doubles = self.matching_rows(&conn, &filters, &args, true)?;
+        let doubles = self.matching_rows(conn, &filters, &args, true)?;
         out.rows_read = (singles.len() + doubles.len()) as u64;
         for row in singles {
             out.groups
@@ -347,7 +641,7 @@ impl RunIndex {
                 .add(&RunTotals::of_row(&row));
         }
         for row in doubles {
-            if let Some(row) = self.chosen(&conn, row)? {
+            if let Some(row) = self.chosen(conn, row)? {
                 out.groups
                     .entry(key_of(&row, by))
                     .or_default()

@@ -217,9 +217,15 @@ fn day_at_offset_sums_one_row_per_day_of_the_offset_not_one_per_minute() {
         .unwrap();
     assert_eq!(minute.groups_summed, 15);
     for minutes in [0, 330, 900, -600, -480] {
+        // Summing the rows (the running totals answer from quarter-hours instead).
         let t = store
+            .run_index()
+            .run_totals_by_scan(&RunQuery::default(), RunGrouping::DayAtOffset(minutes))
+            .unwrap();
+        let kept = store
             .run_totals(&RunQuery::default(), RunGrouping::DayAtOffset(minutes))
             .unwrap();
+        assert_eq!(kept.groups, t.groups);
         let mut want: BTreeMap<String, u64> = BTreeMap::new();
         for n in 0..24 {
             *want.entry(day_of_run(n, minutes)).or_default() += 1;
@@ -257,10 +263,16 @@ fn day_at_offset_of_a_duplicated_run_matches_the_sql_day() {
     let store = StateStore::open(root).unwrap();
     store.index_runs().unwrap();
     let t = store
-        .run_totals(&RunQuery::default(), RunGrouping::DayAtOffset(900))
+        .run_index()
+        .run_totals_by_scan(&RunQuery::default(), RunGrouping::DayAtOffset(900))
         .unwrap();
     assert_eq!(t.rows_read, 2, "both files of the duplicated run read");
     assert_eq!(t.groups_summed, 1, "run 2 summed inside SQLite");
+    let kept = store
+        .run_totals(&RunQuery::default(), RunGrouping::DayAtOffset(900))
+        .unwrap();
+    assert!(kept.from_running_totals);
+    assert_eq!((&kept.groups, kept.rows_read), (&t.groups, 2));
     let got: BTreeMap<String, u64> = t.groups.iter().map(|(k, v)| (k.clone(), v.runs)).collect();
     // Run 1: 2026-11-02T09:00Z + 15 h = 2026-11-03; run 2: 2026-11-03T10:00Z + 15 h = 2026-11-04.
     assert_eq!(

@@ -2,11 +2,15 @@
 //! counts from the run index, with a small bar chart of total tokens.
 //!
 //! Day, week and month groups are calendar periods of the `--tz` zone. In a zone with one
-//! fixed offset (`UTC`, `+05:30`) SQLite sums the runs by the zone's date of their start
-//! ([`RunGrouping::DayAtOffset`]: one row per day) and each day is put into its period here;
-//! in a zone with daylight-saving changes it sums them by UTC minute
-//! ([`RunGrouping::Minute`]) and each minute is put into its period here. Either way the
-//! cost stays one aggregate query.
+//! fixed offset (`UTC`, `+05:30`) the index answers by the zone's date of each start
+//! ([`RunGrouping::DayAtOffset`]) and each day is put into its period here; in a zone with
+//! daylight-saving changes it answers by UTC quarter-hour ([`RunGrouping::QuarterHour`]) and
+//! each quarter-hour is put into its period here. Both come from the running totals the index
+//! keeps (one row per quarter-hour holding a run start, not one per run) when the offsets are
+//! multiples of 15 minutes, as every offset in use is; a quarter-hour that a change of offset
+//! falls inside, or whose offset is no multiple of 15 minutes (local mean time before a zone's
+//! standard time), is summed again by minute for that quarter-hour alone. A fixed offset of
+//! seconds is grouped by UTC minute ([`RunGrouping::Minute`]), summing the rows.
 
 use std::collections::BTreeMap;
 
@@ -71,15 +75,55 @@ impl Period {
     }
 }
 
-/// How SQLite groups the runs for a calendar `period` of `zone`: by the zone's date
+/// How the index groups the runs for a calendar `period` of `zone`: by the zone's date
 /// ([`RunGrouping::DayAtOffset`], one row per day) when the zone has one fixed offset of
-/// whole minutes, else by UTC minute ([`RunGrouping::Minute`], one row per minute holding a
-/// run start), put into periods by [`Period::key`].
+/// whole minutes; by UTC minute ([`RunGrouping::Minute`]) for a fixed offset with seconds;
+/// else by UTC quarter-hour ([`RunGrouping::QuarterHour`]), put into periods by
+/// [`Period::key`] (or by minute where [`needs_minutes`]).
 fn period_grouping(zone: &jiff::tz::TimeZone) -> RunGrouping {
     match zone.to_fixed_offset() {
         Ok(offset) if offset.seconds() % 60 == 0 => RunGrouping::DayAtOffset(offset.seconds() / 60),
-        _ => RunGrouping::Minute,
+        Ok(_) => RunGrouping::Minute,
+        Err(_) => RunGrouping::QuarterHour,
     }
+}
+
+/// A quarter-hour of UTC.
+const QUARTER: jiff::SignedDuration = jiff::SignedDuration::from_mins(15);
+
+/// Whether the quarter-hour from `start` may hold instants of two days of `zone`: its offset
+/// changes strictly inside it, or its offset is no multiple of 15 minutes (so a day of the
+/// zone begins inside it). Its runs are then grouped by minute.
+fn needs_minutes(zone: &jiff::tz::TimeZone, start: jiff::Timestamp) -> bool {
+    if zone.to_offset(start).seconds() % (15 * 60) != 0 {
+        return true;
+    }
+    let end = start.checked_add(QUARTER).unwrap_or(start);
+    zone.following(start)
+        .next()
+        .is_some_and(|t| t.timestamp() < end)
+}
+
+/// The totals of the quarter-hour from `start` (within `query`'s window) by UTC minute.
+// RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
+#[allow(clippy::field_reassign_with_default)]
+fn minutes_of_quarter(
+    store: &session_state::StateStore,
+    query: &RunQuery,
+    start: jiff::Timestamp,
+) -> Result<BTreeMap<String, RunTotals>, CliError> {
+    let end = start.checked_add(QUARTER).unwrap_or(start);
+    let at = |t: Option<&String>| t.and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let since = at(query.since.as_ref()).map_or(start, |s| s.max(start));
+    let until = at(query.until.as_ref()).map_or(end, |u| u.min(end));
+    let mut window = RunQuery::default();
+    window.since = Some(since.to_string());
+    window.until = Some(until.to_string());
+    Ok(store
+        .run_index()
+        .run_totals(&window, RunGrouping::Minute)
+        .map_err(state_err)?
+        .groups)
 }
 
 /// The name of `zone` for `--json` (`UTC`, an IANA name, or the zone's rule).
@@ -134,6 +178,17 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> 
     for (k, t) in &totals.groups {
         let key = match (period, grouping) {
             (Some(p), RunGrouping::DayAtOffset(_)) => p.key_of_day(k),
+            (Some(p), RunGrouping::QuarterHour) => {
+                match format!("{k}:00Z").parse::<jiff::Timestamp>() {
+                    Ok(start) if needs_minutes(&zone, start) => {
+                        for (minute, t) in minutes_of_quarter(&store, &query, start)? {
+                            groups.entry(p.key(&minute, &zone)).or_default().add(&t);
+                        }
+                        continue;
+                    }
+                    _ => p.key(k, &zone),
+                }
+            }
             (Some(p), _) => p.key(k, &zone),
             (None, _) => k.clone(),
         };
@@ -471,7 +526,28 @@ mod tests {
         let odd = TimeZone::fixed(Offset::from_seconds(3600 + 7).unwrap());
         assert_eq!(period_grouping(&odd), RunGrouping::Minute);
         let berlin = TimeZone::get("Europe/Berlin").unwrap();
-        assert_eq!(period_grouping(&berlin), RunGrouping::Minute);
+        assert_eq!(period_grouping(&berlin), RunGrouping::QuarterHour);
+    }
+
+    #[test]
+    fn only_quarter_hours_holding_two_days_of_the_zone_are_grouped_by_minute() {
+        use jiff::tz::TimeZone;
+        let at = |t: &str| t.parse::<jiff::Timestamp>().unwrap();
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
+        // The change of 2026-03-29 is at 01:00 UTC, on a quarter-hour: no quarter holds it.
+        for t in [
+            "2026-03-29T00:45:00Z",
+            "2026-03-29T01:00:00Z",
+            "2026-07-01T12:15:00Z",
+        ] {
+            assert!(!super::needs_minutes(&berlin, at(t)), "{t}");
+        }
+        // Before 1893 Berlin kept local mean time, +00:53:28: its days begin mid-quarter.
+        assert!(super::needs_minutes(&berlin, at("1890-01-01T00:00:00Z")));
+        // Liberia changed from -00:44:30 to +00:00 on 1972-01-07 at 00:44:30 UTC.
+        let monrovia = TimeZone::get("Africa/Monrovia").unwrap();
+        assert!(super::needs_minutes(&monrovia, at("1972-01-07T00:30:00Z")));
+        assert!(!super::needs_minutes(&monrovia, at("1972-01-07T00:45:00Z")));
     }
 
     #[test]

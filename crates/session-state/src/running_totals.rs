@@ -1,0 +1,486 @@
+//! Running totals of the run index (`state.db` tables `run_totals` and `run_dup_ids`, user
+//! version 10), kept by SQLite triggers on `runs` so that `sessions stats` reads one row per
+//! group instead of every run.
+//!
+//! `run_totals` holds, per grouping kind and key, the sums `RunTotals` reports over the rows
+//! of `runs` that are runs (`diagnostic IS NULL`), every file counted:
+//!
+//! * kind `q`: the UTC quarter-hour of `started_at_utc` (`YYYY-MM-DDTHH:MM`, minutes `00`,
+//!   `15`, `30` or `45`; `(unknown date)` for `''`). Every UTC offset in use is a multiple of
+//!   15 minutes, so a quarter-hour lies inside one day of such a zone: the days, weeks and
+//!   months of `sessions stats` are sums of quarter-hours.
+//! * kind `m`: the model key of [`RunGrouping::Model`].
+//! * kind `s`: the session key of [`RunGrouping::Session`].
+//!
+//! `run_dup_ids` holds the run ids with more than one row in `runs` (another file of the run,
+//! or a file that is no run beside it). A run held by several files is counted once by
+//! `stats`, from its most complete file: the reader takes those rows out of the sums again
+//! and adds the chosen one ([`RunIndex::run_totals`]).
+//!
+//! The triggers fire for every writer of `runs`, this version's or an older one's: an
+//! `INSERT` first deletes the row it would replace (so `INSERT OR REPLACE`, whose replacing
+//! delete fires no trigger unless `recursive_triggers` is on, is counted like a delete and an
+//! insert), then adds the new row; an `UPDATE` takes the old row out and puts the new one in;
+//! a `DELETE` takes the row out. A sum that overflows a 64-bit integer turns into an SQL
+//! float, which the reader takes as "not usable" and falls back to summing the rows.
+
+use std::collections::BTreeMap;
+
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, StatementStatus};
+
+use crate::column::{OwnedValue, owned_row, query_int, text_of};
+
+/// The `user_version` that added `run_totals`, `run_dup_ids` and their triggers.
+pub(crate) const TOTALS_USER_VERSION: i64 = 10;
+
+/// The quarter-hour key (kind `q`) of the `runs` row `x` (`NEW` or `OLD`, or `runs`).
+fn quarter_sql(x: &str) -> String {
+    format!(
+        "CASE WHEN {x}.started_at_utc IS NULL OR {x}.started_at_utc = '' THEN '(unknown date)' \
+         WHEN {x}.started_at_utc GLOB \
+         '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-5][0-9]:*' \
+         THEN substr({x}.started_at_utc, 1, 14) || CASE \
+         WHEN substr({x}.started_at_utc, 15, 2) < '15' THEN '00' \
+         WHEN substr({x}.started_at_utc, 15, 2) < '30' THEN '15' \
+         WHEN substr({x}.started_at_utc, 15, 2) < '45' THEN '30' ELSE '45' END \
+         ELSE '~' || {x}.started_at_utc END"
+    )
+}
+
+/// The model key (kind `m`) of the row `x`, as [`RunGrouping::Model`] keys it.
+fn model_sql(x: &str) -> String {
+    format!(
+        "CASE WHEN {x}.model_name IS NULL THEN '(unknown model)' \
+         WHEN {x}.model_provider IS NULL THEN {x}.model_name \
+         ELSE {x}.model_provider || '/' || {x}.model_name END"
+    )
+}
+
+/// The session key (kind `s`) of the row `x`, as [`RunGrouping::Session`] keys it.
+fn session_sql(x: &str) -> String {
+    format!("coalesce({x}.session_id, '(no session)')")
+}
+
+/// The three kinds with their key expressions.
+fn kinds(x: &str) -> [(&'static str, String); 3] {
+    [
+        ("q", quarter_sql(x)),
+        ("m", model_sql(x)),
+        ("s", session_sql(x)),
+    ]
+}
+
+/// The summed columns of `run_totals`, in order.
+const SUMS: &str = "runs, completed, errors, cancelled, invocations, input_tokens, \
+                    cached_input_tokens, output_tokens, total_tokens";
+
+/// Statements adding (`sign` `+`) or taking out (`-`) the row `x` in every kind, for a
+/// trigger body (the row is a run: the caller's `WHEN` checks `diagnostic IS NULL`).
+fn apply_sql(x: &str, sign: char) -> String {
+    let mut out = String::new();
+    for (kind, key) in kinds(x) {
+        out.push_str(&format!(
+            "INSERT INTO run_totals (kind, key, {SUMS}) VALUES ('{kind}', {key}, {sign}1, \
+             {sign}({x}.outcome = 'completed'), {sign}({x}.outcome = 'error'), \
+             {sign}({x}.outcome = 'cancelled'), {sign}{x}.invocation_count, \
+             {sign}{x}.input_tokens, {sign}{x}.cached_input_tokens, {sign}{x}.output_tokens, \
+             {sign}{x}.total_tokens) \
+             ON CONFLICT (kind, key) DO UPDATE SET runs = runs + excluded.runs, \
+             completed = completed + excluded.completed, errors = errors + excluded.errors, \
+             cancelled = cancelled + excluded.cancelled, \
+             invocations = invocations + excluded.invocations, \
+             input_tokens = input_tokens + excluded.input_tokens, \
+             cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens, \
+             output_tokens = output_tokens + excluded.output_tokens, \
+             total_tokens = total_tokens + excluded.total_tokens;\n"
+        ));
+        if sign == '-' {
+            out.push_str(&format!(
+                "DELETE FROM run_totals WHERE kind = '{kind}' AND key = {key} AND runs = 0;\n"
+            ));
+        }
+    }
+    out
+}
+
+/// Statements bringing `run_dup_ids` up to date for the run id of the row `x`.
+fn dup_sql(x: &str) -> String {
+    format!(
+        "DELETE FROM run_dup_ids WHERE run_id = {x}.run_id \
+         AND (SELECT count(*) FROM runs WHERE run_id = {x}.run_id) < 2;\n\
+         INSERT OR IGNORE INTO run_dup_ids (run_id) SELECT {x}.run_id \
+         WHERE (SELECT count(*) FROM runs WHERE run_id = {x}.run_id) > 1;\n"
+    )
+}
+
+/// The columns an `UPDATE` of `runs` must change for the totals to change.
+const WATCHED: [&str; 13] = [
+    "run_id",
+    "session_id",
+    "model_provider",
+    "model_name",
+    "outcome",
+    "invocation_count",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "started_at_utc",
+    "diagnostic",
+    "path",
+];
+
+/// The tables and triggers (idempotent).
+fn schema_sql() -> String {
+    let changed = WATCHED
+        .iter()
+        .map(|c| format!("OLD.{c} IS NOT NEW.{c}"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    format!(
+        "CREATE TABLE IF NOT EXISTS run_totals (\n\
+         kind TEXT NOT NULL, key TEXT NOT NULL,\n\
+         runs INTEGER NOT NULL, completed INTEGER NOT NULL, errors INTEGER NOT NULL,\n\
+         cancelled INTEGER NOT NULL, invocations INTEGER NOT NULL,\n\
+         input_tokens INTEGER NOT NULL, cached_input_tokens INTEGER NOT NULL,\n\
+         output_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,\n\
+         PRIMARY KEY (kind, key)) WITHOUT ROWID;\n\
+         CREATE TABLE IF NOT EXISTS run_dup_ids (run_id TEXT PRIMARY KEY) WITHOUT ROWID;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_replace BEFORE INSERT ON runs BEGIN\n\
+         DELETE FROM runs WHERE path = NEW.path;\nEND;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_insert AFTER INSERT ON runs BEGIN\n\
+         {dup_new}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_insert_run AFTER INSERT ON runs \
+         WHEN NEW.diagnostic IS NULL BEGIN\n{add_new}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_delete AFTER DELETE ON runs BEGIN\n\
+         {dup_old}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_delete_run AFTER DELETE ON runs \
+         WHEN OLD.diagnostic IS NULL BEGIN\n{sub_old}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_update AFTER UPDATE ON runs \
+         WHEN OLD.run_id IS NOT NEW.run_id BEGIN\n{dup_old}{dup_new}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_update_old AFTER UPDATE ON runs \
+         WHEN OLD.diagnostic IS NULL AND ({changed}) BEGIN\n{sub_old}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_totals_update_new AFTER UPDATE ON runs \
+         WHEN NEW.diagnostic IS NULL AND ({changed}) BEGIN\n{add_new}END;\n",
+        dup_new = dup_sql("NEW"),
+        dup_old = dup_sql("OLD"),
+        add_new = apply_sql("NEW", '+'),
+        sub_old = apply_sql("OLD", '-'),
+    )
+}
+
+/// The triggers [`schema_sql`] creates, by name.
+const TRIGGERS: [&str; 8] = [
+    "run_totals_replace",
+    "run_totals_insert",
+    "run_totals_insert_run",
+    "run_totals_delete",
+    "run_totals_delete_run",
+    "run_totals_update",
+    "run_totals_update_old",
+    "run_totals_update_new",
+];
+
+/// Whether the running totals are kept in this database's `main` schema: both tables and
+/// every trigger exist (a read-only open of an older `state.db` has stand-ins at most).
+pub(crate) fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
+    let triggers = TRIGGERS
+        .iter()
+        .map(|t| format!("'{t}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let n = query_int(
+        conn,
+        &format!(
+            "SELECT count(*) FROM main.sqlite_master WHERE (type = 'table' \
+             AND name IN ('run_totals', 'run_dup_ids')) OR (type = 'trigger' AND name IN \
+             ({triggers}))"
+        ),
+        [],
+    )?;
+    Ok(usize::try_from(n).is_ok_and(|n| n == 2 + TRIGGERS.len()))
+}
+
+/// Creates the tables and triggers and fills them from the rows `runs` already has (the
+/// migration to user version 10; run inside the caller's write transaction).
+pub(crate) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(&schema_sql())?;
+    conn.execute_batch(
+        "DELETE FROM run_totals; DELETE FROM run_dup_ids; \
+         INSERT INTO run_dup_ids (run_id) SELECT run_id FROM runs GROUP BY run_id \
+         HAVING count(*) > 1;",
+    )?;
+    for (kind, key) in kinds("runs") {
+        let fill = |sum: &str| {
+            format!(
+                "INSERT INTO run_totals (kind, key, {SUMS}) SELECT '{kind}', {key} AS k, \
+                 count(*), {sum}(outcome = 'completed'), {sum}(outcome = 'error'), \
+                 {sum}(outcome = 'cancelled'), {sum}(invocation_count), {sum}(input_tokens), \
+                 {sum}(cached_input_tokens), {sum}(output_tokens), {sum}(total_tokens) \
+                 FROM runs WHERE diagnostic IS NULL GROUP BY k"
+            )
+        };
+        if conn.execute_batch(&fill("sum")).is_err() {
+            // An integer overflow in a sum (absurd stored counts): floats, which the reader
+            // does not use (it sums the rows instead), as the triggers would leave them.
+            conn.execute_batch(&format!("DELETE FROM run_totals WHERE kind = '{kind}'"))?;
+            conn.execute_batch(&fill("total"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The kind of running totals a grouping reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// UTC quarter-hours.
+    Quarter,
+    /// Models.
+    Model,
+    /// Sessions.
+    Session,
+}
+
+impl Kind {
+    fn tag(self) -> &'static str {
+        match self {
+            Kind::Quarter => "q",
+            Kind::Model => "m",
+            Kind::Session => "s",
+        }
+    }
+}
+
+/// The `since` / `until` bounds of a query as the row filter compares them (the run index's
+/// UTC key, or the text as given).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Window {
+    pub(crate) since: Option<String>,
+    pub(crate) until: Option<String>,
+}
+
+impl Window {
+    fn bounded(&self) -> bool {
+        self.since.is_some() || self.until.is_some()
+    }
+}
+
+/// The sums of one row of `run_totals`, in the order of its columns: runs, completed,
+/// errors, cancelled, invocations, input, cached input, output and total tokens.
+pub(crate) type Sums = [u64; 9];
+
+/// What reading the running totals of a kind gave.
+#[derive(Debug, Default)]
+pub(crate) struct Read {
+    /// Sums per key of the kind: whole quarter-hours inside the window (every quarter-hour
+    /// without a window).
+    pub(crate) groups: BTreeMap<String, Sums>,
+    /// Quarter-hours the window cuts, as `(first, last)` inclusive bounds of
+    /// `started_at_utc` (`…:00.000Z`, `…:59.999Z`): their rows are summed by the caller.
+    pub(crate) edges: Vec<(String, String)>,
+    /// Rows of `run_totals` read.
+    pub(crate) rows: u64,
+    /// SQLite virtual-machine steps of the read.
+    pub(crate) steps: u64,
+}
+
+/// The last instant of the quarter-hour `key` (`YYYY-MM-DDTHH:MM`), `…:MM+14:59.999Z`.
+fn quarter_last(key: &str) -> Option<String> {
+    let head = key.get(..14)?;
+    let minute: u32 = key.get(14..16)?.parse().ok()?;
+    Some(format!("{head}{:02}:59.999Z", minute + 14))
+}
+
+/// The quarter-hour key holding the canonical UTC key `at` (its first 14 characters and the
+/// minute rounded down to a multiple of 15); `None` for other text.
+fn quarter_of(at: &str) -> Option<String> {
+    let head = at.get(..14)?;
+    let minute: u32 = at.get(14..16)?.parse().ok()?;
+    Some(format!("{head}{:02}", minute - minute % 15))
+}
+
+/// Reads the running totals of `kind` for the window `w`. `Ok(None)` when they cannot answer
+/// exactly: a sum is not a non-negative integer (an overflow), a start time is not canonical
+/// (a `~` key), or a window bounds a kind other than [`Kind::Quarter`].
+pub(crate) fn read(conn: &Connection, kind: Kind, w: &Window) -> rusqlite::Result<Option<Read>> {
+    if kind != Kind::Quarter && w.bounded() {
+        return Ok(None);
+    }
+    let mut out = Read::default();
+    // Only the quarter-hours that can hold a start inside the window, and every `~` key.
+    let lo = w.since.as_deref().and_then(quarter_of).unwrap_or_default();
+    let hi = w.until.clone().unwrap_or_else(|| "\u{10ffff}".to_owned());
+    let sql = format!(
+        "SELECT key, {SUMS} FROM run_totals WHERE kind = ?1 \
+         AND ((key >= ?2 AND key <= ?3) OR key >= '~')"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(rusqlite::params![kind.tag(), lo, hi])?;
+    while let Some(r) = rows.next()? {
+        out.rows += 1;
+        let v = owned_row(r, 10)?;
+        let Some(key) = v.first().and_then(|k| text_of(k.as_ref()).0) else {
+            return Ok(None);
+        };
+        let mut sums = [0u64; 9];
+        for (i, s) in sums.iter_mut().enumerate() {
+            match v.get(i + 1).map(OwnedValue::as_ref) {
+                Some(ValueRef::Integer(n)) if n >= 0 => *s = n.unsigned_abs(),
+                _ => return Ok(None),
+            }
+        }
+        let t = sums;
+        if kind != Kind::Quarter {
+            out.groups.insert(key, t);
+            continue;
+        }
+        if key.starts_with('~') {
+            return Ok(None);
+        }
+        if key == "(unknown date)" {
+            // No place in time: matches no bound.
+            if !w.bounded() {
+                out.groups.insert(key, t);
+            }
+            continue;
+        }
+        let (Some(last), first) = (quarter_last(&key), format!("{key}:00.000Z")) else {
+            return Ok(None);
+        };
+        let after_since = w.since.as_deref().is_none_or(|s| first.as_str() >= s);
+        let before_until = w.until.as_deref().is_none_or(|u| last.as_str() < u);
+        let outside = w.since.as_deref().is_some_and(|s| last.as_str() < s)
+            || w.until.as_deref().is_some_and(|u| first.as_str() >= u);
+        if after_since && before_until {
+            out.groups.insert(key, t);
+        } else if !outside {
+            out.edges.push((first, last));
+        }
+    }
+    drop(rows);
+    out.steps = u64::try_from(stmt.get_status(StatementStatus::VmStep)).unwrap_or(0);
+    Ok(Some(out))
+}
+
+/// The quarter-hour key SQL of a `runs` row (for summing the rows of a cut quarter-hour, and
+/// for [`RunGrouping::QuarterHour`] when the rows are summed).
+pub(crate) fn quarter_key_sql() -> String {
+    quarter_sql("runs")
+}
+
+/// The quarter-hour key of a `runs.started_at_utc` in Rust, as [`quarter_sql`] gives it.
+pub(crate) fn quarter_key(started_at_utc: Option<&str>) -> String {
+    let at = match started_at_utc {
+        None | Some("") => return "(unknown date)".to_owned(),
+        Some(at) => at,
+    };
+    let b = at.as_bytes();
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let canonical = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 15].into_iter().all(digit)
+        && b.get(14).is_some_and(|c| (b'0'..=b'5').contains(c))
+        && [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')]
+            .into_iter()
+            .all(|(i, c)| b.get(i) == Some(&c));
+    match quarter_of(at) {
+        Some(q) if canonical => q,
+        _ => format!("~{at}"),
+    }
+}
+
+/// The text of an SQL value list for the bounds of one cut quarter-hour.
+pub(crate) fn edge_args(edge: &(String, String)) -> [Value; 2] {
+    [Value::Text(edge.0.clone()), Value::Text(edge.1.clone())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::column::int_of;
+
+    /// The first column of every row of `sql`.
+    fn ints(conn: &Connection, sql: &str) -> Vec<i64> {
+        let mut stmt = conn.prepare(sql).unwrap();
+        let rows = stmt.query_map([], |r| owned_row(r, 1)).unwrap();
+        rows.map(|r| {
+            r.ok()
+                .and_then(|v| v.first().and_then(|v| int_of(v.as_ref())))
+                .unwrap_or(-1)
+        })
+        .collect()
+    }
+
+    fn db() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE runs (path TEXT PRIMARY KEY, run_id TEXT NOT NULL, session_id TEXT, \
+             model_provider TEXT, model_name TEXT, outcome TEXT NOT NULL, \
+             invocation_count INTEGER NOT NULL, input_tokens INTEGER NOT NULL, \
+             cached_input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, \
+             total_tokens INTEGER NOT NULL, started_at_utc TEXT NOT NULL DEFAULT '', \
+             diagnostic TEXT);",
+        )
+        .unwrap();
+        conn
+    }
+
+    fn insert(conn: &Connection, path: &str, run: &str, start: &str, tokens: i64) {
+        conn.execute(
+            "INSERT OR REPLACE INTO runs (path, run_id, session_id, model_provider, model_name, \
+             outcome, invocation_count, input_tokens, cached_input_tokens, output_tokens, \
+             total_tokens, started_at_utc) VALUES (?1, ?2, 's', 'p', 'm', 'completed', 1, ?3, \
+             0, 0, ?3, ?4)",
+            rusqlite::params![path, run, tokens, start],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn triggers_keep_quarter_hours_through_replace_update_and_delete() {
+        let conn = db();
+        migrate(&conn).unwrap();
+        assert!(is_current(&conn).unwrap());
+        insert(&conn, "a", "r1", "2026-11-30T10:14:59.999Z", 5);
+        insert(&conn, "b", "r2", "2026-11-30T10:15:00.000Z", 7);
+        // Replaced by a second write of the same file: counted once, with the new values.
+        insert(&conn, "a", "r1", "2026-11-30T10:14:59.999Z", 6);
+        let q = "SELECT runs FROM run_totals WHERE kind = 'q' ORDER BY key";
+        assert_eq!(ints(&conn, q), vec![1, 1]);
+        let t = "SELECT total_tokens FROM run_totals WHERE kind = 'q' ORDER BY key";
+        assert_eq!(ints(&conn, t), vec![6, 7]);
+        assert_eq!(
+            ints(
+                &conn,
+                "SELECT total_tokens FROM run_totals WHERE kind = 'm'"
+            ),
+            vec![13]
+        );
+        conn.execute_batch("UPDATE runs SET started_at_utc = '2026-11-30T10:20:00.000Z'")
+            .unwrap();
+        assert_eq!(ints(&conn, q), vec![2]);
+        conn.execute_batch("UPDATE runs SET diagnostic = 'empty' WHERE path = 'b'")
+            .unwrap();
+        assert_eq!(ints(&conn, t), vec![6]);
+        // Another file of run r1, then gone again.
+        insert(&conn, "c", "r1", "", 1);
+        assert_eq!(ints(&conn, "SELECT count(*) FROM run_dup_ids"), vec![1]);
+        conn.execute_batch("DELETE FROM runs WHERE path = 'c'")
+            .unwrap();
+        assert_eq!(ints(&conn, "SELECT count(*) FROM run_dup_ids"), vec![0]);
+        conn.execute_batch("DELETE FROM runs").unwrap();
+        assert_eq!(ints(&conn, "SELECT count(*) FROM run_totals"), vec![0]);
+    }
+
+    #[test]
+    fn quarter_keys_and_bounds() {
+        assert_eq!(
+            quarter_of("2026-11-30T10:44:59.999Z").as_deref(),
+            Some("2026-11-30T10:30")
+        );
+        assert_eq!(
+            quarter_last("2026-11-30T10:45").as_deref(),
+            Some("2026-11-30T10:59:59.999Z")
+        );
+        assert_eq!(quarter_of("junk"), None);
+    }
+}
