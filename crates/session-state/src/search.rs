@@ -1115,10 +1115,6 @@ const NARROW_FILES: i64 = 10_000;
 /// [`window`]): their ids are read first (a few milliseconds per 10,000).
 const NARROW_DOCS: usize = 100_000;
 
-/// Most rowid ranges the word index is walked in for the documents a narrow filter leaves
-/// (see [`window`]).
-const NARROW_RANGES: usize = 64;
-
 /// The ids of the [`RANK_WINDOW`] newest documents that match `expr` in the word index and
 /// pass `q`'s filters, newest first.
 ///
@@ -1127,29 +1123,30 @@ const NARROW_RANGES: usize = 64;
 /// workspace filter leaves at most [`NARROW_FILES`] run files, or a time filter at most
 /// [`NARROW_DOCS`] documents, the ids of the documents that pass every filter are read
 /// first (at most [`NARROW_DOCS`]; from the files' index or the documents' time index) and
-/// the word index is walked only over the rowid ranges they fill ([`id_ranges`]: at most
-/// [`NARROW_RANGES`]), newest first, each match checked against those ids. A run's
-/// documents are written together, so a session's few runs are a few short ranges however
-/// many other runs the store holds.
+/// the word index is walked only between the lowest and the highest of them, newest first,
+/// each match checked against those ids (a binary search, no join), until the window is
+/// full. A run's documents are written together, so a session of a few runs spans a short
+/// stretch of the word index however many other runs the store holds.
 fn window(conn: &Connection, expr: &str, q: &SearchQuery) -> rusqlite::Result<Vec<i64>> {
     let table = "docs_words";
     let cap = usize::try_from(RANK_WINDOW).unwrap_or(usize::MAX);
     if let Some(ids) = narrow_candidates(conn, q)? {
+        let (Some(&lo), Some(&hi)) = (ids.first(), ids.last()) else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT rowid FROM {table} WHERE {table} MATCH ?1 AND rowid >= ?2 AND rowid <= ?3 \
              ORDER BY rowid DESC"
         ))?;
-        for (lo, hi) in id_ranges(&ids, NARROW_RANGES).into_iter().rev() {
-            let mut rows = stmt.query(params![expr, lo, hi])?;
-            while let Some(r) = rows.next()? {
-                let mut c = Cols::new(r, "docs_words", &["rowid"])?;
-                let id = c.int(0)?.unwrap_or_default();
-                if ids.binary_search(&id).is_ok() {
-                    out.push(id);
-                    if out.len() >= cap {
-                        return Ok(out);
-                    }
+        let mut rows = stmt.query(params![expr, lo, hi])?;
+        while let Some(r) = rows.next()? {
+            let mut c = Cols::new(r, "docs_words", &["rowid"])?;
+            let id = c.int(0)?.unwrap_or_default();
+            if ids.binary_search(&id).is_ok() {
+                out.push(id);
+                if out.len() >= cap {
+                    break;
                 }
             }
         }
@@ -1235,44 +1232,6 @@ fn narrow_candidates(conn: &Connection, q: &SearchQuery) -> rusqlite::Result<Opt
     }
     ids.sort_unstable();
     Ok(Some(ids))
-}
-
-/// The rowid ranges (`lo..=hi`, ascending) that cover the sorted `ids`: one per run of
-/// consecutive ids, at most `most`; when there are more, the smallest gaps between them are
-/// closed (a range then also covers ids outside the list, which the caller skips).
-fn id_ranges(ids: &[i64], most: usize) -> Vec<(i64, i64)> {
-    let mut ranges: Vec<(i64, i64)> = Vec::new();
-    for &id in ids {
-        match ranges.last_mut() {
-            Some((_, hi)) if id <= hi.saturating_add(1) => *hi = (*hi).max(id),
-            _ => ranges.push((id, id)),
-        }
-    }
-    let most = most.max(1);
-    if ranges.len() <= most {
-        return ranges;
-    }
-    // Keep the `most - 1` widest gaps (ties: the later one), close the others.
-    let mut gaps: Vec<(i64, usize)> = ranges
-        .windows(2)
-        .enumerate()
-        .filter_map(|(i, w)| match w {
-            [a, b] => Some((b.0.saturating_sub(a.1), i)),
-            _ => None,
-        })
-        .collect();
-    gaps.sort_unstable_by(|a, b| b.cmp(a));
-    let mut split: Vec<usize> = gaps.iter().take(most - 1).map(|(_, i)| *i).collect();
-    split.sort_unstable();
-    let mut out = Vec::with_capacity(most);
-    let mut start = 0usize;
-    for i in split.into_iter().chain(std::iter::once(ranges.len() - 1)) {
-        if let (Some(a), Some(b)) = (ranges.get(start), ranges.get(i)) {
-            out.push((a.0, b.1));
-        }
-        start = i + 1;
-    }
-    out
 }
 
 /// Whether `q`'s session or workspace filter leaves at most [`NARROW_FILES`] files (counted
@@ -1562,25 +1521,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn id_ranges_cover_runs_of_ids_and_close_the_smallest_gaps() {
-        assert_eq!(id_ranges(&[], 4), vec![]);
-        assert_eq!(
-            id_ranges(&[1, 2, 3, 7, 8, 20], 4),
-            vec![(1, 3), (7, 8), (20, 20)]
-        );
-        // Gaps 3 (3→7), 11 (8→20), 80 (20→100), 1 (100→102): two ranges keep the widest.
-        assert_eq!(
-            id_ranges(&[1, 2, 3, 7, 8, 20, 100, 102], 2),
-            vec![(1, 20), (100, 102)]
-        );
-        assert_eq!(
-            id_ranges(&[1, 2, 3, 7, 8, 20, 100, 102], 3),
-            vec![(1, 8), (20, 20), (100, 102)]
-        );
-        assert_eq!(id_ranges(&[5, 9], 0), vec![(5, 9)]);
-    }
-
     /// 200 files, alternately of sessions `a` and `b`, each with three documents holding
     /// "needle" (the second twice) at one-minute steps; the newest file last.
     fn interleaved(index: &SearchIndex) {
@@ -1626,9 +1566,8 @@ mod tests {
         let index = SearchIndex::open(dir.path()).unwrap();
         interleaved(&index);
         let page = |q: &SearchQuery| -> Vec<(String, u64)> { offsets(&index.search(q).unwrap()) };
-        // Session `a`: 100 files in 100 separate rowid ranges (more than NARROW_RANGES, so
-        // some ranges also cover files of `b`, which are skipped); the best are the documents
-        // with two needles, equal scores ordered by file and offset.
+        // Session `a`: 100 files between which those of `b` lie (skipped); the best are the
+        // documents with two needles, equal scores ordered by file and offset.
         let mut q = SearchQuery::new("needle");
         q.session_id = Some("a".to_owned());
         q.limit = 3;
