@@ -20,13 +20,18 @@
 //! - On a store of `SESSION_SEARCH_RUNS` runs (default 100,000): the first build, the
 //!   no-change refresh (run files opened: must be 0), index size ÷ log size, and the p50 / p95
 //!   latency of a first page (20 hits) for rare and common words, substrings and short
-//!   Japanese substrings, interleaved: `SESSION_SEARCH_REPEATS` blocks of 20 rounds; p50 / p95
-//!   over all rounds, and min / median / max of the blocks' p95; goal p95 ≤ 100 ms. The load
-//!   average is printed before and after (the machine may be shared).
+//!   Japanese substrings, and a common word with each filter (`--kind`, `--session` of the
+//!   oldest and of the newest session, `--workspace` keeping a 20th of the runs, `--since` the
+//!   last day, `--since`/`--until` one day in the middle), interleaved:
+//!   `SESSION_SEARCH_REPEATS` blocks of 20 rounds; p50 / p95 over all rounds, and min / median
+//!   / max of the blocks' p95; goal p95 ≤ 100 ms. The load average is printed before and
+//!   after (the machine may be shared).
 //!
 //! `SESSION_SEARCH_ONLY=throughput` or `=queries` runs one half.
 //! `SESSION_SEARCH_DIR` is the parent of the temporary stores (default: the system temp
-//! directory). The stores are removed at the end.
+//! directory). The stores are removed at the end, except the query store when
+//! `SESSION_SEARCH_STORE` names a directory: it is generated there once, kept, and used again
+//! by a later run with the same `SESSION_SEARCH_RUNS` (its `search.db` is built anew each time).
 
 // A benchmark program: printing the table is its interface.
 #![allow(
@@ -63,6 +68,23 @@ const WORDS: [&str; 16] = [
     "token",
     "digest",
 ];
+
+/// Workspaces: a session's runs share one, [`WORKSPACES`] in all (a `--workspace` filter
+/// keeps a 20th of the store).
+const WORKSPACES: usize = 20;
+
+fn workspace(run: usize) -> String {
+    format!(
+        "/home/dev/project-{}",
+        (run / RUNS_PER_SESSION) % WORKSPACES
+    )
+}
+
+/// The session id of run `run`.
+fn session(run: usize) -> String {
+    let s = run / RUNS_PER_SESSION;
+    format!("5e55{:04x}-0000-4000-8000-{s:012x}", s % 0xffff)
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -102,11 +124,7 @@ fn generate(root: &Path, n: usize, prompt_bytes: usize) -> (Vec<PathBuf>, u64) {
         .collect();
     for i in 0..n {
         let run = format!("0search{:x}-0000-4000-8000-{i:012x}", i % 16);
-        let session = format!(
-            "5e55{:04x}-0000-4000-8000-{:012x}",
-            (i / RUNS_PER_SESSION) % 0xffff,
-            i / RUNS_PER_SESSION
-        );
+        let session = session(i);
         let t0 = BASE_MS + i as i64 * 60_000;
         let day = &ts(t0)[..10];
         let dir = root.join(day.replace('-', "/"));
@@ -126,6 +144,7 @@ fn generate(root: &Path, n: usize, prompt_bytes: usize) -> (Vec<PathBuf>, u64) {
         let mut lines = vec![
             serde_json::json!({"type": "header", "schema_version": 1, "run_id": run, "session_id": session, "started_at": ts(t0),
                 "model": {"provider": "anthropic", "name": "claude-sonnet-4-5"},
+                "runtime": {"cwd": workspace(i)},
                 "prompts": {"system": prompt}, "tools": {"definitions": tools, "source": "runtime"}}),
             serde_json::json!({"type": "run.start", "run_id": run, "session_id": session, "ts": ts(t0 + 5),
                 "input": {"type": "text", "text": question}}),
@@ -219,6 +238,18 @@ fn db_size(root: &Path) -> u64 {
         .sum()
 }
 
+/// [`generate`] for the query store, timed.
+fn generate_timed(root: &Path, n: usize) -> u64 {
+    let t = Instant::now();
+    let (_files, bytes) = generate(root, n, 200);
+    println!(
+        "\nstore of {n} runs, {:.1} MB of run files (generated in {:.1} s)",
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    bytes
+}
+
 fn throughput() {
     let n = env_usize("SESSION_SEARCH_INDEX_RUNS", 5_000);
     let repeats = env_usize("SESSION_SEARCH_REPEATS", 5).max(1);
@@ -260,15 +291,41 @@ fn throughput() {
 
 fn queries() {
     let n = env_usize("SESSION_SEARCH_RUNS", 100_000);
-    let dir = store_dir("queries");
-    let root = dir.path().join("sessions");
-    let t = Instant::now();
-    let (_files, bytes) = generate(&root, n, 200);
-    println!(
-        "\nstore of {n} runs, {:.1} MB of run files (generated in {:.1} s)",
-        bytes as f64 / 1e6,
-        t.elapsed().as_secs_f64()
-    );
+    // A kept store (`SESSION_SEARCH_STORE`) is generated once and used again while it holds
+    // the same number of runs; its `search.db` is rebuilt from scratch every time.
+    let (_dir, root, bytes) = match std::env::var_os("SESSION_SEARCH_STORE") {
+        Some(kept) => {
+            let kept = PathBuf::from(kept);
+            let root = kept.join("sessions");
+            let marker = kept.join("generated");
+            let known = std::fs::read_to_string(&marker).ok().and_then(|s| {
+                let (runs, bytes) = s.trim().split_once(' ')?;
+                (runs.parse::<usize>().ok()? == n).then(|| bytes.parse::<u64>().ok())?
+            });
+            let bytes = match known {
+                Some(bytes) => {
+                    println!("\nstore of {n} runs kept in {}", kept.display());
+                    for f in ["search.db", "search.db-wal", "search.db-shm"] {
+                        let _ = std::fs::remove_file(root.join(f));
+                    }
+                    bytes
+                }
+                None => {
+                    let _ = std::fs::remove_dir_all(&root);
+                    let bytes = generate_timed(&root, n);
+                    std::fs::write(&marker, format!("{n} {bytes}\n")).unwrap();
+                    bytes
+                }
+            };
+            (None, root, bytes)
+        }
+        None => {
+            let dir = store_dir("queries");
+            let root = dir.path().join("sessions");
+            let bytes = generate_timed(&root, n);
+            (Some(dir), root, bytes)
+        }
+    };
     let store = StateStore::open(&root).unwrap();
     let t = Instant::now();
     store.index_runs().unwrap();
@@ -325,7 +382,29 @@ fn queries() {
         }),
         ("session filter", {
             let mut q = SearchQuery::new("module");
-            q.session_id = Some(format!("5e55{:04x}-0000-4000-8000-{:012x}", 7, 7));
+            q.session_id = Some(session(7 * RUNS_PER_SESSION));
+            q
+        }),
+        ("session, newest", {
+            let mut q = SearchQuery::new("module");
+            q.session_id = Some(session(n.saturating_sub(1)));
+            q
+        }),
+        ("workspace filter", {
+            let mut q = SearchQuery::new("module");
+            q.workspace = Some(workspace(3 * RUNS_PER_SESSION));
+            q
+        }),
+        ("since last day", {
+            let mut q = SearchQuery::new("module");
+            q.since_ms = Some(BASE_MS + n.saturating_sub(1440) as i64 * 60_000);
+            q
+        }),
+        ("one day, middle", {
+            let mut q = SearchQuery::new("module");
+            let from = BASE_MS + (n / 2) as i64 * 60_000;
+            q.since_ms = Some(from);
+            q.until_ms = Some(from + 86_400_000);
             q
         }),
     ];

@@ -37,8 +37,12 @@ pub const HIGHLIGHT_END: char = '\u{E001}';
 
 /// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
 /// drop and rebuild every table (the file is derived).
-const SEARCH_USER_VERSION: i64 = 4;
+const SEARCH_USER_VERSION: i64 = 5;
 
+/// The layout. FTS5 holds a transaction's new terms in memory up to `hashsize` bytes (1 MiB
+/// by default) and writes an index segment each time that fills: 16 MiB per table makes a
+/// refresh of many files write (and later merge) 16 times fewer segments, at the cost of up to
+/// 32 MiB of memory while it writes.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search_files (
     path TEXT PRIMARY KEY,
@@ -59,12 +63,15 @@ CREATE TABLE IF NOT EXISTS docs (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_by_file ON docs(file, byte_offset);
+CREATE INDEX IF NOT EXISTS docs_by_time ON docs(time_ms);
 CREATE INDEX IF NOT EXISTS search_files_by_session ON search_files(session_id);
 CREATE INDEX IF NOT EXISTS search_files_by_workspace ON search_files(workspace);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
     text, content='docs', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
     text, content='docs', content_rowid='id', tokenize='trigram', detail='none');
+INSERT INTO docs_words (docs_words, rank) VALUES ('hashsize', 16777216);
+INSERT INTO docs_trigram (docs_trigram, rank) VALUES ('hashsize', 16777216);
 ";
 
 const DROP: &str = "
@@ -423,12 +430,17 @@ impl SearchIndex {
         let conn = Connection::open_with_flags(path, flags).map_err(db_err(path, "open"))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(db_err(path, "set busy timeout"))?;
-        // Derived data: a crash may lose the last transactions, never corrupt the file, and
-        // the next refresh redoes them.
+        // Derived data, so no `fsync` at all (`synchronous = OFF`): a process that dies keeps
+        // a consistent file (WAL); an operating-system crash or power cut may lose the last
+        // transactions, whose files the next refresh reads again, or damage the file, which
+        // `sessions reindex --search` (or deleting it) rebuilds; nothing is lost that is not
+        // in the run logs.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
             .map_err(db_err(path, "set journal_mode=WAL"))?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -32768;")
-            .map_err(db_err(path, "set pragmas"))?;
+        conn.execute_batch(
+            "PRAGMA synchronous = OFF; PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;",
+        )
+        .map_err(db_err(path, "set pragmas"))?;
         let version =
             query_int(&conn, "PRAGMA user_version", []).map_err(db_err(path, "read version"))?;
         if version != SEARCH_USER_VERSION {
@@ -904,66 +916,31 @@ impl SearchIndex {
         Ok(hits)
     }
 
-    /// The word index's first page: the [`RANK_WINDOW`] newest matching documents (one pass
-    /// down the document lists, newest first, stopping there), ranked by BM25 among
+    /// The word index's first page: the [`RANK_WINDOW`] newest matching documents that pass
+    /// the filters (newest first, stopping there; see [`window`]), ranked by BM25 among
     /// themselves, then a snippet for each of the `limit` best.
     fn ranked(&self, conn: &Connection, expr: &str, q: &SearchQuery) -> Result<Vec<SearchHit>> {
         let table = "docs_words";
-        let (filters, mut args) = filter_sql(q, 2);
-        args.insert(0, expr.to_owned().into());
         let run = || -> rusqlite::Result<Vec<SearchHit>> {
-            // Phase 1: the newest window of matches, by rowid (no score computed). A session
-            // or workspace of few files is read from its documents, each looked up in the
-            // word index; otherwise the index's document lists are walked, newest first.
-            let narrow = narrow_files(conn, q)?;
-            let mut window_args = args.clone();
-            window_args.push(RANK_WINDOW.into());
-            let sql = if narrow {
-                format!(
-                    "SELECT min(id), max(id) FROM (SELECT d.id AS id FROM search_files f \
-                     CROSS JOIN docs d CROSS JOIN {table} WHERE d.file = f.path \
-                     AND {table}.rowid = d.id AND {table} MATCH ?1{filters} \
-                     ORDER BY d.id DESC LIMIT ?{})",
-                    window_args.len()
-                )
-            } else {
-                format!(
-                    "SELECT min(id), max(id) FROM (SELECT {table}.rowid AS id FROM {table} \
-                     JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
-                     WHERE {table} MATCH ?1{filters} ORDER BY {table}.rowid DESC LIMIT ?{})",
-                    window_args.len()
-                )
-            };
-            let (floor, ceiling) = {
-                let mut stmt = conn.prepare_cached(&sql)?;
-                let mut rows = stmt.query(rusqlite::params_from_iter(window_args.iter()))?;
-                match rows.next()? {
-                    Some(r) => {
-                        let mut c = Cols::new(r, "docs", &["min", "max"])?;
-                        (c.int(0)?, c.int(1)?)
-                    }
-                    None => (None, None),
-                }
-            };
-            let (Some(floor), Some(ceiling)) = (floor, ceiling) else {
+            // Phase 1: the newest window of matches, by rowid (no score computed).
+            let ids = window(conn, expr, q)?;
+            let (Some(floor), Some(ceiling)) = (ids.iter().min(), ids.iter().max()) else {
                 return Ok(Vec::new());
             };
-            // Phase 2: BM25 of those only, best first.
-            let mut rank_args = args.clone();
-            rank_args.push(floor.into());
-            let floor_arg = rank_args.len();
-            rank_args.push(ceiling.into());
-            rank_args.push(to_i64(q.limit).into());
+            // Phase 2: BM25 of the window's documents only, best first. The window is handed
+            // over as a JSON array; `+rowid` keeps SQLite from giving FTS5 one lookup per id
+            // (each of which would count the words' documents for BM25 again): FTS5 walks the
+            // rowid range once and BM25 is computed for the window's rows only.
+            let list = serde_json::to_string(&ids)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {table}.rowid, {table}.rank FROM {table} \
                  JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
-                 WHERE {table} MATCH ?1{filters} AND {table}.rowid >= ?{floor_arg} \
-                 AND {table}.rowid <= ?{} \
-                 ORDER BY {table}.rank, f.path, d.byte_offset LIMIT ?{}",
-                floor_arg + 1,
-                rank_args.len()
+                 WHERE {table} MATCH ?1 AND {table}.rowid >= ?2 AND {table}.rowid <= ?3 \
+                 AND +{table}.rowid IN (SELECT value FROM json_each(?4)) \
+                 ORDER BY {table}.rank, f.path, d.byte_offset LIMIT ?5"
             ))?;
-            let mut rows = stmt.query(rusqlite::params_from_iter(rank_args.iter()))?;
+            let mut rows = stmt.query(params![expr, floor, ceiling, list, to_i64(q.limit)])?;
             let mut best: Vec<(i64, f64)> = Vec::new();
             while let Some(r) = rows.next()? {
                 let mut c = Cols::new(r, "docs_words", &["rowid", "rank"])?;
@@ -1130,10 +1107,132 @@ pub const RANK_WINDOW: i64 = 2_000;
 /// without spaces is looked for in (200,000; see [`SearchIndex::search`]).
 pub const SHORT_SCAN_WINDOW: i64 = 200_000;
 
-/// Most run files a `--session` or `--workspace` filter may leave for [`SearchIndex::search`]
-/// to read the filtered documents first and look each up in the word index, rather than walk
-/// the word index's document lists (which costs as much as the query without the filter).
-const NARROW_FILES: i64 = 1_000;
+/// Most run files a `--session` or `--workspace` filter may leave for the ranking window to
+/// be taken from their documents (see [`window`]).
+const NARROW_FILES: i64 = 10_000;
+
+/// Most documents a filter may leave for the ranking window to be taken from them (see
+/// [`window`]): their ids are read first (a few milliseconds per 10,000).
+const NARROW_DOCS: usize = 100_000;
+
+/// The ids of the [`RANK_WINDOW`] newest documents that match `expr` in the word index and
+/// pass `q`'s filters, newest first.
+///
+/// Without a narrowing filter the word index's document lists are walked newest first,
+/// each match checked against the filters, until the window is full. When a session or
+/// workspace filter leaves at most [`NARROW_FILES`] run files, or a time filter at most
+/// [`NARROW_DOCS`] documents, the ids of the documents that pass every filter are read
+/// first (at most [`NARROW_DOCS`]; from the files' index or the documents' time index) and
+/// the word index is walked only between the lowest and the highest of them, newest first,
+/// each match checked against those ids (a binary search, no join), until the window is
+/// full. A run's documents are written together, so a session of a few runs spans a short
+/// stretch of the word index however many other runs the store holds.
+fn window(conn: &Connection, expr: &str, q: &SearchQuery) -> rusqlite::Result<Vec<i64>> {
+    let table = "docs_words";
+    let cap = usize::try_from(RANK_WINDOW).unwrap_or(usize::MAX);
+    if let Some(ids) = narrow_candidates(conn, q)? {
+        let (Some(&lo), Some(&hi)) = (ids.first(), ids.last()) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT rowid FROM {table} WHERE {table} MATCH ?1 AND rowid >= ?2 AND rowid <= ?3 \
+             ORDER BY rowid DESC"
+        ))?;
+        let mut rows = stmt.query(params![expr, lo, hi])?;
+        while let Some(r) = rows.next()? {
+            let mut c = Cols::new(r, "docs_words", &["rowid"])?;
+            let id = c.int(0)?.unwrap_or_default();
+            if ids.binary_search(&id).is_ok() {
+                out.push(id);
+                if out.len() >= cap {
+                    break;
+                }
+            }
+        }
+        return Ok(out);
+    }
+    let (filters, mut args) = filter_sql(q, 2);
+    args.insert(0, expr.to_owned().into());
+    args.push(RANK_WINDOW.into());
+    // Every document has its `docs` and `search_files` rows: without a filter the word
+    // index alone is walked.
+    let joins = if filters.is_empty() {
+        String::new()
+    } else {
+        format!(" JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file")
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {table}.rowid FROM {table}{joins} WHERE {table} MATCH ?1{filters} \
+         ORDER BY {table}.rowid DESC LIMIT ?{}",
+        args.len()
+    ))?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let mut c = Cols::new(r, "docs_words", &["rowid"])?;
+        out.push(c.int(0)?.unwrap_or_default());
+    }
+    Ok(out)
+}
+
+/// The ids, ascending, of the documents that pass `q`'s filters when a filter leaves few of
+/// them (see [`window`]); `None` when none does (no filter, or only wide ones).
+fn narrow_candidates(conn: &Connection, q: &SearchQuery) -> rusqlite::Result<Option<Vec<i64>>> {
+    let timed = q.since_ms.is_some() || q.until_ms.is_some();
+    let by_files = narrow_files(conn, q)?;
+    let by_time = !by_files && timed && {
+        let n = query_int(
+            conn,
+            &format!(
+                "SELECT count(*) FROM (SELECT 1 FROM docs WHERE time_ms >= ?1 AND time_ms < ?2 \
+                 LIMIT {})",
+                NARROW_DOCS + 1
+            ),
+            params![
+                q.since_ms.unwrap_or(i64::MIN),
+                q.until_ms.unwrap_or(i64::MAX)
+            ],
+        )?;
+        usize::try_from(n).is_ok_and(|n| n <= NARROW_DOCS)
+    };
+    if !by_files && !by_time {
+        return Ok(None);
+    }
+    let (filters, args) = filter_sql(q, 1);
+    let sql = if by_files {
+        // From the files of the session or workspace (their indexes), then their documents.
+        format!(
+            "SELECT d.id FROM search_files f CROSS JOIN docs d WHERE d.file = f.path{filters} \
+             LIMIT {}",
+            NARROW_DOCS + 1
+        )
+    } else if q.session_id.is_some() || q.workspace.is_some() {
+        // From the documents of the time range (their index), then their files.
+        format!(
+            "SELECT d.id FROM docs d CROSS JOIN search_files f WHERE f.path = d.file{filters} \
+             LIMIT {}",
+            NARROW_DOCS + 1
+        )
+    } else {
+        format!(
+            "SELECT d.id FROM docs d WHERE 1{filters} LIMIT {}",
+            NARROW_DOCS + 1
+        )
+    };
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+    let mut ids = Vec::new();
+    while let Some(r) = rows.next()? {
+        let mut c = Cols::new(r, "docs", &["id"])?;
+        ids.push(c.int(0)?.unwrap_or_default());
+        if ids.len() > NARROW_DOCS {
+            return Ok(None);
+        }
+    }
+    ids.sort_unstable();
+    Ok(Some(ids))
+}
 
 /// Whether `q`'s session or workspace filter leaves at most [`NARROW_FILES`] files (counted
 /// on their indexes).
@@ -1419,6 +1518,158 @@ mod tests {
         assert_eq!(
             hits[1].snippet,
             format!("needle needle needle needle needle {HIGHLIGHT_START}rare{HIGHLIGHT_END}")
+        );
+    }
+
+    /// 200 files, alternately of sessions `a` and `b`, each with three documents holding
+    /// "needle" (the second twice) at one-minute steps; the newest file last.
+    fn interleaved(index: &SearchIndex) {
+        let works: Vec<SearchWork> = (0..200)
+            .map(|i| {
+                let mut w = work(&format!("f{i:03}"));
+                w.session_id = Some(if i % 2 == 0 { "a" } else { "b" }.to_owned());
+                w
+            })
+            .collect();
+        let docs: Vec<Vec<SearchDoc>> = (0..200i64)
+            .map(|i| {
+                (0..3u64)
+                    .map(|k| SearchDoc {
+                        time_ms: Some(i * 60_000),
+                        ..doc(
+                            k,
+                            format!(
+                                "{} hay stack f{i} word{k}",
+                                "needle ".repeat(if k == 1 { 2 } else { 1 })
+                            ),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let files: Vec<IndexedFile<'_>> = works
+            .iter()
+            .zip(&docs)
+            .map(|(work, docs)| IndexedFile {
+                work,
+                docs,
+                indexed_to: 3,
+                next_line: 4,
+            })
+            .collect();
+        index.apply_many(&files).unwrap();
+    }
+
+    #[test]
+    fn a_narrow_filter_takes_its_window_from_the_documents_that_pass_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        interleaved(&index);
+        let page = |q: &SearchQuery| -> Vec<(String, u64)> { offsets(&index.search(q).unwrap()) };
+        // Session `a`: 100 files between which those of `b` lie (skipped); the best are the
+        // documents with two needles, equal scores ordered by file and offset.
+        let mut q = SearchQuery::new("needle");
+        q.session_id = Some("a".to_owned());
+        q.limit = 3;
+        let conn = index.conn.lock();
+        let ids = narrow_candidates(&conn, &q).unwrap().unwrap();
+        assert_eq!(ids.len(), 300);
+        assert_eq!(window(&conn, "\"needle\"", &q).unwrap().len(), 300);
+        drop(conn);
+        assert_eq!(
+            page(&q),
+            vec![
+                ("f000".to_owned(), 1),
+                ("f002".to_owned(), 1),
+                ("f004".to_owned(), 1)
+            ]
+        );
+        // With a kind, a time range and a word of one file only.
+        q.kinds = vec!["assistant".to_owned()];
+        q.since_ms = Some(50 * 60_000);
+        q.until_ms = Some(54 * 60_000);
+        assert_eq!(
+            page(&q),
+            vec![
+                ("f050".to_owned(), 1),
+                ("f052".to_owned(), 1),
+                ("f050".to_owned(), 0)
+            ]
+        );
+        q.text = "f52 word2".to_owned();
+        assert_eq!(page(&q), vec![("f052".to_owned(), 2)]);
+        q.session_id = Some("b".to_owned());
+        assert_eq!(page(&q), vec![]);
+        // A time range alone (from the documents' time index): files 198 and 199.
+        let mut q = SearchQuery::new("needle");
+        q.since_ms = Some(198 * 60_000);
+        q.limit = 10;
+        let conn = index.conn.lock();
+        assert_eq!(
+            narrow_candidates(&conn, &q).unwrap().map(|ids| ids.len()),
+            Some(6)
+        );
+        drop(conn);
+        assert_eq!(
+            page(&q),
+            vec![
+                ("f198".to_owned(), 1),
+                ("f199".to_owned(), 1),
+                ("f198".to_owned(), 0),
+                ("f198".to_owned(), 2),
+                ("f199".to_owned(), 0),
+                ("f199".to_owned(), 2)
+            ]
+        );
+        // An old day with the newest matches outside it.
+        q.since_ms = Some(3 * 60_000);
+        q.until_ms = Some(4 * 60_000);
+        assert_eq!(
+            page(&q),
+            vec![
+                ("f003".to_owned(), 1),
+                ("f003".to_owned(), 0),
+                ("f003".to_owned(), 2)
+            ]
+        );
+        // No filter: not narrow.
+        let conn = index.conn.lock();
+        assert_eq!(
+            narrow_candidates(&conn, &SearchQuery::new("needle")).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn an_index_of_an_older_layout_is_rebuilt_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        index
+            .apply(&work("old"), &[doc(0, "kept words".to_owned())], 1, 2)
+            .unwrap();
+        // The previous layout: version 4, no index of the documents by time.
+        {
+            let conn = index.conn.lock();
+            conn.execute_batch("DROP INDEX docs_by_time; PRAGMA user_version = 4;")
+                .unwrap();
+        }
+        drop(index);
+        assert!(SearchIndex::open_read_only(dir.path()).unwrap().is_none());
+        let index = SearchIndex::open(dir.path()).unwrap();
+        assert_eq!(index.counts().unwrap(), SearchCounts::default());
+        let conn = index.conn.lock();
+        assert_eq!(
+            query_int(&conn, "PRAGMA user_version", []).unwrap(),
+            SEARCH_USER_VERSION
+        );
+        assert_eq!(
+            query_int(
+                &conn,
+                "SELECT count(*) FROM sqlite_master WHERE name = 'docs_by_time'",
+                []
+            )
+            .unwrap(),
+            1
         );
     }
 
