@@ -112,9 +112,6 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// `run_totals` and `run_dup_ids` with their triggers (see `running_totals`).
 const OUR_USER_VERSION: i64 = crate::running_totals::TOTALS_USER_VERSION;
 
-/// The `user_version` that added `runs.partial`.
-const PARTIAL_USER_VERSION: i64 = 9;
-
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
 
