@@ -22,6 +22,7 @@
 //! connection of its own on a thread of its own ([`ConnThread`]) for its whole life.
 
 use std::collections::BTreeMap;
+use std::mem::ManuallyDrop;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
@@ -76,13 +77,40 @@ impl Session {
 
     /// Drops the connection (after an error that left it in an unknown state).
     pub(crate) fn discard(&mut self) {
-        self.client = None;
+        if let Some(c) = self.client.take() {
+            close(c);
+        }
         self.statements.clear();
     }
 
     /// Whether a connection is open.
     pub(crate) fn is_connected(&self) -> bool {
         self.client.as_ref().is_some_and(|c| !c.is_closed())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            close(c);
+        }
+    }
+}
+
+/// Closes `client`. Closing runs the client's runtime (it says goodbye to the server) and
+/// drops it, both of which tokio refuses with a panic on a thread in a runtime's context
+/// (a backend dropped inside an `async fn`, a lost connection discarded after a call handed
+/// to a runner): there the client is closed on a thread of its own.
+fn close(client: Client) {
+    if in_runtime_context() {
+        // When no thread can be had, the client is leaked rather than closed here (the
+        // server ends the connection when this process ends).
+        let client = ManuallyDrop::new(client);
+        let _ = thread::Builder::new()
+            .name("session-pg close".to_owned())
+            .spawn(move || drop(ManuallyDrop::into_inner(client)));
+    } else {
+        drop(client);
     }
 }
 

@@ -174,6 +174,12 @@ fn a_synchronous_caller_uses_its_connection_on_its_own_thread_and_a_runtime_thre
     assert_ne!(on, worker);
     // And the caller's thread is usable again afterwards.
     assert_eq!(thread_of_call(&b), me);
+    // The last handle of a backend whose connections were used on this thread, dropped
+    // inside a task: its connections are closed without a panic (closing runs the client's
+    // runtime, which tokio refuses there).
+    assert_eq!(Arc::strong_count(&b), 1);
+    let dropped = mt.block_on(async move { tokio::spawn(async move { drop(b) }).await });
+    assert!(dropped.is_ok(), "dropping the backend in a task panicked");
 }
 
 #[test]
