@@ -7,10 +7,12 @@
 //!    compare-and-swap on the run's length, each append durably committed): lines/s ÷ one
 //!    writer's, in alternating rounds (min/median/max of the per-round ratios; goal ≥ 4),
 //!    with what limits it: the share of the machine's CPU time in use, the commits per
-//!    WAL flush (group commit) of each phase, and the CPU time per append of the writer
-//!    processes and of their server processes (from `/proc/<pid>/schedstat`).
+//!    WAL flush (group commit) of each phase, the CPU time per append of the writer
+//!    processes and of their server processes (from `/proc/<pid>/schedstat`), and the
+//!    writers' context switches per append (`/proc/self/task/*/status`).
 //! 2. `sessions sync` of a generated store ÷ `COPY` of the same lines into a bare `bytea`
-//!    table (throughput ratio, medians of three alternate rounds; goal ≥ 0.5).
+//!    table (throughput ratio, medians of three alternate rounds; goal ≥ 0.5), with the CPU
+//!    time per MB of this process and of the cluster's server processes on each side.
 //! 3. A re-sync with nothing new over 10 000 runs (goal ≤ 1 s: no per-run round trip).
 //! 4. `list_runs` with `limit 50` at the large store ÷ at 10 000 runs (medians of 101
 //!    alternate calls; goal ≤ 2); the large store's rows are made server-side
@@ -163,7 +165,7 @@ fn run_writer_if_requested() {
         .unwrap()
         .get(0);
     let backend_cpu = || cpu_ns(&format!("/proc/{backend_pid}/schedstat"));
-    let (client0, server0) = (client_cpu_ns(), backend_cpu());
+    let (client0, server0, switches0) = (client_cpu_ns(), backend_cpu(), context_switches());
     let started = Instant::now();
     let mut n = 0u64;
     while started.elapsed().as_secs_f64() < WRITER_SECS {
@@ -173,10 +175,12 @@ fn run_writer_if_requested() {
             .end;
         n += 1;
     }
-    let (client1, server1) = (client_cpu_ns(), backend_cpu());
+    let (client1, server1, switches1) = (client_cpu_ns(), backend_cpu(), context_switches());
     let client = client0.zip(client1).map_or(0, |(a, b)| b.saturating_sub(a));
     let server = server0.zip(server1).map_or(0, |(a, b)| b.saturating_sub(a));
-    println!("{n} {client} {server}");
+    let voluntary = switches1.0.saturating_sub(switches0.0);
+    let involuntary = switches1.1.saturating_sub(switches0.1);
+    println!("{n} {client} {server} {voluntary} {involuntary}");
     std::process::exit(0);
 }
 
@@ -198,6 +202,85 @@ fn client_cpu_ns() -> Option<u64> {
         total += cpu_ns(&format!("{}/schedstat", t.ok()?.path().display()))?;
     }
     Some(total)
+}
+
+/// Context switches of every thread of this process so far: (voluntary, involuntary), from
+/// `/proc/self/task/*/status` (a thread that waits for another, or for the server, switches
+/// voluntarily; one preempted by the scheduler, involuntarily).
+fn context_switches() -> (u64, u64) {
+    let mut total = (0, 0);
+    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        return total;
+    };
+    for t in tasks.flatten() {
+        let Ok(status) = fs::read_to_string(t.path().join("status")) else {
+            continue;
+        };
+        for l in status.lines() {
+            let field = |name: &str| {
+                l.strip_prefix(name)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(v) = field("voluntary_ctxt_switches:") {
+                total.0 += v;
+            } else if let Some(v) = field("nonvoluntary_ctxt_switches:") {
+                total.1 += v;
+            }
+        }
+    }
+    total
+}
+
+/// CPU ticks (`USER_HZ`) spent so far by the cluster's server processes: the live ones and,
+/// through the postmaster's `cutime`/`cstime`, those that ended (a connection's server
+/// process ends with it). `None` where `/proc` cannot tell.
+fn server_ticks(cluster: &Cluster) -> Option<u64> {
+    let pid: u32 = fs::read_to_string(cluster.data.join("postmaster.pid"))
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    // Fields after the command name: state ppid ... utime(14) stime(15) cutime(16) cstime(17).
+    let fields = |p: &str| -> Option<Vec<u64>> {
+        let stat = fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        let rest = stat.rsplit_once(')')?.1;
+        Some(
+            rest.split_whitespace()
+                .map(|t| t.parse().unwrap_or(0))
+                .collect(),
+        )
+    };
+    let main = fields(&pid.to_string())?;
+    let mut total = main.get(11)? + main.get(12)? + main.get(13)? + main.get(14)?;
+    for e in fs::read_dir("/proc").ok()?.flatten() {
+        let name = e.file_name();
+        let Some(p) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if let Some(f) = fields(p)
+            && f.get(1) == Some(&u64::from(pid))
+        {
+            total += f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+        }
+    }
+    Some(total)
+}
+
+/// CPU ticks (`USER_HZ`) spent so far by this process, every thread: (user + system).
+fn own_ticks() -> Option<u64> {
+    let stat = fs::read_to_string("/proc/self/stat").ok()?;
+    let f: Vec<u64> = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .map(|t| t.parse().unwrap_or(0))
+        .collect();
+    Some(f.get(11)? + f.get(12)?)
 }
 
 /// CPU time counters of the whole machine from `/proc/stat`: (busy, total) in ticks.
@@ -232,6 +315,8 @@ struct Phase {
     /// CPU ns spent by the writer processes (every thread) and by their server processes.
     client_ns: u64,
     server_ns: u64,
+    /// Context switches of the writer processes: voluntary, involuntary.
+    switches: (u64, u64),
     cpu_busy: Option<f64>,
     flushes: Option<i64>,
 }
@@ -255,6 +340,7 @@ fn writers(conn: &str, k: usize, round: usize) -> Phase {
         writeln!(c.stdin.as_mut().unwrap()).unwrap();
     }
     let (mut total, mut client_ns, mut server_ns) = (0u64, 0u64, 0u64);
+    let mut switches = (0u64, 0u64);
     for c in children {
         let out = c.wait_with_output().unwrap();
         for l in BufReader::new(&out.stdout[..])
@@ -265,10 +351,12 @@ fn writers(conn: &str, k: usize, round: usize) -> Phase {
                 .split_whitespace()
                 .filter_map(|t| t.parse().ok())
                 .collect();
-            if let [n, client, server] = v[..] {
+            if let [n, client, server, voluntary, involuntary] = v[..] {
                 total += n;
                 client_ns += client;
                 server_ns += server;
+                switches.0 += voluntary;
+                switches.1 += involuntary;
             }
         }
     }
@@ -284,6 +372,7 @@ fn writers(conn: &str, k: usize, round: usize) -> Phase {
         lines: total,
         client_ns,
         server_ns,
+        switches,
         cpu_busy,
         flushes: wal0.zip(wal1).map(|(a, b)| b - a),
     }
@@ -298,11 +387,14 @@ fn describe(p: &Phase) -> String {
         _ => "WAL flushes n/a".to_owned(),
     };
     let per = |ns: u64| ns as f64 / 1000.0 / p.lines.max(1) as f64;
+    let each = |n: u64| n as f64 / p.lines.max(1) as f64;
     format!(
-        "{:.0} lines/s, {cpu}, {group}, CPU per append: writer {:.0} µs + its server process {:.0} µs",
+        "{:.0} lines/s, {cpu}, {group}, CPU per append: writer {:.0} µs + its server process {:.0} µs, writer context switches per append: {:.1} voluntary + {:.1} involuntary",
         p.lines_per_s,
         per(p.client_ns),
-        per(p.server_ns)
+        per(p.server_ns),
+        each(p.switches.0),
+        each(p.switches.1)
     )
 }
 
@@ -480,12 +572,24 @@ fn main() {
     // Three rounds, COPY and sync alternately, each into a fresh database; medians (the
     // machine's load moves both alike).
     let (mut copies, mut syncs) = (Vec::new(), Vec::new());
+    // CPU ticks of each side, per round: (client, server) of COPY and of sync.
+    let (mut copy_cpu, mut sync_cpu) = (Vec::new(), Vec::new());
+    let ticks = || own_ticks().zip(server_ticks(&cluster));
+    let spent = |a: Option<(u64, u64)>, b: Option<(u64, u64)>| {
+        a.zip(b)
+            .map(|((c0, s0), (c1, s1))| (c1.saturating_sub(c0), s1.saturating_sub(s0)))
+    };
     for _ in 0..3 {
-        copies.push(copy_baseline(&cluster.fresh_db(), &lines));
         let conn = cluster.fresh_db();
+        let t0 = ticks();
+        copies.push(copy_baseline(&conn, &lines));
+        copy_cpu.push(spent(t0, ticks()));
+        let conn = cluster.fresh_db();
+        let t0 = ticks();
         let started = Instant::now();
         let (_, out) = sessions(&root, &["sync", "--to", &conn]);
         syncs.push(started.elapsed().as_secs_f64());
+        sync_cpu.push(spent(t0, ticks()));
         assert!(out.contains(&format!("{total} bytes")), "{out}");
         // The next round ships the whole store again.
         let _ = fs::remove_file(root.join("sync-state.json"));
@@ -501,6 +605,26 @@ fn main() {
         total as f64 / 1e6 / sync,
         total as f64 / 1e6 / copy,
         verdict(ratio >= 0.5)
+    );
+    // Ticks are 1/100 s: per MB, in ms, medians of the rounds.
+    let per_mb = |v: &[Option<(u64, u64)>], side: fn((u64, u64)) -> u64| {
+        let ms: Vec<f64> = v
+            .iter()
+            .flatten()
+            .map(|t| side(*t) as f64 * 10.0 / (total as f64 / 1e6))
+            .collect();
+        if ms.is_empty() {
+            "n/a".to_owned()
+        } else {
+            format!("{:.1}", median_ms(ms, 0.5) / 1000.0)
+        }
+    };
+    println!(
+        "2. CPU per MB shipped (ms, medians): sync: client {} + server {}; COPY: client {} + server {}",
+        per_mb(&sync_cpu, |t| t.0),
+        per_mb(&sync_cpu, |t| t.1),
+        per_mb(&copy_cpu, |t| t.0),
+        per_mb(&copy_cpu, |t| t.1)
     );
 
     // 3. Re-sync with nothing new.

@@ -16,8 +16,8 @@ use crate::schema::{self, MigrationReport};
 /// `PgOptions { max_connections: 4, ..PgOptions::default() }`.
 #[derive(Debug, Clone)]
 pub struct PgOptions {
-    /// Most pooled connections (each on a thread of its own; default 8). Each held lease
-    /// uses one more, outside the pool.
+    /// Most pooled connections (default 8). Each held lease uses one more, outside the pool,
+    /// on a thread of its own.
     pub max_connections: usize,
     /// Recorded with every run this client creates and every session it saves, and shown in
     /// listings as where a run came from (default: this machine's host name).
@@ -138,8 +138,9 @@ impl PgBackend {
         &self.migration
     }
 
-    /// Runs `f` with a connection of the pool, on the connection's own thread (see the
-    /// crate documentation on threads), for queries the traits do not cover.
+    /// Runs `f` with a connection of the pool, on the caller's thread or, when the caller is
+    /// in a tokio runtime's context, on a thread of the pool (see the crate documentation on
+    /// threads), for queries the traits do not cover.
     ///
     /// # Errors
     /// What `f` returns; [`PgError::Connect`], [`PgError::ConnectionThread`].

@@ -9,9 +9,11 @@
 //!   and invalid UTF-8, reorder keys and drop duplicates). Derived columns (record type, ts,
 //!   session, outcome, model, tokens, workspace, origin host) come from the workspace's own
 //!   tolerant parser, so a damaged line is stored and flagged, never refused.
-//! * **Threads.** The synchronous `postgres` client panics on a tokio worker thread, so every
-//!   connection lives on a thread of its own and calls are handed to it: the backend may be
-//!   called from any thread, `async` code included (it blocks the calling thread for the call).
+//! * **Threads.** The synchronous `postgres` client panics on a tokio worker thread, so a call
+//!   made on a thread in a runtime's context is handed to a thread of the pool; any other
+//!   call uses its pooled connection on the caller's thread (no thread switch). The backend
+//!   may be called from any thread, `async` code included (it blocks the calling thread for
+//!   the call).
 //! * **Migrations** ([`schema`]) are numbered and applied in one transaction under
 //!   `pg_advisory_xact_lock`, safe when many processes start at once.
 //! * **Leases** are session-level advisory locks held by a connection of their own: a dead

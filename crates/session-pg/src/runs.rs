@@ -215,8 +215,13 @@ const SQL_CREATE_WITH: [[&str; 2]; 2] = [
 ];
 /// Appends of at most this many lines and bytes to a known run (or a new one) go out as one
 /// statement ([`SQL_APPEND_AT`], [`SQL_CREATE_WITH`]); larger ones as a transaction with a
-/// binary COPY.
-const ONE_STATEMENT_LINES: usize = 4096;
+/// binary COPY. The one statement saves round trips, which is what a runtime's appends of a
+/// record or a few cost; past a few lines its arrays cost more than the round trips: the
+/// server decodes every array whole, unnests it and runs the insert's projection per line,
+/// where COPY hands each row straight to the table. (`sync` ships a new run's lines, often
+/// hundreds, as one chunk: it went as one statement while this was 4096 lines, and `sync`
+/// fell behind `COPY`.)
+const ONE_STATEMENT_LINES: usize = SMALL_APPEND_LINES;
 const ONE_STATEMENT_BYTES: usize = 1 << 20;
 const SQL_LENGTH: &str = "SELECT committed_len FROM runs WHERE run_id = $1";
 const SQL_FINGERPRINT: &str = "SELECT committed_len, line_count, first_line_sha, last_line_sha \

@@ -499,3 +499,75 @@ fn migration_4_keeps_every_run_row_listed_as_before_and_leaves_no_per_statement_
         .unwrap();
     assert_eq!(checks, 0);
 }
+
+#[test]
+fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
+    let Some(c) = cluster() else { return };
+    let conn = c.fresh_db();
+    let b = backend(&conn, "sync");
+    b.with_client(|c| {
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .map_err(q)
+    })
+    .unwrap();
+    reset(&b);
+    // (The COPY itself is not counted here: pg_stat_statements does not count every
+    // execution of a prepared utility statement. The lines of the transaction go either as
+    // an INSERT from arrays, up to 16 lines, or by COPY: no `unnest(` and the transaction's
+    // statements counted say which.)
+    // A new run shipped whole (what `sync` sends: hundreds of lines in one chunk): the
+    // append's transaction with a COPY, not the one statement's arrays.
+    let mut all = header("big");
+    for i in 0..200 {
+        all.extend_from_slice(&line("big", i));
+    }
+    let mut len = b.append_lines("big", 0, &all).unwrap().end;
+    assert_eq!(len, all.len() as u64);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 1, 1]);
+    assert_eq!(calls_containing(&b, "unnest("), 0);
+    // Many more lines at the end of the run this client knows: a COPY again.
+    let more: Vec<u8> = (200..300).flat_map(|i| line("big", i)).collect();
+    len = b.append_lines("big", len, &more).unwrap().end;
+    all.extend_from_slice(&more);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 2, 2]);
+    assert_eq!(calls_containing(&b, "unnest("), 0);
+    // Sixteen lines (a runtime's batch) at the known end: one statement.
+    let few: Vec<u8> = (300..316).flat_map(|i| line("big", i)).collect();
+    len = b.append_lines("big", len, &few).unwrap().end;
+    all.extend_from_slice(&few);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 1, 2, 2]);
+    assert_eq!(calls_containing(&b, "unnest("), 1);
+    // A new run of sixteen lines: one statement.
+    let small: Vec<u8> = [header("small")]
+        .into_iter()
+        .chain((0..15).map(|i| line("small", i)))
+        .flatten()
+        .collect();
+    b.append_lines("small", 0, &small).unwrap();
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 1, 2, 2]);
+    assert_eq!(calls_containing(&b, "unnest("), 2);
+    // Whichever form stored them, the bytes and line numbers are the ones appended.
+    assert_eq!(b.read_all("big", Extent::Committed).unwrap(), all);
+    assert_eq!(b.read_all("small", Extent::Committed).unwrap(), small);
+    let fp = b.run_fingerprint("big").unwrap().unwrap();
+    assert_eq!((fp.len, fp.lines), (len, 317));
+    let numbers = b
+        .with_client(|c| {
+            c.query_one(
+                "SELECT count(*), min(line_no), max(line_no), count(DISTINCT line_no) \
+                 FROM run_lines l JOIN runs r USING (run_key) WHERE r.run_id = 'big'",
+                &[],
+            )
+            .map(|r| {
+                (
+                    r.get::<_, i64>(0),
+                    r.get::<_, i64>(1),
+                    r.get::<_, i64>(2),
+                    r.get::<_, i64>(3),
+                )
+            })
+            .map_err(q)
+        })
+        .unwrap();
+    assert_eq!(numbers, (317, 1, 317, 317));
+}

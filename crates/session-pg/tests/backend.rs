@@ -131,6 +131,58 @@ fn the_backend_works_on_tokio_threads_where_the_bare_client_panics() {
 }
 
 #[test]
+fn a_synchronous_caller_uses_its_connection_on_its_own_thread_and_a_runtime_thread_never() {
+    let c = cluster!();
+    let b = Arc::new(c.fresh_backend());
+    let thread_of_call = |b: &PgBackend| {
+        b.with_client(|client| {
+            client
+                .query_one("SELECT 1", &[])
+                .map_err(|source| PgError::Query { op: "test", source })?;
+            Ok(std::thread::current().id())
+        })
+        .unwrap()
+    };
+    // A synchronous caller: its pooled connection is used right here (no thread switch per
+    // call), from two threads in turn with the same pool.
+    let me = std::thread::current().id();
+    assert_eq!(thread_of_call(&b), me);
+    let b2 = b.clone();
+    let (other, on) =
+        std::thread::spawn(move || (std::thread::current().id(), thread_of_call(&b2)))
+            .join()
+            .unwrap();
+    assert_eq!(on, other);
+    // In a runtime's context (inside block_on, inside a task): handed to a thread of the
+    // pool, never run where the bare client would panic.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let b3 = b.clone();
+    let in_block_on = rt.block_on(async move { thread_of_call(&b3) });
+    assert_ne!(in_block_on, me);
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let b4 = b.clone();
+    let (worker, on) = mt
+        .block_on(async move {
+            tokio::spawn(async move { (std::thread::current().id(), thread_of_call(&b4)) }).await
+        })
+        .unwrap();
+    assert_ne!(on, worker);
+    // And the caller's thread is usable again afterwards.
+    assert_eq!(thread_of_call(&b), me);
+    // The last handle of a backend whose connections were used on this thread, dropped
+    // inside a task: its connections are closed without a panic (closing runs the client's
+    // runtime, which tokio refuses there).
+    assert_eq!(Arc::strong_count(&b), 1);
+    let dropped = mt.block_on(async move { tokio::spawn(async move { drop(b) }).await });
+    assert!(dropped.is_ok(), "dropping the backend in a task panicked");
+}
+
+#[test]
 fn eight_processes_migrating_one_fresh_database_at_once() {
     let c = cluster!();
     let conn = c.fresh_db();
