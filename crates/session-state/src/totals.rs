@@ -346,6 +346,26 @@ fn steps_of(stmt: &rusqlite::Statement<'_>) -> u64 {
     u64::try_from(stmt.get_status(rusqlite::StatementStatus::VmStep)).unwrap_or(0)
 }
 
+/// The running totals that can answer `query` grouped `by`, before looking at them: `None`
+/// for a filter they do not hold (`session`, `outcome`, `workspace`) or a grouping finer than
+/// their quarter-hours.
+fn kept_kind(query: &RunQuery, by: RunGrouping) -> Option<Kind> {
+    if query.session.is_some() || query.outcome.is_some() || query.workspace.is_some() {
+        return None;
+    }
+    match by {
+        RunGrouping::Day | RunGrouping::QuarterHour => Some(Kind::Quarter),
+        RunGrouping::DayAtOffset(m)
+            if m.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES) % 15 == 0 =>
+        {
+            Some(Kind::Quarter)
+        }
+        RunGrouping::Model => Some(Kind::Model),
+        RunGrouping::Session => Some(Kind::Session),
+        RunGrouping::Minute | RunGrouping::DayAtOffset(_) => None,
+    }
+}
+
 /// Groups summed by an aggregate query: `(key, totals)` per group, or `None` when a sum
 /// overflowed (SQLite's `sum()` fails on it); and the statement's VM steps.
 type Summed = (Option<Vec<(String, RunTotals)>>, u64);
@@ -376,15 +396,19 @@ impl RunIndex {
     /// [`StateError::Db`](crate::StateError::Db).
     pub fn run_totals(&self, query: &RunQuery, by: RunGrouping) -> Result<GroupedRunTotals> {
         let conn = self.lock();
-        if !self.read_only {
-            for row in self.partial_rows(&conn)? {
-                self.complete_row(&conn, row)?;
+        if kept_kind(query, by).is_some() {
+            let mut partial = self.partial_rows(&conn)?;
+            if !partial.is_empty() && !self.read_only {
+                for row in partial {
+                    self.complete_row(&conn, row)?;
+                }
+                partial = self.partial_rows(&conn)?;
             }
-        }
-        if self.partial_rows(&conn)?.is_empty()
-            && let Some(out) = self.kept_totals(&conn, query, by)?
-        {
-            return Ok(out);
+            if partial.is_empty()
+                && let Some(out) = self.kept_totals(&conn, query, by)?
+            {
+                return Ok(out);
+            }
         }
         self.scan_totals(&conn, query, by)
     }
@@ -479,19 +503,8 @@ impl RunIndex {
         query: &RunQuery,
         by: RunGrouping,
     ) -> Result<Option<GroupedRunTotals>> {
-        if query.session.is_some() || query.outcome.is_some() || query.workspace.is_some() {
+        let Some(kind) = kept_kind(query, by) else {
             return Ok(None);
-        }
-        let kind = match by {
-            RunGrouping::Day | RunGrouping::QuarterHour => Kind::Quarter,
-            RunGrouping::DayAtOffset(m)
-                if m.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES) % 15 == 0 =>
-            {
-                Kind::Quarter
-            }
-            RunGrouping::Model => Kind::Model,
-            RunGrouping::Session => Kind::Session,
-            RunGrouping::Minute | RunGrouping::DayAtOffset(_) => return Ok(None),
         };
         let err = db_err(&self.db_path, "read running totals");
         if !running_totals::is_current(conn).map_err(err)? {

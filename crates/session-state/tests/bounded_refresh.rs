@@ -351,9 +351,11 @@ fn a_version_8_index_gets_the_partial_mark_and_keeps_its_rows() {
             .unwrap()
     };
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 9);
-    conn.execute_batch("ALTER TABLE runs DROP COLUMN partial; PRAGMA user_version = 8;")
-        .unwrap();
+    assert_eq!(version(&conn), 10);
+    conn.execute_batch(
+        "DROP INDEX runs_partial; ALTER TABLE runs DROP COLUMN partial; PRAGMA user_version = 8;",
+    )
+    .unwrap();
     drop(conn);
     // Read-only: every stored row counts as read whole; nothing changes.
     let ro = StateStore::open_read_only(root).unwrap();
@@ -371,5 +373,59 @@ fn a_version_8_index_gets_the_partial_mark_and_keeps_its_rows() {
     assert_eq!(counter.total_bytes(), 0);
     drop(counter);
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 9);
+    assert_eq!(version(&conn), 10);
+}
+
+#[test]
+fn stats_from_running_totals_count_partial_rows_as_their_whole_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    big_run(root, BIG_A, "sa", "2026-11-30T09:00:00.000Z", 3, true);
+    big_run(root, BIG_B, "sb", "2026-11-29T09:00:00.000Z", 4, false);
+    small_run(root, SMALL, "sc", "2026-11-28T09:00:00.000Z", 3);
+    let store = StateStore::open(root).unwrap();
+    store.index_runs().unwrap();
+    assert_eq!(
+        partial_column(root),
+        vec![(name(BIG_A), 1), (name(BIG_B), 1), (name(SMALL), 0)]
+    );
+    let whole = whole_index(root);
+    let all = RunQuery::default();
+    for by in [
+        RunGrouping::Day,
+        RunGrouping::DayAtOffset(-300),
+        RunGrouping::Model,
+        RunGrouping::Session,
+    ] {
+        let kept = store.run_totals(&all, by).unwrap();
+        assert!(kept.from_running_totals, "{by:?}");
+        let want = whole.run_index().run_totals_by_scan(&all, by).unwrap();
+        assert_eq!(
+            (&kept.groups, &kept.all),
+            (&want.groups, &want.all),
+            "{by:?}"
+        );
+        assert_eq!(kept.all.invocations, 3 + 4 + 3, "{by:?}");
+    }
+    // The running totals follow the completed rows stored by the first answer.
+    assert_eq!(
+        partial_column(root),
+        vec![(name(BIG_A), 0), (name(BIG_B), 0), (name(SMALL), 0)]
+    );
+    // A read-only store cannot store completions: it sums the rows, completing them in memory.
+    big_run(
+        root,
+        "3e2c6c71-9d86-4c81-9c8a-bf5c8b304d44",
+        "sd",
+        "2026-11-27T09:00:00.000Z",
+        2,
+        true,
+    );
+    store.index_runs().unwrap();
+    drop(store);
+    let read_only = StateStore::open_read_only(root).unwrap();
+    let t = read_only.run_totals(&all, RunGrouping::Day).unwrap();
+    assert!(!t.from_running_totals);
+    assert_eq!(t.all.invocations, 3 + 4 + 3 + 2);
+    assert_eq!(t.all.runs, 4);
 }

@@ -437,7 +437,7 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
          DROP TRIGGER run_totals_update_old; DROP TRIGGER run_totals_update_new;
          DROP TABLE run_totals; DROP TABLE run_dup_ids;
          DROP INDEX runs_by_session_utc; DROP INDEX runs_by_start_utc;
-         DROP INDEX runs_by_run_id; DROP INDEX runs_not_runs;
+         DROP INDEX runs_by_run_id; DROP INDEX runs_not_runs; DROP INDEX runs_partial;
          ALTER TABLE runs DROP COLUMN started_at_utc;
          ALTER TABLE runs DROP COLUMN diagnostic;
          ALTER TABLE runs DROP COLUMN partial;
@@ -483,7 +483,8 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
             "runs_by_run_id",
             "runs_by_session_utc",
             "runs_by_start_utc",
-            "runs_not_runs"
+            "runs_not_runs",
+            "runs_partial"
         ]
     );
 }
