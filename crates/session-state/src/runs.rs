@@ -1124,9 +1124,14 @@ impl RunIndex {
         if !changes.is_empty() {
             let conn = self.lock();
             let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-            report.removed = changes
-                .apply(&conn)
-                .map_err(db_err(&self.db_path, "write run index"))?;
+            let rows = changes.upserts.len() + changes.removed.len() + changes.vanished.len();
+            report.removed = if rows >= crate::running_totals::BULK_ROWS {
+                // A first build or a large catch-up: the running totals are summed once.
+                crate::running_totals::bulk(&conn, || changes.apply(&conn))
+            } else {
+                changes.apply(&conn)
+            }
+            .map_err(db_err(&self.db_path, "write run index"))?;
             tx.commit()?;
         }
         Ok(report)
@@ -1270,7 +1275,9 @@ impl RunIndex {
             }
             Ok(())
         };
-        write().map_err(db_err(&self.db_path, "write run index"))?;
+        // Every row is written again: the running totals are summed once, not per row.
+        crate::running_totals::bulk(&conn, write)
+            .map_err(db_err(&self.db_path, "write run index"))?;
         tx.commit()?;
         report.total = fresh.len() as u64;
         Ok(report)
