@@ -1496,8 +1496,19 @@ impl RunIndex {
         if let Some(l) = limit {
             sql.push_str(&format!(" LIMIT {l}"));
         }
+        self.rows_of(conn, &sql, &args)
+    }
+
+    /// The rows `sql` (a `SELECT {RUN_COLUMNS} FROM runs …`) selects with `args` bound, in
+    /// its order.
+    pub(crate) fn rows_of(
+        &self,
+        conn: &Connection,
+        sql: &str,
+        args: &[Value],
+    ) -> Result<Vec<RunRow>> {
         let mut stmt = conn
-            .prepare(&sql)
+            .prepare(sql)
             .map_err(db_err(&self.db_path, "query runs"))?;
         let rows = stmt
             .query_map(rusqlite::params_from_iter(args.iter()), |r| {

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::index::RunIndex;
 use crate::row::{IndexedRunOutcome, RunRow};
 use crate::running_totals::{self, Kind, Window};
-use crate::runs::{RUN_COLUMNS, RunQuery, row_from_sql, run_filters};
+use crate::runs::{RUN_COLUMNS, RunQuery, run_filters};
 use crate::utc::utc_key;
 
 /// How [`RunIndex::run_totals`] groups runs.
@@ -417,14 +417,7 @@ impl RunIndex {
     /// `runs_partial`: no other row is read.
     fn partial_rows(&self, conn: &rusqlite::Connection) -> Result<Vec<RunRow>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE partial = 1");
-        let mut stmt = conn
-            .prepare_cached(&sql)
-            .map_err(db_err(&self.db_path, "query runs"))?;
-        let rows = stmt
-            .query_map([], |r| row_from_sql(&self.root, r))
-            .map_err(db_err(&self.db_path, "query runs"))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err(&self.db_path, "read run row"))
+        self.rows_of(conn, &sql, &[])
     }
 
     /// [`RunIndex::run_totals`] computed from the matching rows alone, never from the running
@@ -599,16 +592,7 @@ impl RunIndex {
              AND run_id IN (SELECT run_id FROM run_dup_ids) \
              ORDER BY started_at_utc DESC, path DESC"
         );
-        let mut stmt = conn
-            .prepare(&sql)
-            .map_err(db_err(&self.db_path, "query runs"))?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
-                row_from_sql(&self.root, r)
-            })
-            .map_err(db_err(&self.db_path, "query runs"))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err(&self.db_path, "read run row"))
+        self.rows_of(conn, &sql, args)
     }
 
     /// [`RunIndex::run_totals_by_scan`] on a locked connection.
@@ -681,16 +665,7 @@ impl RunIndex {
             "SELECT {RUN_COLUMNS} FROM runs WHERE diagnostic IS NULL{filters} \
              AND run_id {not}IN ({DUPLICATED_IDS}) ORDER BY started_at_utc DESC, path DESC"
         );
-        let mut stmt = conn
-            .prepare(&sql)
-            .map_err(db_err(&self.db_path, "query runs"))?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(args.iter()), |r| {
-                row_from_sql(&self.root, r)
-            })
-            .map_err(db_err(&self.db_path, "query runs"))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err(&self.db_path, "read run row"))
+        self.rows_of(conn, &sql, args)
     }
 }
 
