@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use session_jsonl::{DamageKind, Durability, RunWriter, WriterOptions, needs_seal, read_run};
-use session_replay::{EntryKind, HistoryOptions, RunLog};
+use session_replay::{EntryKind, HistoryOptions, RunRead, skipped_lines};
 use session_schema::{AgentEvent, Record, SessionState, Timestamp};
 use session_state::{IndexedRunOutcome, ListQuery, RunQuery, SaveMode, StateStore};
 
@@ -479,9 +479,10 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     let (log_c, diags_c) = session_replay::io::read_run(&w.path_c).expect("replay read C");
     assert_eq!(log_a.records.len(), w.records_a.len());
     assert!(log_a.has_run_end() && !log_a.has_torn_tail());
-    assert_eq!(log_a.skipped.len(), 1);
+    let skipped_a = skipped_lines(&log_a);
+    assert_eq!(skipped_a.len(), 1);
     assert_eq!(
-        (log_a.skipped[0].line, log_a.skipped[0].byte_offset),
+        (skipped_a[0].line, skipped_a[0].byte_offset),
         (w.frag_a.2, w.frag_a.0)
     );
     assert!(
@@ -497,7 +498,7 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
             .any(|d| d.kind == session_replay::DiagnosticKind::NoRunEnd),
         "{diags_c:?}"
     );
-    let logs: Vec<RunLog> = vec![log_a.clone(), log_b.clone(), log_c.clone()];
+    let logs: Vec<RunRead> = vec![log_a.clone(), log_b.clone(), log_c.clone()];
     let (invs, _) = session_replay::session_invocations(&logs);
     let seqs: Vec<(i64, bool)> = invs.iter().map(|i| (i.seq, i.missing_response())).collect();
     assert_eq!(seqs, [(5, false), (6, false), (7, false), (8, true)]);
@@ -511,7 +512,7 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
     sent.extend(after_a[..3].iter().map(|m| msg(m)));
     assert_eq!(prompt.messages, sent);
 
-    let t = session_replay::transcript_with(&log_a.records, &log_a.skipped);
+    let t = session_replay::transcript_with(&log_a.records, &skipped_a);
     let kinds: Vec<&EntryKind> = t.entries.iter().map(|e| &e.kind).collect();
     assert!(matches!(kinds[0], EntryKind::UserInput { text, images: 0 } if text == ASK_A));
     assert!(kinds.iter().any(|k| matches!(k,
@@ -531,7 +532,7 @@ fn a_torn_write_is_sealed_on_resume_and_every_layer_agrees() {
             .iter()
             .any(|k| matches!(k, EntryKind::Incomplete { .. }))
     );
-    let tc = session_replay::transcript_with(&log_c.records, &log_c.skipped);
+    let tc = session_replay::transcript_with(&log_c.records, &skipped_lines(&log_c));
     assert!(
         matches!(
             tc.entries.last().map(|e| &e.kind),

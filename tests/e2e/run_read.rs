@@ -1,11 +1,13 @@
-//! The one type for a run read whole, `session_jsonl::RunRead`: a damaged run log read from its
+//! The one type for a run read whole, `session_schema::RunRead` (re-exported as
+//! `session_jsonl::RunRead` and `session_replay::RunRead`): a damaged run log read from its
 //! file (session-jsonl), through the local storage backend (session-storage's `RunCatalogue`)
-//! and through session-replay's `io` gives the same records, positions, raw bytes and damage.
+//! and through session-replay's `io` gives the same records, positions, raw bytes and damage,
+//! and session-replay's pure functions take that value as it is.
 
 use std::path::{Path, PathBuf};
 
 use session_jsonl::{Damage, DamageKind, ReaderOptions, RunRead};
-use session_replay::{SkipKind, SkippedLine};
+use session_replay::{RunMeta, SkipKind, SkippedLine, skipped_lines};
 use session_storage::local::LocalBackend;
 use session_storage::{LinePosition, RunCatalogue};
 
@@ -204,25 +206,49 @@ fn a_run_read_whole_is_one_value_through_every_reader() {
     let stored_raw = RunRead::from_reader(PathBuf::new(), &mut items).unwrap();
     assert_eq!(contract(&stored_raw), contract(&from_file));
 
-    // session-replay's io: its projection of the same read, positions and skipped lines kept.
+    // One type, named through every crate: the same struct, not a conversion.
+    let same: [&session_schema::RunRead; 3] = [&from_file, &stored, &stored_raw];
+    assert_eq!(same.len(), 3);
+
+    // session-replay's io: the same value as session-jsonl's read, with verify_run's diagnostics.
     let (log, diags) = session_replay::io::read_run(&path).unwrap();
-    let (projected, projected_diags) =
-        session_replay::io::run_log_from_read(session_jsonl::read_run(&path).unwrap());
-    assert_eq!(format!("{log:?}"), format!("{projected:?}"));
-    assert_eq!(format!("{diags:?}"), format!("{projected_diags:?}"));
-    assert_eq!(log.meta.run_id, RUN_ID);
-    assert_eq!(log.meta.session_id.as_deref(), Some("s-1"));
-    let lines: Vec<u64> = from_file.records.iter().map(|r| r.line).collect();
-    assert_eq!(log.lines, lines);
-    let kinds: Vec<&str> = log.records.iter().map(|r| r.kind()).collect();
-    let file_kinds: Vec<&str> = from_file
-        .records
-        .iter()
-        .map(|r| r.record().kind())
-        .collect();
-    assert_eq!(kinds, file_kinds);
+    let log: session_replay::RunRead = log;
+    assert_eq!(log.path, path);
     assert_eq!(
-        log.skipped,
+        contract(&log),
+        contract(&session_jsonl::read_run(&path).unwrap())
+    );
+    assert_eq!(
+        format!("{diags:?}"),
+        format!("{:?}", session_replay::verify_run(&log))
+    );
+    let meta = RunMeta::of(&log);
+    assert_eq!(meta.run_id, RUN_ID);
+    assert_eq!(meta.session_id.as_deref(), Some("s-1"));
+    let lines: Vec<u64> = from_file.records.iter().map(|r| r.line).collect();
+    let log_lines: Vec<Option<u64>> = (0..log.records.len()).map(|i| log.line_of(i)).collect();
+    assert_eq!(
+        log_lines,
+        lines.iter().copied().map(Some).collect::<Vec<_>>()
+    );
+    // The pure core reads the records in place: invocations and transcripts over `records`.
+    let t = session_replay::transcript_with(&log.records, &skipped_lines(&log));
+    assert!(t.entries.iter().any(|e| matches!(
+        e.kind,
+        session_replay::EntryKind::Skipped {
+            line: 8,
+            kind: SkipKind::Shape
+        }
+    )));
+    // Repairs become notes, the torn tail a note, lost lines warnings.
+    let kinds: Vec<(session_replay::DiagnosticKind, Option<&str>)> = diags
+        .iter()
+        .map(|d| (d.kind, d.run_id.as_deref()))
+        .collect();
+    assert!(kinds.contains(&(session_replay::DiagnosticKind::RepairedLine, Some(RUN_ID))));
+    assert!(kinds.contains(&(session_replay::DiagnosticKind::TornTail, Some(RUN_ID))));
+    assert_eq!(
+        skipped_lines(&log),
         [
             SkippedLine {
                 line: 3,

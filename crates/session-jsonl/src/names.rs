@@ -1,18 +1,6 @@
-//! The names of run files: `<run_id>.jsonl`, archived `<run_id>.jsonl.zst` (spec §2). Used
-//! by the layout, the reader and the duplicate ranking; re-exported from
-//! [`layout`](crate::layout).
+//! The names of run files: `<run_id>.jsonl`, archived `<run_id>.jsonl.zst` (spec §2). The rule
+//! lives in session-schema (`file_name`), below session-replay, which names a run by its file
+//! when no record does; used here by the layout, the reader and the duplicate ranking, and
+//! re-exported from [`layout`](crate::layout).
 
-/// File-name suffix of a plain run file.
-pub const RUN_EXT: &str = ".jsonl";
-/// File-name suffix of an archived (zstd) run file.
-pub const ARCHIVED_EXT: &str = ".jsonl.zst";
-
-/// The run id named by a run file's name (`<id>.jsonl` or `<id>.jsonl.zst`) and whether it is
-/// archived; `None` for any other name.
-pub fn parse_run_file_name(name: &str) -> Option<(&str, bool)> {
-    if let Some(id) = name.strip_suffix(ARCHIVED_EXT) {
-        return (!id.is_empty()).then_some((id, true));
-    }
-    let id = name.strip_suffix(RUN_EXT)?;
-    (!id.is_empty()).then_some((id, false))
-}
+pub use session_schema::{ARCHIVED_EXT, RUN_EXT, parse_run_file_name};

@@ -32,9 +32,13 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use session_schema::{ParseError, Parsed, Record, SCHEMA_VERSION, parse_record, parse_record_str};
+
+// The run read whole and its parts are session-schema's (below session-replay's pure core,
+// which takes them as they are); re-exported here at their old paths.
+pub use session_schema::{Damage, DamageKind, Item, RecordLine, RunRead};
 
 use crate::error::{JsonlError, Result};
 use crate::layout::ARCHIVED_EXT;
@@ -102,169 +106,6 @@ impl Default for ReaderOptions {
             keep_raw: false,
             expect_header: true,
             skim_llm_requests: false,
-        }
-    }
-}
-
-/// What is wrong with a part of a run file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DamageKind {
-    /// The last line has no `\n` and does not parse: a write cut short by a crash.
-    TornTail,
-    /// A line that is not JSON (garbage, a record glued to a torn fragment).
-    CorruptLine,
-    /// The start of a record cut short by a crash and later sealed with `\n` (by
-    /// [`seal_torn_tail`](crate::seal_torn_tail), `sessions repair`, or
-    /// [`RunWriter::open_append`](crate::RunWriter::open_append)): a `\n`-terminated line whose
-    /// text is an incomplete JSON object (the parser reaches the end of the line inside it).
-    /// Writers never produce such a line otherwise: they write whole lines and cut a failed
-    /// write back, and a writer that does not seal (the reference) glues its next record to
-    /// the fragment, which is a [`DamageKind::CorruptLine`]. The fragment is kept; the record it
-    /// began is lost. Reported as a note, not a problem, by `sessions verify`.
-    SealedFragment,
-    /// Valid JSON that does not fit the record schema; [`Damage::raw`] holds it.
-    SchemaMismatch,
-    /// A run of NUL bytes (unwritten blocks after a crash); text around it is still read.
-    NulRun,
-    /// Bytes that are not UTF-8 in a line that parses once decoded lossily (U+FFFD); its
-    /// record follows this report. A line that does not parse even then gets one report of
-    /// the parse failure's kind instead, never two for one line.
-    InvalidUtf8,
-    /// A lone UTF-16 surrogate escape (`"\ud83c"`), repaired; the record follows this report.
-    LoneSurrogate,
-    /// A line longer than [`ReaderOptions::max_line_len`], skipped unread.
-    OversizedLine,
-    /// The file holds no content at all (zero bytes or only whitespace).
-    EmptyFile,
-    /// The first record is not a `header` (or there is no record at all): the reference's
-    /// readers would not see this run.
-    MissingHeader,
-    /// The header's `schema_version` is newer than this crate's; records are read best-effort.
-    NewerSchemaVersion,
-    /// The header's `schema_version` is older than 1 (never written by any known version).
-    UnknownSchemaVersion,
-    /// A second `header` record after the first one (the record is still yielded).
-    DuplicateHeader,
-}
-
-impl DamageKind {
-    /// Stable snake_case name (used in test expectations and CLI output).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DamageKind::TornTail => "torn_tail",
-            DamageKind::CorruptLine => "corrupt_line",
-            DamageKind::SealedFragment => "sealed_fragment",
-            DamageKind::SchemaMismatch => "schema_mismatch",
-            DamageKind::NulRun => "nul_run",
-            DamageKind::InvalidUtf8 => "invalid_utf8",
-            DamageKind::LoneSurrogate => "lone_surrogate",
-            DamageKind::OversizedLine => "oversized_line",
-            DamageKind::EmptyFile => "empty_file",
-            DamageKind::MissingHeader => "missing_header",
-            DamageKind::NewerSchemaVersion => "newer_schema_version",
-            DamageKind::UnknownSchemaVersion => "unknown_schema_version",
-            DamageKind::DuplicateHeader => "duplicate_header",
-        }
-    }
-
-    /// Whether the record the report is about is still yielded (right after the report):
-    /// repaired encodings, a header with another schema version, a duplicate header.
-    pub fn record_recovered(self) -> bool {
-        matches!(
-            self,
-            DamageKind::InvalidUtf8
-                | DamageKind::LoneSurrogate
-                | DamageKind::NewerSchemaVersion
-                | DamageKind::UnknownSchemaVersion
-                | DamageKind::DuplicateHeader
-        )
-    }
-}
-
-impl fmt::Display for DamageKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One damage report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Damage {
-    /// What is wrong.
-    pub kind: DamageKind,
-    /// Byte offset of the damaged bytes in the (decompressed) file.
-    pub offset: u64,
-    /// 1-based physical line number.
-    pub line: u64,
-    /// Number of damaged bytes (without the `\n`); 0 for file-level reports.
-    pub len: u64,
-    /// Lower-case explanation.
-    pub message: String,
-    /// The JSON text, for [`DamageKind::SchemaMismatch`] (lossy for invalid UTF-8).
-    pub raw: Option<String>,
-    /// The first bytes of a damaged line (lossy UTF-8, at most [`EXCERPT_LEN`] bytes).
-    pub excerpt: Option<String>,
-}
-
-impl fmt::Display for Damage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} at line {}, byte offset {}: {}",
-            self.kind, self.line, self.offset, self.message
-        )
-    }
-}
-
-/// One recovered record with its position.
-#[derive(Debug, Clone)]
-pub struct RecordLine {
-    /// The record and what was repaired in it.
-    pub parsed: Parsed<Record>,
-    /// Byte offset of the line (of the piece after a NUL run) in the (decompressed) file.
-    pub offset: u64,
-    /// 1-based physical line number.
-    pub line: u64,
-    /// Length of the line in bytes, without the `\n`.
-    pub len: u64,
-    /// The line's bytes (without `\n`) when [`ReaderOptions::keep_raw`] is set.
-    /// [`Parsed::to_json`] gives the same bytes back for any line without BOM or CR.
-    pub raw: Option<Vec<u8>>,
-}
-
-impl RecordLine {
-    /// The record.
-    pub fn record(&self) -> &Record {
-        &self.parsed.value
-    }
-}
-
-/// What a [`Reader`] yields.
-// Records are the common case; boxing them would cost an allocation per line.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone)]
-pub enum Item {
-    /// A recovered record.
-    Record(RecordLine),
-    /// A damage report.
-    Damage(Damage),
-}
-
-impl Item {
-    /// The record, if this is one.
-    pub fn as_record(&self) -> Option<&RecordLine> {
-        match self {
-            Item::Record(r) => Some(r),
-            Item::Damage(_) => None,
-        }
-    }
-
-    /// The damage report, if this is one.
-    pub fn as_damage(&self) -> Option<&Damage> {
-        match self {
-            Item::Damage(d) => Some(d),
-            Item::Record(_) => None,
         }
     }
 }
@@ -1243,55 +1084,9 @@ impl Reader<RunFileReader> {
     }
 }
 
-/// A run log read whole: every recovered record with its position, every damage report, and
-/// how many bytes were read. The one type for "a run read whole" in the workspace: built by
-/// [`read_run`] / [`read_run_with`] for a run file, by session-storage's
-/// `RunCatalogue::read_run` for a run of any storage backend, and by any caller streaming a
-/// [`Reader`] ([`RunRead::from_reader`]); session-replay's `io::run_log_from_read` projects it
-/// onto the records its pure functions take (spec §3–4, §8–9).
-///
-/// Byte-exact: each [`RecordLine`] keeps its offset, line, length and (with
-/// [`ReaderOptions::keep_raw`]) its bytes; damage keeps its kind, offset, line and length.
-/// Memory grows with the run; stream with [`Reader`] instead for large runs.
-#[derive(Debug, Clone, Default)]
-pub struct RunRead {
-    /// Where the run was read from: the file for [`read_run`]; for a run read through a
-    /// storage backend, the name its caller gave (session-storage's `RunCatalogue::read_run`
-    /// leaves it empty: a backend names runs by id, not by path).
-    pub path: PathBuf,
-    /// Recovered records in file order.
-    pub records: Vec<RecordLine>,
-    /// Damage reports in file order.
-    pub damage: Vec<Damage>,
-    /// Bytes read: the length of the file (of its decompressed content for `.jsonl.zst`),
-    /// every byte counted once whether it belonged to a record, damage or a blank line. For a
-    /// reader started at a later offset, the offset where reading ended.
-    pub bytes: u64,
-}
-
-impl RunRead {
-    /// Reads every item `reader` still yields into a [`RunRead`] named `path`: records and
-    /// damage in file order, [`bytes`](RunRead::bytes) the reader's
-    /// [`complete_offset`](Reader::complete_offset) at the end. The loop every "read a run
-    /// whole" shares (a file, a storage backend's byte stream).
-    ///
-    /// # Errors
-    /// The first read failure; `reader` is left where it stopped, so its
-    /// [`next_line`](Reader::next_line) and [`complete_offset`](Reader::complete_offset) name
-    /// the line and byte offset for the caller's error.
-    pub fn from_reader<R: Read>(path: PathBuf, reader: &mut Reader<R>) -> io::Result<RunRead> {
-        let mut out = RunRead {
-            path,
-            ..RunRead::default()
-        };
-        for item in reader.by_ref() {
-            match item? {
-                Item::Record(r) => out.records.push(r),
-                Item::Damage(d) => out.damage.push(d),
-            }
-        }
-        out.bytes = reader.complete_offset();
-        Ok(out)
+impl<R: Read> session_schema::ItemSource for Reader<R> {
+    fn complete_offset(&self) -> u64 {
+        Reader::complete_offset(self)
     }
 }
 

@@ -111,7 +111,7 @@ pub struct Diagnostic {
     /// The run the finding is about, when known.
     pub run_id: Option<String>,
     /// 0-based index of the record concerned in the slice that was passed in (map it to a line
-    /// with [`RunLog::line_of`](crate::RunLog::line_of)).
+    /// with [`RunRead::line_of`](crate::RunRead::line_of)).
     pub record: Option<usize>,
     /// A lower-case sentence fragment without a full stop.
     pub message: String,

@@ -13,9 +13,11 @@
 //! `started_at`; here the run list comes from the session-state run index, so the newest
 //! `max_runs` by `started_at` are kept.
 
-use session_schema::{AgentEvent, ContentEvent, Record};
+use session_schema::{AgentEvent, ContentEvent, Record, Timestamp};
 
-use crate::run::RunLog;
+use session_schema::RunRead;
+
+use crate::run::RunMeta;
 
 /// Limits of [`session_history`] (the reference's RPC parameters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,16 +64,19 @@ pub struct SessionHistory {
 /// Replays a session's runs as `session.history` does (see the module docs). `runs` may be in
 /// any order; runs whose records are empty still count as replayed runs, as a run file with
 /// only a header does in the reference.
-pub fn session_history(runs: &[RunLog], options: HistoryOptions) -> SessionHistory {
-    let mut order: Vec<&RunLog> = runs.iter().collect();
+pub fn session_history(runs: &[RunRead], options: HistoryOptions) -> SessionHistory {
+    let mut order: Vec<(Timestamp, &RunRead)> = runs
+        .iter()
+        .map(|r| (RunMeta::of(r).started_at, r))
+        .collect();
     // Newest first to apply max_runs, then oldest first for replay (stable on ties).
-    order.sort_by(|a, b| b.meta.started_at.as_str().cmp(a.meta.started_at.as_str()));
+    order.sort_by(|(a, _), (b, _)| b.as_str().cmp(a.as_str()));
     order.truncate(options.max_runs);
     order.reverse();
 
     let mut events = Vec::new();
-    for run in &order {
-        for record in &run.records {
+    for (_, run) in &order {
+        for record in run.record_values() {
             match record {
                 Record::RunStart(s) => {
                     let text = s.input.display_text();
@@ -112,12 +117,11 @@ mod tests {
     use super::*;
     use session_schema::parse_record;
 
-    fn run(lines: &[&str]) -> RunLog {
-        RunLog::from_records(
+    fn run(lines: &[&str]) -> RunRead {
+        RunRead::from_records(
             lines
                 .iter()
-                .map(|l| parse_record(l.as_bytes()).unwrap().value)
-                .collect(),
+                .map(|l| parse_record(l.as_bytes()).unwrap().value),
         )
     }
 

@@ -15,12 +15,12 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use session_schema::surrogate;
 use session_schema::{
-    AgentEvent, BaseMessage, LlmRequest, LlmResponse, LlmRetryEvent, ModelInfo, Record, Timestamp,
-    ToolChoice, ToolDefinition, Usage,
+    AgentEvent, BaseMessage, LlmRequest, LlmResponse, LlmRetryEvent, ModelInfo, Record, RunRead,
+    Timestamp, ToolChoice, ToolDefinition, Usage,
 };
 
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
-use crate::run::RunLog;
+use crate::run::RunMeta;
 
 /// One `agent.event` `llm.retry` seen while an invocation was pending.
 #[derive(Debug, Clone, Copy)]
@@ -159,15 +159,17 @@ impl<'a> Invocation<'a> {
 /// The invocations of one run's records, in order of their first record, plus diagnostics
 /// (missing and orphan responses, duplicate or decreasing `seq`).
 ///
-/// Cost: one pass over the records, no message decoding; the result borrows `records`.
-pub fn invocations(records: &[Record]) -> (Vec<Invocation<'_>>, Vec<Diagnostic>) {
+/// `records` are [`Record`]s, or the [`RecordLine`](session_schema::RecordLine)s of a
+/// [`RunRead`] (`&run.records`). Cost: one pass over the records, no message decoding; the
+/// result borrows `records`.
+pub fn invocations<R: AsRef<Record>>(records: &[R]) -> (Vec<Invocation<'_>>, Vec<Diagnostic>) {
     let mut out: Vec<Invocation<'_>> = Vec::new();
     let mut diags = Vec::new();
     // seq -> index in `out` of the latest invocation with that seq.
     let mut by_seq: BTreeMap<i64, usize> = BTreeMap::new();
     let mut last_request_seq: Option<i64> = None;
     let mut pending: Option<usize> = None;
-    for (i, record) in records.iter().enumerate() {
+    for (i, record) in records.iter().map(AsRef::as_ref).enumerate() {
         match record {
             Record::LlmRequest(q) => {
                 if by_seq.contains_key(&q.seq) {
@@ -270,26 +272,27 @@ pub fn invocations(records: &[Record]) -> (Vec<Invocation<'_>>, Vec<Diagnostic>)
 /// across runs: a `seq` reused by a later run (compat notes §5 item 10) is reported as
 /// [`DiagnosticKind::DuplicateSeq`]. Record indices in diagnostics are per run; `run_id` says
 /// which.
-pub fn session_invocations(runs: &[RunLog]) -> (Vec<Invocation<'_>>, Vec<Diagnostic>) {
+pub fn session_invocations(runs: &[RunRead]) -> (Vec<Invocation<'_>>, Vec<Diagnostic>) {
     let mut all = Vec::new();
     let mut diags = Vec::new();
-    let mut seen: BTreeMap<i64, &str> = BTreeMap::new();
+    let mut seen: BTreeMap<i64, String> = BTreeMap::new();
     for run in runs {
+        let meta = RunMeta::of(run);
         let (invs, d) = invocations(&run.records);
         diags.extend(d);
         for inv in invs {
             if inv.request.is_some() {
-                if let Some(other) = seen.get(&inv.seq).filter(|o| **o != run.meta.run_id) {
+                if let Some(other) = seen.get(&inv.seq).filter(|o| **o != meta.run_id) {
                     diags.push(
                         Diagnostic::warning(
                             DiagnosticKind::DuplicateSeq,
                             format!("seq {} was already used by run {other}", inv.seq),
                         )
                         .at(inv.request_record.unwrap_or_default())
-                        .in_run(Some(&run.meta.run_id)),
+                        .in_run(Some(&meta.run_id)),
                     );
                 }
-                seen.insert(inv.seq, &run.meta.run_id);
+                seen.insert(inv.seq, meta.run_id.clone());
             }
             all.push(inv);
         }
@@ -392,12 +395,19 @@ impl Prompt {
 /// assert_eq!(diagnostics[0].kind, DiagnosticKind::NoSuchInvocation);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn prompt_at(records: &[Record], seq: Option<i64>) -> (Option<Prompt>, Vec<Diagnostic>) {
+pub fn prompt_at<R: AsRef<Record>>(
+    records: &[R],
+    seq: Option<i64>,
+) -> (Option<Prompt>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
-    let found = records.iter().enumerate().rev().find_map(|(i, r)| match r {
-        Record::LlmRequest(q) if seq.is_none_or(|s| s == q.seq) => Some((i, q)),
-        _ => None,
-    });
+    let found = records
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, r)| match r.as_ref() {
+            Record::LlmRequest(q) if seq.is_none_or(|s| s == q.seq) => Some((i, q)),
+            _ => None,
+        });
     let Some((index, request)) = found else {
         let what = match seq {
             Some(s) => format!("no llm.request with seq {s}"),
@@ -406,7 +416,7 @@ pub fn prompt_at(records: &[Record], seq: Option<i64>) -> (Option<Prompt>, Vec<D
         diags.push(Diagnostic::warning(DiagnosticKind::NoSuchInvocation, what));
         return (None, diags);
     };
-    let response = records[index + 1..].iter().find_map(|r| match r {
+    let response = records[index + 1..].iter().find_map(|r| match r.as_ref() {
         Record::LlmResponse(resp) if resp.seq == request.seq => Some(resp),
         _ => None,
     });
@@ -682,11 +692,11 @@ impl SnapshotReport {
 ///
 /// Compares messages as raw JSON (decoding only when the text differs), so it reads every
 /// request once but decodes almost nothing.
-pub fn check_snapshots(records: &[Record]) -> (SnapshotReport, Vec<Diagnostic>) {
+pub fn check_snapshots<R: AsRef<Record>>(records: &[R]) -> (SnapshotReport, Vec<Diagnostic>) {
     let mut report = SnapshotReport::default();
     let mut diags = Vec::new();
     let mut responses: BTreeMap<i64, usize> = BTreeMap::new();
-    for (i, r) in records.iter().enumerate() {
+    for (i, r) in records.iter().map(AsRef::as_ref).enumerate() {
         if let Record::LlmResponse(resp) = r {
             responses.entry(resp.seq).or_insert(i);
         }
@@ -694,7 +704,7 @@ pub fn check_snapshots(records: &[Record]) -> (SnapshotReport, Vec<Diagnostic>) 
     // (seq, record index, raw messages text, number of messages) of the previous request.
     let mut previous: Option<(i64, usize, &str, usize)> = None;
     let mut compacted = false;
-    for (i, r) in records.iter().enumerate() {
+    for (i, r) in records.iter().map(AsRef::as_ref).enumerate() {
         match r {
             Record::AgentEvent(e) => {
                 if let AgentEvent::CompactionComplete(c) = &e.event
@@ -707,7 +717,7 @@ pub fn check_snapshots(records: &[Record]) -> (SnapshotReport, Vec<Diagnostic>) 
                 report.requests += 1;
                 let raw = q.input.messages.get();
                 let response = responses.get(&q.seq).filter(|ri| **ri > i).and_then(|ri| {
-                    match &records[*ri] {
+                    match records[*ri].as_ref() {
                         Record::LlmResponse(resp) => split_array(resp.output.messages.get()).ok(),
                         _ => None,
                     }

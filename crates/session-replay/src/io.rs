@@ -1,17 +1,18 @@
 //! The thin, fallible edge: reading runs through session-jsonl (and, for sessions, finding
 //! them through session-state's run index) and handing them to the pure functions.
 //!
-//! Damage inside a file is not an error here either: it becomes [`SkippedLine`]s in the
-//! [`RunLog`] and [`Diagnostic`]s beside it. Only failures to read at all are [`Error`]s.
+//! Runs come back as they were read, session-schema's [`RunRead`] (the one type for a run read
+//! whole), which the pure functions take as it is. Damage inside a file is not an error here
+//! either: it stays in [`RunRead::damage`] and becomes [`Diagnostic`]s beside the run
+//! ([`verify_run`]). Only failures to read at all are [`Error`]s.
 
 use std::path::{Path, PathBuf};
 
-use session_jsonl::{DamageKind, RunRead};
-use session_schema::Timestamp;
+use session_schema::{RunRead, Timestamp};
 
 use crate::diagnostic::{Diagnostic, DiagnosticKind};
 use crate::history::{HistoryOptions, SessionHistory};
-use crate::run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
+use crate::run::{RunMeta, verify_run};
 
 pub mod search;
 
@@ -66,17 +67,18 @@ impl Error {
     }
 }
 
-/// Reads one run file (`.jsonl` or `.jsonl.zst`) into a [`RunLog`], with the diagnostics of
-/// [`verify_run`] plus the reader's reports on repaired lines.
+/// Reads one run file (`.jsonl` or `.jsonl.zst`) whole, with the diagnostics of
+/// [`verify_run`] (structure, skipped lines, the reader's repairs).
 ///
 /// # Errors
 /// [`Error::ReadRun`] when the file cannot be opened or read.
-pub fn read_run(path: &Path) -> Result<(RunLog, Vec<Diagnostic>), Error> {
+pub fn read_run(path: &Path) -> Result<(RunRead, Vec<Diagnostic>), Error> {
     let read = session_jsonl::read_run(path).map_err(|source| Error::ReadRun {
         path: path.to_owned(),
         source,
     })?;
-    Ok(run_log_from_read(read))
+    let diags = verify_run(&read);
+    Ok((read, diags))
 }
 
 /// Finds run `run_id` under `sessions_root` (using `started_at` as the date hint when known)
@@ -89,7 +91,7 @@ pub fn find_and_read_run(
     sessions_root: &Path,
     run_id: &str,
     started_at: Option<&Timestamp>,
-) -> Result<(RunLog, Vec<Diagnostic>), Error> {
+) -> Result<(RunRead, Vec<Diagnostic>), Error> {
     let found = session_jsonl::find_run(sessions_root, run_id, started_at).map_err(|source| {
         Error::FindRun {
             run_id: run_id.to_owned(),
@@ -101,7 +103,7 @@ pub fn find_and_read_run(
         path: found.path.clone(),
         source,
     })?;
-    let (log, mut diags) = run_log_from_read(read);
+    let mut diags = verify_run(&read);
     for dup in &found.duplicates {
         diags.push(
             Diagnostic::warning(
@@ -111,93 +113,24 @@ pub fn find_and_read_run(
             .in_run(Some(run_id)),
         );
     }
-    Ok((log, diags))
-}
-
-/// How a damaged line shows in a run log: a torn tail, a line of the wrong shape, a corrupt
-/// line; `None` for damage whose record was recovered (a repaired line, a header note).
-pub fn skip_kind(kind: DamageKind) -> Option<SkipKind> {
-    match kind {
-        DamageKind::TornTail => Some(SkipKind::TornTail),
-        DamageKind::SchemaMismatch => Some(SkipKind::Shape),
-        k if k.record_recovered() => None,
-        _ => Some(SkipKind::Corrupt),
-    }
-}
-
-/// Turns a run read whole ([`RunRead`], from a file or from a storage backend) into the
-/// [`RunLog`] the pure functions take and its diagnostics (no I/O): records keep their line
-/// numbers, damage that lost a line becomes a [`SkippedLine`], a repaired line a
-/// [`DiagnosticKind::RepairedLine`] note.
-pub fn run_log_from_read(read: RunRead) -> (RunLog, Vec<Diagnostic>) {
-    let mut skipped = Vec::new();
-    let mut notes = Vec::new();
-    for d in &read.damage {
-        match skip_kind(d.kind) {
-            Some(kind) => skipped.push(SkippedLine {
-                line: d.line,
-                byte_offset: d.offset,
-                kind,
-            }),
-            // Header-level reports are re-derived by verify_run; repairs are passed on.
-            None if matches!(
-                d.kind,
-                DamageKind::InvalidUtf8
-                    | DamageKind::LoneSurrogate
-                    | DamageKind::NewerSchemaVersion
-                    | DamageKind::UnknownSchemaVersion
-            ) =>
-            {
-                notes.push(Diagnostic::note(
-                    DiagnosticKind::RepairedLine,
-                    format!("line {} (byte offset {}): {}", d.line, d.offset, d.message),
-                ));
-            }
-            None => {}
-        }
-    }
-    let lines = read.records.iter().map(|r| r.line).collect();
-    let records: Vec<_> = read.records.into_iter().map(|r| r.parsed.value).collect();
-    let meta = RunMeta::from_records(&records).unwrap_or_else(|| RunMeta {
-        run_id: file_run_id(&read.path).unwrap_or_default(),
-        ..RunMeta::default()
-    });
-    let log = RunLog {
-        meta,
-        records,
-        lines,
-        skipped,
-    };
-    let mut diags = verify_run(&log);
-    for n in &mut notes {
-        n.run_id = Some(log.meta.run_id.clone());
-    }
-    diags.extend(notes);
-    (log, diags)
-}
-
-fn file_run_id(path: &Path) -> Option<String> {
-    let name = path.file_name()?.to_str()?;
-    session_jsonl::layout::parse_run_file_name(name).map(|(id, _)| id.to_owned())
+    Ok((read, diags))
 }
 
 /// Reads the runs named by `metas` (from a run index) under `sessions_root`, skipping none: a
 /// run that cannot be found or read is returned in the error list with its id, and the others
-/// are still read.
+/// are still read. Each run names itself ([`RunMeta::of`]: its header, its `run.start`, its
+/// file name), as the index took its row from the same records.
 pub fn read_runs(
     sessions_root: &Path,
     metas: &[RunMeta],
-) -> (Vec<RunLog>, Vec<Diagnostic>, Vec<Error>) {
+) -> (Vec<RunRead>, Vec<Diagnostic>, Vec<Error>) {
     let mut runs = Vec::with_capacity(metas.len());
     let mut diags = Vec::new();
     let mut errors = Vec::new();
     for meta in metas {
         match find_and_read_run(sessions_root, &meta.run_id, Some(&meta.started_at)) {
-            Ok((mut log, d)) => {
-                if log.meta.session_id.is_none() {
-                    log.meta.session_id = meta.session_id.clone();
-                }
-                runs.push(log);
+            Ok((run, d)) => {
+                runs.push(run);
                 diags.extend(d);
             }
             Err(e) => errors.push(e),
@@ -206,8 +139,8 @@ pub fn read_runs(
     (runs, diags, errors)
 }
 
-/// The path a [`RunLog`] would be read from is not kept in it; this is the conventional one
-/// (`<root>/YYYY/MM/DD/<run_id>.jsonl`), for messages.
+/// The conventional path of a run named by `meta` (`<root>/YYYY/MM/DD/<run_id>.jsonl`), for
+/// messages about a run not read (a run read keeps its own, [`RunRead::path`]).
 ///
 /// # Errors
 /// [`Error::FindRun`] when the run id is not safe as a file name.
@@ -237,7 +170,8 @@ pub fn run_meta_from_row(row: &session_state::RunRow) -> RunMeta {
 
 /// The newest `max_runs` runs of a session, oldest first, found through session-state's run
 /// index ([`session_state::RunIndex::runs_for_session`]) and read from the paths it records;
-/// no other file of the tree is opened. The index is not refreshed here: call
+/// no other file of the tree is opened. Each run names itself ([`RunMeta::of`]), as the
+/// index took its row from the same records. The index is not refreshed here: call
 /// [`session_state::RunIndex::index_runs`] first to pick up runs written since it was last
 /// brought up to date.
 ///
@@ -250,7 +184,7 @@ pub fn session_runs(
     store: &session_state::StateStore,
     session_id: &str,
     max_runs: usize,
-) -> Result<(Vec<RunLog>, Vec<Diagnostic>), Error> {
+) -> Result<(Vec<RunRead>, Vec<Diagnostic>), Error> {
     let rows = store
         .run_index()
         .runs_for_session(session_id)
@@ -263,15 +197,8 @@ pub fn session_runs(
     let mut diags = Vec::new();
     for row in &rows[skip..] {
         match read_run(&row.path) {
-            Ok((mut log, d)) => {
-                let indexed = run_meta_from_row(row);
-                if log.meta.run_id.is_empty() {
-                    log.meta.run_id = indexed.run_id;
-                }
-                if log.meta.session_id.is_none() {
-                    log.meta.session_id = indexed.session_id;
-                }
-                runs.push(log);
+            Ok((run, d)) => {
+                runs.push(run);
                 diags.extend(d);
             }
             Err(e) => diags.push(

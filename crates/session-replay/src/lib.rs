@@ -1,8 +1,9 @@
 //! Turning stored session records back into conversations (spec §5–6; compat notes §2.3, §2.12,
 //! §3, §5 items 9–10).
 //!
-//! The core is pure: functions take records ([`session_schema::Record`]), runs ([`RunLog`]) or
-//! messages, and return their result plus a `Vec<`[`Diagnostic`]`>`. They never read files,
+//! The core is pure: functions take records (a slice of [`session_schema::Record`] or of the
+//! [`RecordLine`]s of a run read whole), runs ([`RunRead`], session-schema's one type for a run
+//! read whole, as a reader or a storage backend returns it) or messages, and return their result plus a `Vec<`[`Diagnostic`]`>`. They never read files,
 //! never fail on bad data and never panic; what is odd about the data is in the diagnostics.
 //!
 //! * [`invocations`] / [`session_invocations`]: the LLM invocations of a run (request,
@@ -84,7 +85,10 @@ pub use resume::{
     NO_RESULT_TEXT, RESUME_DIFF_TAG, ResumeChange, ResumeOptions, UnansweredCalls,
     is_resume_diff_reminder, prepare_resume, prepare_state_for_resume,
 };
-pub use run::{RunLog, RunMeta, SkipKind, SkippedLine, verify_run};
+pub use run::{RunMeta, SkipKind, SkippedLine, skipped_lines, verify_run};
+/// A run read whole and a record with its position: session-schema's, re-exported (the core
+/// takes them as they are).
+pub use session_schema::{RecordLine, RunRead};
 pub use stats::{InvocationStats, RunStats, Stats, Tokens, ToolStats, stats};
 pub use tool_output::{
     EditOutput, ShellOutput, ToolOutputView, tool_output_markdown, tool_output_text,

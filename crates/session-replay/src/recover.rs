@@ -19,7 +19,7 @@ use crate::invocation::prompt_at;
 ///
 /// The result still begins with the startup system prompt of that run; pass it through
 /// [`prepare_resume`](crate::prepare_resume) to resume from it.
-pub fn history_from_run(records: &[Record]) -> (Vec<BaseMessage>, Vec<Diagnostic>) {
+pub fn history_from_run<R: AsRef<Record>>(records: &[R]) -> (Vec<BaseMessage>, Vec<Diagnostic>) {
     let (prompt, mut diags) = prompt_at(records, None);
     let Some(prompt) = prompt else {
         return (Vec::new(), diags);
@@ -28,7 +28,7 @@ pub fn history_from_run(records: &[Record]) -> (Vec<BaseMessage>, Vec<Diagnostic
     let response = records[prompt.record + 1..]
         .iter()
         .enumerate()
-        .find_map(|(k, r)| match r {
+        .find_map(|(k, r)| match r.as_ref() {
             Record::LlmResponse(resp) if resp.seq == prompt.seq => {
                 Some((prompt.record + 1 + k, resp))
             }
@@ -71,7 +71,7 @@ pub fn history_from_run(records: &[Record]) -> (Vec<BaseMessage>, Vec<Diagnostic
         .collect();
     messages.extend(answer);
     let mut rebuilt = 0usize;
-    for r in &records[resp_index + 1..] {
+    for r in records[resp_index + 1..].iter().map(AsRef::as_ref) {
         if let Record::ToolOutput(o) = r
             && calls.contains(&o.tool_call_id)
         {

@@ -1,10 +1,11 @@
-//! A run as the pure functions see it: its records, where they came from, and which lines could
-//! not be read.
+//! A run as the pure functions see it: session-schema's [`RunRead`] (the one type for a run
+//! read whole: its records with their positions, and the reader's damage reports), the run's
+//! identity derived from it ([`RunMeta`]), and which lines could not be read ([`SkippedLine`]).
 
-use session_schema::{Record, Timestamp};
+use session_schema::{DamageKind, Record, RunRead, Timestamp, parse_run_file_name};
 
 /// Identity of one run (one `sessions/YYYY/MM/DD/<run_id>.jsonl` file, spec §2), taken from its
-/// `header` or from the session-state run index.
+/// records ([`RunMeta::of`]) or from the session-state run index.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunMeta {
     /// The run id.
@@ -18,24 +19,47 @@ pub struct RunMeta {
 
 impl RunMeta {
     /// The meta of a run from its records: the `header` when there is one, else the first
-    /// record with a `run_id` (with its `ts` as `started_at`). `None` when no record names a run.
-    pub fn from_records(records: &[Record]) -> Option<RunMeta> {
-        if let Some(Record::Header(h)) = records.first() {
+    /// record with a `run_id` (with its `ts` as `started_at`). The session is the header's
+    /// `session_id`, else that of the first `run.start` naming one, as the run index's fold
+    /// takes it. `None` when no record names a run.
+    pub fn from_records<R: AsRef<Record>>(records: &[R]) -> Option<RunMeta> {
+        let run_start_session = || {
+            records.iter().find_map(|r| match r.as_ref() {
+                Record::RunStart(s) => s.session_id.clone(),
+                _ => None,
+            })
+        };
+        if let Some(Record::Header(h)) = records.first().map(AsRef::as_ref) {
             return Some(RunMeta {
                 run_id: h.run_id.clone(),
-                session_id: h.session_id.clone(),
+                session_id: h.session_id.clone().or_else(run_start_session),
                 started_at: h.started_at.clone(),
             });
         }
-        let first = records.iter().find(|r| r.run_id().is_some())?;
-        let session_id = records.iter().find_map(|r| match r {
-            Record::RunStart(s) => s.session_id.clone(),
-            _ => None,
-        });
+        let first = records
+            .iter()
+            .map(AsRef::as_ref)
+            .find(|r| r.run_id().is_some())?;
         Some(RunMeta {
             run_id: first.run_id().unwrap_or_default().to_owned(),
-            session_id,
+            session_id: run_start_session(),
             started_at: first.ts().cloned().unwrap_or_default(),
+        })
+    }
+
+    /// The meta of a run read whole: [`RunMeta::from_records`], else the run id its file name
+    /// gives (`<run_id>.jsonl[.zst]`, spec §2; a run read through a storage backend has no
+    /// path), else empty.
+    pub fn of(run: &RunRead) -> RunMeta {
+        RunMeta::from_records(&run.records).unwrap_or_else(|| RunMeta {
+            run_id: run
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(parse_run_file_name)
+                .map(|(id, _)| id.to_owned())
+                .unwrap_or_default(),
+            ..RunMeta::default()
         })
     }
 }
@@ -53,6 +77,17 @@ pub enum SkipKind {
 }
 
 impl SkipKind {
+    /// How a damaged line shows in a run: a torn tail, a line of the wrong shape, a corrupt
+    /// line; `None` for damage whose record was recovered (a repaired line, a header note).
+    pub fn of_damage(kind: DamageKind) -> Option<SkipKind> {
+        match kind {
+            DamageKind::TornTail => Some(SkipKind::TornTail),
+            DamageKind::SchemaMismatch => Some(SkipKind::Shape),
+            k if k.record_recovered() => None,
+            _ => Some(SkipKind::Corrupt),
+        }
+    }
+
     /// `torn-tail`, `corrupt` or `shape`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -74,67 +109,38 @@ pub struct SkippedLine {
     pub kind: SkipKind,
 }
 
-/// One run's records plus where they came from: the unit most functions of this crate work on.
-///
-/// Not a second "run read whole": a run is read whole into session-jsonl's `RunRead` (records
-/// with byte offsets and raw bytes, damage reports), the one such type of the workspace, which
-/// this pure core cannot name (it depends on session-schema only). `RunLog` is the projection
-/// the pure functions take: the records, their line numbers and the lines skipped. Build it
-/// from records parsed any way you like ([`RunLog::from_records`]); the `io` module makes it
-/// from a `RunRead` (`io::run_log_from_read`).
-#[derive(Debug, Clone, Default)]
-pub struct RunLog {
-    /// The run's identity.
-    pub meta: RunMeta,
-    /// The records that were read, in file order.
-    pub records: Vec<Record>,
-    /// The 1-based line number of each record (same length as `records`), or empty when unknown.
-    pub lines: Vec<u64>,
-    /// Lines that could not be read.
-    pub skipped: Vec<SkippedLine>,
-}
-
-impl RunLog {
-    /// A run log from records alone (meta from [`RunMeta::from_records`], empty when no record
-    /// names a run; no line numbers, nothing skipped).
-    pub fn from_records(records: Vec<Record>) -> RunLog {
-        RunLog {
-            meta: RunMeta::from_records(&records).unwrap_or_default(),
-            records,
-            lines: Vec::new(),
-            skipped: Vec::new(),
-        }
-    }
-
-    /// The 1-based line of record `index`, when line numbers are known.
-    pub fn line_of(&self, index: usize) -> Option<u64> {
-        self.lines.get(index).copied()
-    }
-
-    /// Whether the log ends in a torn line.
-    pub fn has_torn_tail(&self) -> bool {
-        self.skipped.iter().any(|s| s.kind == SkipKind::TornTail)
-    }
-
-    /// Whether the run has a `run.end` record.
-    pub fn has_run_end(&self) -> bool {
-        self.records.iter().any(|r| matches!(r, Record::RunEnd(_)))
-    }
+/// The lines of `run` that were not turned into records, in file order: its damage reports
+/// that lost a line ([`SkipKind::of_damage`]), with their positions.
+pub fn skipped_lines(run: &RunRead) -> Vec<SkippedLine> {
+    run.damage
+        .iter()
+        .filter_map(|d| {
+            SkipKind::of_damage(d.kind).map(|kind| SkippedLine {
+                line: d.line,
+                byte_offset: d.offset,
+                kind,
+            })
+        })
+        .collect()
 }
 
 /// Checks a run's structure (spec §3–4): a `header` first, every record of the same run,
 /// skipped lines (a torn tail is a note: it is what a crash leaves), and a `run.end` at the
-/// end (a note when missing: a crash or a run still going).
-pub fn verify_run(run: &RunLog) -> Vec<crate::Diagnostic> {
+/// end (a note when missing: a crash or a run still going); then the reader's repairs (invalid
+/// UTF-8, a lone surrogate, a header of another schema version) as
+/// [`DiagnosticKind::RepairedLine`](crate::DiagnosticKind::RepairedLine) notes. Diagnostics
+/// name the run by [`RunMeta::of`].
+pub fn verify_run(run: &RunRead) -> Vec<crate::Diagnostic> {
     use crate::diagnostic::{Diagnostic, DiagnosticKind};
     let mut diags = Vec::new();
-    let run_id = (!run.meta.run_id.is_empty()).then_some(run.meta.run_id.as_str());
+    let meta = RunMeta::of(run);
+    let run_id = (!meta.run_id.is_empty()).then_some(meta.run_id.as_str());
     if run.records.is_empty() {
         diags.push(
             Diagnostic::warning(DiagnosticKind::EmptyRun, "the run log holds no record")
                 .in_run(run_id),
         );
-    } else if !matches!(run.records.first(), Some(Record::Header(_))) {
+    } else if !matches!(run.record(0), Some(Record::Header(_))) {
         diags.push(
             Diagnostic::warning(
                 DiagnosticKind::HeaderProblem,
@@ -144,7 +150,7 @@ pub fn verify_run(run: &RunLog) -> Vec<crate::Diagnostic> {
             .in_run(run_id),
         );
     }
-    for (i, r) in run.records.iter().enumerate() {
+    for (i, r) in run.record_values().enumerate() {
         if i > 0 && matches!(r, Record::Header(_)) {
             diags.push(
                 Diagnostic::warning(DiagnosticKind::HeaderProblem, "a second header record")
@@ -165,7 +171,7 @@ pub fn verify_run(run: &RunLog) -> Vec<crate::Diagnostic> {
             );
         }
     }
-    for s in &run.skipped {
+    for s in &skipped_lines(run) {
         let d = match s.kind {
             SkipKind::TornTail => Diagnostic::note(
                 DiagnosticKind::TornTail,
@@ -195,5 +201,123 @@ pub fn verify_run(run: &RunLog) -> Vec<crate::Diagnostic> {
             .in_run(run_id),
         );
     }
+    for d in &run.damage {
+        if matches!(
+            d.kind,
+            DamageKind::InvalidUtf8
+                | DamageKind::LoneSurrogate
+                | DamageKind::NewerSchemaVersion
+                | DamageKind::UnknownSchemaVersion
+        ) {
+            diags.push(
+                Diagnostic::note(
+                    DiagnosticKind::RepairedLine,
+                    format!("line {} (byte offset {}): {}", d.line, d.offset, d.message),
+                )
+                .in_run(Some(meta.run_id.as_str())),
+            );
+        }
+    }
     diags
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use session_schema::{Damage, DamageKind, RunRead, parse_record};
+
+    use super::*;
+    use crate::DiagnosticKind;
+
+    fn record(line: &str) -> Record {
+        parse_record(line.as_bytes()).unwrap().value
+    }
+
+    fn damage(kind: DamageKind, line: u64, offset: u64) -> Damage {
+        Damage {
+            kind,
+            offset,
+            line,
+            len: 3,
+            message: kind.as_str().to_owned(),
+            raw: None,
+            excerpt: None,
+        }
+    }
+
+    #[test]
+    fn a_run_is_named_by_its_header_its_run_start_or_its_file() {
+        let header = r#"{"type":"header","schema_version":1,"run_id":"r1","started_at":"2026-02-03T12:00:00.000Z"}"#;
+        let start = r#"{"type":"run.start","run_id":"r1","session_id":"s1","ts":"2026-02-03T12:00:00.100Z","input":{"type":"text","text":"hi"}}"#;
+        // A header without a session: the session of the run.start, as the run index takes it.
+        let run = RunRead::from_records([record(header), record(start)]);
+        let meta = RunMeta::of(&run);
+        assert_eq!(
+            (meta.run_id.as_str(), meta.session_id.as_deref()),
+            ("r1", Some("s1"))
+        );
+        assert_eq!(meta.started_at.as_str(), "2026-02-03T12:00:00.000Z");
+        // No header: the first record naming a run, with its time.
+        let meta = RunMeta::of(&RunRead::from_records([record(start)]));
+        assert_eq!(meta.started_at.as_str(), "2026-02-03T12:00:00.100Z");
+        assert_eq!(meta.session_id.as_deref(), Some("s1"));
+        // No record names a run: the file's name does.
+        for (path, id) in [
+            ("/s/2026/02/03/r9.jsonl", "r9"),
+            ("/s/2026/02/03/r9.jsonl.zst", "r9"),
+            ("/s/notes.txt", ""),
+            ("", ""),
+        ] {
+            let run = RunRead {
+                path: PathBuf::from(path),
+                ..RunRead::default()
+            };
+            assert_eq!(RunMeta::of(&run).run_id, id, "{path}");
+        }
+    }
+
+    #[test]
+    fn lost_lines_are_skipped_and_repairs_are_notes() {
+        let header = r#"{"type":"header","schema_version":1,"run_id":"r1","started_at":"2026-02-03T12:00:00.000Z"}"#;
+        let mut run = RunRead::from_records([record(header)]);
+        run.damage = vec![
+            damage(DamageKind::CorruptLine, 2, 100),
+            damage(DamageKind::InvalidUtf8, 3, 110),
+            damage(DamageKind::SchemaMismatch, 4, 120),
+            damage(DamageKind::NulRun, 5, 130),
+            damage(DamageKind::DuplicateHeader, 6, 140),
+            damage(DamageKind::TornTail, 7, 150),
+        ];
+        let skipped: Vec<(u64, u64, SkipKind)> = skipped_lines(&run)
+            .iter()
+            .map(|s| (s.line, s.byte_offset, s.kind))
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                (2, 100, SkipKind::Corrupt),
+                (4, 120, SkipKind::Shape),
+                (5, 130, SkipKind::Corrupt),
+                (7, 150, SkipKind::TornTail),
+            ]
+        );
+        let found = verify_run(&run);
+        let kinds: Vec<(DiagnosticKind, Option<&str>)> = found
+            .iter()
+            .map(|d| (d.kind, d.run_id.as_deref()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (DiagnosticKind::SkippedLine, Some("r1")),
+                (DiagnosticKind::SkippedLine, Some("r1")),
+                (DiagnosticKind::SkippedLine, Some("r1")),
+                (DiagnosticKind::TornTail, Some("r1")),
+                (DiagnosticKind::NoRunEnd, Some("r1")),
+                (DiagnosticKind::RepairedLine, Some("r1")),
+            ]
+        );
+        assert_eq!(found[5].message, "line 3 (byte offset 110): invalid_utf8");
+    }
 }

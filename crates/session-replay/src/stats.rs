@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use session_schema::{AgentEvent, Record, Usage};
+use session_schema::{AgentEvent, Record, RunRead, Usage};
 
 use crate::invocation::invocations;
-use crate::run::RunLog;
+use crate::run::RunMeta;
 
 /// Token counts (compat notes §1.5). Absent or `null` counts add 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -137,9 +137,10 @@ pub struct Stats {
 }
 
 /// Computes [`Stats`] over `runs`.
-pub fn stats(runs: &[RunLog]) -> Stats {
+pub fn stats(runs: &[RunRead]) -> Stats {
     let mut s = Stats::default();
     for run in runs {
+        let meta = RunMeta::of(run);
         let (invs, _) = invocations(&run.records);
         let mut run_tokens = Tokens::default();
         let mut missing = 0;
@@ -173,28 +174,27 @@ pub fn stats(runs: &[RunLog]) -> Stats {
             });
         }
         s.by_session
-            .entry(run.meta.session_id.clone().unwrap_or_default())
+            .entry(meta.session_id.clone().unwrap_or_default())
             .or_default()
             .add(&run_tokens);
 
-        let (tool_calls, tool_errors) = tool_counts(&run.records, &mut s.by_tool);
-        let end = run.records.iter().rev().find_map(|r| match r {
+        let (tool_calls, tool_errors) = tool_counts(run.record_values(), &mut s.by_tool);
+        let end = run.record_values().rev().find_map(|r| match r {
             Record::RunEnd(e) => Some(e),
             _ => None,
         });
-        let start_ms = run.meta.started_at.unix_millis();
+        let start_ms = meta.started_at.unix_millis();
         let end_ms = match end {
             Some(e) => e.ts.unix_millis(),
             None => run
-                .records
-                .iter()
+                .record_values()
                 .rev()
                 .find_map(|r| r.ts().and_then(|t| t.unix_millis())),
         };
         s.runs.push(RunStats {
-            run_id: run.meta.run_id.clone(),
-            session_id: run.meta.session_id.clone(),
-            started_at: run.meta.started_at.as_str().to_owned(),
+            run_id: meta.run_id.clone(),
+            session_id: meta.session_id.clone(),
+            started_at: meta.started_at.as_str().to_owned(),
             outcome: end.map(|e| e.outcome.as_str().to_owned()),
             duration_ms: start_ms.zip(end_ms).map(|(a, b)| b - a),
             invocations: invs.len(),
@@ -208,7 +208,10 @@ pub fn stats(runs: &[RunLog]) -> Stats {
 }
 
 /// Counts tool calls and errors of one run into `by_tool`; returns the run's (calls, errors).
-fn tool_counts(records: &[Record], by_tool: &mut BTreeMap<String, ToolStats>) -> (u64, u64) {
+fn tool_counts<'a>(
+    records: impl Iterator<Item = &'a Record>,
+    by_tool: &mut BTreeMap<String, ToolStats>,
+) -> (u64, u64) {
     // call id -> (tool, result seen, error)
     let mut calls: BTreeMap<String, (String, bool, bool)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();

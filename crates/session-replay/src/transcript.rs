@@ -179,18 +179,21 @@ pub enum IncompleteReason {
     },
 }
 
-/// The transcript of one run's records (no skipped-line information).
-pub fn transcript(records: &[Record]) -> Transcript {
+/// The transcript of one run's records (no skipped-line information); `records` as for
+/// [`transcript_with`].
+pub fn transcript<R: AsRef<Record>>(records: &[R]) -> Transcript {
     transcript_with(records, &[])
 }
 
 /// The transcript of one run's records, with the lines the reader skipped: corrupt lines appear
 /// as [`EntryKind::Skipped`] at their place, a torn tail as the final
-/// [`EntryKind::Incomplete`].
-pub fn transcript_with(records: &[Record], skipped: &[SkippedLine]) -> Transcript {
-    let mut b = TranscriptBuilder::new(tool_output_ids(records));
+/// [`EntryKind::Incomplete`]. `records` are [`Record`]s, or the
+/// [`RecordLine`](session_schema::RecordLine)s of a run read whole with its
+/// [`skipped_lines`](crate::skipped_lines).
+pub fn transcript_with<R: AsRef<Record>>(records: &[R], skipped: &[SkippedLine]) -> Transcript {
+    let mut b = TranscriptBuilder::new(tool_output_ids(records.iter().map(AsRef::as_ref)));
     let mut entries = Vec::new();
-    for (i, record) in records.iter().enumerate() {
+    for (i, record) in records.iter().map(AsRef::as_ref).enumerate() {
         b.record(i, record, &mut entries);
     }
     let mut t = b.head().clone();

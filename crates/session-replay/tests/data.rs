@@ -19,9 +19,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use session_replay::{
-    Diagnostic, HistoryOptions, ResumeOptions, RunLog, UnansweredCalls, check_snapshots,
-    prepare_resume, prompt_at, render_markdown, session_history, session_invocations, stats,
-    transcript_with,
+    Diagnostic, HistoryOptions, ResumeOptions, RunMeta, RunRead, UnansweredCalls, check_snapshots,
+    prepare_resume, prompt_at, render_markdown, session_history, session_invocations,
+    skipped_lines, stats, transcript_with,
 };
 use session_schema::{AgentEvent, BaseMessage, parse_message};
 
@@ -39,7 +39,7 @@ fn push_diags(out: &mut String, diags: &[Diagnostic]) {
     }
 }
 
-fn render_invocations(runs: &[RunLog]) -> String {
+fn render_invocations(runs: &[RunRead]) -> String {
     let mut out = String::new();
     let (invs, diags) = session_invocations(runs);
     for inv in &invs {
@@ -81,7 +81,7 @@ fn render_invocations(runs: &[RunLog]) -> String {
     out
 }
 
-fn render_prompt(run: &RunLog, seq: Option<i64>) -> String {
+fn render_prompt(run: &RunRead, seq: Option<i64>) -> String {
     let mut out = String::new();
     let (prompt, diags) = prompt_at(&run.records, seq);
     match prompt {
@@ -126,14 +126,14 @@ fn render_prompt(run: &RunLog, seq: Option<i64>) -> String {
     out
 }
 
-fn render_snapshots(runs: &[RunLog]) -> String {
+fn render_snapshots(runs: &[RunRead]) -> String {
     let mut out = String::new();
     for run in runs {
         let (report, diags) = check_snapshots(&run.records);
         let _ = writeln!(
             out,
             "run {}: {} request(s), {} pair(s) compared, continuous: {}",
-            run.meta.run_id,
+            RunMeta::of(run).run_id,
             report.requests,
             report.compared,
             report.is_continuous()
@@ -152,7 +152,7 @@ fn render_snapshots(runs: &[RunLog]) -> String {
     out
 }
 
-fn render_history(runs: &[RunLog], options: HistoryOptions) -> String {
+fn render_history(runs: &[RunRead], options: HistoryOptions) -> String {
     let h = session_history(runs, options);
     let mut out = format!(
         "runs {}, events_sent {}, truncated {}\n",
@@ -168,7 +168,7 @@ fn render_history(runs: &[RunLog], options: HistoryOptions) -> String {
     out
 }
 
-fn render_stats(runs: &[RunLog]) -> String {
+fn render_stats(runs: &[RunRead]) -> String {
     let s = stats(runs);
     let mut out = String::new();
     let _ = writeln!(out, "total: {:?}", s.total);
@@ -237,7 +237,7 @@ fn check(case: &Path) -> Vec<String> {
     run_files.sort();
     // Read through the real reader (session-jsonl), as the CLI does.
     let mut read_diags = String::new();
-    let runs: Vec<RunLog> = run_files
+    let runs: Vec<RunRead> = run_files
         .iter()
         .map(|p| {
             let (log, diags) = session_replay::io::read_run(p).unwrap();
@@ -252,7 +252,7 @@ fn check(case: &Path) -> Vec<String> {
     // session_history gets the runs in file order (it orders them itself); the per-session
     // views get them in started_at order, as their contract asks.
     let mut sorted = runs.clone();
-    sorted.sort_by(|a, b| a.meta.started_at.cmp(&b.meta.started_at));
+    sorted.sort_by_key(|r| RunMeta::of(r).started_at);
     let mut outputs: BTreeMap<&str, String> = BTreeMap::new();
     if !runs.is_empty() {
         outputs.insert("diagnostics.txt", read_diags);
@@ -277,7 +277,7 @@ fn check(case: &Path) -> Vec<String> {
         push_diags(&mut text, &diags);
         outputs.insert("recovered.txt", text);
         if runs.len() == 1 {
-            let t = transcript_with(&last.records, &last.skipped);
+            let t = transcript_with(&last.records, &skipped_lines(last));
             outputs.insert("transcript.md", render_markdown(&t));
         }
     }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use session_replay::{
-    DiagnosticKind, EntryKind, HistoryOptions, IncompleteReason, RunLog, check_snapshots,
+    DiagnosticKind, EntryKind, HistoryOptions, IncompleteReason, RunMeta, RunRead, check_snapshots,
     invocations, prompt_at, render_markdown, session_history, session_invocations, transcript,
 };
 use session_schema::{AgentEvent, parse_record};
@@ -25,7 +25,7 @@ fn expected() -> Value {
 
 /// Every run log of the fixture, parsed line by line (the files are clean: any unreadable line
 /// fails the test).
-fn runs() -> BTreeMap<String, RunLog> {
+fn runs() -> BTreeMap<String, RunRead> {
     let dir = fixture_dir().join("sessions/2026/11/30");
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -36,8 +36,8 @@ fn runs() -> BTreeMap<String, RunLog> {
             .filter(|l| !l.is_empty())
             .map(|l| parse_record(l).unwrap().value)
             .collect();
-        let run = RunLog::from_records(records);
-        out.insert(run.meta.run_id.clone(), run);
+        let run = RunRead::from_records(records);
+        out.insert(RunMeta::of(&run).run_id, run);
     }
     out
 }
@@ -167,7 +167,7 @@ fn seq_continues_across_the_runs_of_a_session() {
     let expected = expected();
     let runs = runs();
     for (session_id, exp) in expected["sessions_from_run_logs"].as_object().unwrap() {
-        let logs: Vec<RunLog> = exp["runs_in_started_at_order"]
+        let logs: Vec<RunRead> = exp["runs_in_started_at_order"]
             .as_array()
             .unwrap()
             .iter()
@@ -189,7 +189,7 @@ fn seq_continues_across_the_runs_of_a_session() {
     }
 }
 
-fn history_matches(answer: &Value, runs: &[RunLog], options: HistoryOptions, label: &str) {
+fn history_matches(answer: &Value, runs: &[RunRead], options: HistoryOptions, label: &str) {
     let h = session_history(runs, options);
     let result = if answer.get("result").is_some() {
         &answer["result"]
@@ -229,9 +229,9 @@ fn history_matches(answer: &Value, runs: &[RunLog], options: HistoryOptions, lab
     }
 }
 
-fn session_runs(runs: &BTreeMap<String, RunLog>, session_id: &str) -> Vec<RunLog> {
+fn session_runs(runs: &BTreeMap<String, RunRead>, session_id: &str) -> Vec<RunRead> {
     runs.values()
-        .filter(|r| r.meta.session_id.as_deref() == Some(session_id))
+        .filter(|r| RunMeta::of(r).session_id.as_deref() == Some(session_id))
         .cloned()
         .collect()
 }
@@ -434,7 +434,7 @@ fn session_history_through_the_run_index_matches_the_reference_answers() {
 fn stats_agree_with_the_recorded_usage_and_tool_outputs() {
     let expected = expected();
     let runs = runs();
-    let logs: Vec<RunLog> = runs.values().cloned().collect();
+    let logs: Vec<RunRead> = runs.values().cloned().collect();
     let s = session_replay::stats(&logs);
     let mut grand = 0u64;
     for r in &s.runs {

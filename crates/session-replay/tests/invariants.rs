@@ -168,12 +168,12 @@ fn read_bytes(bytes: &[u8]) -> RunRead {
 fn a_run_cut_at_any_offset_replays_its_complete_invocations() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data/0001_tool_call_run/run.jsonl");
     let bytes = std::fs::read(path).unwrap();
-    let full = session_replay::io::run_log_from_read(read_bytes(&bytes)).0;
+    let full = read_bytes(&bytes);
     let (full_invs, _) = invocations(&full.records);
     for cut in 0..bytes.len() {
-        let (log, _) = session_replay::io::run_log_from_read(read_bytes(&bytes[..cut]));
+        let log = read_bytes(&bytes[..cut]);
         // The records read are a prefix of the full file's.
-        prop_assert_prefix(&log.records, &full.records, cut);
+        prop_assert_prefix(&log, &full, cut);
         let (invs, _) = invocations(&log.records);
         for inv in &invs {
             let whole = full_invs.iter().find(|f| f.seq == inv.seq).unwrap();
@@ -181,7 +181,7 @@ fn a_run_cut_at_any_offset_replays_its_complete_invocations() {
                 assert_eq!(Some(resp), whole.response, "cut {cut}");
             }
         }
-        let t = transcript_with(&log.records, &log.skipped);
+        let t = transcript_with(&log.records, &session_replay::skipped_lines(&log));
         let last = t.entries.last().map(|e| &e.kind);
         if log.has_run_end() && !log.has_torn_tail() {
             assert!(matches!(last, Some(EntryKind::Outcome { .. })), "cut {cut}");
@@ -195,11 +195,9 @@ fn a_run_cut_at_any_offset_replays_its_complete_invocations() {
     }
 }
 
-fn prop_assert_prefix(
-    part: &[session_schema::Record],
-    whole: &[session_schema::Record],
-    cut: usize,
-) {
+fn prop_assert_prefix(part: &RunRead, whole: &RunRead, cut: usize) {
+    let part: Vec<_> = part.record_values().collect();
+    let whole: Vec<_> = whole.record_values().collect();
     assert!(part.len() <= whole.len(), "cut {cut}");
     assert_eq!(part, &whole[..part.len()], "cut {cut}");
 }
@@ -247,7 +245,7 @@ proptest! {
         let _ = session_replay::history_from_run(&records);
         let t = session_replay::transcript(&records);
         let _ = render_markdown(&t);
-        let log = session_replay::RunLog::from_records(records);
+        let log = session_replay::RunRead::from_records(records);
         let _ = session_replay::verify_run(&log);
         let logs = vec![log.clone(), log];
         let _ = session_replay::session_history(&logs, session_replay::HistoryOptions { max_runs: 1, max_events: 3 });

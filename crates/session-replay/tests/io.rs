@@ -37,9 +37,8 @@ fn finds_a_fixture_run_by_id_and_reports_its_crash() {
     let id = "2a11c3a2-3276-4762-88f9-5f8918cb8042";
     let started = Timestamp::from_raw("2026-11-30T11:39:08.452Z");
     let (log, diags) = find_and_read_run(&root, id, Some(&started)).unwrap();
-    assert_eq!(log.meta.run_id, id);
-    assert_eq!(log.lines.len(), log.records.len());
-    assert_eq!(log.lines.first(), Some(&1));
+    assert_eq!(session_replay::RunMeta::of(&log).run_id, id);
+    assert_eq!(log.line_of(0), Some(1));
     let kinds: Vec<DiagnosticKind> = diags.iter().map(|d| d.kind).collect();
     assert_eq!(kinds, vec![DiagnosticKind::NoRunEnd]);
 }

@@ -45,6 +45,7 @@ mod object;
 
 mod error;
 mod event;
+mod file_name;
 mod ids;
 mod line;
 mod message;
@@ -52,6 +53,7 @@ mod number;
 mod parsed;
 mod raw;
 mod record;
+mod run_read;
 mod state;
 pub mod surrogate;
 mod timestamp;
@@ -66,6 +68,7 @@ pub use event::{
     LlmRetryEvent, PermissionPreviewEvent, PermissionReadyEvent, StepCompleteEvent, StepStartEvent,
     StepStatus, TextEvent, ToolCallEvent, ToolResultEvent,
 };
+pub use file_name::{ARCHIVED_EXT, RUN_EXT, parse_run_file_name};
 pub use ids::{IdError, MAX_ID_LEN, SafeId, check_id, is_safe_id, is_uuid};
 pub use line::{
     parse_message, parse_record, parse_record_str, parse_session_state, parse_tagged, to_line,
@@ -86,6 +89,7 @@ pub use record::{
     RunStatus, RunStatusKind, RuntimeInfo, SCHEMA_VERSION, SchemaMode, Selection, TextInput,
     TextPosition, TextRange, ToolOutput, UiContextSnapshot, Usage,
 };
+pub use run_read::{Damage, DamageKind, Item, ItemSource, RecordLine, RunRead};
 pub use state::{SessionState, SessionStateSummary};
 pub use surrogate::LoneSurrogate;
 pub use timestamp::Timestamp;

@@ -27,7 +27,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError
         )?;
         let mut logs = Vec::with_capacity(found.runs.len());
         for r in &found.runs {
-            logs.push(crate::support::store::load_run(r)?.log);
+            logs.push(crate::support::store::load_run(r)?.read);
         }
         return write_history(ctx, args, &logs);
     }
@@ -36,7 +36,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError
     let runs = crate::support::store::session_runs(ctx, &store, &session)?;
     let mut logs = Vec::with_capacity(runs.len());
     for r in &runs {
-        logs.push(crate::support::store::load_run_file(r)?.log);
+        logs.push(crate::support::store::load_run_file(r)?.read);
     }
     if logs.is_empty() {
         // A session with saved state but no run files still answers (runs: 0), as the
@@ -62,7 +62,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &HistoryArgs) -> Result<i32, CliError
 fn write_history(
     ctx: &mut Ctx<'_>,
     args: &HistoryArgs,
-    logs: &[session_replay::RunLog],
+    logs: &[session_replay::RunRead],
 ) -> Result<i32, CliError> {
     let h = session_replay::session_history(
         logs,

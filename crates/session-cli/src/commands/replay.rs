@@ -31,7 +31,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError>
             (path, run)
         }
     };
-    let (prompt, diags) = session_replay::prompt_at(&run.log.records, args.seq);
+    let (prompt, diags) = session_replay::prompt_at(&run.read.records, args.seq);
     for d in &diags {
         if d.kind != session_replay::DiagnosticKind::NoSuchInvocation {
             ctx.warn(&format!("{}: {d}", path.display()));
@@ -41,7 +41,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError>
         let which = args
             .seq
             .map_or("any invocation".to_owned(), |s| format!("invocation {s}"));
-        let seqs: Vec<String> = session_replay::invocations(&run.log.records)
+        let seqs: Vec<String> = session_replay::invocations(&run.read.records)
             .0
             .iter()
             .filter(|i| i.request.is_some())
@@ -65,7 +65,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &ReplayArgs) -> Result<i32, CliError>
         run_id: p.run_id.clone(),
         seq: p.seq,
         ts: p.ts.as_str().to_owned(),
-        line: run.log.line_of(p.record),
+        line: run.read.line_of(p.record),
         model: json_rows::raw(&p.model)?,
         input_model: json_rows::raw(&p.input_model)?,
         session_key: json_rows::raw(&p.session_key)?,

@@ -614,11 +614,7 @@ fn run_page(
     let path = crate::support::store::try_locate_run(ctx, id)?
         .ok_or_else(|| CliError::NotFound(format!("no run {id}")))?;
     let run = load_run_file(&path)?;
-    let open = !run
-        .log
-        .records
-        .iter()
-        .any(|r| matches!(r, session_schema::Record::RunEnd(_)));
+    let open = !run.read.has_run_end();
     let mut section = String::new();
     h.run(&mut section, &run, 1, "");
     if fragment {
@@ -851,10 +847,11 @@ fn record_link(ctx: &mut Ctx<'_>, id: &str, offset: u64) -> Result<Reply, CliErr
         .ok_or_else(|| CliError::NotFound(format!("no run {id}")))?;
     let run = load_run_file(&path)?;
     let line = run
-        .offsets
+        .read
+        .records
         .iter()
-        .position(|o| *o == offset)
-        .and_then(|i| run.log.lines.get(i))
+        .find(|r| r.offset == offset)
+        .map(|r| r.line)
         .ok_or_else(|| {
             CliError::NotFound(format!("no record of run {id} starts at byte {offset}"))
         })?;

@@ -138,9 +138,9 @@ fn check_run_ref(
     };
     let file_size = match src {
         crate::backend::RunRef::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-        crate::backend::RunRef::Stored { .. } => run.bytes,
+        crate::backend::RunRef::Stored { .. } => run.read.bytes,
     };
-    let id = Some(run.log.meta.run_id.clone()).filter(|s| !s.is_empty());
+    let id = Some(run.meta.run_id.clone()).filter(|s| !s.is_empty());
     if let Some(header_id) = &id {
         let name_id = src.run_id();
         if name_id.as_deref() != Some(header_id.as_str()) {
@@ -162,7 +162,7 @@ fn check_run_ref(
             });
         }
     }
-    for d in &run.damage {
+    for d in &run.read.damage {
         findings.push(Finding {
             file: path.to_owned(),
             id: id.clone(),
@@ -174,8 +174,8 @@ fn check_run_ref(
         });
     }
     let mut diags = run.diags.clone();
-    diags.extend(session_replay::invocations(&run.log.records).1);
-    diags.extend(session_replay::check_snapshots(&run.log.records).1);
+    diags.extend(session_replay::invocations(&run.read.records).1);
+    diags.extend(session_replay::check_snapshots(&run.read.records).1);
     // The same finding can come from two checks (for example a missing response); keep one.
     let mut seen = std::collections::BTreeSet::new();
     for d in diags {
@@ -201,18 +201,18 @@ fn check_run_ref(
             message,
         });
     }
-    let terminal = run.log.records.iter().any(|r| {
+    let terminal = run.read.record_values().any(|r| {
         matches!(
             r,
             session_schema::Record::RunEnd(_) | session_schema::Record::RunError(_)
         )
     });
     Ok(Checked {
-        content_bytes: run.bytes,
+        content_bytes: run.read.bytes,
         file_size,
         id,
         terminal,
-        records: run.log.records.len() as u64,
+        records: run.read.records.len() as u64,
     })
 }
 

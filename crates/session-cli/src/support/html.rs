@@ -11,7 +11,9 @@
 
 use std::fmt::Write as _;
 
-use session_replay::{Entry, EntryKind, IncompleteReason, Transcript, transcript_with};
+use session_replay::{
+    Entry, EntryKind, IncompleteReason, Transcript, skipped_lines, transcript_with,
+};
 use session_schema::{ContentPart, Record, RunInput};
 
 use crate::error::CliError;
@@ -141,17 +143,14 @@ impl<'r> Html<'r> {
     /// of each record has `id="{anchor}L{line}"` and a link to itself; damage the reader
     /// reported is shown where it happened.
     pub(crate) fn run(&mut self, out: &mut String, run: &LoadedRun, h: u8, anchor: &str) {
-        let t = transcript_with(&run.log.records, &run.log.skipped);
-        let run_id = t
-            .run_id
-            .clone()
-            .unwrap_or_else(|| run.log.meta.run_id.clone());
+        let t = transcript_with(&run.read.records, &skipped_lines(&run.read));
+        let run_id = t.run_id.clone().unwrap_or_else(|| run.meta.run_id.clone());
         self.run_head(out, &run_id, &t, h, anchor);
         let mut marks = EntryMarks::default();
         for e in &t.entries {
             let pos = e.record.and_then(|i| run.position(i));
-            let record = e.record.and_then(|i| run.log.records.get(i));
-            self.entry(out, e, record, pos, &run.damage, anchor, &mut marks);
+            let record = e.record.and_then(|i| run.read.record(i));
+            self.entry(out, e, record, pos, &run.read.damage, anchor, &mut marks);
         }
         self.run_end(out);
     }

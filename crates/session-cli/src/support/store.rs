@@ -1,10 +1,10 @@
 //! Glue between the commands and the library layers: finding runs and sessions, reading run
-//! files into the shapes session-replay works on, and turning library errors into exit codes.
+//! files whole (session-schema's `RunRead`, which session-replay takes as it is), and turning
+//! library errors into exit codes.
 
 use std::path::{Path, PathBuf};
 
-use session_jsonl::Damage;
-use session_replay::RunLog;
+use session_replay::{RunMeta, RunRead};
 use session_state::RunRow;
 
 use crate::Ctx;
@@ -112,42 +112,32 @@ pub(crate) fn try_locate_run(
     }
 }
 
-/// A run file read whole: the [`RunLog`] session-replay works on, the reader's damage reports
-/// and each record's position.
+/// A run read whole (from a file or a storage backend) with what session-replay says of it:
+/// the run as read, its identity and its diagnostics.
 pub(crate) struct LoadedRun {
-    /// Records and skipped lines.
-    pub(crate) log: RunLog,
-    /// What session-replay's structural check and the reader's repairs found.
+    /// The run as read: records with their positions, the reader's damage reports in file
+    /// order, and the bytes of content read (the file's size, decompressed for an archive).
+    pub(crate) read: RunRead,
+    /// The run's identity ([`RunMeta::of`]).
+    pub(crate) meta: RunMeta,
+    /// What session-replay's structural check and the reader's repairs found
+    /// ([`session_replay::verify_run`]).
     pub(crate) diags: Vec<session_replay::Diagnostic>,
-    /// Damage reports of the reader, in file order.
-    pub(crate) damage: Vec<Damage>,
-    /// Byte offset of each record (same length as `log.records`).
-    pub(crate) offsets: Vec<u64>,
-    /// Bytes of content read: the file's size, decompressed for an archive.
-    pub(crate) bytes: u64,
 }
 
 impl LoadedRun {
-    /// What the commands work on from a [`session_jsonl::RunRead`] (the one type for a run read
-    /// whole, from a file or a storage backend): replay's projection and diagnostics, with
-    /// the reader's damage and record offsets kept beside it.
-    fn from_read(read: session_jsonl::RunRead) -> LoadedRun {
-        let offsets = read.records.iter().map(|r| r.offset).collect();
-        let bytes = read.bytes;
-        let damage = read.damage.clone();
-        let (log, diags) = session_replay::io::run_log_from_read(read);
+    /// The run and what session-replay says of it.
+    fn from_read(read: RunRead) -> LoadedRun {
         LoadedRun {
-            log,
-            diags,
-            damage,
-            offsets,
-            bytes,
+            meta: RunMeta::of(&read),
+            diags: session_replay::verify_run(&read),
+            read,
         }
     }
 
     /// `line N, byte offset M` of record `index`, when known.
     pub(crate) fn position(&self, index: usize) -> Option<(u64, u64)> {
-        Some((self.log.line_of(index)?, *self.offsets.get(index)?))
+        self.read.records.get(index).map(|r| (r.line, r.offset))
     }
 }
 

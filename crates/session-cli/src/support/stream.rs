@@ -193,7 +193,7 @@ pub(crate) fn for_each_entry(
                     each(&e, Some(&r.parsed.value), pos)?;
                 }
             }
-            Item::Damage(d) => match session_replay::io::skip_kind(d.kind) {
+            Item::Damage(d) => match SkipKind::of_damage(d.kind) {
                 Some(SkipKind::TornTail) => torn = Some(d.line),
                 Some(kind) => {
                     let e = Entry {
