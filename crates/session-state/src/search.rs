@@ -15,7 +15,11 @@
 //! to [`SearchIndex::apply`]. This crate never parses documents out of records itself: it
 //! stores what it is given.
 
+mod bm25;
+mod tokens;
+
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, params};
@@ -37,12 +41,14 @@ pub const HIGHLIGHT_END: char = '\u{E001}';
 
 /// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
 /// drop and rebuild every table (the file is derived).
-const SEARCH_USER_VERSION: i64 = 5;
+const SEARCH_USER_VERSION: i64 = 6;
 
 /// The layout. FTS5 holds a transaction's new terms in memory up to `hashsize` bytes (1 MiB
 /// by default) and writes an index segment each time that fills: 16 MiB per table makes a
 /// refresh of many files write (and later merge) 16 times fewer segments, at the cost of up to
-/// 32 MiB of memory while it writes.
+/// 32 MiB of memory while it writes. `phrase_docs` holds, for the phrases of past queries that
+/// are in many documents, how many documents hold them (see [`bm25`]), kept current by every
+/// write.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search_files (
     path TEXT PRIMARY KEY,
@@ -64,6 +70,10 @@ CREATE TABLE IF NOT EXISTS docs (
 );
 CREATE INDEX IF NOT EXISTS docs_by_file ON docs(file, byte_offset);
 CREATE INDEX IF NOT EXISTS docs_by_time ON docs(time_ms);
+CREATE TABLE IF NOT EXISTS phrase_docs (
+    phrase TEXT PRIMARY KEY,
+    docs INTEGER NOT NULL
+);
 CREATE INDEX IF NOT EXISTS search_files_by_session ON search_files(session_id);
 CREATE INDEX IF NOT EXISTS search_files_by_workspace ON search_files(workspace);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
@@ -81,6 +91,7 @@ DROP TABLE IF EXISTS docs_words;
 DROP TABLE IF EXISTS docs_trigram;
 DROP TABLE IF EXISTS docs;
 DROP TABLE IF EXISTS search_files;
+DROP TABLE IF EXISTS phrase_docs;
 ";
 
 /// One document handed to [`SearchIndex::apply`].
@@ -232,18 +243,22 @@ pub struct IndexedFile<'a> {
     pub next_line: u64,
 }
 
+/// Writes one file's documents; `first_new` is the id of the first document the transaction
+/// added (set by the first).
 fn apply_one(
     conn: &Connection,
     work: &SearchWork,
     docs: &[SearchDoc],
     indexed_to: u64,
     next_line: u64,
+    first_new: &mut Option<i64>,
 ) -> rusqlite::Result<()> {
-    if work.from == 0 {
-        delete_docs(conn, &work.rel_path, 0)?;
-    } else {
-        delete_docs(conn, &work.rel_path, work.from)?;
-    }
+    delete_docs(
+        conn,
+        &work.rel_path,
+        work.from,
+        first_new.unwrap_or(i64::MAX),
+    )?;
     // One single-row statement per table and document, no trigger: FTS5 then keeps the
     // transaction's terms in memory and writes one segment at commit, where a trigger's
     // statement savepoint would make it write a segment (and merge) per document.
@@ -263,6 +278,7 @@ fn apply_one(
             text
         ])?;
         let id = conn.last_insert_rowid();
+        first_new.get_or_insert(id);
         words.execute(params![id, text])?;
         trigrams.execute(params![id, text])?;
     }
@@ -288,8 +304,10 @@ fn apply_one(
 }
 
 /// Removes the documents of `file` from byte offset `from` on, from both FTS5 tables (an
-/// external-content table forgets a row only when told its old text) and from `docs`.
-fn delete_docs(conn: &Connection, file: &str, from: u64) -> rusqlite::Result<()> {
+/// external-content table forgets a row only when told its old text) and from `docs`; those
+/// with ids below `added_from` (the first id the transaction added, `i64::MAX` when none)
+/// are taken out of the kept phrase counts.
+fn delete_docs(conn: &Connection, file: &str, from: u64, added_from: i64) -> rusqlite::Result<()> {
     // A statement of several rows makes FTS5 flush what it holds in memory (a statement
     // savepoint): run them only when there is something to delete (never for a new file).
     let any = query_int(
@@ -300,6 +318,7 @@ fn delete_docs(conn: &Connection, file: &str, from: u64) -> rusqlite::Result<()>
     if any == 0 {
         return Ok(());
     }
+    bm25::removing(conn, file, to_i64(from), added_from)?;
     for table in ["docs_words", "docs_trigram"] {
         conn.prepare_cached(&format!(
             "INSERT INTO {table} ({table}, rowid, text) SELECT 'delete', id, text FROM docs \
@@ -328,6 +347,12 @@ pub struct SearchIndex {
     conn: Mutex<Connection>,
     path: PathBuf,
     root: PathBuf,
+    /// Opened read-only: phrase counts are not kept.
+    read_only: bool,
+    /// Documents walked in the word index to count phrases' documents (see [`bm25`]).
+    walked: AtomicU64,
+    /// Ranked pages left to FTS5's `rank` (a text [`tokens`] does not claim, `--fts`).
+    fts5_ranked: AtomicU64,
 }
 
 fn lossy_u64(v: Option<i64>) -> u64 {
@@ -396,6 +421,9 @@ impl SearchIndex {
             conn: Mutex::new(conn),
             path,
             root: root.to_path_buf(),
+            read_only: false,
+            walked: AtomicU64::new(0),
+            fts5_ranked: AtomicU64::new(0),
         })
     }
 
@@ -420,6 +448,9 @@ impl SearchIndex {
             conn: Mutex::new(conn),
             path,
             root: root.to_path_buf(),
+            read_only: true,
+            walked: AtomicU64::new(0),
+            fts5_ranked: AtomicU64::new(0),
         }))
     }
 
@@ -614,7 +645,7 @@ impl SearchIndex {
             }
             gone.extend(self.plan_sessions(conn, &mut plan)?);
             for g in &gone {
-                delete_docs(conn, g, 0)?;
+                delete_docs(conn, g, 0, i64::MAX)?;
                 conn.execute("DELETE FROM search_files WHERE path = ?1", [g])?;
             }
             plan.removed = gone.len() as u64;
@@ -798,9 +829,23 @@ impl SearchIndex {
         let conn = self.conn.lock();
         let err = || db_err(&self.path, "write search index");
         conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
-        let result = files
-            .iter()
-            .try_for_each(|f| apply_one(&conn, f.work, f.docs, f.indexed_to, f.next_line));
+        let result = (|| -> rusqlite::Result<()> {
+            let mut first_new = None;
+            for f in files {
+                apply_one(
+                    &conn,
+                    f.work,
+                    f.docs,
+                    f.indexed_to,
+                    f.next_line,
+                    &mut first_new,
+                )?;
+            }
+            match first_new {
+                Some(first) => bm25::added(&conn, first),
+                None => Ok(()),
+            }
+        })();
         match result {
             Ok(()) => conn.execute_batch("COMMIT").map_err(err()),
             Err(e) => {
@@ -822,7 +867,7 @@ impl SearchIndex {
         let result = (|| -> rusqlite::Result<u64> {
             let mut n = 0u64;
             for rel in rel_paths {
-                delete_docs(&conn, rel, 0)?;
+                delete_docs(&conn, rel, 0, i64::MAX)?;
                 n += conn.execute("DELETE FROM search_files WHERE path = ?1", [rel])? as u64;
             }
             Ok(n)
@@ -871,6 +916,10 @@ impl SearchIndex {
     ///    [`SHORT_SCAN_WINDOW`] most recently indexed documents for every word as a
     ///    substring (ASCII letters of any case), newest first.
     ///
+    /// All in one transaction. The first query that ranks a phrase found in at least 1,000
+    /// documents writes its document count to `phrase_docs` (an index opened read-only, or
+    /// one another process wrote to meanwhile, counts it and keeps nothing).
+    ///
     /// # Errors
     /// [`StateError::SearchQuery`] when an [`SearchQuery::fts`] query is not valid FTS5
     /// syntax; [`StateError::Db`] otherwise.
@@ -883,9 +932,27 @@ impl SearchIndex {
         let Some(expr) = expr else {
             return Ok(Vec::new());
         };
-        let limit = q.limit;
         let conn = self.conn.lock();
-        let mut hits = self.ranked(&conn, &expr, q)?;
+        // One transaction: the window, its ranking (with the phrase counts it reads or keeps)
+        // and the snippets see one state of the index.
+        conn.execute_batch("BEGIN")
+            .map_err(db_err(&self.path, "search"))?;
+        match self.search_in(&conn, &expr, q) {
+            Ok(hits) => {
+                conn.execute_batch("COMMIT")
+                    .map_err(db_err(&self.path, "search"))?;
+                Ok(hits)
+            }
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    fn search_in(&self, conn: &Connection, expr: &str, q: &SearchQuery) -> Result<Vec<SearchHit>> {
+        let limit = q.limit;
+        let mut hits = self.ranked(conn, expr, q)?;
         let key = |h: &SearchHit| (h.rel_path.clone(), h.byte_offset, h.kind.clone());
         let mut seen: std::collections::BTreeSet<(String, u64, String)> =
             hits.iter().map(key).collect();
@@ -893,7 +960,7 @@ impl SearchIndex {
         let substring_ok = !q.fts && words.iter().all(|w| w.chars().count() >= 3);
         if substring_ok && (hits.len() as u64) < limit {
             let want = limit.saturating_add(hits.len() as u64);
-            for h in self.substrings(&conn, &words, q, want)? {
+            for h in self.substrings(conn, &words, q, want)? {
                 if (hits.len() as u64) >= limit {
                     break;
                 }
@@ -904,7 +971,7 @@ impl SearchIndex {
         }
         if !q.fts && (hits.len() as u64) < limit && words.iter().any(|w| is_short_unspaced(w)) {
             let want = limit.saturating_add(hits.len() as u64);
-            for h in self.short_scan(&conn, &words, q, want)? {
+            for h in self.short_scan(conn, &words, q, want)? {
                 if (hits.len() as u64) >= limit {
                     break;
                 }
@@ -918,36 +985,24 @@ impl SearchIndex {
 
     /// The word index's first page: the [`RANK_WINDOW`] newest matching documents that pass
     /// the filters (newest first, stopping there; see [`window`]), ranked by BM25 among
-    /// themselves, then a snippet for each of the `limit` best.
+    /// themselves (see [`bm25`]; FTS5's `rank` when the query or a document holds text that
+    /// [`tokens`] does not claim), then a snippet for each of the `limit` best.
     fn ranked(&self, conn: &Connection, expr: &str, q: &SearchQuery) -> Result<Vec<SearchHit>> {
         let table = "docs_words";
         let run = || -> rusqlite::Result<Vec<SearchHit>> {
             // Phase 1: the newest window of matches, by rowid (no score computed).
             let ids = window(conn, expr, q)?;
-            let (Some(floor), Some(ceiling)) = (ids.iter().min(), ids.iter().max()) else {
+            if ids.is_empty() {
                 return Ok(Vec::new());
-            };
-            // Phase 2: BM25 of the window's documents only, best first. The window is handed
-            // over as a JSON array; `+rowid` keeps SQLite from giving FTS5 one lookup per id
-            // (each of which would count the words' documents for BM25 again): FTS5 walks the
-            // rowid range once and BM25 is computed for the window's rows only.
-            let list = serde_json::to_string(&ids)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {table}.rowid, {table}.rank FROM {table} \
-                 JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
-                 WHERE {table} MATCH ?1 AND {table}.rowid >= ?2 AND {table}.rowid <= ?3 \
-                 AND +{table}.rowid IN (SELECT value FROM json_each(?4)) \
-                 ORDER BY {table}.rank, f.path, d.byte_offset LIMIT ?5"
-            ))?;
-            let mut rows = stmt.query(params![expr, floor, ceiling, list, to_i64(q.limit)])?;
-            let mut best: Vec<(i64, f64)> = Vec::new();
-            while let Some(r) = rows.next()? {
-                let mut c = Cols::new(r, "docs_words", &["rowid", "rank"])?;
-                let id = c.int(0)?.unwrap_or_default();
-                best.push((id, score(c.raw(1)?)));
             }
-            drop(rows);
+            // Phase 2: BM25 of the window's documents only, best first.
+            let best = match self.own_rank(conn, q, &ids)? {
+                Some(best) => best,
+                None => {
+                    self.fts5_ranked.fetch_add(1, Ordering::Relaxed);
+                    fts5_rank(conn, expr, &ids, q.limit)?
+                }
+            };
             // Phase 3: the page's rows and snippets, one document each.
             let mut page = conn.prepare_cached(&format!(
                 "SELECT {HIT_COLUMNS_F}, snippet({table}, 0, char(57344), char(57345), '…', 16) \
@@ -964,6 +1019,32 @@ impl SearchIndex {
             Ok(out)
         };
         run().map_err(|e| self.query_err(expr, e))
+    }
+
+    /// Phase 2 of [`SearchIndex::ranked`] without FTS5's `rank`: `None` for an expert
+    /// (`--fts`) query, a query word without a token or with a character [`tokens`] does not
+    /// claim, or a window document that [`bm25::rank_window`] cannot tokenize.
+    fn own_rank(
+        &self,
+        conn: &Connection,
+        q: &SearchQuery,
+        ids: &[i64],
+    ) -> rusqlite::Result<Option<Vec<(i64, f64)>>> {
+        if q.fts {
+            return Ok(None);
+        }
+        // The phrases of `quote_phrases`, one per whitespace-separated word.
+        let mut phrases = Vec::new();
+        for w in q.text.split_whitespace() {
+            match tokens::folded(w) {
+                Some(t) if !t.is_empty() => phrases.push(t),
+                _ => return Ok(None),
+            }
+        }
+        let keys: Vec<String> = phrases.iter().map(|p| bm25::phrase_key(p)).collect();
+        let docs = || bm25::phrase_docs(conn, &keys, !self.read_only, &self.walked);
+        let ranked = bm25::rank_window(conn, &phrases, docs, ids, q.limit)?;
+        Ok(ranked.map(|r| r.into_iter().map(|(score, _, _, id)| (id, score)).collect()))
     }
 
     /// Step 3 of [`SearchIndex::search`]: every query word as a substring of the newest
@@ -1115,6 +1196,40 @@ const NARROW_FILES: i64 = 10_000;
 /// [`window`]): their ids are read first (a few milliseconds per 10,000).
 const NARROW_DOCS: usize = 100_000;
 
+/// Phase 2 of [`SearchIndex::ranked`] by FTS5's `rank` (its `bm25()`, which walks every
+/// phrase's whole document list to count its documents): the `limit` best of `ids` with
+/// their scores. The window is handed over as a JSON array; `+rowid` keeps SQLite from giving
+/// FTS5 one lookup per id (each of which would count the phrases' documents again): FTS5
+/// walks the rowid range once and BM25 is computed for the window's rows only.
+fn fts5_rank(
+    conn: &Connection,
+    expr: &str,
+    ids: &[i64],
+    limit: u64,
+) -> rusqlite::Result<Vec<(i64, f64)>> {
+    let table = "docs_words";
+    let (Some(floor), Some(ceiling)) = (ids.iter().min(), ids.iter().max()) else {
+        return Ok(Vec::new());
+    };
+    let list = serde_json::to_string(ids)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {table}.rowid, {table}.rank FROM {table} \
+         JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file \
+         WHERE {table} MATCH ?1 AND {table}.rowid >= ?2 AND {table}.rowid <= ?3 \
+         AND +{table}.rowid IN (SELECT value FROM json_each(?4)) \
+         ORDER BY {table}.rank, f.path, d.byte_offset LIMIT ?5"
+    ))?;
+    let mut rows = stmt.query(params![expr, floor, ceiling, list, to_i64(limit)])?;
+    let mut best: Vec<(i64, f64)> = Vec::new();
+    while let Some(r) = rows.next()? {
+        let mut c = Cols::new(r, "docs_words", &["rowid", "rank"])?;
+        let id = c.int(0)?.unwrap_or_default();
+        best.push((id, score(c.raw(1)?)));
+    }
+    Ok(best)
+}
+
 /// The ids of the [`RANK_WINDOW`] newest documents that match `expr` in the word index and
 /// pass `q`'s filters, newest first.
 ///
@@ -1156,9 +1271,12 @@ fn window(conn: &Connection, expr: &str, q: &SearchQuery) -> rusqlite::Result<Ve
     args.insert(0, expr.to_owned().into());
     args.push(RANK_WINDOW.into());
     // Every document has its `docs` and `search_files` rows: without a filter the word
-    // index alone is walked.
+    // index alone is walked, with filters of the document only (kind, time) its `docs` row
+    // is looked up, not its file's.
     let joins = if filters.is_empty() {
         String::new()
+    } else if q.session_id.is_none() && q.workspace.is_none() {
+        format!(" JOIN docs d ON d.id = {table}.rowid")
     } else {
         format!(" JOIN docs d ON d.id = {table}.rowid JOIN search_files f ON f.path = d.file")
     };
@@ -1430,6 +1548,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use rusqlite::OptionalExtension;
 
     fn work(rel: &str) -> SearchWork {
         SearchWork {
@@ -1647,10 +1766,10 @@ mod tests {
         index
             .apply(&work("old"), &[doc(0, "kept words".to_owned())], 1, 2)
             .unwrap();
-        // The previous layout: version 4, no index of the documents by time.
+        // The previous layout: version 5, no phrase counts.
         {
             let conn = index.conn.lock();
-            conn.execute_batch("DROP INDEX docs_by_time; PRAGMA user_version = 4;")
+            conn.execute_batch("DROP TABLE phrase_docs; PRAGMA user_version = 5;")
                 .unwrap();
         }
         drop(index);
@@ -1665,12 +1784,221 @@ mod tests {
         assert_eq!(
             query_int(
                 &conn,
-                "SELECT count(*) FROM sqlite_master WHERE name = 'docs_by_time'",
+                "SELECT count(*) FROM sqlite_master WHERE name = 'phrase_docs'",
                 []
             )
             .unwrap(),
             1
         );
+    }
+
+    /// The first page of `q` as FTS5's `rank` orders the same window: (file, offset, score).
+    fn fts5_page(index: &SearchIndex, q: &SearchQuery) -> Vec<(String, u64, f64)> {
+        let conn = index.conn.lock();
+        let expr = quote_phrases(&q.text).unwrap();
+        let ids = window(&conn, &expr, q).unwrap();
+        fts5_rank(&conn, &expr, &ids, q.limit)
+            .unwrap()
+            .into_iter()
+            .map(|(id, score)| {
+                let (file, offset) = conn
+                    .query_row(
+                        "SELECT file, byte_offset FROM docs WHERE id = ?1",
+                        [id],
+                        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+                    )
+                    .unwrap();
+                (file, u64::try_from(offset).unwrap(), score)
+            })
+            .collect()
+    }
+
+    fn page(index: &SearchIndex, q: &SearchQuery) -> Vec<(String, u64, f64)> {
+        index
+            .search(q)
+            .unwrap()
+            .into_iter()
+            .filter(|h| h.matched_by == MatchedBy::Words)
+            .map(|h| (h.rel_path, h.byte_offset, h.score))
+            .collect()
+    }
+
+    /// The kept count of documents holding `phrase` and FTS5's own count.
+    fn kept_and_counted(index: &SearchIndex, phrase: &str) -> (Option<i64>, i64) {
+        let conn = index.conn.lock();
+        let kept = conn
+            .query_row(
+                "SELECT docs FROM phrase_docs WHERE phrase = ?1",
+                [phrase],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap();
+        let counted = query_int(
+            &conn,
+            "SELECT count(*) FROM docs_words WHERE docs_words MATCH ?1",
+            [format!("\"{phrase}\"")],
+        )
+        .unwrap();
+        (kept, counted)
+    }
+
+    #[test]
+    fn ranked_scores_equal_fts5s_to_the_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let words = ["parser", "linker", "cache", "Module", "ux-capacity", "検索"];
+        let docs: Vec<SearchDoc> = (0..400u64)
+            .map(|i| {
+                let n = usize::try_from(i).unwrap();
+                let mut text = String::new();
+                for k in 0..(n % 7 + 1) {
+                    text.push_str(words[(n * 3 + k * 5) % words.len()]);
+                    text.push_str(if k % 3 == 0 { " " } else { ", " });
+                }
+                text.push_str(&"filler ".repeat(n % 13));
+                text.push_str(&format!("module_{} 全文検索 — “done” → ✓ {i}", n % 5));
+                doc(i * 100, text)
+            })
+            .collect();
+        index.apply(&work("a"), &docs, 40_000, 401).unwrap();
+        for text in [
+            "module",
+            "MODULE cache",
+            "linker parser",
+            "ux-capacity",
+            "capacity ux",
+            "filler 検索",
+            "module_3 done",
+            "全文検索",
+        ] {
+            for limit in [1, 20, 500] {
+                let mut q = SearchQuery::new(text);
+                q.limit = limit;
+                let ours = page(&index, &q);
+                assert!(!ours.is_empty(), "{text}");
+                assert_eq!(ours, fts5_page(&index, &q), "{text} limit {limit}");
+            }
+        }
+        // Every page was ranked here, none by FTS5's `rank`.
+        assert_eq!(index.fts5_ranked.load(Ordering::Relaxed), 0);
+        // A window document with a character not claimed by the tokenizer (`é`): FTS5 ranks,
+        // with the same result.
+        index
+            .apply(&work("b"), &[doc(0, "module café".to_owned())], 1, 2)
+            .unwrap();
+        let q = SearchQuery::new("module");
+        assert_eq!(page(&index, &q), fts5_page(&index, &q));
+        assert_eq!(index.fts5_ranked.load(Ordering::Relaxed), 1);
+        // So does a query word with such a character, or expert syntax.
+        let q = SearchQuery::new("café");
+        assert_eq!(page(&index, &q).len(), 1);
+        let mut q = SearchQuery::new("modul*");
+        q.fts = true;
+        assert_eq!(index.search(&q).unwrap().len(), 20);
+        assert_eq!(index.fts5_ranked.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_common_phrase_is_counted_once_and_its_count_kept_current() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let many = |n: u64, from: u64, word: &str| -> Vec<SearchDoc> {
+            (from..from + n)
+                .map(|i| doc(i, format!("{word} common {}", i % 3)))
+                .collect()
+        };
+        let common = usize::try_from(bm25::PHRASE_CACHE_MIN).unwrap() + 200;
+        let a = many(common as u64, 0, "alpha");
+        index
+            .apply(&work("a"), &a, common as u64, common as u64 + 1)
+            .unwrap();
+        let walked = || index.walked.load(Ordering::Relaxed);
+        let q = SearchQuery::new("common");
+        let first = page(&index, &q);
+        assert_eq!(first, fts5_page(&index, &q));
+        // Counted once by walking its documents, then kept.
+        assert_eq!(walked(), common as u64);
+        assert_eq!(
+            kept_and_counted(&index, "common"),
+            (Some(common as i64), common as i64)
+        );
+        assert_eq!(page(&index, &q), first);
+        assert_eq!(walked(), common as u64);
+        // A rare phrase is counted every time, and not kept.
+        let rare = SearchQuery::new("alpha 1");
+        page(&index, &rare);
+        page(&index, &rare);
+        assert_eq!(kept_and_counted(&index, "alpha").0, Some(common as i64));
+        assert_eq!(kept_and_counted(&index, "1").0, None);
+        let walked_now = walked();
+        // One transaction: a new file, file `a` replaced from offset 1,000 (its documents
+        // there removed, new ones added), and file `c` written twice (the second replaces
+        // what the first added in the same transaction).
+        let b = many(300, 0, "beta");
+        let mut a_again = work("a");
+        a_again.from = 1_000;
+        let mut a_tail = many(50, 1_000, "alpha");
+        a_tail.push(doc(1_050, "without the word".to_owned()));
+        let c = work("c");
+        let c1 = many(10, 0, "gamma");
+        let c2 = many(5, 0, "gamma");
+        let (wb, wc) = (work("b"), c.clone());
+        index
+            .apply_many(&[
+                IndexedFile {
+                    work: &wb,
+                    docs: &b,
+                    indexed_to: 300,
+                    next_line: 301,
+                },
+                IndexedFile {
+                    work: &a_again,
+                    docs: &a_tail,
+                    indexed_to: 1_051,
+                    next_line: 1_052,
+                },
+                IndexedFile {
+                    work: &c,
+                    docs: &c1,
+                    indexed_to: 10,
+                    next_line: 11,
+                },
+                IndexedFile {
+                    work: &wc,
+                    docs: &c2,
+                    indexed_to: 5,
+                    next_line: 6,
+                },
+            ])
+            .unwrap();
+        let expected = 1_000 + 50 + 300 + 5;
+        assert_eq!(
+            kept_and_counted(&index, "common"),
+            (Some(expected), expected)
+        );
+        assert_eq!(kept_and_counted(&index, "alpha"), (Some(1_050), 1_050));
+        assert_eq!(page(&index, &q), fts5_page(&index, &q));
+        // Removed files leave the counts.
+        assert_eq!(index.remove_files(&["b".to_owned()]).unwrap(), 1);
+        assert_eq!(
+            kept_and_counted(&index, "common"),
+            (Some(expected - 300), expected - 300)
+        );
+        assert_eq!(page(&index, &q), fts5_page(&index, &q));
+        // None of these pages walked a common phrase's documents again.
+        assert_eq!(walked() - walked_now, 0);
+        // Opened read-only: a new common phrase is counted, not kept.
+        let d = many(common as u64, 0, "delta");
+        index
+            .apply(&work("d"), &d, common as u64, common as u64 + 1)
+            .unwrap();
+        drop(index);
+        let index = SearchIndex::open_read_only(dir.path()).unwrap().unwrap();
+        let q = SearchQuery::new("delta");
+        assert_eq!(page(&index, &q), fts5_page(&index, &q));
+        assert_eq!(kept_and_counted(&index, "delta"), (None, common as i64));
+        assert_eq!(index.walked.load(Ordering::Relaxed), common as u64);
     }
 
     /// FTS5 segments of `table` (one per flush of its pending terms).
