@@ -35,35 +35,69 @@ pub(crate) enum HeaderState {
 }
 
 /// The running summary of one run: every column of a run listing, plus what the fold needs
-/// to go on. Serialized with the run (`runs.summary`).
+/// to go on. Serialized with the run (`runs.summary`) as a JSON object.
+///
+/// Every field but `outcome` is left out of that object while it holds its type's default
+/// (`null`, `0`, `false`, `"pending"`): every append rewrites the run row, so the summary's
+/// bytes are written (and WAL-logged) once per append; a run of statuses writes about half
+/// the bytes of the object with every field. Reading is unchanged: a missing field is its
+/// type's default (`#[serde(default)]`), so a summary written in full by an older build
+/// reads the same, and one written here reads the same to an older build (`outcome`, whose
+/// default here is `"open"` rather than the type's `""`, is always written).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct RunFold {
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) header_state: HeaderState,
     /// A header record was seen anywhere (its facts were taken).
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) header_seen: bool,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) header_run_id: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) session_id: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) started_at: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) started_at_utc: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) header_model: Option<(Option<String>, Option<String>)>,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) request_model: (Option<String>, Option<String>),
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) header_cwd: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) ui_root: Option<String>,
     pub(crate) outcome: String,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) last_status: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) record_count: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) invocation_count: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) input_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) cached_input_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) cache_creation_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) output_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) total_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) first_input: Option<String>,
     /// Damage that lost bytes (and token sums that saturated), not counting a header still
     /// missing at the end (see [`RunFold::damage_count`]).
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) damage: u64,
+    #[serde(skip_serializing_if = "is_default")]
     pub(crate) last_ts: Option<String>,
+}
+
+/// Whether `v` is its type's default: the fields of [`RunFold`] left out of its JSON.
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// What the parser found on one stored line.
@@ -398,6 +432,72 @@ mod tests {
             assert_eq!(f, whole, "split at line {}", cut + 1);
             assert_eq!(facts, whole_facts, "facts split at line {}", cut + 1);
         }
+    }
+
+    #[test]
+    fn summaries_leave_out_default_fields_and_read_back_whole() {
+        // A fresh run and a run of statuses: only what differs from the defaults is written.
+        let fresh = serde_json::to_vec(&RunFold::new()).unwrap();
+        assert_eq!(fresh, br#"{"outcome":"open"}"#);
+        let mut status = RunFold::new();
+        status.absorb(
+            &lines(&[
+                HEADER,
+                r#"{"type":"run.status","run_id":"r1","ts":"2026-03-04T08:00:00.050Z","status":"running"}"#,
+            ]),
+            0,
+            1,
+        );
+        let json = serde_json::to_vec(&status).unwrap();
+        let text = String::from_utf8_lossy(&json);
+        for absent in [
+            "tokens",
+            "invocation_count",
+            "first_input",
+            "damage",
+            "ui_root",
+        ] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
+        assert!(json.len() <= 330, "{} bytes: {text}", json.len());
+        assert_eq!(serde_json::from_slice::<RunFold>(&json).unwrap(), status);
+        // Every field set: every field written, and read back the same.
+        let mut full = RunFold::new();
+        full.absorb(
+            &lines(&[
+                "not json",
+                HEADER,
+                r#"{"type":"run.start","run_id":"r1","ts":"2026-03-04T08:00:00.010Z","input":{"type":"text","text":"hi"},"ui_context":{"workspace_root":"/w/ui"}}"#,
+                r#"{"type":"llm.request","run_id":"r1","ts":"2026-03-04T08:00:00.020Z","seq":1,"model":{"provider":"q","name":"m"},"input":{"messages":[]}}"#,
+                r#"{"type":"llm.response","run_id":"r1","ts":"2026-03-04T08:00:00.030Z","seq":1,"output":{"messages":[],"usage":{"model":"m","input_tokens":7,"input_cached_tokens":1,"input_cache_creation_tokens":2,"output_tokens":5,"total_tokens":12}}}"#,
+                r#"{"type":"run.status","run_id":"r1","ts":"2026-03-04T08:00:00.050Z","status":"completed"}"#,
+                r#"{"type":"run.end","run_id":"r1","ts":"2026-03-04T08:00:00.060Z","outcome":"completed"}"#,
+            ]),
+            0,
+            1,
+        );
+        let json = serde_json::to_value(&full).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), 22, "every field: {json}");
+        assert_eq!(serde_json::from_value::<RunFold>(json).unwrap(), full);
+        // A summary written in full (an older build: every default field present) reads as
+        // the same fold.
+        let mut older = serde_json::to_value(&status).unwrap();
+        let o = older.as_object_mut().unwrap();
+        for (k, v) in [
+            ("request_model", serde_json::json!([null, null])),
+            ("ui_root", serde_json::Value::Null),
+            ("invocation_count", serde_json::json!(0)),
+            ("input_tokens", serde_json::json!(0)),
+            ("cached_input_tokens", serde_json::json!(0)),
+            ("cache_creation_tokens", serde_json::json!(0)),
+            ("output_tokens", serde_json::json!(0)),
+            ("total_tokens", serde_json::json!(0)),
+            ("first_input", serde_json::Value::Null),
+            ("damage", serde_json::json!(0)),
+        ] {
+            o.insert(k.to_owned(), v);
+        }
+        assert_eq!(serde_json::from_value::<RunFold>(older).unwrap(), status);
     }
 
     #[test]

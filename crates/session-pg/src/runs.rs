@@ -34,8 +34,12 @@ const TAIL_BATCH: i64 = 80;
 /// Damaged lines skipped at the end before the tail scan gives up (as session-jsonl's).
 const TAIL_MAX_DAMAGED: usize = 64;
 
-const SQL_CREATE: &str = "INSERT INTO runs (run_id, committed_len, line_count, origin_host, summary) \
-     VALUES ($1, 0, 0, $2, $3) ON CONFLICT (run_id) DO NOTHING";
+/// A new run's row, inserted whole with the columns of its first lines (`ON CONFLICT DO
+/// NOTHING`: no row returned when the run exists).
+const SQL_CREATE: &str = "INSERT INTO runs (run_id, committed_len, line_count, origin_host, \
+     session_id, started_at_utc, outcome, workspace_norm, activity_ms, summary, first_line_sha, \
+     last_line_sha, is_run) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+     ON CONFLICT (run_id) DO NOTHING RETURNING run_key";
 const SQL_LOCK: &str =
     "SELECT committed_len, line_count, summary, run_key FROM runs WHERE run_id = $1 FOR UPDATE";
 const SQL_COPY: &str = "COPY run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
@@ -279,16 +283,7 @@ fn lock_run(
     tx: &mut Transaction<'_>,
     st: &AppendStatements,
     run_id: &str,
-    create: Option<&str>,
 ) -> Result<Option<LockedRun>, PgError> {
-    if let Some(host) = create {
-        // Created when missing (an append at length 0), then locked like any other.
-        let fold = serde_json::to_vec(&RunFold::new()).map_err(|e| PgError::Inconsistent {
-            detail: e.to_string(),
-        })?;
-        tx.execute(&st.create, &[&run_id, &pg_text(host), &fold])
-            .map_err(query("create the run row"))?;
-    }
     let row = tx
         .query_opt(&st.lock, &[&run_id])
         .map_err(query("lock the run row"))?;
@@ -343,8 +338,12 @@ fn append_tx(
     lines: &[u8],
     host: &str,
 ) -> Result<AppendOutcome, PgError> {
-    let create = (expected == 0).then_some(host);
-    let Some(mut run) = lock_run(tx, st, run_id, create)? else {
+    if expected == 0
+        && let Some(done) = create_tx(tx, st, run_id, host, lines)?
+    {
+        return Ok(done);
+    }
+    let Some(mut run) = lock_run(tx, st, run_id)? else {
         return Ok(AppendOutcome::Conflict { committed: 0 });
     };
     let n = lines.len() as u64;
@@ -391,48 +390,7 @@ fn append_tx(
     let at = run.committed;
     let mut docs = AppendDocs::new();
     let new = NewLines::derive(&mut run.fold, rest, at, run.lines + 1, &mut docs);
-    if new.data.len() <= SMALL_APPEND_LINES {
-        // A few lines: one prepared INSERT (a COPY costs more to set up than it saves).
-        tx.execute(
-            &st.insert,
-            &[
-                &run.key,
-                &new.offsets,
-                &new.numbers,
-                &new.data,
-                &new.types,
-                &new.tss,
-                &new.damage,
-            ],
-        )
-        .map_err(query("insert lines"))?;
-    } else {
-        // Many lines: binary COPY, inside the append's transaction.
-        let sink = tx.copy_in(&st.copy).map_err(query("insert lines"))?;
-        let mut w = BinaryCopyInWriter::new(
-            sink,
-            &[
-                Type::INT8,
-                Type::INT8,
-                Type::INT8,
-                Type::BYTEA,
-                Type::TEXT,
-                Type::TEXT,
-                Type::TEXT,
-            ],
-        );
-        let rows = new
-            .offsets
-            .iter()
-            .zip(&new.numbers)
-            .zip(&new.data)
-            .zip(new.types.iter().zip(&new.tss).zip(&new.damage));
-        for (((offset, number), line), ((record_type, ts), damage)) in rows {
-            w.write(&[&run.key, offset, number, line, record_type, ts, damage])
-                .map_err(query("insert lines"))?;
-        }
-        w.finish().map_err(query("insert lines"))?;
-    }
+    store_lines(tx, st, run.key, &new)?;
     crate::search::index_appended(tx, run.key, &docs)?;
     let committed = at + rest.len() as u64;
     let line_count = run.lines + new.data.len() as u64;
@@ -469,6 +427,119 @@ fn append_tx(
             fold: run.fold,
         }),
     ))
+}
+
+/// Stores `new` as lines of run `key`, in the append's transaction: a few with one prepared
+/// INSERT (a COPY costs more to set up than it saves), many by binary COPY.
+fn store_lines(
+    tx: &mut Transaction<'_>,
+    st: &AppendStatements,
+    key: i64,
+    new: &NewLines<'_>,
+) -> Result<(), PgError> {
+    if new.data.len() <= SMALL_APPEND_LINES {
+        tx.execute(
+            &st.insert,
+            &[
+                &key,
+                &new.offsets,
+                &new.numbers,
+                &new.data,
+                &new.types,
+                &new.tss,
+                &new.damage,
+            ],
+        )
+        .map_err(query("insert lines"))?;
+    } else {
+        // Many lines: binary COPY, inside the append's transaction.
+        let sink = tx.copy_in(&st.copy).map_err(query("insert lines"))?;
+        let mut w = BinaryCopyInWriter::new(
+            sink,
+            &[
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::BYTEA,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+            ],
+        );
+        let rows = new
+            .offsets
+            .iter()
+            .zip(&new.numbers)
+            .zip(&new.data)
+            .zip(new.types.iter().zip(&new.tss).zip(&new.damage));
+        for (((offset, number), line), ((record_type, ts), damage)) in rows {
+            w.write(&[&key, offset, number, line, record_type, ts, damage])
+                .map_err(query("insert lines"))?;
+        }
+        w.finish().map_err(query("insert lines"))?;
+    }
+    Ok(())
+}
+
+/// The first lines of run `run_id`, which does not exist yet, in the append's transaction:
+/// the run row goes in whole, with the columns these lines give ([`SQL_CREATE`]), then the
+/// lines and their search documents. No row to lock and none to update afterwards: a new
+/// run's row is written once, with its listing columns, rather than inserted empty and
+/// rewritten (an update that changes indexed columns, so a new version in every index of
+/// `runs`). `None`: the run exists (nothing was written; the caller locks it and decides).
+fn create_tx(
+    tx: &mut Transaction<'_>,
+    st: &AppendStatements,
+    run_id: &str,
+    host: &str,
+    lines: &[u8],
+) -> Result<Option<AppendOutcome>, PgError> {
+    let mut fold = RunFold::new();
+    let mut docs = AppendDocs::new();
+    let new = NewLines::derive(&mut fold, lines, 0, 1, &mut docs);
+    let cols = RunColumns::of(&fold)?;
+    let committed = lines.len() as u64;
+    let line_count = new.data.len() as u64;
+    let row = tx
+        .query_opt(
+            &st.create,
+            &[
+                &run_id,
+                &to_i64(committed),
+                &to_i64(line_count),
+                &pg_text(host),
+                &cols.session_id,
+                &cols.started_at_utc,
+                &cols.outcome,
+                &cols.workspace_norm,
+                &cols.activity_ms,
+                &cols.summary,
+                &new.first_sha,
+                &new.last_sha,
+                &cols.is_run,
+            ],
+        )
+        .map_err(query("create the run row"))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let key: i64 = row.col(0)?;
+    store_lines(tx, st, key, &new)?;
+    crate::search::index_appended(tx, key, &docs)?;
+    Ok(Some(AppendOutcome::Done(
+        Appended {
+            offset: 0,
+            end: committed,
+            committed_len: committed,
+            already_present: 0,
+        },
+        Box::new(KnownRun {
+            key,
+            committed,
+            lines: line_count,
+            fold,
+        }),
+    )))
 }
 
 /// The rows of lines about to be stored, as the columns of `run_lines`, with the run's fold

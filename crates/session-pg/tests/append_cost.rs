@@ -111,6 +111,10 @@ const STATEMENTS: &[&str] = &[
     "UPDATE runs SET committed_len",
 ];
 
+/// The row of a new run inserted whole by the append's transaction (many lines).
+const CREATE_WHOLE: &[&str] =
+    &["INSERT INTO runs (run_id, committed_len, line_count, origin_host, session_id"];
+
 #[test]
 fn appends_at_the_end_of_a_known_run_are_one_statement_each() {
     let Some(c) = cluster() else { return };
@@ -516,26 +520,43 @@ fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
     // an INSERT from arrays, up to 16 lines, or by COPY: no `unnest(` and the transaction's
     // statements counted say which.)
     // A new run shipped whole (what `sync` sends: hundreds of lines in one chunk): the
-    // append's transaction with a COPY, not the one statement's arrays.
+    // append's transaction with a COPY, not the one statement's arrays; the run row is
+    // inserted whole with its listing columns, never locked nor rewritten after the lines.
     let mut all = header("big");
     for i in 0..200 {
         all.extend_from_slice(&line("big", i));
     }
     let mut len = b.append_lines("big", 0, &all).unwrap().end;
     assert_eq!(len, all.len() as u64);
-    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 1, 1]);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 0, 0]);
+    assert_eq!(calls(&b, CREATE_WHOLE), vec![1]);
     assert_eq!(calls_containing(&b, "unnest("), 0);
+    let listed = b.list_runs(&RunListQuery::default()).unwrap().runs;
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| (r.run_id.as_str(), r.record_count, r.stored_bytes))
+            .collect::<Vec<_>>(),
+        vec![("big", 201, len)]
+    );
+    // The same lines again (a retry after a lost acknowledgement): the row exists, so the
+    // locked transaction recognises them; nothing is stored twice.
+    let again = b.append_lines("big", 0, &all).unwrap();
+    assert!(again.was_retry());
+    assert_eq!(again.already_present, len);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 1, 0]);
+    assert_eq!(calls(&b, CREATE_WHOLE), vec![2]);
     // Many more lines at the end of the run this client knows: a COPY again.
     let more: Vec<u8> = (200..300).flat_map(|i| line("big", i)).collect();
     len = b.append_lines("big", len, &more).unwrap().end;
     all.extend_from_slice(&more);
-    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 2, 2]);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 2, 1]);
     assert_eq!(calls_containing(&b, "unnest("), 0);
     // Sixteen lines (a runtime's batch) at the known end: one statement.
     let few: Vec<u8> = (300..316).flat_map(|i| line("big", i)).collect();
     len = b.append_lines("big", len, &few).unwrap().end;
     all.extend_from_slice(&few);
-    assert_eq!(calls(&b, STATEMENTS), vec![0, 1, 2, 2]);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 1, 2, 1]);
     assert_eq!(calls_containing(&b, "unnest("), 1);
     // A new run of sixteen lines: one statement.
     let small: Vec<u8> = [header("small")]
@@ -544,7 +565,8 @@ fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
         .flatten()
         .collect();
     b.append_lines("small", 0, &small).unwrap();
-    assert_eq!(calls(&b, STATEMENTS), vec![1, 1, 2, 2]);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 1, 2, 1]);
+    assert_eq!(calls(&b, CREATE_WHOLE), vec![2]);
     assert_eq!(calls_containing(&b, "unnest("), 2);
     // Whichever form stored them, the bytes and line numbers are the ones appended.
     assert_eq!(b.read_all("big", Extent::Committed).unwrap(), all);
