@@ -109,8 +109,9 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// see `redigest`), 7 added `session_labels` (titles and pins of sessions, see `labels`), 8
 /// added `run_resume` (where the index stopped reading each open run, see `resume`), 9 added
 /// `runs.partial` (rows read bounded, counts unknown until completed, see `partial`), 10 added
-/// `run_totals` and `run_dup_ids` with their triggers (see `running_totals`).
-const OUR_USER_VERSION: i64 = crate::running_totals::TOTALS_USER_VERSION;
+/// `run_totals` and `run_dup_ids` with their triggers (see `running_totals`), 11 added
+/// `run_day_totals` with its triggers (the same sums per UTC day, see `running_totals`).
+const OUR_USER_VERSION: i64 = crate::running_totals::DAYS_USER_VERSION;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -607,8 +608,7 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         if v < crate::redigest::DIGEST_USER_VERSION {
             crate::redigest::migrate(conn, &messages_dir(db_path))?;
         }
-        if v < crate::running_totals::TOTALS_USER_VERSION
-            || !crate::running_totals::is_current(conn)?
+        if v < crate::running_totals::DAYS_USER_VERSION || !crate::running_totals::is_current(conn)?
         {
             crate::running_totals::migrate(conn)?;
         }

@@ -1,6 +1,6 @@
 //! Running totals of the run index (`state.db` tables `run_totals` and `run_dup_ids`, user
-//! version 10), kept by SQLite triggers on `runs` so that `sessions stats` reads one row per
-//! group instead of every run.
+//! version 10, and `run_day_totals`, user version 11), kept by SQLite triggers on `runs` so
+//! that `sessions stats` reads one row per group instead of every run.
 //!
 //! `run_totals` holds, per grouping kind and key, the sums `RunTotals` reports over the rows
 //! of `runs` that are runs (`diagnostic IS NULL`), every file counted:
@@ -11,6 +11,15 @@
 //!   months of `sessions stats` are sums of quarter-hours.
 //! * kind `m`: the model key of [`RunGrouping::Model`].
 //! * kind `s`: the session key of [`RunGrouping::Session`].
+//!
+//! `run_day_totals` holds the same sums per UTC day of `started_at_utc` (`YYYY-MM-DD`; the
+//! quarter-hour key's first ten characters, `(unknown date)` and `~…` keys as there): the
+//! days of a UTC calendar, and the whole days inside a window, are read one row per day
+//! instead of 96 quarter-hours per day ([`read_days`]). It has a table and triggers of its
+//! own so that a writer of version 10, which drops and recreates only its own triggers and
+//! empties only `run_totals` in a large write, leaves it exact (its own `BEFORE INSERT`
+//! trigger takes out the row an `INSERT OR REPLACE` replaces while version 10's is
+//! dropped).
 //!
 //! `run_dup_ids` holds the run ids with more than one row in `runs` (another file of the run,
 //! or a file that is no run beside it). A run held by several files is counted once by
@@ -31,19 +40,32 @@ use rusqlite::{Connection, StatementStatus};
 
 use crate::column::{OwnedValue, owned_row, query_int, text_of};
 
-/// The `user_version` that added `run_totals`, `run_dup_ids` and their triggers.
-pub(crate) const TOTALS_USER_VERSION: i64 = 10;
+/// The `user_version` that added `run_day_totals` and its triggers.
+pub(crate) const DAYS_USER_VERSION: i64 = 11;
+
+/// The `GLOB` pattern of a canonical `started_at_utc` as far as the keys read it
+/// (`YYYY-MM-DDTHH:MM:…`).
+const CANONICAL_GLOB: &str = "'[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-5][0-9]:*'";
 
 /// The quarter-hour key (kind `q`) of the `runs` row `x` (`NEW` or `OLD`, or `runs`).
 fn quarter_sql(x: &str) -> String {
     format!(
         "CASE WHEN {x}.started_at_utc IS NULL OR {x}.started_at_utc = '' THEN '(unknown date)' \
-         WHEN {x}.started_at_utc GLOB \
-         '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-5][0-9]:*' \
+         WHEN {x}.started_at_utc GLOB {CANONICAL_GLOB} \
          THEN substr({x}.started_at_utc, 1, 14) || CASE \
          WHEN substr({x}.started_at_utc, 15, 2) < '15' THEN '00' \
          WHEN substr({x}.started_at_utc, 15, 2) < '30' THEN '15' \
          WHEN substr({x}.started_at_utc, 15, 2) < '45' THEN '30' ELSE '45' END \
+         ELSE '~' || {x}.started_at_utc END"
+    )
+}
+
+/// The UTC day key (`run_day_totals.day`) of the row `x`: the first ten characters of its
+/// quarter-hour key.
+fn day_sql(x: &str) -> String {
+    format!(
+        "CASE WHEN {x}.started_at_utc IS NULL OR {x}.started_at_utc = '' THEN '(unknown date)' \
+         WHEN {x}.started_at_utc GLOB {CANONICAL_GLOB} THEN substr({x}.started_at_utc, 1, 10) \
          ELSE '~' || {x}.started_at_utc END"
     )
 }
@@ -75,33 +97,63 @@ fn kinds(x: &str) -> [(&'static str, String); 3] {
 const SUMS: &str = "runs, completed, errors, cancelled, invocations, input_tokens, \
                     cached_input_tokens, output_tokens, total_tokens";
 
-/// Statements adding (`sign` `+`) or taking out (`-`) the row `x` in every kind, for a
-/// trigger body (the row is a run: the caller's `WHEN` checks `diagnostic IS NULL`).
-fn apply_sql(x: &str, sign: char) -> String {
-    let mut out = String::new();
-    for (kind, key) in kinds(x) {
+/// One upsert adding (`sign` `+`) or taking out (`-`) the sums of the row `x` into `table`
+/// at the key columns `cols` (values `vals`), and for `-` the delete of the key's row once
+/// it counts no run (`key_is`: the condition naming that row).
+fn sums_sql(table: &str, cols: &str, vals: &str, key_is: &str, x: &str, sign: char) -> String {
+    let mut out = format!(
+        "INSERT INTO {table} ({cols}, {SUMS}) VALUES ({vals}, {sign}1, \
+         {sign}({x}.outcome = 'completed'), {sign}({x}.outcome = 'error'), \
+         {sign}({x}.outcome = 'cancelled'), {sign}{x}.invocation_count, \
+         {sign}{x}.input_tokens, {sign}{x}.cached_input_tokens, {sign}{x}.output_tokens, \
+         {sign}{x}.total_tokens) \
+         ON CONFLICT ({cols}) DO UPDATE SET runs = runs + excluded.runs, \
+         completed = completed + excluded.completed, errors = errors + excluded.errors, \
+         cancelled = cancelled + excluded.cancelled, \
+         invocations = invocations + excluded.invocations, \
+         input_tokens = input_tokens + excluded.input_tokens, \
+         cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens, \
+         output_tokens = output_tokens + excluded.output_tokens, \
+         total_tokens = total_tokens + excluded.total_tokens;\n"
+    );
+    if sign == '-' {
         out.push_str(&format!(
-            "INSERT INTO run_totals (kind, key, {SUMS}) VALUES ('{kind}', {key}, {sign}1, \
-             {sign}({x}.outcome = 'completed'), {sign}({x}.outcome = 'error'), \
-             {sign}({x}.outcome = 'cancelled'), {sign}{x}.invocation_count, \
-             {sign}{x}.input_tokens, {sign}{x}.cached_input_tokens, {sign}{x}.output_tokens, \
-             {sign}{x}.total_tokens) \
-             ON CONFLICT (kind, key) DO UPDATE SET runs = runs + excluded.runs, \
-             completed = completed + excluded.completed, errors = errors + excluded.errors, \
-             cancelled = cancelled + excluded.cancelled, \
-             invocations = invocations + excluded.invocations, \
-             input_tokens = input_tokens + excluded.input_tokens, \
-             cached_input_tokens = cached_input_tokens + excluded.cached_input_tokens, \
-             output_tokens = output_tokens + excluded.output_tokens, \
-             total_tokens = total_tokens + excluded.total_tokens;\n"
+            "DELETE FROM {table} WHERE {key_is} AND runs = 0;\n"
         ));
-        if sign == '-' {
-            out.push_str(&format!(
-                "DELETE FROM run_totals WHERE kind = '{kind}' AND key = {key} AND runs = 0;\n"
-            ));
-        }
     }
     out
+}
+
+/// Statements adding (`sign` `+`) or taking out (`-`) the row `x` in every kind of
+/// `run_totals`, for a trigger body (the row is a run: the caller's `WHEN` checks
+/// `diagnostic IS NULL`).
+fn apply_sql(x: &str, sign: char) -> String {
+    kinds(x)
+        .into_iter()
+        .map(|(kind, key)| {
+            sums_sql(
+                "run_totals",
+                "kind, key",
+                &format!("'{kind}', {key}"),
+                &format!("kind = '{kind}' AND key = {key}"),
+                x,
+                sign,
+            )
+        })
+        .collect()
+}
+
+/// The statement adding or taking out the row `x` in `run_day_totals`.
+fn day_apply_sql(x: &str, sign: char) -> String {
+    let day = day_sql(x);
+    sums_sql(
+        "run_day_totals",
+        "day",
+        &day,
+        &format!("day = {day}"),
+        x,
+        sign,
+    )
 }
 
 /// Statements bringing `run_dup_ids` up to date for the run id of the row `x`.
@@ -162,15 +214,33 @@ fn schema_sql() -> String {
          CREATE TRIGGER IF NOT EXISTS run_totals_update_old AFTER UPDATE ON runs \
          WHEN OLD.diagnostic IS NULL AND ({changed}) BEGIN\n{sub_old}END;\n\
          CREATE TRIGGER IF NOT EXISTS run_totals_update_new AFTER UPDATE ON runs \
-         WHEN NEW.diagnostic IS NULL AND ({changed}) BEGIN\n{add_new}END;\n",
+         WHEN NEW.diagnostic IS NULL AND ({changed}) BEGIN\n{add_new}END;\n\
+         CREATE TABLE IF NOT EXISTS run_day_totals (\n\
+         day TEXT NOT NULL PRIMARY KEY,\n\
+         runs INTEGER NOT NULL, completed INTEGER NOT NULL, errors INTEGER NOT NULL,\n\
+         cancelled INTEGER NOT NULL, invocations INTEGER NOT NULL,\n\
+         input_tokens INTEGER NOT NULL, cached_input_tokens INTEGER NOT NULL,\n\
+         output_tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL) WITHOUT ROWID;\n\
+         CREATE TRIGGER IF NOT EXISTS run_day_totals_replace BEFORE INSERT ON runs BEGIN\n\
+         DELETE FROM runs WHERE path = NEW.path;\nEND;\n\
+         CREATE TRIGGER IF NOT EXISTS run_day_totals_insert AFTER INSERT ON runs \
+         WHEN NEW.diagnostic IS NULL BEGIN\n{day_add_new}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_day_totals_delete AFTER DELETE ON runs \
+         WHEN OLD.diagnostic IS NULL BEGIN\n{day_sub_old}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_day_totals_update_old AFTER UPDATE ON runs \
+         WHEN OLD.diagnostic IS NULL AND ({changed}) BEGIN\n{day_sub_old}END;\n\
+         CREATE TRIGGER IF NOT EXISTS run_day_totals_update_new AFTER UPDATE ON runs \
+         WHEN NEW.diagnostic IS NULL AND ({changed}) BEGIN\n{day_add_new}END;\n",
         dup_new = dup_sql("NEW"),
         dup_old = dup_sql("OLD"),
         add_new = apply_sql("NEW", '+'),
         sub_old = apply_sql("OLD", '-'),
+        day_add_new = day_apply_sql("NEW", '+'),
+        day_sub_old = day_apply_sql("OLD", '-'),
     )
 }
 
-/// The triggers [`schema_sql`] creates, by name.
+/// The triggers of `run_totals` and `run_dup_ids` (user version 10), by name.
 const TRIGGERS: [&str; 8] = [
     "run_totals_replace",
     "run_totals_insert",
@@ -182,24 +252,54 @@ const TRIGGERS: [&str; 8] = [
     "run_totals_update_new",
 ];
 
-/// Whether the running totals are kept in this database's `main` schema: both tables and
-/// every trigger exist (a read-only open of an older `state.db` has stand-ins at most).
-pub(crate) fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
-    let triggers = TRIGGERS
-        .iter()
-        .map(|t| format!("'{t}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
+/// The triggers of `run_day_totals` (user version 11), by name.
+const DAY_TRIGGERS: [&str; 5] = [
+    "run_day_totals_replace",
+    "run_day_totals_insert",
+    "run_day_totals_delete",
+    "run_day_totals_update_old",
+    "run_day_totals_update_new",
+];
+
+/// Whether every one of `tables` and `triggers` exists in this database's `main` schema.
+fn all_exist(conn: &Connection, tables: &[&str], triggers: &[&str]) -> rusqlite::Result<bool> {
+    let list = |names: &[&str]| {
+        names
+            .iter()
+            .map(|t| format!("'{t}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let n = query_int(
         conn,
         &format!(
-            "SELECT count(*) FROM main.sqlite_master WHERE (type = 'table' \
-             AND name IN ('run_totals', 'run_dup_ids')) OR (type = 'trigger' AND name IN \
-             ({triggers}))"
+            "SELECT count(*) FROM main.sqlite_master WHERE (type = 'table' AND name IN ({})) \
+             OR (type = 'trigger' AND name IN ({}))",
+            list(tables),
+            list(triggers)
         ),
         [],
     )?;
-    Ok(usize::try_from(n).is_ok_and(|n| n == 2 + TRIGGERS.len()))
+    Ok(usize::try_from(n).is_ok_and(|n| n == tables.len() + triggers.len()))
+}
+
+/// Whether the quarter-hour, model and session totals (`run_totals`, `run_dup_ids`) are kept
+/// in this database's `main` schema: both tables and every trigger exist (a read-only open of
+/// an older `state.db` has stand-ins at most).
+pub(crate) fn quarters_kept(conn: &Connection) -> rusqlite::Result<bool> {
+    all_exist(conn, &["run_totals", "run_dup_ids"], &TRIGGERS)
+}
+
+/// Whether the day totals (`run_day_totals`) are kept in this database's `main` schema: the
+/// table and its triggers exist (not in a `state.db` of user version 10 opened read-only).
+pub(crate) fn days_kept(conn: &Connection) -> rusqlite::Result<bool> {
+    all_exist(conn, &["run_day_totals"], &DAY_TRIGGERS)
+}
+
+/// Whether every running total of this version is kept: [`quarters_kept`] and
+/// [`days_kept`].
+pub(crate) fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
+    Ok(quarters_kept(conn)? && days_kept(conn)?)
 }
 
 /// Row changes from which a refresh writes `runs` without the triggers and sums the running
@@ -222,7 +322,7 @@ pub(crate) fn bulk<T>(
     if !is_current(conn)? {
         return write();
     }
-    for t in TRIGGERS {
+    for t in TRIGGERS.iter().chain(&DAY_TRIGGERS) {
         conn.execute_batch(&format!("DROP TRIGGER IF EXISTS {t};"))?;
     }
     let out = write()?;
@@ -231,18 +331,33 @@ pub(crate) fn bulk<T>(
 }
 
 /// Creates the tables and triggers and fills them from the rows `runs` already has (the
-/// migration to user version 10; run inside the caller's write transaction).
+/// migrations to user versions 10 and 11; run inside the caller's write transaction).
 pub(crate) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(&schema_sql())?;
     conn.execute_batch(
-        "DELETE FROM run_totals; DELETE FROM run_dup_ids; \
+        "DELETE FROM run_totals; DELETE FROM run_day_totals; DELETE FROM run_dup_ids; \
          INSERT INTO run_dup_ids (run_id) SELECT run_id FROM runs GROUP BY run_id \
          HAVING count(*) > 1;",
     )?;
-    for (kind, key) in kinds("runs") {
+    let day = day_sql("runs");
+    let groups = kinds("runs")
+        .into_iter()
+        .map(|(kind, key)| {
+            (
+                "run_totals (kind, key",
+                format!("'{kind}', {key}"),
+                format!("run_totals WHERE kind = '{kind}'"),
+            )
+        })
+        .chain(std::iter::once((
+            "run_day_totals (day",
+            day,
+            "run_day_totals".to_owned(),
+        )));
+    for (into, key, clear) in groups {
         let fill = |sum: &str| {
             format!(
-                "INSERT INTO run_totals (kind, key, {SUMS}) SELECT '{kind}', {key} AS k, \
+                "INSERT INTO {into}, {SUMS}) SELECT {key} AS k, \
                  count(*), {sum}(outcome = 'completed'), {sum}(outcome = 'error'), \
                  {sum}(outcome = 'cancelled'), {sum}(invocation_count), {sum}(input_tokens), \
                  {sum}(cached_input_tokens), {sum}(output_tokens), {sum}(total_tokens) \
@@ -252,7 +367,7 @@ pub(crate) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         if conn.execute_batch(&fill("sum")).is_err() {
             // An integer overflow in a sum (absurd stored counts): floats, which the reader
             // does not use (it sums the rows instead), as the triggers would leave them.
-            conn.execute_batch(&format!("DELETE FROM run_totals WHERE kind = '{kind}'"))?;
+            conn.execute_batch(&format!("DELETE FROM {clear}"))?;
             conn.execute_batch(&fill("total"))?;
         }
     }
@@ -351,14 +466,9 @@ pub(crate) fn read(conn: &Connection, kind: Kind, w: &Window) -> rusqlite::Resul
         let Some(key) = v.first().and_then(|k| text_of(k.as_ref()).0) else {
             return Ok(None);
         };
-        let mut sums = [0u64; 9];
-        for (i, s) in sums.iter_mut().enumerate() {
-            match v.get(i + 1).map(OwnedValue::as_ref) {
-                Some(ValueRef::Integer(n)) if n >= 0 => *s = n.unsigned_abs(),
-                _ => return Ok(None),
-            }
-        }
-        let t = sums;
+        let Some(t) = sums_of(&v) else {
+            return Ok(None);
+        };
         if kind != Kind::Quarter {
             out.groups.insert(key, t);
             continue;
@@ -388,6 +498,95 @@ pub(crate) fn read(conn: &Connection, kind: Kind, w: &Window) -> rusqlite::Resul
     }
     drop(rows);
     out.steps = u64::try_from(stmt.get_status(StatementStatus::VmStep)).unwrap_or(0);
+    Ok(Some(out))
+}
+
+/// The sums of one row of `run_totals` or `run_day_totals` (`v`: the key, then [`SUMS`]);
+/// `None` when one is not a non-negative integer (an overflow turned it into a float).
+fn sums_of(v: &[OwnedValue]) -> Option<Sums> {
+    let mut sums = [0u64; 9];
+    for (i, s) in sums.iter_mut().enumerate() {
+        match v.get(i + 1).map(OwnedValue::as_ref) {
+            Some(ValueRef::Integer(n)) if n >= 0 => *s = n.unsigned_abs(),
+            _ => return None,
+        }
+    }
+    Some(sums)
+}
+
+/// Reads the running totals by UTC day for the window `w`: each day the window holds whole
+/// is one row of `run_day_totals`; each day it cuts (at most the two of `since` and `until`)
+/// is read by quarter-hour ([`read`] of that day's part of the window), so the cost is one
+/// row per day plus at most 2 × 96 quarter-hours, whatever the runs. The keys of
+/// [`Read::groups`] are days (`YYYY-MM-DD`, `(unknown date)` without a window) and the
+/// quarter-hours of cut days; [`Read::edges`] are the quarter-hours the window cuts.
+/// `Ok(None)` as for [`read`].
+///
+/// A day `D` holds the keys from `DT00:00:` (the least a canonical key of `D` can be) up to,
+/// not including, `DU` (`U` follows `T`): it lies inside the window when `since ≤ DT00:00:`
+/// and `until ≥ DU`, outside when `since ≥ DU` or `until ≤ DT00:00:`, else it is cut.
+pub(crate) fn read_days(conn: &Connection, w: &Window) -> rusqlite::Result<Option<Read>> {
+    let mut out = Read::default();
+    // The days that can hold a key inside the window: from `since`'s date to `until`'s.
+    let lo = w.since.as_deref().map_or("", |s| s.get(..10).unwrap_or(s));
+    let hi = w
+        .until
+        .as_deref()
+        .map_or("\u{10ffff}", |u| u.get(..10).unwrap_or(u));
+    let sql = format!(
+        "SELECT day, {SUMS} FROM run_day_totals WHERE (day >= ?1 AND day <= ?2) OR day >= '~'"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut cut = Vec::new();
+    let mut rows = stmt.query(rusqlite::params![lo, hi])?;
+    while let Some(r) = rows.next()? {
+        out.rows += 1;
+        let v = owned_row(r, 10)?;
+        let (Some(day), Some(sums)) = (v.first().and_then(|k| text_of(k.as_ref()).0), sums_of(&v))
+        else {
+            return Ok(None);
+        };
+        if day.starts_with('~') {
+            return Ok(None);
+        }
+        if day == "(unknown date)" {
+            if !w.bounded() {
+                out.groups.insert(day, sums);
+            }
+            continue;
+        }
+        let (first, end) = (format!("{day}T00:00:"), format!("{day}U"));
+        let since = w.since.as_deref();
+        let until = w.until.as_deref();
+        let outside =
+            since.is_some_and(|s| s >= end.as_str()) || until.is_some_and(|u| u <= first.as_str());
+        let inside =
+            since.is_none_or(|s| s <= first.as_str()) && until.is_none_or(|u| u >= end.as_str());
+        if outside {
+            continue;
+        }
+        if inside {
+            out.groups.insert(day, sums);
+        } else {
+            // The day's part of the window, by quarter-hour.
+            let start = format!("{day}T00:00:00.000Z");
+            cut.push(Window {
+                since: Some(since.map_or(start.clone(), |s| s.max(start.as_str()).to_owned())),
+                until: Some(until.map_or(end.clone(), |u| u.min(end.as_str()).to_owned())),
+            });
+        }
+    }
+    drop(rows);
+    out.steps = u64::try_from(stmt.get_status(StatementStatus::VmStep)).unwrap_or(0);
+    for part in &cut {
+        let Some(q) = read(conn, Kind::Quarter, part)? else {
+            return Ok(None);
+        };
+        out.rows += q.rows;
+        out.steps = out.steps.saturating_add(q.steps);
+        out.groups.extend(q.groups);
+        out.edges.extend(q.edges);
+    }
     Ok(Some(out))
 }
 

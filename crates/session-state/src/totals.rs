@@ -377,9 +377,11 @@ impl RunIndex {
     /// # Cost
     /// Answered from the running totals the index keeps (`docs/format.md`, "Running
     /// totals"; [`GroupedRunTotals::from_running_totals`]) when they can: one row per UTC
-    /// quarter-hour holding a run start (for [`RunGrouping::Day`], [`RunGrouping::QuarterHour`]
-    /// and [`RunGrouping::DayAtOffset`] of a multiple of 15 minutes), per model or per
-    /// session, plus the rows of the at most two quarter-hours `since` / `until` cut and the
+    /// day holding a run start for [`RunGrouping::Day`] and `DayAtOffset(0)` (plus the
+    /// quarter-hours of the at most two days `since` / `until` cut); one row per UTC
+    /// quarter-hour holding a run start for [`RunGrouping::QuarterHour`] and
+    /// [`RunGrouping::DayAtOffset`] of another multiple of 15 minutes; one per model or per
+    /// session; plus the rows of the at most two quarter-hours `since` / `until` cut and the
     /// rows of run ids held by several files. Otherwise (a `session`, `outcome` or
     /// `workspace` filter; `since` / `until` with `by` model or session; [`RunGrouping::Minute`];
     /// an offset that is no multiple of 15 minutes; a read-only `state.db` of an older version;
@@ -499,8 +501,8 @@ impl RunIndex {
         let Some(kind) = kept_kind(query, by) else {
             return Ok(None);
         };
-        let err = db_err(&self.db_path, "read running totals");
-        if !running_totals::is_current(conn).map_err(err)? {
+        let err = || db_err(&self.db_path, "read running totals");
+        if !running_totals::quarters_kept(conn).map_err(err())? {
             return Ok(None);
         }
         // Bounds as the row filter compares them.
@@ -512,9 +514,16 @@ impl RunIndex {
             since: bound(&query.since),
             until: bound(&query.until),
         };
-        let Some(read) = running_totals::read(conn, kind, &window)
-            .map_err(db_err(&self.db_path, "read running totals"))?
-        else {
+        // A UTC calendar reads whole days one row each (user version 11).
+        let by_utc_day = matches!(by, RunGrouping::Day)
+            || matches!(by, RunGrouping::DayAtOffset(m)
+                if m.clamp(-MAX_OFFSET_MINUTES, MAX_OFFSET_MINUTES) == 0);
+        let read = if by_utc_day && running_totals::days_kept(conn).map_err(err())? {
+            running_totals::read_days(conn, &window)
+        } else {
+            running_totals::read(conn, kind, &window)
+        };
+        let Some(read) = read.map_err(err())? else {
             return Ok(None);
         };
         let mut out = GroupedRunTotals {

@@ -1,7 +1,8 @@
 //! The running totals of the run index (`run_totals`, kept by triggers on `runs`) give the
 //! same answer as summing the rows, after every kind of change a store sees: runs written
 //! across offsets, days and months, a run held by several files, files that are no runs,
-//! an open run completing, files removed; and reading them costs the answer, not the store.
+//! an open run completing, files removed; and reading them costs the answer, not the store:
+//! one row per quarter-hour, model or session, one per day for a UTC calendar.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -430,9 +431,10 @@ fn running_totals_cost_the_quarter_hours_not_the_runs() {
         .run_totals_by_scan(&q, RunGrouping::Day)
         .unwrap();
     assert_eq!(t.all, scan.all);
-    // Quarter-hours 00:00 to 00:45 read (00:15 and 00:30 whole), and the rows of the two cut
-    // ones (00:05–00:14, 00:45–00:49) summed: one group each.
-    assert_eq!(t.groups_summed, 4 + 2);
+    // The day's row (the window cuts it), its quarter-hours 00:00 to 00:45 read (00:15 and
+    // 00:30 whole), and the rows of the two cut ones (00:05–00:14, 00:45–00:49) summed: one
+    // group each.
+    assert_eq!(t.groups_summed, 1 + 4 + 2);
     assert_eq!(t.all.runs, 2 * 30 + (10 + 5) * 2);
 }
 
@@ -470,7 +472,11 @@ fn the_migration_fills_the_running_totals_from_existing_rows() {
              DROP TRIGGER run_totals_insert_run; DROP TRIGGER run_totals_delete; \
              DROP TRIGGER run_totals_delete_run; DROP TRIGGER run_totals_update; \
              DROP TRIGGER run_totals_update_old; DROP TRIGGER run_totals_update_new; \
-             DROP TABLE run_totals; DROP TABLE run_dup_ids; PRAGMA user_version = 8;",
+             DROP TABLE run_totals; DROP TABLE run_dup_ids; \
+             DROP TRIGGER run_day_totals_replace; DROP TRIGGER run_day_totals_insert; \
+             DROP TRIGGER run_day_totals_delete; DROP TRIGGER run_day_totals_update_old; \
+             DROP TRIGGER run_day_totals_update_new; DROP TABLE run_day_totals; \
+             PRAGMA user_version = 8;",
         )
         .unwrap();
     }
@@ -496,5 +502,94 @@ fn the_migration_fills_the_running_totals_from_existing_rows() {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 10);
+    assert_eq!(v, 11);
+}
+
+/// A UTC calendar reads one row per day: three days of one run a quarter-hour cost three
+/// rows where the quarter-hours are 288, and a window cutting two of the days reads only
+/// those two days' quarter-hours inside it.
+#[test]
+fn utc_days_cost_one_row_per_day_not_per_quarter_hour() {
+    let (root, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = store_with(root.path(), scratch.path(), 3 * 96, 1);
+    let index = store.run_index();
+    for by in [RunGrouping::Day, RunGrouping::DayAtOffset(0)] {
+        let t = index.run_totals(&RunQuery::default(), by).unwrap();
+        assert!(t.from_running_totals);
+        assert_eq!(t.all.runs, 288);
+        assert_eq!(t.groups.len(), 3);
+        assert_eq!(t.groups_summed, 3, "{by:?}: one row per day");
+        let scan = index.run_totals_by_scan(&RunQuery::default(), by).unwrap();
+        assert_eq!((t.groups, t.all), (scan.groups, scan.all));
+    }
+    // Another offset still reads the quarter-hours.
+    let t = index
+        .run_totals(&RunQuery::default(), RunGrouping::DayAtOffset(60))
+        .unwrap();
+    assert!(t.from_running_totals);
+    assert_eq!(t.groups_summed, 288);
+    // 2026-10-20 cut at 10:07 (quarter-hours 10:00 to 23:45 read: 56), 2026-10-21 whole (its
+    // day row), 2026-10-22 cut at 05:00 (00:00 to 05:00 read: 21); the cut quarter-hour
+    // 10:00 holds no run inside the window (its run starts at 10:00:07), so no group.
+    let q = query(Some("2026-10-20T10:07:00Z"), Some("2026-10-22T05:00:00Z"));
+    let t = index.run_totals(&q, RunGrouping::Day).unwrap();
+    let scan = index.run_totals_by_scan(&q, RunGrouping::Day).unwrap();
+    assert!(t.from_running_totals);
+    assert_eq!((&t.groups, t.all), (&scan.groups, scan.all));
+    assert_eq!(t.all.runs, 55 + 96 + 20);
+    assert_eq!(t.groups_summed, 3 + 56 + 21);
+}
+
+/// A `state.db` of user version 10 (quarter-hour totals, no day totals): read-only it is
+/// answered from the quarter-hours; opened for writing it is upgraded to 11 keeping its rows,
+/// and the day totals are filled from them.
+#[test]
+fn an_index_of_version_10_is_upgraded_keeping_its_rows() {
+    let (root, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let want = {
+        let store = store_with(root.path(), scratch.path(), 2 * 96, 1);
+        store
+            .run_index()
+            .run_totals_by_scan(&RunQuery::default(), RunGrouping::Day)
+            .unwrap()
+    };
+    let version = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    {
+        let conn = rusqlite::Connection::open(root.path().join("state.db")).unwrap();
+        assert_eq!(version(&conn), 11);
+        conn.execute_batch(
+            "DROP TRIGGER run_day_totals_replace; DROP TRIGGER run_day_totals_insert; \
+             DROP TRIGGER run_day_totals_delete; DROP TRIGGER run_day_totals_update_old; \
+             DROP TRIGGER run_day_totals_update_new; DROP TABLE run_day_totals; \
+             PRAGMA user_version = 10;",
+        )
+        .unwrap();
+    }
+    let ro = StateStore::open_read_only(root.path()).unwrap();
+    let t = ro
+        .run_index()
+        .run_totals(&RunQuery::default(), RunGrouping::Day)
+        .unwrap();
+    assert!(t.from_running_totals);
+    assert_eq!(t.groups_summed, 192, "the quarter-hours of version 10");
+    assert_eq!((&t.groups, t.all), (&want.groups, want.all));
+    drop(ro);
+    let store = StateStore::open(root.path()).unwrap();
+    let t = store
+        .run_index()
+        .run_totals(&RunQuery::default(), RunGrouping::Day)
+        .unwrap();
+    assert!(t.from_running_totals);
+    assert_eq!(t.groups_summed, 2);
+    assert_eq!((&t.groups, t.all), (&want.groups, want.all));
+    assert_eq!(t.all.runs, 192);
+    let conn = rusqlite::Connection::open(root.path().join("state.db")).unwrap();
+    assert_eq!(version(&conn), 11);
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 192, "the rows are kept");
 }

@@ -428,7 +428,7 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
     }
     StateStore::open(&root).unwrap().index_runs().unwrap();
     // The index as version 2 left it: no started_at_utc, indexes on the raw started_at, no
-    // diagnostic column (every file was a run), no running totals (version 10).
+    // diagnostic column (every file was a run), no running totals (versions 10 and 11).
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
     conn.execute_batch(
         "DROP TRIGGER run_totals_replace; DROP TRIGGER run_totals_insert;
@@ -436,6 +436,9 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
          DROP TRIGGER run_totals_delete_run; DROP TRIGGER run_totals_update;
          DROP TRIGGER run_totals_update_old; DROP TRIGGER run_totals_update_new;
          DROP TABLE run_totals; DROP TABLE run_dup_ids;
+         DROP TRIGGER run_day_totals_replace; DROP TRIGGER run_day_totals_insert;
+         DROP TRIGGER run_day_totals_delete; DROP TRIGGER run_day_totals_update_old;
+         DROP TRIGGER run_day_totals_update_new; DROP TABLE run_day_totals;
          DROP INDEX runs_by_session_utc; DROP INDEX runs_by_start_utc;
          DROP INDEX runs_by_run_id; DROP INDEX runs_not_runs; DROP INDEX runs_partial;
          ALTER TABLE runs DROP COLUMN started_at_utc;
@@ -469,7 +472,7 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 10, "the current version");
+    assert_eq!(v, 11, "the current version");
     let indexes: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL ORDER BY name")
         .unwrap()
