@@ -109,7 +109,9 @@ pub use scan::{
     terminal_state, terminal_state_exact, terminal_state_probe,
 };
 pub use skim::{llm_requests_deserialized_on_this_thread, llm_requests_skimmed_on_this_thread};
-pub use tally::{FileRead, FileReadCounter, count_file_reads};
+pub use tally::{
+    FileRead, FileReadCounter, Tally, TallyScope, count_file_reads, counting_file_reads,
+};
 pub use writer::{
     DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Durability, RunWriter, WriterOptions, is_locked,
     needs_seal, seal_torn_tail,

@@ -69,6 +69,18 @@ fn count_buffer_bytes(n: usize) {
     READ_BUFFER_BYTES.with(|c| c.set(c.get().saturating_add(n as u64)));
 }
 
+/// Sets the calling thread's read-buffer count back to `to` (a value read earlier on this
+/// thread) and returns what was counted since: the count moves to the thread a
+/// [`crate::tally::Tally`] is handed to.
+pub(crate) fn take_buffer_bytes_since(to: u64) -> u64 {
+    READ_BUFFER_BYTES.with(|c| c.replace(to)).saturating_sub(to)
+}
+
+/// Adds read-buffer bytes counted on another thread to the calling thread's count.
+pub(crate) fn add_buffer_bytes(n: u64) {
+    READ_BUFFER_BYTES.with(|c| c.set(c.get().saturating_add(n)));
+}
+
 /// Longest excerpt of a damaged line kept in [`Damage::excerpt`], in bytes.
 pub const EXCERPT_LEN: usize = 160;
 
@@ -676,10 +688,16 @@ impl<R: Read> Reader<R> {
             None => INITIAL_READ_BUFFER.min(cap),
         };
         count_buffer_bytes(size);
+        Reader::from_parts(src, opts, offset, line, vec![0; size])
+    }
+
+    /// A reader over `src` whose first byte is at `offset` on line `line`, reading into `buf`
+    /// (at least one byte long).
+    fn from_parts(src: R, opts: ReaderOptions, offset: u64, line: u64, buf: Vec<u8>) -> Self {
         Reader {
             src,
             dec: Decoder::new(&opts),
-            buf: vec![0; size],
+            buf,
             opts,
             pos: 0,
             end: 0,
@@ -696,6 +714,39 @@ impl<R: Read> Reader<R> {
             only_types: None,
             passed_over: 0,
         }
+    }
+
+    /// A reader over `src` from offset 0 reading into `buf` (see
+    /// [`Reader::open_reusing`]): the buffer keeps its length when that is enough for
+    /// `expected_len` bytes (at most [`ReaderOptions::read_size`]), else grows to it; only
+    /// the growth is allocated and counted.
+    fn with_buffer(
+        src: R,
+        opts: ReaderOptions,
+        expected_len: Option<u64>,
+        mut buf: Vec<u8>,
+    ) -> Self {
+        let cap = opts.read_size.max(1);
+        let size = match expected_len {
+            Some(n) => usize::try_from(n.saturating_add(1)).unwrap_or(cap).min(cap),
+            None => INITIAL_READ_BUFFER.min(cap),
+        };
+        if buf.len() > cap {
+            // Grown for a long line: back to the read size, so a worker keeps no more.
+            buf.truncate(cap);
+            buf.shrink_to(cap);
+        }
+        if buf.len() < size {
+            count_buffer_bytes(size - buf.len());
+            buf.resize(size, 0);
+        }
+        Reader::from_parts(src, opts, 0, 1, buf)
+    }
+
+    /// The read buffer, for the next [`Reader::open_reusing`]: its length is what this
+    /// reader grew it to, its content is of no use.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
     }
 
     /// Parses only the lines whose record type is one of `types`: a line that starts with
@@ -1079,6 +1130,33 @@ impl Reader<RunFileReader> {
             RunFileReader::Zstd(_) => None,
         };
         let mut reader = Reader::with_position_and_hint(src, opts, 0, 1, hint);
+        reader.tally = crate::tally::opened(path);
+        Ok(reader)
+    }
+
+    /// As [`open_with`](Self::open_with) for a caller that reads many files in turn: the
+    /// file's length comes from the caller (`expected_len`, from its listing: no `fstat`),
+    /// and the read buffer is `buf`, the buffer an earlier reader gave back
+    /// ([`into_buffer`](Reader::into_buffer)), grown only when this file needs more of it. A
+    /// worker that reads 100,000 small files allocates (and zero-fills) its buffer once, not
+    /// once per file ([`read_buffer_bytes_on_this_thread`] counts only the growth). A wrong
+    /// `expected_len` costs only speed.
+    ///
+    /// # Errors
+    /// See [`open_run_file`].
+    pub fn open_reusing(
+        path: &Path,
+        opts: ReaderOptions,
+        expected_len: Option<u64>,
+        buf: Vec<u8>,
+    ) -> Result<Self> {
+        let src = open_run_file(path)?;
+        let hint = match &src {
+            RunFileReader::Plain(_) => expected_len,
+            #[cfg(feature = "archive")]
+            RunFileReader::Zstd(_) => None,
+        };
+        let mut reader = Reader::with_buffer(src, opts, hint, buf);
         reader.tally = crate::tally::opened(path);
         Ok(reader)
     }

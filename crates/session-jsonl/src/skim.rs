@@ -39,6 +39,26 @@ pub fn llm_requests_skimmed_on_this_thread() -> u64 {
     SKIMMED.with(Cell::get)
 }
 
+/// Takes the calling thread's `(deserialized, skimmed)` counts back to `to` (values read
+/// earlier on this thread), returning what was counted since: the counts move to the
+/// thread a [`crate::tally::Tally`] is handed to.
+pub(crate) fn take_since(to: (u64, u64)) -> (u64, u64) {
+    let d = DESERIALIZED.with(|c| c.replace(to.0));
+    let s = SKIMMED.with(|c| c.replace(to.1));
+    (d.saturating_sub(to.0), s.saturating_sub(to.1))
+}
+
+/// Adds counts taken on another thread ([`take_since`]) to the calling thread's.
+pub(crate) fn add(counts: (u64, u64)) {
+    DESERIALIZED.with(|c| c.set(c.get().saturating_add(counts.0)));
+    SKIMMED.with(|c| c.set(c.get().saturating_add(counts.1)));
+}
+
+/// The calling thread's `(deserialized, skimmed)` counts.
+pub(crate) fn counts() -> (u64, u64) {
+    (DESERIALIZED.with(Cell::get), SKIMMED.with(Cell::get))
+}
+
 /// Counts a record a full parse produced.
 pub(crate) fn count_full(record: &Record) {
     if matches!(record, Record::LlmRequest(_)) {

@@ -129,6 +129,86 @@ pub(crate) fn read(slot: Option<Slot>, n: usize) {
     });
 }
 
+/// Whether a [`FileReadCounter`] is alive on the calling thread.
+pub fn counting_file_reads() -> bool {
+    TALLY.with(|t| t.borrow().is_some())
+}
+
+/// What one piece of work counted on one thread, moved out of it by [`TallyScope::finish`]
+/// to be added to another thread's counts ([`Tally::add_to_this_thread`]): the run files
+/// opened and the bytes read from each (when counting), the read-buffer bytes allocated
+/// ([`crate::read_buffer_bytes_on_this_thread`]) and the `llm.request` lines deserialized and
+/// skimmed ([`crate::llm_requests_deserialized_on_this_thread`],
+/// [`crate::llm_requests_skimmed_on_this_thread`]). A caller that hands reads to other
+/// threads adds their tallies back in its own order, so its counts are those of reading on
+/// its own thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use]
+pub struct Tally {
+    /// Openings and bytes read, when the work counted them.
+    pub reads: Option<Vec<FileRead>>,
+    /// Read-buffer bytes allocated.
+    pub read_buffer_bytes: u64,
+    /// `llm.request` records deserialized (messages included).
+    pub llm_requests_deserialized: u64,
+    /// `llm.request` records skimmed.
+    pub llm_requests_skimmed: u64,
+}
+
+/// Counts one piece of work on the calling thread (from [`TallyScope::start`]) until
+/// [`TallyScope::finish`] moves the counts into a [`Tally`].
+#[derive(Debug)]
+pub struct TallyScope {
+    counter: Option<FileReadCounter>,
+    buffer_bytes: u64,
+    requests: (u64, u64),
+}
+
+impl TallyScope {
+    /// Starts counting on the calling thread; with `count_reads` the run files opened are
+    /// counted too (pass [`counting_file_reads`] of the thread the tally goes to).
+    pub fn start(count_reads: bool) -> TallyScope {
+        TallyScope {
+            counter: count_reads.then(count_file_reads),
+            buffer_bytes: crate::reader::read_buffer_bytes_on_this_thread(),
+            requests: crate::skim::counts(),
+        }
+    }
+
+    /// What was counted since [`TallyScope::start`], taken off the calling thread's counts
+    /// (which are as they were at the start again, so that adding the tally back on the same
+    /// thread counts nothing twice).
+    pub fn finish(self) -> Tally {
+        let reads = self.counter.as_ref().map(FileReadCounter::reads);
+        drop(self.counter);
+        let read_buffer_bytes = crate::reader::take_buffer_bytes_since(self.buffer_bytes);
+        let (deserialized, skimmed) = crate::skim::take_since(self.requests);
+        Tally {
+            reads,
+            read_buffer_bytes,
+            llm_requests_deserialized: deserialized,
+            llm_requests_skimmed: skimmed,
+        }
+    }
+}
+
+impl Tally {
+    /// Adds the counts to the calling thread's: the openings to its live
+    /// [`FileReadCounter`] (after those it holds; nothing when none is alive), the other
+    /// counts to its per-thread totals.
+    pub fn add_to_this_thread(self) {
+        if let Some(reads) = self.reads {
+            TALLY.with(|t| {
+                if let Some((_, v)) = t.borrow_mut().as_mut() {
+                    v.extend(reads);
+                }
+            });
+        }
+        crate::reader::add_buffer_bytes(self.read_buffer_bytes);
+        crate::skim::add((self.llm_requests_deserialized, self.llm_requests_skimmed));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +241,60 @@ mod tests {
         );
         drop(outer);
         assert_eq!(opened(Path::new("/c")), None);
+    }
+
+    #[test]
+    fn a_tally_moves_counts_between_threads_without_counting_twice() {
+        let outer = count_file_reads();
+        let a = opened(Path::new("/a"));
+        read(a, 1);
+        // Counted on another thread, added here.
+        let tally = std::thread::scope(|s| {
+            s.spawn(|| {
+                let scope = TallyScope::start(true);
+                let b = opened(Path::new("/b"));
+                read(b, 7);
+                crate::reader::add_buffer_bytes(100);
+                scope.finish()
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(tally.read_buffer_bytes, 100);
+        let before = crate::reader::read_buffer_bytes_on_this_thread();
+        tally.add_to_this_thread();
+        assert_eq!(
+            crate::reader::read_buffer_bytes_on_this_thread(),
+            before + 100
+        );
+        assert_eq!(
+            outer.reads(),
+            vec![
+                FileRead {
+                    path: "/a".into(),
+                    bytes: 1
+                },
+                FileRead {
+                    path: "/b".into(),
+                    bytes: 7
+                }
+            ]
+        );
+        // Counted and added on the same thread: once.
+        let before = crate::reader::read_buffer_bytes_on_this_thread();
+        let scope = TallyScope::start(true);
+        crate::reader::add_buffer_bytes(5);
+        let c = opened(Path::new("/c"));
+        read(c, 3);
+        let tally = scope.finish();
+        assert_eq!(crate::reader::read_buffer_bytes_on_this_thread(), before);
+        assert_eq!(outer.files_opened(), 2);
+        tally.add_to_this_thread();
+        assert_eq!(
+            crate::reader::read_buffer_bytes_on_this_thread(),
+            before + 5
+        );
+        assert_eq!(outer.files_opened(), 3);
+        assert_eq!(outer.total_bytes(), 11);
     }
 }

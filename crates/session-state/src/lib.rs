@@ -107,6 +107,7 @@ mod messages;
 mod partial;
 mod pending_base;
 mod prefix;
+pub mod read_pool;
 mod recovery;
 mod redigest;
 mod resume;

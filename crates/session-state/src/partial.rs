@@ -148,7 +148,14 @@ pub(crate) fn read_bounded(
         source: Box::new(e),
     };
     let (head, block) = session_jsonl::read_head_block(path).map_err(run_err)?;
-    let reader = Reader::new(&block[..], index_reader_options());
+    // A buffer the block's size at once, not grown to it from a small one.
+    let reader = Reader::with_position_and_hint(
+        &block[..],
+        index_reader_options(),
+        0,
+        1,
+        u64::try_from(block.len()).ok(),
+    );
     // The line the head block cuts is no torn tail: the file goes on.
     let items = reader.filter(|item| {
         !matches!(item, Ok(Item::Damage(d)) if d.kind == DamageKind::TornTail
@@ -212,7 +219,10 @@ pub(crate) fn read_bounded(
 /// Reads one new or changed run file for the refresh: on from its stored checkpoint when it
 /// has a usable one; bounded ([`read_bounded`] with [`REFRESH_TAIL_PROBE`]) when it is a plain
 /// file longer than [`WHOLE_READ_MAX`] and head and tail tell the listed fields exactly (a
-/// partial row, completed on read); whole otherwise (see the module documentation).
+/// partial row, completed on read); whole otherwise (see the module documentation). A whole
+/// read reads into `buf`, the read buffer of the previous file (empty for the first), and
+/// leaves its buffer there for the next ([`crate::resume::read_row_reusing`]): a worker of the
+/// refresh's read pool (`read_pool.rs`) allocates one buffer, not one per file.
 ///
 /// # Errors
 /// [`StateError::Run`] when the file cannot be opened or read.
@@ -222,6 +232,7 @@ pub(crate) fn read_for_refresh(
     mtime: i64,
     compressed: bool,
     stored: Option<&str>,
+    buf: &mut Vec<u8>,
 ) -> Result<RowRead> {
     if let Some(read) = crate::resume::resume_row(path, size, mtime, compressed, stored)? {
         return Ok(read);
@@ -239,5 +250,5 @@ pub(crate) fn read_for_refresh(
             });
         }
     }
-    crate::resume::read_row(path, size, mtime, compressed, None)
+    crate::resume::read_row_reusing(path, size, mtime, compressed, None, buf)
 }

@@ -57,6 +57,24 @@ pub(crate) fn read_row(
     compressed: bool,
     stored: Option<&str>,
 ) -> Result<RowRead> {
+    read_row_reusing(path, size, mtime, compressed, stored, &mut Vec::new())
+}
+
+/// [`read_row`] reading into `buf`, the read buffer of the previous file (empty for the
+/// first), which it leaves there for the next: a pass over many files allocates its buffer
+/// once ([`session_jsonl::Reader::open_reusing`]). `size` is the file's length as the caller
+/// looked at it (the buffer's size; no `fstat`).
+///
+/// # Errors
+/// As [`read_row`].
+pub(crate) fn read_row_reusing(
+    path: &Path,
+    size: u64,
+    mtime: i64,
+    compressed: bool,
+    stored: Option<&str>,
+    buf: &mut Vec<u8>,
+) -> Result<RowRead> {
     if let Some(read) = resume_row(path, size, mtime, compressed, stored)? {
         return Ok(read);
     }
@@ -64,17 +82,25 @@ pub(crate) fn read_row(
         path: path.to_path_buf(),
         source: Box::new(e),
     };
-    let mut reader = Reader::open_with(path, index_reader_options()).map_err(run_err)?;
+    let mut reader = Reader::open_reusing(
+        path,
+        index_reader_options(),
+        Some(size),
+        std::mem::take(buf),
+    )
+    .map_err(run_err)?;
     if !compressed {
         reader.track_checkpoints();
     }
-    fold_held(
+    let (read, reader) = fold_held(
         path,
         reader,
         RunFold::new(path),
         (size, mtime, compressed),
         false,
-    )
+    )?;
+    *buf = reader.into_buffer();
+    Ok(read)
 }
 
 /// The row of `path` read on from `stored` (a `run_resume.checkpoint`), or `None` when there
@@ -101,20 +127,21 @@ pub(crate) fn resume_row(
         && let Some(reader) =
             Reader::resume_run_file(path, index_reader_options(), &saved.reader).map_err(run_err)?
     {
-        return fold_held(path, reader, saved.fold, (size, mtime, compressed), true).map(Some);
+        return fold_held(path, reader, saved.fold, (size, mtime, compressed), true)
+            .map(|(read, _)| Some(read));
     }
     Ok(None)
 }
 
 /// Folds the complete lines, takes the checkpoint, then folds the last line and the file's
-/// end reports.
+/// end reports; gives the reader back (for its buffer).
 fn fold_held(
     path: &Path,
     mut reader: Reader<RunFileReader>,
     mut fold: RunFold,
     (size, mtime, compressed): (u64, i64, bool),
     resumed: bool,
-) -> Result<RowRead> {
+) -> Result<(RowRead, Reader<RunFileReader>)> {
     let io_err = |e: std::io::Error| StateError::Run {
         path: path.to_path_buf(),
         source: Box::new(e),
@@ -134,7 +161,7 @@ fn fold_held(
         None
     };
     reader.hold_last_line(false);
-    for item in reader {
+    for item in reader.by_ref() {
         let item: Item = item.map_err(io_err)?;
         fold.add(&item);
     }
@@ -144,12 +171,15 @@ fn fold_held(
     } else {
         None
     };
-    Ok(RowRead {
-        row,
-        diagnostic,
-        checkpoint,
-        resumed,
-    })
+    Ok((
+        RowRead {
+            row,
+            diagnostic,
+            checkpoint,
+            resumed,
+        },
+        reader,
+    ))
 }
 
 /// Every stored checkpoint by relative path (few rows: one per open run). Rows whose values

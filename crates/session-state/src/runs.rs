@@ -627,14 +627,6 @@ fn keep_watching(open: bool, f: &Listed, reread_changed: bool) -> bool {
     open || tree::racy(f.mtime_ns, f.looked_ns) || reread_changed
 }
 
-/// Whether the file no longer has the size and mtime it had before it was read.
-fn changed_since(f: &Listed) -> bool {
-    match fs::symlink_metadata(&f.path) {
-        Ok(md) => md.len() != f.size || tree::mtime_ns(&md) != f.mtime_ns,
-        Err(_) => true,
-    }
-}
-
 fn upsert_dir(conn: &Connection, rel: &str, d: &DirRow) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO run_dirs (path, depth, mtime_ns, scanned_ns, run_count) \
@@ -1043,7 +1035,19 @@ impl RunIndex {
         }
         report.unchanged = u64::try_from(unchanged_elsewhere.max(0)).unwrap_or(0);
 
-        // 4. Compare and read what changed.
+        // 4. Compare and read what changed (read ahead on the read pool, in this order).
+        let mut reads = crate::read_pool::RefreshReads::start(
+            candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.known.is_some_and(|k| k.matches(&c.listed)))
+                .map(|(i, c)| {
+                    let stored = c.known.and_then(|_| snap.checkpoints.get(&c.listed.rel));
+                    let job = crate::read_pool::FileJob::of(&c.listed, stored.map(String::as_str));
+                    (i, job)
+                })
+                .collect(),
+        );
         let total = candidates.len() as u64;
         for (i, c) in candidates.iter().enumerate() {
             let f = &c.listed;
@@ -1056,13 +1060,8 @@ impl RunIndex {
                     .known
                     .and_then(|_| snap.checkpoints.get(&f.rel))
                     .map(String::as_str);
-                match crate::partial::read_for_refresh(
-                    &f.path,
-                    f.size,
-                    f.mtime_ns,
-                    f.compressed,
-                    stored,
-                ) {
+                let (read, moved) = reads.take(i, f, stored);
+                match read {
                     Ok(crate::resume::RowRead {
                         row,
                         diagnostic,
@@ -1086,7 +1085,7 @@ impl RunIndex {
                             .upserts
                             .push(to_values(&f.rel, &row, diagnostic.as_deref()));
                         let open = row.outcome == IndexedRunOutcome::Open;
-                        Some((open, !open && changed_since(f)))
+                        Some((open, !open && moved))
                     }
                     Err(e) => {
                         report.failed.push((f.path.clone(), e.to_string()));
@@ -1193,9 +1192,17 @@ impl RunIndex {
         let mut fresh: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         let mut watch: Vec<&str> = Vec::new();
         let mut checkpoints: Vec<(&str, String)> = Vec::new();
+        // Read ahead on the read pool, taken in path order.
+        let mut reads = crate::read_pool::RefreshReads::start(
+            files
+                .iter()
+                .map(|f| crate::read_pool::FileJob::of(f, None))
+                .enumerate()
+                .collect(),
+        );
         for (i, f) in files.iter().enumerate() {
-            match crate::partial::read_for_refresh(&f.path, f.size, f.mtime_ns, f.compressed, None)
-            {
+            let (read, moved) = reads.take(i, f, None);
+            match read {
                 Ok(crate::resume::RowRead {
                     row,
                     diagnostic,
@@ -1206,7 +1213,7 @@ impl RunIndex {
                         checkpoints.push((&f.rel, c));
                     }
                     let open = row.outcome == IndexedRunOutcome::Open;
-                    if keep_watching(open, f, !open && changed_since(f)) {
+                    if keep_watching(open, f, !open && moved) {
                         watch.push(&f.rel);
                     }
                     fresh.insert(

@@ -216,6 +216,22 @@ fn check_run_ref(
     })
 }
 
+/// [`check_run`] of one file with its findings, and what it read counted in a tally for the
+/// thread that reports it (openings only when `count_reads`).
+fn checked_run(
+    path: &Path,
+    count_reads: bool,
+) -> (
+    Vec<Finding>,
+    Result<Checked, CliError>,
+    session_jsonl::Tally,
+) {
+    let scope = session_jsonl::TallyScope::start(count_reads);
+    let mut found = Vec::new();
+    let checked = check_run(path, &mut found);
+    (found, checked, scope.finish())
+}
+
 /// `duplicate_run_id` problems: files whose records name the same run (`(run id, how
 /// complete the file is)`, in listing order). The file that is the run is the most complete
 /// one, by the rule every command uses ([`session_jsonl::rank_files`]: a terminal record,
@@ -411,8 +427,22 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &VerifyArgs) -> Result<i32, CliError>
     let progress = Progress::new(ctx.progress, files.len() as u64, "verifying runs");
     let (mut total_bytes, mut content_bytes) = (0u64, 0u64);
     let mut ids: Vec<(String, session_jsonl::Completeness)> = Vec::new();
-    for f in &files {
-        match check_run(f, &mut findings) {
+    // Files checked ahead on a few threads, taken in listing order: the report is the one a
+    // check on this thread gives.
+    let count_reads = session_jsonl::counting_file_reads();
+    let mut checks = session_state::read_pool::InOrder::start(
+        files.clone(),
+        session_state::read_pool::max_threads(files.len()),
+        || (),
+        move |f: &PathBuf, ()| checked_run(f, count_reads),
+    );
+    for (i, f) in files.iter().enumerate() {
+        let (found, checked, tally) = checks
+            .take(i)
+            .unwrap_or_else(|| checked_run(f, count_reads));
+        tally.add_to_this_thread();
+        findings.extend(found);
+        match checked {
             Ok(c) => {
                 total_bytes += c.file_size;
                 content_bytes += c.content_bytes;

@@ -1,0 +1,787 @@
+//! Reading many run files on a few threads, results taken in the order of the files: the
+//! store-sized passes (the run index's first build and large refreshes,
+//! [`RunIndex::index_runs`](crate::RunIndex::index_runs); its rebuild,
+//! [`RunIndex::reindex`](crate::RunIndex::reindex); `sessions verify` of the whole store)
+//! read and parse each file on a worker while the one thread that writes SQLite takes the
+//! results in the walk's order, so what it writes (rows, reports, their order) is what a pass
+//! on one thread writes.
+//!
+//! [`InOrder`] is the pool: jobs are claimed in order by up to [`max_threads`] workers
+//! (scoped to the pass: started by [`InOrder::start`], joined when the pool is dropped);
+//! each worker keeps its own scratch (the run index's: one read buffer, reused for every
+//! file, [`session_jsonl::Reader::open_reusing`]). Memory stays bounded: a worker claims a job
+//! only while it is fewer than [`WINDOW`] jobs ahead of the one the taker waits for, so at
+//! most [`WINDOW`] results wait to be taken, whatever the sizes of the files (each read
+//! bounded as it is on one thread). A panic in a worker (a bug: reading stored data never
+//! panics) is resumed on the taking thread when its job is taken, as if the job had run
+//! there.
+//!
+//! [`RefreshReads`] is the run index's use of it: one job per file to read, each read with
+//! [`crate::partial::read_for_refresh`] and counted with a [`session_jsonl::TallyScope`]
+//! whose tally is added to the taking thread when the result is taken, so the per-thread
+//! counts tests hold (files opened, bytes read, read-buffer bytes, `llm.request` lines
+//! deserialized) are those of a pass on one thread.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc};
+use std::thread::JoinHandle;
+
+use session_jsonl::{Tally, TallyScope};
+
+use crate::error::Result;
+use crate::resume::RowRead;
+use crate::row::IndexedRunOutcome;
+
+/// Most jobs a worker may be ahead of the job being taken: the bound on results waiting.
+pub const WINDOW: usize = 256;
+
+/// Most worker threads of one pool (the reads are bound by parsing and the page cache; more
+/// threads than cores only contend).
+pub const MAX_THREADS: usize = 4;
+
+/// Fewest jobs worth starting workers for: below this a pass reads on its own thread.
+pub const MIN_PARALLEL_JOBS: usize = 8;
+
+#[cfg(test)]
+thread_local! {
+    /// Thread count forced by a test (`Some(1)`: the pass on one thread).
+    static FORCED_THREADS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every pool started on this thread using `threads` workers (1: none, the
+/// jobs run on this thread).
+#[cfg(test)]
+pub(crate) fn with_threads<T>(threads: usize, f: impl FnOnce() -> T) -> T {
+    let before = FORCED_THREADS.with(|c| c.replace(Some(threads)));
+    let out = f();
+    FORCED_THREADS.with(|c| c.set(before));
+    out
+}
+
+/// Workers for `jobs` jobs: none (1, the calling thread) below [`MIN_PARALLEL_JOBS`], else
+/// the machine's available parallelism, at most [`MAX_THREADS`].
+pub fn max_threads(jobs: usize) -> usize {
+    #[cfg(test)]
+    if let Some(n) = FORCED_THREADS.with(std::cell::Cell::get) {
+        return n;
+    }
+    if jobs < MIN_PARALLEL_JOBS {
+        return 1;
+    }
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_THREADS)
+}
+
+/// What the workers and the taker share.
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+struct State {
+    /// Next job to claim.
+    next: usize,
+    /// Job the taker waits for (every job before it is taken or skipped).
+    taking: usize,
+    /// Set when the pool is dropped: workers stop claiming.
+    stop: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code panics while holding the lock; a poisoned one holds consistent numbers.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The outcome of one job on a worker: its result, or the panic to resume on the taker.
+type Outcome<R> = std::thread::Result<R>;
+
+type Inline<R> = Box<dyn FnMut(usize) -> R>;
+
+/// A pool that runs one function over a list of jobs on worker threads and hands the
+/// results out in job order ([`InOrder::take`]). See the module documentation.
+pub struct InOrder<R: Send + 'static> {
+    shared: Arc<Shared>,
+    rx: Option<mpsc::Receiver<(usize, Outcome<R>)>>,
+    /// Results that came before the one being taken.
+    held: BTreeMap<usize, Outcome<R>>,
+    workers: Vec<JoinHandle<()>>,
+    /// Without workers: the jobs run on the taking thread.
+    inline: Option<Inline<R>>,
+    len: usize,
+}
+
+impl<R: Send + 'static> InOrder<R> {
+    /// Starts `threads` workers over `jobs` (none when `threads` ≤ 1 or there is at most one
+    /// job, or when no thread can be started: then each job runs on the taking thread when
+    /// taken). Each worker makes its scratch with `scratch` once and runs `work(job,
+    /// &mut scratch)` for each job it claims.
+    pub fn start<J, S>(
+        jobs: Vec<J>,
+        threads: usize,
+        scratch: impl Fn() -> S + Send + Sync + 'static,
+        work: impl Fn(&J, &mut S) -> R + Send + Sync + 'static,
+    ) -> InOrder<R>
+    where
+        J: Send + Sync + 'static,
+        S: 'static,
+    {
+        let len = jobs.len();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                next: 0,
+                taking: 0,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let jobs = Arc::new(jobs);
+        let scratch = Arc::new(scratch);
+        let work = Arc::new(work);
+        let mut workers = Vec::new();
+        let (tx, rx) = mpsc::channel();
+        if threads > 1 && len > 1 {
+            for n in 0..threads.min(len) {
+                let (shared, jobs, scratch, work, tx) = (
+                    Arc::clone(&shared),
+                    Arc::clone(&jobs),
+                    Arc::clone(&scratch),
+                    Arc::clone(&work),
+                    tx.clone(),
+                );
+                let spawned = std::thread::Builder::new()
+                    .name(format!("session-read-{n}"))
+                    .spawn(move || worker(&shared, &jobs, &*scratch, &*work, &tx));
+                // A thread that cannot be started leaves the jobs to the others.
+                if let Ok(handle) = spawned {
+                    workers.push(handle);
+                }
+            }
+        }
+        drop(tx);
+        let inline: Option<Inline<R>> = workers.is_empty().then(|| {
+            let mut s = scratch();
+            Box::new(move |i: usize| work(&jobs[i], &mut s)) as Inline<R>
+        });
+        InOrder {
+            shared,
+            rx: Some(rx),
+            held: BTreeMap::new(),
+            workers,
+            inline,
+            len,
+        }
+    }
+
+    /// Number of worker threads (0: the jobs run on the taking thread).
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// The result of job `i`. Take jobs in increasing order: the results of jobs before `i`
+    /// that were not taken are dropped. `None` when `i` is out of range, was passed already,
+    /// or no worker is left to run it. A panic of the job is resumed here.
+    pub fn take(&mut self, i: usize) -> Option<R> {
+        if i >= self.len {
+            return None;
+        }
+        if let Some(run) = self.inline.as_mut() {
+            return Some(run(i));
+        }
+        {
+            let mut st = self.shared.lock();
+            if st.taking > i {
+                return None;
+            }
+            st.taking = i;
+        }
+        self.shared.wake.notify_all();
+        self.held = self.held.split_off(&i);
+        if let Some(outcome) = self.held.remove(&i) {
+            return Some(resume(outcome));
+        }
+        let rx = self.rx.as_ref()?;
+        loop {
+            let (j, outcome) = rx.recv().ok()?;
+            match j.cmp(&i) {
+                std::cmp::Ordering::Equal => return Some(resume(outcome)),
+                std::cmp::Ordering::Greater => {
+                    self.held.insert(j, outcome);
+                }
+                std::cmp::Ordering::Less => {}
+            }
+        }
+    }
+}
+
+fn resume<R>(outcome: Outcome<R>) -> R {
+    match outcome {
+        Ok(r) => r,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+fn worker<J, S, R>(
+    shared: &Shared,
+    jobs: &[J],
+    scratch: &dyn Fn() -> S,
+    work: &dyn Fn(&J, &mut S) -> R,
+    tx: &mpsc::Sender<(usize, Outcome<R>)>,
+) {
+    let mut s = scratch();
+    loop {
+        let j = {
+            let mut st = shared.lock();
+            loop {
+                if st.stop || st.next >= jobs.len() {
+                    return;
+                }
+                if st.next < st.taking.saturating_add(WINDOW) {
+                    break;
+                }
+                st = shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+            st.next += 1;
+            st.next - 1
+        };
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| work(&jobs[j], &mut s)));
+        let panicked = outcome.is_err();
+        if tx.send((j, outcome)).is_err() || panicked {
+            // The pool is gone, or the scratch may be half-updated: stop.
+            return;
+        }
+    }
+}
+
+impl<R: Send + 'static> Drop for InOrder<R> {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_all();
+        // Workers blocked on sending see the receiver gone.
+        self.rx = None;
+        self.held.clear();
+        for handle in self.workers.drain(..) {
+            // A worker's panic was sent to the taker (or its job was never taken).
+            let _ = handle.join();
+        }
+    }
+}
+
+/// One run file the index reads: where it is, what its listing said, and the checkpoint to go
+/// on from (an open run that grew).
+#[derive(Debug, Clone)]
+pub(crate) struct FileJob {
+    pub(crate) path: PathBuf,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) compressed: bool,
+    pub(crate) stored: Option<String>,
+}
+
+impl FileJob {
+    /// The job of reading the listed file `f`, going on from `stored` when given.
+    pub(crate) fn of(f: &crate::tree::Listed, stored: Option<&str>) -> FileJob {
+        FileJob {
+            path: f.path.clone(),
+            size: f.size,
+            mtime_ns: f.mtime_ns,
+            compressed: f.compressed,
+            stored: stored.map(str::to_owned),
+        }
+    }
+}
+
+/// A run file read by a worker.
+pub(crate) struct FileRead {
+    pub(crate) read: Result<RowRead>,
+    /// For a run that has ended: whether the file's size or mtime changed while it was read
+    /// (looked at again after the read, on the worker). `false` for open runs and failures.
+    pub(crate) changed: bool,
+    tally: Tally,
+}
+
+/// Reads `job` with the worker's read buffer `buf`, counting what it reads in a tally for
+/// the taking thread (openings only when `count_reads`).
+fn read_file(job: &FileJob, buf: &mut Vec<u8>, count_reads: bool) -> FileRead {
+    let scope = TallyScope::start(count_reads);
+    let read = crate::partial::read_for_refresh(
+        &job.path,
+        job.size,
+        job.mtime_ns,
+        job.compressed,
+        job.stored.as_deref(),
+        buf,
+    );
+    let changed = matches!(&read, Ok(r) if r.row.outcome != IndexedRunOutcome::Open)
+        && changed_since(&job.path, job.size, job.mtime_ns);
+    FileRead {
+        read,
+        changed,
+        tally: scope.finish(),
+    }
+}
+
+/// Whether the file at `path` no longer has size `size` and mtime `mtime_ns` (or is gone).
+fn changed_since(path: &Path, size: u64, mtime_ns: i64) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(md) => md.len() != size || crate::tree::mtime_ns(&md) != mtime_ns,
+        Err(_) => true,
+    }
+}
+
+/// The reads of one refresh or rebuild: the files to read, keyed by their position in the
+/// pass's list of files, read ahead by an [`InOrder`] pool and taken in that order
+/// ([`RefreshReads::take`]).
+pub(crate) struct RefreshReads {
+    /// Position in the pass of each job, increasing.
+    keys: Vec<usize>,
+    /// Next entry of `keys` not taken yet.
+    cursor: usize,
+    pool: InOrder<FileRead>,
+    /// Whether the taking thread counts file reads (then so do the workers).
+    count_reads: bool,
+    /// Read buffer of the reads the taker makes itself (a file the pool was not given).
+    spare: Vec<u8>,
+}
+
+impl RefreshReads {
+    /// Starts reading `jobs` (`(position, job)`, positions increasing) on
+    /// [`max_threads`] workers.
+    pub(crate) fn start(jobs: Vec<(usize, FileJob)>) -> RefreshReads {
+        let count_reads = session_jsonl::counting_file_reads();
+        let (keys, jobs): (Vec<usize>, Vec<FileJob>) = jobs.into_iter().unzip();
+        let threads = max_threads(jobs.len());
+        let pool = InOrder::start(jobs, threads, Vec::new, move |job, buf| {
+            read_file(job, buf, count_reads)
+        });
+        RefreshReads {
+            keys,
+            cursor: 0,
+            pool,
+            count_reads,
+            spare: Vec::new(),
+        }
+    }
+
+    /// The read of the listed file `f` at position `at` of the pass, going on from `stored`
+    /// (as given to [`RefreshReads::start`] for `at`; a file it was not given is read here,
+    /// on the calling thread). Take positions in increasing order. The read's tally is added
+    /// to the calling thread's counts. Returns the read and, for a run that has ended,
+    /// whether the file changed while it was read.
+    pub(crate) fn take(
+        &mut self,
+        at: usize,
+        f: &crate::tree::Listed,
+        stored: Option<&str>,
+    ) -> (Result<RowRead>, bool) {
+        while self.keys.get(self.cursor).is_some_and(|&k| k < at) {
+            self.cursor += 1;
+        }
+        let pooled = if self.keys.get(self.cursor) == Some(&at) {
+            self.cursor += 1;
+            self.pool.take(self.cursor - 1)
+        } else {
+            None
+        };
+        let done = match pooled {
+            Some(done) => done,
+            None => read_file(&FileJob::of(f, stored), &mut self.spare, self.count_reads),
+        };
+        done.tally.add_to_this_thread();
+        (done.read, done.changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn results_come_in_job_order_whatever_order_the_workers_finish_in() {
+        let jobs: Vec<u64> = (0..2_000).collect();
+        let mut pool = InOrder::start(
+            jobs,
+            4,
+            || 0u64,
+            |&j, seen: &mut u64| {
+                // Uneven work: later jobs often finish first.
+                if j % 7 == 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+                *seen += 1;
+                j * 2
+            },
+        );
+        assert!(pool.workers() > 1);
+        for i in 0..2_000 {
+            assert_eq!(pool.take(i as usize), Some(i * 2));
+        }
+        assert_eq!(pool.take(2_000), None);
+    }
+
+    #[test]
+    fn each_worker_makes_its_scratch_once() {
+        let made = Arc::new(AtomicUsize::new(0));
+        let m = Arc::clone(&made);
+        let mut pool = InOrder::start(
+            (0..500usize).collect(),
+            3,
+            move || {
+                m.fetch_add(1, Ordering::SeqCst);
+                Vec::<u8>::new()
+            },
+            |&j, s: &mut Vec<u8>| {
+                s.push(0);
+                j
+            },
+        );
+        let workers = pool.workers();
+        for i in 0..500 {
+            assert_eq!(pool.take(i), Some(i));
+        }
+        drop(pool);
+        assert_eq!(made.load(Ordering::SeqCst), workers);
+    }
+
+    #[test]
+    fn workers_stay_within_the_window_of_the_job_taken() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&ran);
+        let mut pool = InOrder::start(
+            (0..10 * WINDOW).collect(),
+            2,
+            || (),
+            move |&j, ()| {
+                r.fetch_add(1, Ordering::SeqCst);
+                j
+            },
+        );
+        assert_eq!(pool.take(0), Some(0));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Nothing past job 0 + WINDOW was claimed while job 0 was the one taken.
+        assert!(
+            ran.load(Ordering::SeqCst) <= WINDOW,
+            "{}",
+            ran.load(Ordering::SeqCst)
+        );
+        // Skipping ahead drops the results in between.
+        assert_eq!(pool.take(5 * WINDOW), Some(5 * WINDOW));
+        assert_eq!(pool.take(3), None);
+        assert_eq!(pool.take(5 * WINDOW + 1), Some(5 * WINDOW + 1));
+    }
+
+    #[test]
+    fn a_panic_of_a_job_is_resumed_on_the_taker() {
+        let mut pool = InOrder::start(
+            (0..100usize).collect(),
+            2,
+            || (),
+            |&j, ()| {
+                if j == 40 {
+                    panic!("job {j}");
+                }
+                j
+            },
+        );
+        for i in 0..40 {
+            assert_eq!(pool.take(i), Some(i));
+        }
+        let caught = std::panic::catch_unwind(AssertUnwindSafe(|| pool.take(40)));
+        let panic = caught.unwrap_err();
+        assert_eq!(
+            panic.downcast_ref::<String>().map(String::as_str),
+            Some("job 40")
+        );
+    }
+
+    /// A store of 45 files over three days with every kind of damage the reader reports, a
+    /// run too large to be read whole by a refresh, open runs and a run id held twice.
+    fn damaged_store(root: &Path) {
+        let header = |run: &str, at: &str| {
+            format!(
+                r#"{{"type":"header","schema_version":1,"run_id":"{run}","session_id":"s-{}","started_at":"{at}","model":{{"provider":"p","name":"m"}}}}"#,
+                &run[..2]
+            )
+        };
+        let body = |run: &str, pad: &str, ended: bool| {
+            let mut b = format!(
+                r#"{{"type":"run.start","run_id":"{run}","ts":"2026-11-30T10:00:00.000Z","input":{{"type":"text","text":"do {run}"}}}}"#
+            );
+            b.push('\n');
+            b.push_str(&format!(
+                r#"{{"type":"llm.request","run_id":"{run}","ts":"2026-11-30T10:01:00.000Z","seq":1,"input":{{"messages":[{{"role":"user","content":"{pad}"}}]}}}}"#
+            ));
+            b.push('\n');
+            b.push_str(&format!(
+                r#"{{"type":"llm.response","run_id":"{run}","ts":"2026-11-30T10:02:00.000Z","seq":1,"output":{{"messages":[],"usage":{{"model":"m","input_tokens":5,"output_tokens":2,"total_tokens":7}}}}}}"#
+            ));
+            b.push('\n');
+            if ended {
+                b.push_str(&format!(
+                    r#"{{"type":"run.end","run_id":"{run}","ts":"2026-11-30T10:04:00.000Z","outcome":"completed"}}"#
+                ));
+                b.push('\n');
+            }
+            b
+        };
+        for day in 1..=3u32 {
+            let dir = root.join(format!("2026/11/{day:02}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let at = format!("2026-11-{day:02}T10:00:00.000Z");
+            for k in 0..15u32 {
+                let run = format!("{day}{k:02}00000-0000-4000-8000-000000000000");
+                let h = header(&run, &at);
+                let bytes: Vec<u8> = match k % 10 {
+                    0 => format!("{h}\n{}", body(&run, "hi", true)).into_bytes(),
+                    1 => format!("{h}\n{}", body(&run, "hi", false)).into_bytes(),
+                    2 => format!("{h}\n{}{{\"type\":\"run.e", body(&run, "hi", false)).into_bytes(),
+                    3 => {
+                        let mut b = format!("{h}\n").into_bytes();
+                        b.extend_from_slice(&[0; 300]);
+                        b.extend_from_slice(body(&run, "hi", true).as_bytes());
+                        b
+                    }
+                    4 => format!("{h}\nnot json at all\n{}", body(&run, "hi", true)).into_bytes(),
+                    5 => Vec::new(),
+                    6 => body(&run, "hi", true).into_bytes(),
+                    7 => format!("{h}\n{}", body(&run, &"x".repeat(300 << 10), true)).into_bytes(),
+                    8 => {
+                        let mut b = format!("{h}\n").into_bytes();
+                        b.extend_from_slice(b"{\"type\":\"run.status\",\"run_id\":\"r\xff\"}\n");
+                        b.extend_from_slice(body(&run, "hi", true).as_bytes());
+                        b
+                    }
+                    // A run id held by two files (days 1 and 2).
+                    _ => {
+                        let twin = format!("9{k:02}00000-0000-4000-8000-000000000000");
+                        format!("{}\n{}", header(&twin, &at), body(&twin, "hi", day == 2))
+                            .into_bytes()
+                    }
+                };
+                let name = if k % 10 == 9 {
+                    format!("9{k:02}00000-0000-4000-8000-000000000000.jsonl")
+                } else {
+                    format!("{run}.jsonl")
+                };
+                if day == 3 && k % 10 == 9 {
+                    continue;
+                }
+                std::fs::write(dir.join(name), bytes).unwrap();
+            }
+        }
+    }
+
+    /// What a refresh and the listings answer: the report, every listed row, every file
+    /// that is no run.
+    fn index_and_list(
+        root: &Path,
+    ) -> (
+        crate::IndexReport,
+        Vec<crate::RunRow>,
+        Vec<crate::RunFileDiagnostic>,
+    ) {
+        let store = crate::StateStore::open(root).unwrap();
+        let report = store.index_runs().unwrap();
+        let rows = store.list_runs(&crate::RunQuery::default()).unwrap().runs;
+        let diagnostics = store.run_file_diagnostics().unwrap();
+        (report, rows, diagnostics)
+    }
+
+    fn without_state_db(root: &Path) {
+        for name in ["state.db", "state.db-wal", "state.db-shm"] {
+            let _ = std::fs::remove_file(root.join(name));
+        }
+    }
+
+    #[test]
+    fn a_refresh_on_workers_indexes_a_damaged_store_as_one_thread_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        damaged_store(root);
+        let one = with_threads(1, || index_and_list(root));
+        without_state_db(root);
+        let many = with_threads(3, || index_and_list(root));
+        assert_eq!(one, many);
+        // Everything was read, the damage reported, in path order.
+        let (report, rows, diagnostics) = many;
+        assert_eq!(report.files_read, 44, "{report:?}");
+        assert!(report.damaged.len() >= 9, "{report:?}");
+        assert!(report.damaged.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(rows.iter().any(|r| r.damage_count > 0));
+        assert_eq!(diagnostics.len(), 6, "{diagnostics:?}");
+
+        // A rebuild, and a refresh after open runs grew (read on from their checkpoints).
+        let rebuild = |threads| {
+            with_threads(threads, || {
+                crate::StateStore::open(root).unwrap().reindex().unwrap()
+            })
+        };
+        assert_eq!(rebuild(1), rebuild(3));
+        let grow = || {
+            for day in 1..=3u32 {
+                let run = format!("{day}0100000-0000-4000-8000-000000000000");
+                let path = root.join(format!("2026/11/{day:02}/{run}.jsonl"));
+                let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+                std::io::Write::write_all(
+                    &mut f,
+                    format!(
+                        "{{\"type\":\"run.status\",\"run_id\":\"{run}\",\"ts\":\"2026-11-30T10:05:00.000Z\",\"status\":\"running\"}}\n"
+                    )
+                    .as_bytes(),
+                )
+                .unwrap();
+            }
+        };
+        let copy = tempfile::tempdir().unwrap();
+        copy_tree(root, copy.path());
+        grow();
+        let one = with_threads(1, || index_and_list(root));
+        // The same change on the copy, refreshed on workers.
+        let grow_copy = || {
+            for day in 1..=3u32 {
+                let run = format!("{day}0100000-0000-4000-8000-000000000000");
+                let path = copy.path().join(format!("2026/11/{day:02}/{run}.jsonl"));
+                let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+                std::io::Write::write_all(
+                    &mut f,
+                    format!(
+                        "{{\"type\":\"run.status\",\"run_id\":\"{run}\",\"ts\":\"2026-11-30T10:05:00.000Z\",\"status\":\"running\"}}\n"
+                    )
+                    .as_bytes(),
+                )
+                .unwrap();
+            }
+        };
+        grow_copy();
+        let many = with_threads(3, || index_and_list(copy.path()));
+        assert!(one.0.files_resumed >= 3, "{:?}", one.0);
+        assert_eq!(strip(one, root), strip(many, copy.path()));
+    }
+
+    /// Copies the store (run files and `state.db`) keeping modification times.
+    fn copy_tree(from: &Path, to: &Path) {
+        for entry in walk(from) {
+            let rel = entry.strip_prefix(from).unwrap();
+            let dest = to.join(rel);
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            std::fs::copy(&entry, &dest).unwrap();
+            let mtime = std::fs::metadata(&entry).unwrap().modified().unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&dest)
+                .unwrap()
+                .set_modified(mtime)
+                .unwrap();
+        }
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// An answer with paths relative to `root` and the times of the files left out (the
+    /// copies were appended to at other instants).
+    fn strip(
+        (report, rows, diagnostics): (
+            crate::IndexReport,
+            Vec<crate::RunRow>,
+            Vec<crate::RunFileDiagnostic>,
+        ),
+        root: &Path,
+    ) -> String {
+        let rel = |p: &Path| p.strip_prefix(root).unwrap().display().to_string();
+        let mut out = format!(
+            "added {} updated {} removed {} read {} resumed {}\n",
+            report.added, report.updated, report.removed, report.files_read, report.files_resumed
+        );
+        for (p, n) in &report.damaged {
+            out.push_str(&format!("damaged {} {n}\n", rel(p)));
+        }
+        for r in rows {
+            out.push_str(&format!(
+                "{} {} {:?} {} {} {} {:?}\n",
+                rel(&r.path),
+                r.run_id,
+                r.outcome,
+                r.record_count,
+                r.total_tokens,
+                r.damage_count,
+                r.other_files.iter().map(|p| rel(p)).collect::<Vec<_>>()
+            ));
+        }
+        for d in diagnostics {
+            out.push_str(&format!("not a run {} {}\n", rel(&d.path), d.message));
+        }
+        out
+    }
+
+    #[test]
+    fn a_refresh_opens_each_file_once_and_allocates_a_buffer_per_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        damaged_store(root);
+        let buffers_before = session_jsonl::read_buffer_bytes_on_this_thread();
+        let counter = session_jsonl::count_file_reads();
+        let report = with_threads(3, || {
+            crate::StateStore::open(root).unwrap().index_runs().unwrap()
+        });
+        let reads = counter.reads();
+        drop(counter);
+        let buffers = session_jsonl::read_buffer_bytes_on_this_thread() - buffers_before;
+        assert_eq!(report.files_read, 44);
+        // The workers' openings, counted here, in path order: one per file (the three large
+        // runs: the head block and the tail probe).
+        let paths: Vec<&Path> = reads.iter().map(|r| r.path.as_path()).collect();
+        let mut sorted = paths.clone();
+        sorted.sort();
+        assert_eq!(paths, sorted);
+        assert_eq!(reads.len(), 44 + 3, "{paths:?}");
+        // Three readers, each one buffer no larger than the largest file read whole; the
+        // three large runs are read bounded (their head block parsed with a buffer of its
+        // size).
+        let small: u64 = walk(root)
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .filter(|&n| n < 100 << 10)
+            .max()
+            .unwrap();
+        let bounded = 3 * (session_jsonl::scan::HEAD_LIMIT as u64 + 1);
+        assert!(
+            buffers <= 3 * (small + 1) + bounded,
+            "{buffers} bytes, largest small file {small}"
+        );
+    }
+
+    #[test]
+    fn one_thread_runs_the_jobs_on_the_taker() {
+        let taker = std::thread::current().id();
+        let mut pool = InOrder::start(
+            (0..10usize).collect(),
+            1,
+            || (),
+            move |&j, ()| {
+                assert_eq!(std::thread::current().id(), taker);
+                j
+            },
+        );
+        assert_eq!(pool.workers(), 0);
+        for i in 0..10 {
+            assert_eq!(pool.take(i), Some(i));
+        }
+    }
+}
