@@ -101,7 +101,7 @@ pub use layout::{
 pub use reader::{
     DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, INITIAL_READ_BUFFER,
     Item, Reader, ReaderOptions, RecordLine, RunFileReader, RunRead, is_archived, open_run_file,
-    read_buffer_bytes_on_this_thread, read_run, read_run_with,
+    read_run, read_run_with,
 };
 pub use resume::{GUARD_LEN, HeaderProgress, ReaderCheckpoint};
 pub use scan::{
@@ -111,6 +111,7 @@ pub use scan::{
 pub use skim::{llm_requests_deserialized_on_this_thread, llm_requests_skimmed_on_this_thread};
 pub use tally::{
     FileRead, FileReadCounter, Tally, TallyScope, count_file_reads, counting_file_reads,
+    read_buffer_bytes_on_this_thread,
 };
 pub use writer::{
     DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Durability, RunWriter, WriterOptions, is_locked,

@@ -42,6 +42,7 @@ pub use session_schema::{Damage, DamageKind, Item, RecordLine, RunRead};
 
 use crate::error::{JsonlError, Result};
 use crate::layout::ARCHIVED_EXT;
+use crate::tally::count_buffer_bytes;
 
 /// Default [`ReaderOptions::max_line_len`]: 256 MiB.
 pub const DEFAULT_MAX_LINE_LEN: usize = 256 << 20;
@@ -52,34 +53,6 @@ pub const DEFAULT_READ_SIZE: usize = 4 << 20;
 /// buffer doubles up to [`ReaderOptions::read_size`] while the input keeps coming, so a small
 /// run file (a few KB) never pays for zero-filling a `read_size` buffer.
 pub const INITIAL_READ_BUFFER: usize = 16 << 10;
-
-thread_local! {
-    static READ_BUFFER_BYTES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Bytes of read buffer allocated (and zero-filled) by every [`Reader`] created or grown on the
-/// calling thread since the thread started: the cost a reader pays before it reads anything.
-/// Counted per thread so a test can assert what one operation allocated
-/// (`after - before`) while other tests run.
-pub fn read_buffer_bytes_on_this_thread() -> u64 {
-    READ_BUFFER_BYTES.with(|c| c.get())
-}
-
-fn count_buffer_bytes(n: usize) {
-    READ_BUFFER_BYTES.with(|c| c.set(c.get().saturating_add(n as u64)));
-}
-
-/// Sets the calling thread's read-buffer count back to `to` (a value read earlier on this
-/// thread) and returns what was counted since: the count moves to the thread a
-/// [`crate::tally::Tally`] is handed to.
-pub(crate) fn take_buffer_bytes_since(to: u64) -> u64 {
-    READ_BUFFER_BYTES.with(|c| c.replace(to)).saturating_sub(to)
-}
-
-/// Adds read-buffer bytes counted on another thread to the calling thread's count.
-pub(crate) fn add_buffer_bytes(n: u64) {
-    READ_BUFFER_BYTES.with(|c| c.set(c.get().saturating_add(n)));
-}
 
 /// Longest excerpt of a damaged line kept in [`Damage::excerpt`], in bytes.
 pub const EXCERPT_LEN: usize = 160;
@@ -1139,7 +1112,7 @@ impl Reader<RunFileReader> {
     /// and the read buffer is `buf`, the buffer an earlier reader gave back
     /// ([`into_buffer`](Reader::into_buffer)), grown only when this file needs more of it. A
     /// worker that reads 100,000 small files allocates (and zero-fills) its buffer once, not
-    /// once per file ([`read_buffer_bytes_on_this_thread`] counts only the growth). A wrong
+    /// once per file ([`read_buffer_bytes_on_this_thread`](crate::read_buffer_bytes_on_this_thread) counts only the growth). A wrong
     /// `expected_len` costs only speed.
     ///
     /// # Errors

@@ -16,6 +16,34 @@ thread_local! {
     static GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+thread_local! {
+    static READ_BUFFER_BYTES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Bytes of read buffer allocated (and zero-filled) by every [`Reader`](crate::Reader) created or grown on the
+/// calling thread since the thread started: the cost a reader pays before it reads anything.
+/// Counted per thread so a test can assert what one operation allocated
+/// (`after - before`) while other tests run.
+pub fn read_buffer_bytes_on_this_thread() -> u64 {
+    READ_BUFFER_BYTES.with(|c| c.get())
+}
+
+pub(crate) fn count_buffer_bytes(n: usize) {
+    READ_BUFFER_BYTES.with(|c| c.set(c.get().saturating_add(n as u64)));
+}
+
+/// Sets the calling thread's read-buffer count back to `to` (a value read earlier on this
+/// thread) and returns what was counted since: the count moves to the thread a
+/// [`Tally`] is handed to.
+pub(crate) fn take_buffer_bytes_since(to: u64) -> u64 {
+    READ_BUFFER_BYTES.with(|c| c.replace(to)).saturating_sub(to)
+}
+
+/// Adds read-buffer bytes counted on another thread to the calling thread's count.
+pub(crate) fn add_buffer_bytes(n: u64) {
+    READ_BUFFER_BYTES.with(|c| c.set(c.get().saturating_add(n)));
+}
+
 /// Where the reads of one opening are counted (from [`opened`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
@@ -170,7 +198,7 @@ impl TallyScope {
     pub fn start(count_reads: bool) -> TallyScope {
         TallyScope {
             counter: count_reads.then(count_file_reads),
-            buffer_bytes: crate::reader::read_buffer_bytes_on_this_thread(),
+            buffer_bytes: read_buffer_bytes_on_this_thread(),
             requests: crate::skim::counts(),
         }
     }
@@ -181,7 +209,7 @@ impl TallyScope {
     pub fn finish(self) -> Tally {
         let reads = self.counter.as_ref().map(FileReadCounter::reads);
         drop(self.counter);
-        let read_buffer_bytes = crate::reader::take_buffer_bytes_since(self.buffer_bytes);
+        let read_buffer_bytes = take_buffer_bytes_since(self.buffer_bytes);
         let (deserialized, skimmed) = crate::skim::take_since(self.requests);
         Tally {
             reads,
@@ -204,7 +232,7 @@ impl Tally {
                 }
             });
         }
-        crate::reader::add_buffer_bytes(self.read_buffer_bytes);
+        add_buffer_bytes(self.read_buffer_bytes);
         crate::skim::add((self.llm_requests_deserialized, self.llm_requests_skimmed));
     }
 }
@@ -254,19 +282,16 @@ mod tests {
                 let scope = TallyScope::start(true);
                 let b = opened(Path::new("/b"));
                 read(b, 7);
-                crate::reader::add_buffer_bytes(100);
+                add_buffer_bytes(100);
                 scope.finish()
             })
             .join()
             .unwrap()
         });
         assert_eq!(tally.read_buffer_bytes, 100);
-        let before = crate::reader::read_buffer_bytes_on_this_thread();
+        let before = read_buffer_bytes_on_this_thread();
         tally.add_to_this_thread();
-        assert_eq!(
-            crate::reader::read_buffer_bytes_on_this_thread(),
-            before + 100
-        );
+        assert_eq!(read_buffer_bytes_on_this_thread(), before + 100);
         assert_eq!(
             outer.reads(),
             vec![
@@ -281,19 +306,16 @@ mod tests {
             ]
         );
         // Counted and added on the same thread: once.
-        let before = crate::reader::read_buffer_bytes_on_this_thread();
+        let before = read_buffer_bytes_on_this_thread();
         let scope = TallyScope::start(true);
-        crate::reader::add_buffer_bytes(5);
+        add_buffer_bytes(5);
         let c = opened(Path::new("/c"));
         read(c, 3);
         let tally = scope.finish();
-        assert_eq!(crate::reader::read_buffer_bytes_on_this_thread(), before);
+        assert_eq!(read_buffer_bytes_on_this_thread(), before);
         assert_eq!(outer.files_opened(), 2);
         tally.add_to_this_thread();
-        assert_eq!(
-            crate::reader::read_buffer_bytes_on_this_thread(),
-            before + 5
-        );
+        assert_eq!(read_buffer_bytes_on_this_thread(), before + 5);
         assert_eq!(outer.files_opened(), 3);
         assert_eq!(outer.total_bytes(), 11);
     }

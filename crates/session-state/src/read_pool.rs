@@ -16,8 +16,8 @@
 //! panics) is resumed on the taking thread when its job is taken, as if the job had run
 //! there.
 //!
-//! [`RefreshReads`] is the run index's use of it: one job per file to read, each read with
-//! [`crate::partial::read_for_refresh`] and counted with a [`session_jsonl::TallyScope`]
+//! `RefreshReads` is the run index's use of it: one job per file to read, each read with
+//! `partial::read_for_refresh` and counted with a [`session_jsonl::TallyScope`]
 //! whose tally is added to the taking thread when the result is taken, so the per-thread
 //! counts tests hold (files opened, bytes read, read-buffer bytes, `llm.request` lines
 //! deserialized) are those of a pass on one thread.

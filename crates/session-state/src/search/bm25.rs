@@ -21,10 +21,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::tokens;
-use crate::column::query_int;
+use crate::column::{Cols, int_of, query_int};
 
 /// Phrases in at least this many documents have their count kept in `phrase_docs`; counting
 /// a rarer one walks a short document list.
@@ -57,10 +57,15 @@ pub(crate) fn phrase_docs(
 ) -> rusqlite::Result<Vec<i64>> {
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
-        let kept: Option<i64> = conn
-            .prepare_cached("SELECT docs FROM phrase_docs WHERE phrase = ?1")?
-            .query_row([key], |r| r.get(0))
-            .optional()?;
+        let kept: Option<i64> = {
+            let mut stmt = conn.prepare_cached("SELECT docs FROM phrase_docs WHERE phrase = ?1")?;
+            let mut rows = stmt.query([key])?;
+            // A kept count that is not an integer is not used: the phrase is counted again.
+            match rows.next()? {
+                Some(r) => int_of(Cols::new(r, "phrase_docs", &["docs"])?.raw(0)?),
+                None => None,
+            }
+        };
         if let Some(n) = kept {
             out.push(n);
             continue;
@@ -109,8 +114,16 @@ fn keep(conn: &Connection, key: &str, n: i64) -> rusqlite::Result<()> {
 /// The kept phrases.
 fn kept_phrases(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare_cached("SELECT phrase FROM phrase_docs")?;
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-    rows.collect()
+    let mut rows = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let mut c = Cols::new(r, "phrase_docs", &["phrase"])?;
+        // A key that is not text was never written by this module: left alone.
+        if let (Some(key), false) = (c.text(0)?, c.is_damaged()) {
+            out.push(key);
+        }
+    }
+    Ok(out)
 }
 
 /// After a write added documents with ids from `first` on (every document with such an id is
@@ -166,10 +179,17 @@ fn varint(buf: &[u8]) -> Option<(u64, usize)> {
 /// FTS5's totals of the word index: documents and tokens (`None` when the record is absent
 /// or not as expected).
 fn totals(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
-    let block: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT block FROM docs_words_data WHERE id = 1")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
+    let block: Option<Vec<u8>> = {
+        let mut stmt = conn.prepare_cached("SELECT block FROM docs_words_data WHERE id = 1")?;
+        let mut rows = stmt.query([])?;
+        match rows.next()? {
+            Some(r) => match Cols::new(r, "docs_words_data", &["block"])?.raw(0)? {
+                rusqlite::types::ValueRef::Blob(b) => Some(b.to_vec()),
+                _ => None,
+            },
+            None => None,
+        }
+    };
     let Some(block) = block else {
         return Ok(None);
     };
@@ -231,15 +251,23 @@ pub(crate) fn rank_window(
     // a walk) are asked for only when every document could be tokenized.
     let mut counted: Vec<(Vec<f64>, f64, String, i64, i64)> = Vec::with_capacity(ids.len());
     while let Some(r) = found.next()? {
-        let id: i64 = r.get(0)?;
-        let text = match r.get_ref(1)? {
+        let mut c = Cols::new(r, "docs", &["id", "text", "sz", "path", "byte_offset"])?;
+        let (Some(id), Some(path), Some(offset)) =
+            (int_of(c.raw(0)?), c.text(3)?, int_of(c.raw(4)?))
+        else {
+            return Ok(None);
+        };
+        if c.is_damaged() {
+            return Ok(None);
+        }
+        let text = match c.raw(1)? {
             rusqlite::types::ValueRef::Text(t) => t,
             _ => return Ok(None),
         };
         let Ok(text) = std::str::from_utf8(text) else {
             return Ok(None);
         };
-        let size = match r.get_ref(2)? {
+        let size = match c.raw(2)? {
             rusqlite::types::ValueRef::Blob(b) => varint(b).map(|(v, _)| v),
             _ => None,
         };
@@ -257,8 +285,6 @@ pub(crate) fn rank_window(
             // Not a match as FTS5 sees it: leave the ranking to FTS5.
             return Ok(None);
         }
-        let path: String = r.get(3)?;
-        let offset: i64 = r.get(4)?;
         counted.push((freq, spans.len() as f64, path, offset, id));
     }
     drop(found);

@@ -43,7 +43,7 @@ const TOKEN_RANGES: &[(char, char)] = &[
 /// Characters outside ASCII that separate tokens (spaces, punctuation, symbols).
 const SEPARATOR_RANGES: &[(char, char)] = &[
     ('\u{00A0}', '\u{00A1}'), // no-break space, ¡
-    ('\u{00A7}', '\u{00A7}'), // §
+    ('\u{00A7}', '\u{00A7}'), // section sign
     ('\u{00AB}', '\u{00AB}'), // «
     ('\u{00B0}', '\u{00B1}'), // ° ±
     ('\u{00B6}', '\u{00B7}'), // ¶ ·
