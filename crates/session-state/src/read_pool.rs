@@ -622,10 +622,11 @@ mod tests {
             })
         };
         assert_eq!(rebuild(1), rebuild(3));
-        let grow = || {
+        // One line more in each open run of the store at `at`.
+        let grow = |at: &Path| {
             for day in 1..=3u32 {
                 let run = format!("{day}0100000-0000-4000-8000-000000000000");
-                let path = root.join(format!("2026/11/{day:02}/{run}.jsonl"));
+                let path = at.join(format!("2026/11/{day:02}/{run}.jsonl"));
                 let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
                 std::io::Write::write_all(
                     &mut f,
@@ -639,25 +640,10 @@ mod tests {
         };
         let copy = tempfile::tempdir().unwrap();
         copy_tree(root, copy.path());
-        grow();
+        grow(root);
         let one = with_threads(1, || index_and_list(root));
         // The same change on the copy, refreshed on workers.
-        let grow_copy = || {
-            for day in 1..=3u32 {
-                let run = format!("{day}0100000-0000-4000-8000-000000000000");
-                let path = copy.path().join(format!("2026/11/{day:02}/{run}.jsonl"));
-                let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
-                std::io::Write::write_all(
-                    &mut f,
-                    format!(
-                        "{{\"type\":\"run.status\",\"run_id\":\"{run}\",\"ts\":\"2026-11-30T10:05:00.000Z\",\"status\":\"running\"}}\n"
-                    )
-                    .as_bytes(),
-                )
-                .unwrap();
-            }
-        };
-        grow_copy();
+        grow(copy.path());
         let many = with_threads(3, || index_and_list(copy.path()));
         assert!(one.0.files_resumed >= 3, "{:?}", one.0);
         assert_eq!(strip(one, root), strip(many, copy.path()));
