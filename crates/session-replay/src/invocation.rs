@@ -10,7 +10,8 @@
 //! (the messages stay [`Lazy`](session_schema::Lazy) raw JSON), and [`prompt_at`] decodes the one
 //! request it returns.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use session_schema::surrogate;
@@ -156,94 +157,222 @@ impl<'a> Invocation<'a> {
     }
 }
 
+/// What [`InvocationPairing::push`] made of one record. Invocations are numbered from 0 in
+/// order of their first record, as [`invocations`] returns them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairingStep {
+    /// A record that is no part of an invocation.
+    Other,
+    /// An `llm.request` opened invocation `n`.
+    Request(usize),
+    /// An `llm.response` answered invocation `n`.
+    Response(usize),
+    /// An `llm.response` with no `llm.request` of its seq before it opened invocation `n`
+    /// (reported as [`DiagnosticKind::OrphanResponse`]).
+    OrphanResponse(usize),
+    /// A second `llm.response` for a seq already answered (reported as
+    /// [`DiagnosticKind::DuplicateSeq`]); it belongs to no invocation.
+    DuplicateResponse,
+    /// An `agent.event` `llm.retry` written while invocation `n` was pending (or, with none
+    /// pending, after it, the latest).
+    Retry(usize),
+}
+
+/// What [`InvocationPairing`] keeps of one invocation.
+#[derive(Debug, Clone)]
+struct Pairing {
+    /// The invocation's seq.
+    seq: i64,
+    /// Index of its request record.
+    request_record: Option<usize>,
+    /// The request's run id while no response answered it (what its
+    /// [`DiagnosticKind::MissingResponse`] note names).
+    unanswered_run: Option<String>,
+    /// Whether a response answered it (or opened it).
+    answered: bool,
+}
+
+/// The pairing of requests and responses of one run, fed one record at a time: the one
+/// implementation behind [`invocations`] (which builds the [`Invocation`]s from its steps) and
+/// the streaming checks of a run that is never held whole.
+///
+/// Memory is a few words per invocation (its seq, its request's index and, until it is
+/// answered, its run id), never a record's text. Diagnostics come out of
+/// [`finish`](Self::finish) in the order [`invocations`] gives them: duplicate, decreasing and
+/// orphan seqs in record order, then one [`DiagnosticKind::MissingResponse`] note per
+/// unanswered request in invocation order.
+#[derive(Debug, Clone, Default)]
+pub struct InvocationPairing {
+    /// Every invocation so far, in order of its first record.
+    invocations: Vec<Pairing>,
+    /// seq -> the latest invocation with that seq.
+    by_seq: BTreeMap<i64, usize>,
+    /// The previous request's seq.
+    last_request_seq: Option<i64>,
+    /// The invocation whose request waits for its response.
+    pending: Option<usize>,
+    /// Diagnostics found so far (record order).
+    diags: Vec<Diagnostic>,
+}
+
+impl InvocationPairing {
+    /// Takes record `index` (0-based, in file order; every record of the run is given, in
+    /// order) and says what it is to the run's invocations.
+    pub fn push(&mut self, index: usize, record: &Record) -> PairingStep {
+        match record {
+            Record::LlmRequest(q) => {
+                if self.by_seq.contains_key(&q.seq) {
+                    self.diags.push(
+                        Diagnostic::warning(
+                            DiagnosticKind::DuplicateSeq,
+                            format!("llm.request seq {} appears more than once", q.seq),
+                        )
+                        .at(index)
+                        .in_run(Some(&q.run_id)),
+                    );
+                } else if let Some(prev) = self.last_request_seq.filter(|p| q.seq <= *p) {
+                    self.diags.push(
+                        Diagnostic::warning(
+                            DiagnosticKind::SeqNotIncreasing,
+                            format!("llm.request seq {} follows seq {prev}", q.seq),
+                        )
+                        .at(index)
+                        .in_run(Some(&q.run_id)),
+                    );
+                }
+                let n = self.invocations.len();
+                self.last_request_seq = Some(q.seq);
+                self.by_seq.insert(q.seq, n);
+                self.pending = Some(n);
+                self.invocations.push(Pairing {
+                    seq: q.seq,
+                    request_record: Some(index),
+                    unanswered_run: Some(q.run_id.clone()),
+                    answered: false,
+                });
+                PairingStep::Request(n)
+            }
+            Record::LlmResponse(r) => {
+                let open = self
+                    .by_seq
+                    .get(&r.seq)
+                    .copied()
+                    .and_then(|k| Some((k, self.invocations.get_mut(k)?)));
+                match open {
+                    Some((k, inv)) if !inv.answered => {
+                        inv.answered = true;
+                        inv.unanswered_run = None;
+                        if self.pending == Some(k) {
+                            self.pending = None;
+                        }
+                        PairingStep::Response(k)
+                    }
+                    Some(_) => {
+                        self.diags.push(
+                            Diagnostic::warning(
+                                DiagnosticKind::DuplicateSeq,
+                                format!("a second llm.response for seq {}", r.seq),
+                            )
+                            .at(index)
+                            .in_run(Some(&r.run_id)),
+                        );
+                        PairingStep::DuplicateResponse
+                    }
+                    None => {
+                        self.diags.push(
+                            Diagnostic::warning(
+                                DiagnosticKind::OrphanResponse,
+                                format!("llm.response seq {} has no llm.request before it", r.seq),
+                            )
+                            .at(index)
+                            .in_run(Some(&r.run_id)),
+                        );
+                        let n = self.invocations.len();
+                        self.by_seq.insert(r.seq, n);
+                        self.invocations.push(Pairing {
+                            seq: r.seq,
+                            request_record: None,
+                            unanswered_run: None,
+                            answered: true,
+                        });
+                        PairingStep::OrphanResponse(n)
+                    }
+                }
+            }
+            Record::AgentEvent(e) => match &e.event {
+                AgentEvent::LlmRetry(_) => self
+                    .pending
+                    .or(self.invocations.len().checked_sub(1))
+                    .map_or(PairingStep::Other, PairingStep::Retry),
+                _ => PairingStep::Other,
+            },
+            _ => PairingStep::Other,
+        }
+    }
+
+    /// Diagnostics found so far.
+    pub(crate) fn found(&self) -> usize {
+        self.diags.len()
+    }
+
+    /// The diagnostics: those found while pushing, then the missing responses.
+    pub fn finish(self) -> Vec<Diagnostic> {
+        let mut diags = self.diags;
+        for inv in self.invocations {
+            if !inv.answered {
+                diags.push(
+                    Diagnostic::note(
+                        DiagnosticKind::MissingResponse,
+                        format!("llm.request seq {} never got a response", inv.seq),
+                    )
+                    .at(inv.request_record.unwrap_or_default())
+                    .in_run(Some(inv.unanswered_run.as_deref().unwrap_or_default())),
+                );
+            }
+        }
+        diags
+    }
+}
+
 /// The invocations of one run's records, in order of their first record, plus diagnostics
 /// (missing and orphan responses, duplicate or decreasing `seq`).
 ///
 /// `records` are [`Record`]s, or the [`RecordLine`](session_schema::RecordLine)s of a
 /// [`RunRead`] (`&run.records`). Cost: one pass over the records, no message decoding; the
-/// result borrows `records`.
+/// result borrows `records`. The pairing is [`InvocationPairing`]'s, which checks a run fed
+/// one record at a time.
 pub fn invocations<R: AsRef<Record>>(records: &[R]) -> (Vec<Invocation<'_>>, Vec<Diagnostic>) {
     let mut out: Vec<Invocation<'_>> = Vec::new();
-    let mut diags = Vec::new();
-    // seq -> index in `out` of the latest invocation with that seq.
-    let mut by_seq: BTreeMap<i64, usize> = BTreeMap::new();
-    let mut last_request_seq: Option<i64> = None;
-    let mut pending: Option<usize> = None;
+    let mut pairing = InvocationPairing::default();
     for (i, record) in records.iter().map(AsRef::as_ref).enumerate() {
-        match record {
-            Record::LlmRequest(q) => {
-                if by_seq.contains_key(&q.seq) {
-                    diags.push(
-                        Diagnostic::warning(
-                            DiagnosticKind::DuplicateSeq,
-                            format!("llm.request seq {} appears more than once", q.seq),
-                        )
-                        .at(i)
-                        .in_run(Some(&q.run_id)),
-                    );
-                } else if let Some(prev) = last_request_seq.filter(|p| q.seq <= *p) {
-                    diags.push(
-                        Diagnostic::warning(
-                            DiagnosticKind::SeqNotIncreasing,
-                            format!("llm.request seq {} follows seq {prev}", q.seq),
-                        )
-                        .at(i)
-                        .in_run(Some(&q.run_id)),
-                    );
+        match (pairing.push(i, record), record) {
+            (PairingStep::Request(_), Record::LlmRequest(q)) => out.push(Invocation {
+                seq: q.seq,
+                request: Some(q),
+                request_record: Some(i),
+                response: None,
+                response_record: None,
+                retries: Vec::new(),
+            }),
+            (PairingStep::Response(k), Record::LlmResponse(r)) => {
+                if let Some(inv) = out.get_mut(k) {
+                    inv.response = Some(r);
+                    inv.response_record = Some(i);
                 }
-                last_request_seq = Some(q.seq);
-                by_seq.insert(q.seq, out.len());
-                pending = Some(out.len());
-                out.push(Invocation {
-                    seq: q.seq,
-                    request: Some(q),
-                    request_record: Some(i),
-                    response: None,
-                    response_record: None,
-                    retries: Vec::new(),
-                });
             }
-            Record::LlmResponse(r) => match by_seq.get(&r.seq).copied() {
-                Some(k) if out[k].response.is_none() => {
-                    out[k].response = Some(r);
-                    out[k].response_record = Some(i);
-                    if pending == Some(k) {
-                        pending = None;
-                    }
-                }
-                Some(_) => diags.push(
-                    Diagnostic::warning(
-                        DiagnosticKind::DuplicateSeq,
-                        format!("a second llm.response for seq {}", r.seq),
-                    )
-                    .at(i)
-                    .in_run(Some(&r.run_id)),
-                ),
-                None => {
-                    diags.push(
-                        Diagnostic::warning(
-                            DiagnosticKind::OrphanResponse,
-                            format!("llm.response seq {} has no llm.request before it", r.seq),
-                        )
-                        .at(i)
-                        .in_run(Some(&r.run_id)),
-                    );
-                    by_seq.insert(r.seq, out.len());
-                    out.push(Invocation {
-                        seq: r.seq,
-                        request: None,
-                        request_record: None,
-                        response: Some(r),
-                        response_record: Some(i),
-                        retries: Vec::new(),
-                    });
-                }
-            },
-            Record::AgentEvent(e) => {
+            (PairingStep::OrphanResponse(_), Record::LlmResponse(r)) => out.push(Invocation {
+                seq: r.seq,
+                request: None,
+                request_record: None,
+                response: Some(r),
+                response_record: Some(i),
+                retries: Vec::new(),
+            }),
+            (PairingStep::Retry(k), Record::AgentEvent(e)) => {
                 if let AgentEvent::LlmRetry(retry) = &e.event
-                    && let Some(k) = pending.or(out.len().checked_sub(1))
+                    && let Some(inv) = out.get_mut(k)
                 {
-                    out[k].retries.push(Retry {
+                    inv.retries.push(Retry {
                         record: i,
                         ts: &e.ts,
                         event: retry,
@@ -253,19 +382,7 @@ pub fn invocations<R: AsRef<Record>>(records: &[R]) -> (Vec<Invocation<'_>>, Vec
             _ => {}
         }
     }
-    for inv in &out {
-        if inv.response.is_none() {
-            diags.push(
-                Diagnostic::note(
-                    DiagnosticKind::MissingResponse,
-                    format!("llm.request seq {} never got a response", inv.seq),
-                )
-                .at(inv.request_record.unwrap_or_default())
-                .in_run(Some(inv.run_id())),
-            );
-        }
-    }
-    (out, diags)
+    (out, pairing.finish())
 }
 
 /// The invocations of a session's runs (given in `started_at` order), with one extra check
@@ -451,7 +568,12 @@ pub fn prompt_at<R: AsRef<Record>>(
         own_response_position(request.input.messages.get(), resp.output.messages.get())
     });
     if let Some(o) = over_inclusive {
-        diags.push(over_inclusive_diagnostic(request, index, o));
+        diags.push(over_inclusive_diagnostic(
+            request.seq,
+            &request.run_id,
+            index,
+            o,
+        ));
     }
     let prompt = Prompt {
         seq: request.seq,
@@ -470,17 +592,17 @@ pub fn prompt_at<R: AsRef<Record>>(
     (Some(prompt), diags)
 }
 
-fn over_inclusive_diagnostic(request: &LlmRequest, index: usize, o: OverInclusive) -> Diagnostic {
+fn over_inclusive_diagnostic(seq: i64, run_id: &str, index: usize, o: OverInclusive) -> Diagnostic {
     Diagnostic::warning(
         DiagnosticKind::OverInclusiveSnapshot,
         format!(
-            "llm.request seq {} already holds its own response from message {} on ({} appended \
-             message(s)); the prompt sent had {} message(s)",
-            request.seq, o.own_response_at, o.appended, o.own_response_at
+            "llm.request seq {seq} already holds its own response from message {} on ({} \
+             appended message(s)); the prompt sent had {} message(s)",
+            o.own_response_at, o.appended, o.own_response_at
         ),
     )
     .at(index)
-    .in_run(Some(&request.run_id))
+    .in_run(Some(run_id))
 }
 
 /// Decodes a messages array, element by element when the whole does not decode. Lone
@@ -686,142 +808,243 @@ impl SnapshotReport {
     }
 }
 
-/// Checks the request snapshots of one run (spec §5): each request's messages must extend the
-/// previous request's messages, unless a `compaction_complete` with `compacted: true` happened
-/// in between. Also finds over-inclusive snapshots (compat notes §5 item 9).
+/// The previous request, as [`SnapshotCheck`] keeps it.
+#[derive(Debug, Clone)]
+struct PreviousRequest {
+    seq: i64,
+    record: usize,
+    /// Its messages array as written.
+    raw: Arc<str>,
+    /// Its number of messages.
+    len: usize,
+}
+
+/// A request whose over-inclusive check waits for the first response of its seq.
+#[derive(Debug, Clone)]
+struct WaitingRequest {
+    record: usize,
+    run_id: String,
+    /// Its messages array as written (shared with [`PreviousRequest`] while it is the
+    /// previous request).
+    raw: Arc<str>,
+    /// When it extends the previous request element for element: the previous request's
+    /// number of messages and where the appended ones are.
+    extends: Option<(usize, Appended)>,
+}
+
+/// Checks the request snapshots of one run fed one record at a time (spec §5): the one
+/// implementation behind [`check_snapshots`], for runs that are never held whole.
 ///
-/// Compares messages as raw JSON (decoding only when the text differs), so it reads every
-/// request once but decodes almost nothing.
-pub fn check_snapshots<R: AsRef<Record>>(records: &[R]) -> (SnapshotReport, Vec<Diagnostic>) {
-    let mut report = SnapshotReport::default();
-    let mut diags = Vec::new();
-    let mut responses: BTreeMap<i64, usize> = BTreeMap::new();
-    for (i, r) in records.iter().map(AsRef::as_ref).enumerate() {
-        if let Record::LlmResponse(resp) = r {
-            responses.entry(resp.seq).or_insert(i);
-        }
-    }
-    // (seq, record index, raw messages text, number of messages) of the previous request.
-    let mut previous: Option<(i64, usize, &str, usize)> = None;
-    let mut compacted = false;
-    for (i, r) in records.iter().map(AsRef::as_ref).enumerate() {
-        match r {
+/// It keeps the previous request's messages text (one request's, the run's longest line at
+/// most), the seqs that had a response, and the requests still waiting for the first response
+/// of their seq: the over-inclusive check of a request needs that response (when it comes
+/// after the request), so it runs when the response arrives; a request whose response comes
+/// before the next request (every run a runtime writes) costs nothing more. Continuity
+/// (divergences, resets after a compaction, undecodable snapshots) is decided at the request.
+/// [`finish`](Self::finish) gives the report and the diagnostics in record order, as
+/// [`check_snapshots`] does.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotCheck {
+    report: SnapshotReport,
+    /// Diagnostics with the order they were found in (sorted by record at the end).
+    diags: Vec<Diagnostic>,
+    /// `(record, seq)` of over-inclusive requests, in the order they were decided.
+    over_inclusive: Vec<(usize, i64)>,
+    /// Seqs that had an `llm.response`.
+    responded: BTreeSet<i64>,
+    /// Requests waiting for the first response of their seq.
+    waiting: BTreeMap<i64, Vec<WaitingRequest>>,
+    previous: Option<PreviousRequest>,
+    /// Whether a compaction completed since the previous request.
+    compacted: bool,
+}
+
+impl SnapshotCheck {
+    /// Takes record `index` (0-based; every record of the run, in file order).
+    pub fn push(&mut self, index: usize, record: &Record) {
+        match record {
             Record::AgentEvent(e) => {
                 if let AgentEvent::CompactionComplete(c) = &e.event
                     && c.compacted == Some(true)
                 {
-                    compacted = true;
+                    self.compacted = true;
                 }
             }
-            Record::LlmRequest(q) => {
-                report.requests += 1;
-                let raw = q.input.messages.get();
-                let response = responses.get(&q.seq).filter(|ri| **ri > i).and_then(|ri| {
-                    match records[*ri].as_ref() {
-                        Record::LlmResponse(resp) => split_array(resp.output.messages.get()).ok(),
-                        _ => None,
-                    }
-                });
-                // Fast path: the previous snapshot's text is a prefix of this one, element for
-                // element, so only the appended messages need splitting.
-                let fast = previous.and_then(|(_, _, prev_raw, prev_len)| {
-                    let appended = appended_elements(prev_raw, raw)?;
-                    let new = split_array(&appended).ok()?;
-                    let own = match &response {
-                        Some(resp) if new.len() >= resp.len() => Some(
-                            own_response_position_split(&new, resp).map(|o| OverInclusive {
-                                own_response_at: o.own_response_at + prev_len,
-                                appended: o.appended,
-                            }),
-                        ),
-                        Some(_) => None,
-                        None => Some(None),
-                    }?;
-                    Some((prev_len + new.len(), own))
-                });
-                let (len, own) = match fast {
-                    Some((len, own)) => {
-                        report.compared += 1;
-                        (len, own)
-                    }
-                    None => {
-                        let current = match split_array(raw) {
-                            Ok(c) => c,
-                            Err(e) => {
-                                diags.push(
-                                    Diagnostic::warning(
-                                        DiagnosticKind::Undecodable,
-                                        format!(
-                                            "messages of llm.request seq {} are not an array: {e}",
-                                            q.seq
-                                        ),
-                                    )
-                                    .at(i)
-                                    .in_run(Some(&q.run_id)),
-                                );
-                                previous = None;
-                                continue;
-                            }
-                        };
-                        if let Some((pseq, pidx, prev_raw, _)) = previous {
-                            report.compared += 1;
-                            let prev = split_array(prev_raw).unwrap_or_default();
-                            let d = first_divergence(&prev, &current).map(|k| Divergence {
-                                seq: q.seq,
-                                record: i,
-                                previous_seq: pseq,
-                                previous_record: pidx,
-                                message_index: k,
-                                previous_len: prev.len(),
-                                len: current.len(),
-                            });
-                            match d {
-                                Some(_) if compacted => {
-                                    report.resets_after_compaction.push(q.seq);
-                                    diags.push(
-                                        Diagnostic::note(
-                                            DiagnosticKind::SnapshotReset,
-                                            format!(
-                                                "llm.request seq {} starts a new history after \
-                                                 compaction",
-                                                q.seq
-                                            ),
-                                        )
-                                        .at(i)
-                                        .in_run(Some(&q.run_id)),
-                                    );
-                                }
-                                Some(d) => {
-                                    diags.push(
-                                        Diagnostic::warning(
-                                            DiagnosticKind::SnapshotDivergence,
-                                            divergence_message(&d),
-                                        )
-                                        .at(i)
-                                        .in_run(Some(&q.run_id)),
-                                    );
-                                    report.divergences.push(d);
-                                }
-                                None => {}
-                            }
-                        }
-                        let own = response
-                            .as_ref()
-                            .and_then(|resp| own_response_position_split(&current, resp));
-                        (current.len(), own)
-                    }
+            Record::LlmResponse(resp) => {
+                if !self.responded.insert(resp.seq) {
+                    return;
+                }
+                // The first response of its seq: the one every request of that seq before it
+                // is checked against.
+                let Some(waiting) = self.waiting.remove(&resp.seq) else {
+                    return;
                 };
-                if let Some(o) = own {
-                    report.over_inclusive.push(q.seq);
-                    diags.push(over_inclusive_diagnostic(q, i, o));
+                let Ok(answer) = split_array(resp.output.messages.get()) else {
+                    return;
+                };
+                for w in waiting {
+                    if let Some(o) = own_response_of(&w, &answer) {
+                        self.over_inclusive.push((w.record, resp.seq));
+                        self.diags
+                            .push(over_inclusive_diagnostic(resp.seq, &w.run_id, w.record, o));
+                    }
                 }
-                compacted = false;
-                previous = Some((q.seq, i, raw, len));
             }
+            Record::LlmRequest(q) => self.request(index, q),
             _ => {}
         }
     }
-    (report, diags)
+
+    /// Diagnostics found so far.
+    pub(crate) fn found(&self) -> usize {
+        self.diags.len()
+    }
+
+    fn request(&mut self, i: usize, q: &LlmRequest) {
+        self.report.requests += 1;
+        let raw = q.input.messages.get();
+        // Fast path: the previous snapshot's text is a prefix of this one, element for
+        // element, so only the appended messages need splitting; such a request extends the
+        // previous one.
+        let fast = self.previous.as_ref().and_then(|prev| {
+            let appended = appended_elements(&prev.raw, raw)?;
+            let new = split_array(appended.text(raw).as_ref()).ok()?.len();
+            Some((prev.len, appended, prev.len + new))
+        });
+        let (len, extends) = match fast {
+            Some((prev_len, appended, len)) => {
+                self.report.compared += 1;
+                (len, Some((prev_len, appended)))
+            }
+            None => {
+                let current = match split_array(raw) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.diags.push(
+                            Diagnostic::warning(
+                                DiagnosticKind::Undecodable,
+                                format!(
+                                    "messages of llm.request seq {} are not an array: {e}",
+                                    q.seq
+                                ),
+                            )
+                            .at(i)
+                            .in_run(Some(&q.run_id)),
+                        );
+                        self.previous = None;
+                        return;
+                    }
+                };
+                if let Some(prev) = &self.previous {
+                    self.report.compared += 1;
+                    let before = split_array(&prev.raw).unwrap_or_default();
+                    let d = first_divergence(&before, &current).map(|k| Divergence {
+                        seq: q.seq,
+                        record: i,
+                        previous_seq: prev.seq,
+                        previous_record: prev.record,
+                        message_index: k,
+                        previous_len: before.len(),
+                        len: current.len(),
+                    });
+                    match d {
+                        Some(_) if self.compacted => {
+                            self.report.resets_after_compaction.push(q.seq);
+                            self.diags.push(
+                                Diagnostic::note(
+                                    DiagnosticKind::SnapshotReset,
+                                    format!(
+                                        "llm.request seq {} starts a new history after compaction",
+                                        q.seq
+                                    ),
+                                )
+                                .at(i)
+                                .in_run(Some(&q.run_id)),
+                            );
+                        }
+                        Some(d) => {
+                            self.diags.push(
+                                Diagnostic::warning(
+                                    DiagnosticKind::SnapshotDivergence,
+                                    divergence_message(&d),
+                                )
+                                .at(i)
+                                .in_run(Some(&q.run_id)),
+                            );
+                            self.report.divergences.push(d);
+                        }
+                        None => {}
+                    }
+                }
+                (current.len(), None)
+            }
+        };
+        let raw: Arc<str> = Arc::from(raw);
+        // A response of this seq before the request leaves it without one (the first
+        // response of a seq is the one a request is checked against).
+        if !self.responded.contains(&q.seq) {
+            self.waiting.entry(q.seq).or_default().push(WaitingRequest {
+                record: i,
+                run_id: q.run_id.clone(),
+                raw: Arc::clone(&raw),
+                extends,
+            });
+        }
+        self.compacted = false;
+        self.previous = Some(PreviousRequest {
+            seq: q.seq,
+            record: i,
+            raw,
+            len,
+        });
+    }
+
+    /// The report and the diagnostics, in record order (a request's over-inclusive finding
+    /// after its continuity finding).
+    pub fn finish(self) -> (SnapshotReport, Vec<Diagnostic>) {
+        let mut report = self.report;
+        let mut over = self.over_inclusive;
+        over.sort_by_key(|(record, _)| *record);
+        report.over_inclusive = over.into_iter().map(|(_, seq)| seq).collect();
+        let mut diags = self.diags;
+        diags.sort_by_key(|d| d.record);
+        (report, diags)
+    }
+}
+
+/// Where a waiting request's snapshot holds its own response `answer` (split): among the
+/// appended messages when the request extends the previous one by at least as many messages
+/// as the answer has, else among all its messages.
+fn own_response_of(w: &WaitingRequest, answer: &[&RawValue]) -> Option<OverInclusive> {
+    if let Some((prev_len, appended)) = &w.extends {
+        let text = appended.text(&w.raw);
+        if let Ok(new) = split_array(text.as_ref())
+            && new.len() >= answer.len()
+        {
+            return own_response_position_split(&new, answer).map(|o| OverInclusive {
+                own_response_at: o.own_response_at + prev_len,
+                appended: o.appended,
+            });
+        }
+    }
+    let current = split_array(&w.raw).ok()?;
+    own_response_position_split(&current, answer)
+}
+
+/// Checks the request snapshots of one run (spec §5): each request's messages must extend the
+/// previous request's messages, unless a `compaction_complete` with `compacted: true` happened
+/// in between. Also finds over-inclusive snapshots (compat notes §5 item 9): a request whose
+/// messages end with those of the first `llm.response` of its seq, when that response comes
+/// after it.
+///
+/// Compares messages as raw JSON (decoding only when the text differs), so it reads every
+/// request once but decodes almost nothing. [`SnapshotCheck`] fed every record.
+pub fn check_snapshots<R: AsRef<Record>>(records: &[R]) -> (SnapshotReport, Vec<Diagnostic>) {
+    let mut check = SnapshotCheck::default();
+    for (i, r) in records.iter().map(AsRef::as_ref).enumerate() {
+        check.push(i, r);
+    }
+    check.finish()
 }
 
 /// The first index at which `current` stops extending `prev` (its length when it is a strict
@@ -833,29 +1056,56 @@ fn first_divergence(prev: &[&RawValue], current: &[&RawValue]) -> Option<usize> 
         .or((current.len() < prev.len()).then_some(current.len()))
 }
 
+/// The messages a request appends to the previous one's (see [`appended_elements`]), as a
+/// place in the request's own text, so nothing is copied until it is split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Appended {
+    /// The previous array is empty: every element.
+    All,
+    /// No element.
+    Nothing,
+    /// The elements from this byte of the request's text on (just after a `,`).
+    From(usize),
+}
+
+impl Appended {
+    /// The appended elements as a JSON array text, given the request's text `cur`.
+    fn text(self, cur: &str) -> std::borrow::Cow<'_, str> {
+        match self {
+            Appended::All => std::borrow::Cow::Borrowed(cur),
+            Appended::Nothing => std::borrow::Cow::Borrowed("[]"),
+            Appended::From(at) => {
+                std::borrow::Cow::Owned(format!("[{}", cur.get(at..).unwrap_or("]")))
+            }
+        }
+    }
+}
+
 /// When the JSON array text `cur` starts with every element of the array text `prev`, spelled
-/// the same, returns the remaining elements as a JSON array text (`"[]"` when there are none).
+/// the same, says where the remaining elements are ([`Appended::text`] gives them as a JSON
+/// array text, `"[]"` when there are none).
 ///
 /// Sound without parsing: `prev` without its closing `]` is a prefix of `cur`, and what follows
 /// in `cur` is `,` or `]`; a complete JSON value followed by `,` or `]` cannot continue, so the
 /// element boundaries agree. Only compact spelling qualifies (anything else returns `None` and
 /// takes the parsing path).
-fn appended_elements(prev: &str, cur: &str) -> Option<String> {
+fn appended_elements(prev: &str, cur: &str) -> Option<Appended> {
     let body = prev.strip_suffix(']')?;
     if !body.starts_with('[') || !cur.starts_with('[') {
         return None;
     }
     if body == "[" {
-        return Some(cur.to_owned());
+        return Some(Appended::All);
     }
     if body.ends_with(|c: char| c.is_ascii_whitespace()) {
         return None;
     }
     let rest = cur.strip_prefix(body)?;
     if rest.starts_with(']') {
-        Some("[]".to_owned())
+        Some(Appended::Nothing)
     } else {
-        rest.strip_prefix(',').map(|r| format!("[{r}"))
+        rest.strip_prefix(',')
+            .map(|_| Appended::From(body.len() + 1))
     }
 }
 

@@ -13,6 +13,11 @@
 //!   corrected ([`Prompt::corrected_messages`]).
 //! * [`check_snapshots`]: each request must extend the previous one within a run unless a
 //!   compaction happened in between; the first divergence of each pair is reported.
+//! * [`RunChecker`]: [`verify_run`], the pairing of [`invocations`] and [`check_snapshots`]
+//!   fed one record or damage report at a time, as a reader yields them, so a run of any
+//!   size is checked in memory that follows its longest line (the whole-run functions are
+//!   thin wrappers over the same checks: [`RunStructureCheck`], [`InvocationPairing`],
+//!   [`SnapshotCheck`]).
 //! * [`transcript`] / [`render_markdown`]: a typed, timestamped account of a run and its
 //!   Markdown rendering; a crashed run ends with [`EntryKind::Incomplete`].
 //! * [`view_tool_output`]: a tool result sorted into the shapes renderers show as text (a
@@ -59,6 +64,7 @@
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod check;
 mod diagnostic;
 mod history;
 mod invocation;
@@ -74,18 +80,22 @@ mod stats;
 mod tool_output;
 mod transcript;
 
+pub use check::{RunCheckReport, RunChecker};
 pub use diagnostic::{Diagnostic, DiagnosticKind, Severity};
 pub use history::{HistoryEvent, HistoryOptions, SessionHistory, session_history};
 pub use invocation::{
-    Divergence, Invocation, OverInclusive, Prompt, Retry, SnapshotReport, check_snapshots,
-    invocations, own_response_position, prompt_at, session_invocations,
+    Divergence, Invocation, InvocationPairing, OverInclusive, PairingStep, Prompt, Retry,
+    SnapshotCheck, SnapshotReport, check_snapshots, invocations, own_response_position, prompt_at,
+    session_invocations,
 };
 pub use recover::history_from_run;
 pub use resume::{
     NO_RESULT_TEXT, RESUME_DIFF_TAG, ResumeChange, ResumeOptions, UnansweredCalls,
     is_resume_diff_reminder, prepare_resume, prepare_state_for_resume,
 };
-pub use run::{RunMeta, SkipKind, SkippedLine, skipped_lines, verify_run};
+pub use run::{
+    RunMeta, RunMetaFold, RunStructureCheck, SkipKind, SkippedLine, skipped_lines, verify_run,
+};
 /// A run read whole and a record with its position: session-schema's, re-exported (the core
 /// takes them as they are).
 pub use session_schema::{RecordLine, RunRead};

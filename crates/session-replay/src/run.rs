@@ -2,7 +2,11 @@
 //! read whole: its records with their positions, and the reader's damage reports), the run's
 //! identity derived from it ([`RunMeta`]), and which lines could not be read ([`SkippedLine`]).
 
-use session_schema::{DamageKind, Record, RunRead, Timestamp, parse_run_file_name};
+use std::path::{Path, PathBuf};
+
+use session_schema::{Damage, DamageKind, Record, RunRead, Timestamp, parse_run_file_name};
+
+use crate::diagnostic::{Diagnostic, DiagnosticKind};
 
 /// Identity of one run (one `sessions/YYYY/MM/DD/<run_id>.jsonl` file, spec §2), taken from its
 /// records ([`RunMeta::of`]) or from the session-state run index.
@@ -21,45 +25,98 @@ impl RunMeta {
     /// The meta of a run from its records: the `header` when there is one, else the first
     /// record with a `run_id` (with its `ts` as `started_at`). The session is the header's
     /// `session_id`, else that of the first `run.start` naming one, as the run index's fold
-    /// takes it. `None` when no record names a run.
+    /// takes it. `None` when no record names a run. [`RunMetaFold`] fed every record.
     pub fn from_records<R: AsRef<Record>>(records: &[R]) -> Option<RunMeta> {
-        let run_start_session = || {
-            records.iter().find_map(|r| match r.as_ref() {
-                Record::RunStart(s) => s.session_id.clone(),
-                _ => None,
-            })
-        };
-        if let Some(Record::Header(h)) = records.first().map(AsRef::as_ref) {
-            return Some(RunMeta {
-                run_id: h.run_id.clone(),
-                session_id: h.session_id.clone().or_else(run_start_session),
-                started_at: h.started_at.clone(),
-            });
+        let mut fold = RunMetaFold::default();
+        for r in records {
+            fold.push(r.as_ref());
         }
-        let first = records
-            .iter()
-            .map(AsRef::as_ref)
-            .find(|r| r.run_id().is_some())?;
-        Some(RunMeta {
-            run_id: first.run_id().unwrap_or_default().to_owned(),
-            session_id: run_start_session(),
-            started_at: first.ts().cloned().unwrap_or_default(),
-        })
+        fold.finish()
     }
 
     /// The meta of a run read whole: [`RunMeta::from_records`], else the run id its file name
     /// gives (`<run_id>.jsonl[.zst]`, spec §2; a run read through a storage backend has no
     /// path), else empty.
     pub fn of(run: &RunRead) -> RunMeta {
-        RunMeta::from_records(&run.records).unwrap_or_else(|| RunMeta {
-            run_id: run
-                .path
+        RunMeta::from_records(&run.records).unwrap_or_else(|| RunMeta::of_path(&run.path))
+    }
+
+    /// The meta of a run no record names: the run id of its file name, else empty.
+    fn of_path(path: &Path) -> RunMeta {
+        RunMeta {
+            run_id: path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .and_then(parse_run_file_name)
                 .map(|(id, _)| id.to_owned())
                 .unwrap_or_default(),
             ..RunMeta::default()
+        }
+    }
+}
+
+/// [`RunMeta::from_records`] fed one record at a time, keeping only the few fields it needs:
+/// the first record if it is a `header`, the first record naming a run, the first `run.start`
+/// naming a session.
+#[derive(Debug, Clone, Default)]
+pub struct RunMetaFold {
+    /// Whether a record was pushed.
+    started: bool,
+    /// The meta of the header, when the first record is one (its session as written).
+    header: Option<RunMeta>,
+    /// Run id and time of the first record naming a run.
+    first_named: Option<(String, Timestamp)>,
+    /// The session of the first `run.start` naming one.
+    start_session: Option<String>,
+}
+
+impl RunMetaFold {
+    /// Takes the next record of the run (in file order).
+    pub fn push(&mut self, record: &Record) {
+        if !self.started
+            && let Record::Header(h) = record
+        {
+            self.header = Some(RunMeta {
+                run_id: h.run_id.clone(),
+                session_id: h.session_id.clone(),
+                started_at: h.started_at.clone(),
+            });
+        }
+        self.started = true;
+        if self.first_named.is_none()
+            && let Some(id) = record.run_id()
+        {
+            self.first_named = Some((id.to_owned(), record.ts().cloned().unwrap_or_default()));
+        }
+        if self.start_session.is_none()
+            && let Record::RunStart(s) = record
+        {
+            self.start_session.clone_from(&s.session_id);
+        }
+    }
+
+    /// The run id the meta has, once a record decided it (the header's, else the first record
+    /// naming a run; later records never change it); `None` while no record did.
+    pub fn run_id(&self) -> Option<&str> {
+        match &self.header {
+            Some(h) => Some(&h.run_id),
+            None => self.first_named.as_ref().map(|(id, _)| id.as_str()),
+        }
+    }
+
+    /// The meta ([`RunMeta::from_records`]); `None` when no record names a run.
+    pub fn finish(self) -> Option<RunMeta> {
+        if let Some(mut h) = self.header {
+            if h.session_id.is_none() {
+                h.session_id = self.start_session;
+            }
+            return Some(h);
+        }
+        let (run_id, started_at) = self.first_named?;
+        Some(RunMeta {
+            run_id,
+            session_id: self.start_session,
+            started_at,
         })
     }
 }
@@ -129,79 +186,113 @@ pub fn skipped_lines(run: &RunRead) -> Vec<SkippedLine> {
 /// end (a note when missing: a crash or a run still going); then the reader's repairs (invalid
 /// UTF-8, a lone surrogate, a header of another schema version) as
 /// [`DiagnosticKind::RepairedLine`](crate::DiagnosticKind::RepairedLine) notes. Diagnostics
-/// name the run by [`RunMeta::of`].
-pub fn verify_run(run: &RunRead) -> Vec<crate::Diagnostic> {
-    use crate::diagnostic::{Diagnostic, DiagnosticKind};
-    let mut diags = Vec::new();
-    let meta = RunMeta::of(run);
-    let run_id = (!meta.run_id.is_empty()).then_some(meta.run_id.as_str());
-    if run.records.is_empty() {
-        diags.push(
-            Diagnostic::warning(DiagnosticKind::EmptyRun, "the run log holds no record")
-                .in_run(run_id),
-        );
-    } else if !matches!(run.record(0), Some(Record::Header(_))) {
-        diags.push(
-            Diagnostic::warning(
-                DiagnosticKind::HeaderProblem,
-                "the first record is not a header; the reference's readers do not see this run",
-            )
-            .at(0)
-            .in_run(run_id),
-        );
-    }
+/// name the run by [`RunMeta::of`]. [`RunStructureCheck`] fed the run's records and damage.
+pub fn verify_run(run: &RunRead) -> Vec<Diagnostic> {
+    let mut check = RunStructureCheck::new(run.path.clone());
     for (i, r) in run.record_values().enumerate() {
-        if i > 0 && matches!(r, Record::Header(_)) {
-            diags.push(
-                Diagnostic::warning(DiagnosticKind::HeaderProblem, "a second header record")
-                    .at(i)
-                    .in_run(run_id),
-            );
-        }
-        if let (Some(own), Some(other)) = (run_id, r.run_id())
-            && own != other
-        {
-            diags.push(
-                Diagnostic::warning(
-                    DiagnosticKind::ForeignRecord,
-                    format!("{} record belongs to run {other}", r.kind()),
-                )
-                .at(i)
-                .in_run(run_id),
-            );
-        }
-    }
-    for s in &skipped_lines(run) {
-        let d = match s.kind {
-            SkipKind::TornTail => Diagnostic::note(
-                DiagnosticKind::TornTail,
-                format!(
-                    "line {} (byte offset {}) is cut short",
-                    s.line, s.byte_offset
-                ),
-            ),
-            kind => Diagnostic::warning(
-                DiagnosticKind::SkippedLine,
-                format!(
-                    "line {} (byte offset {}) was skipped ({})",
-                    s.line,
-                    s.byte_offset,
-                    kind.as_str()
-                ),
-            ),
-        };
-        diags.push(d.in_run(run_id));
-    }
-    if !run.records.is_empty() && !run.has_run_end() {
-        diags.push(
-            Diagnostic::note(
-                DiagnosticKind::NoRunEnd,
-                "the run has no run.end record (crashed or still running)",
-            )
-            .in_run(run_id),
-        );
+        check.push_record(i, r);
     }
     for d in &run.damage {
+        check.push_damage(d);
+    }
+    check.finish().1
+}
+
+/// [`verify_run`] fed one record or damage report at a time, for a run that is never held
+/// whole. It keeps the run's meta fold ([`RunMetaFold`]) and the diagnostics; records are
+/// looked at once and not kept. Records and damage reports may come interleaved as a reader
+/// yields them: the order of the diagnostics is [`verify_run`]'s.
+#[derive(Debug, Clone)]
+pub struct RunStructureCheck {
+    /// Where the run was read from: its file name names the run when no record does.
+    path: PathBuf,
+    meta: RunMetaFold,
+    /// Records pushed.
+    records: usize,
+    /// Whether the first record is a `header`.
+    header_first: bool,
+    /// Whether a `run.end` was seen.
+    run_end: bool,
+    /// Second headers and foreign records, in record order.
+    per_record: Vec<Diagnostic>,
+    /// Lines lost, in file order.
+    skipped: Vec<Diagnostic>,
+    /// Repaired lines, in file order.
+    repaired: Vec<Diagnostic>,
+}
+
+impl RunStructureCheck {
+    /// A check of the run read from `path` (empty for a run of a storage backend).
+    pub fn new(path: PathBuf) -> RunStructureCheck {
+        RunStructureCheck {
+            path,
+            meta: RunMetaFold::default(),
+            records: 0,
+            header_first: false,
+            run_end: false,
+            per_record: Vec::new(),
+            skipped: Vec::new(),
+            repaired: Vec::new(),
+        }
+    }
+
+    /// Takes record `index` (0-based; every record of the run, in file order).
+    pub fn push_record(&mut self, index: usize, record: &Record) {
+        if self.records == 0 {
+            self.header_first = matches!(record, Record::Header(_));
+        }
+        self.records += 1;
+        self.meta.push(record);
+        if matches!(record, Record::RunEnd(_)) {
+            self.run_end = true;
+        }
+        if index > 0 && matches!(record, Record::Header(_)) {
+            self.per_record.push(
+                Diagnostic::warning(DiagnosticKind::HeaderProblem, "a second header record")
+                    .at(index),
+            );
+        }
+        // The run's own id is decided by the first record naming one (or the header), so
+        // it is known whenever a record names a run.
+        if let (Some(own), Some(other)) = (
+            self.meta.run_id().filter(|s| !s.is_empty()),
+            record.run_id(),
+        ) && own != other
+        {
+            self.per_record.push(
+                Diagnostic::warning(
+                    DiagnosticKind::ForeignRecord,
+                    format!("{} record belongs to run {other}", record.kind()),
+                )
+                .at(index),
+            );
+        }
+    }
+
+    /// Findings of records so far (second headers, foreign records).
+    pub(crate) fn found(&self) -> usize {
+        self.per_record.len()
+    }
+
+    /// Takes the reader's next damage report (in file order).
+    pub fn push_damage(&mut self, d: &Damage) {
+        if let Some(kind) = SkipKind::of_damage(d.kind) {
+            self.skipped.push(match kind {
+                SkipKind::TornTail => Diagnostic::note(
+                    DiagnosticKind::TornTail,
+                    format!("line {} (byte offset {}) is cut short", d.line, d.offset),
+                ),
+                kind => Diagnostic::warning(
+                    DiagnosticKind::SkippedLine,
+                    format!(
+                        "line {} (byte offset {}) was skipped ({})",
+                        d.line,
+                        d.offset,
+                        kind.as_str()
+                    ),
+                ),
+            });
+        }
         if matches!(
             d.kind,
             DamageKind::InvalidUtf8
@@ -209,16 +300,54 @@ pub fn verify_run(run: &RunRead) -> Vec<crate::Diagnostic> {
                 | DamageKind::NewerSchemaVersion
                 | DamageKind::UnknownSchemaVersion
         ) {
-            diags.push(
-                Diagnostic::note(
-                    DiagnosticKind::RepairedLine,
-                    format!("line {} (byte offset {}): {}", d.line, d.offset, d.message),
-                )
-                .in_run(Some(meta.run_id.as_str())),
-            );
+            self.repaired.push(Diagnostic::note(
+                DiagnosticKind::RepairedLine,
+                format!("line {} (byte offset {}): {}", d.line, d.offset, d.message),
+            ));
         }
     }
-    diags
+
+    /// The run's meta ([`RunMeta::of`]) and the diagnostics, in [`verify_run`]'s order:
+    /// an empty run or a first record that is no header, second headers and foreign records,
+    /// lost lines, a missing `run.end`, repaired lines.
+    pub fn finish(self) -> (RunMeta, Vec<Diagnostic>) {
+        let meta = self
+            .meta
+            .finish()
+            .unwrap_or_else(|| RunMeta::of_path(&self.path));
+        let run_id = (!meta.run_id.is_empty()).then_some(meta.run_id.as_str());
+        let mut diags = Vec::new();
+        if self.records == 0 {
+            diags.push(Diagnostic::warning(
+                DiagnosticKind::EmptyRun,
+                "the run log holds no record",
+            ));
+        } else if !self.header_first {
+            diags.push(
+                Diagnostic::warning(
+                    DiagnosticKind::HeaderProblem,
+                    "the first record is not a header; the reference's readers do not see this run",
+                )
+                .at(0),
+            );
+        }
+        diags.extend(self.per_record);
+        diags.extend(self.skipped);
+        if self.records > 0 && !self.run_end {
+            diags.push(Diagnostic::note(
+                DiagnosticKind::NoRunEnd,
+                "the run has no run.end record (crashed or still running)",
+            ));
+        }
+        let mut diags: Vec<Diagnostic> = diags.into_iter().map(|d| d.in_run(run_id)).collect();
+        // Repairs name the run even by an empty id, as they always have.
+        diags.extend(
+            self.repaired
+                .into_iter()
+                .map(|d| d.in_run(Some(meta.run_id.as_str()))),
+        );
+        (meta, diags)
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use crate::style::{Paint, bytes as fmt_bytes};
 use crate::support::lib_errors::jsonl_err;
 use crate::support::open::{messages_files, open_store_read_only, orphan_messages, state_err};
 use crate::support::paths::rel;
-use crate::support::store::{load_run_file, locate_run};
+use crate::support::store::locate_run;
+use crate::support::stream::for_each_item_to_end;
 
 /// One finding of `verify`.
 #[derive(Debug, Clone)]
@@ -126,21 +127,40 @@ fn check_run(path: &Path, findings: &mut Vec<Finding>) -> Result<Checked, CliErr
 
 /// [`check_run`] of a run of either kind of store; a stored run's key plays the file name's
 /// part (its `file` is the run's location), its size is its stored bytes.
+///
+/// The run is streamed: each item the reader yields goes through session-replay's
+/// [`RunChecker`](session_replay::RunChecker) and is dropped, so memory follows the longest
+/// line, not the file; of the damage only what a finding shows is kept.
 fn check_run_ref(
     src: &crate::backend::RunRef,
     findings: &mut Vec<Finding>,
 ) -> Result<Checked, CliError> {
     let owned = src.display_path();
     let path = owned.as_path();
-    let run = match src {
-        crate::backend::RunRef::File(p) => load_run_file(p)?,
-        crate::backend::RunRef::Stored { .. } => crate::support::store::load_run(src)?,
-    };
+    let mut checker = session_replay::RunChecker::new(owned.clone());
+    let mut damage: Vec<(DamageKind, u64, u64, String)> = Vec::new();
+    let mut terminal = false;
+    let bytes = for_each_item_to_end(src, false, |item| {
+        match &item {
+            session_jsonl::Item::Record(r) => {
+                terminal |= matches!(
+                    r.record(),
+                    session_schema::Record::RunEnd(_) | session_schema::Record::RunError(_)
+                );
+            }
+            session_jsonl::Item::Damage(d) => {
+                damage.push((d.kind, d.line, d.offset, d.message.clone()));
+            }
+        }
+        checker.push(&item);
+        Ok(())
+    })?;
+    let checked = checker.finish();
     let file_size = match src {
         crate::backend::RunRef::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-        crate::backend::RunRef::Stored { .. } => run.read.bytes,
+        crate::backend::RunRef::Stored { .. } => bytes,
     };
-    let id = Some(run.meta.run_id.clone()).filter(|s| !s.is_empty());
+    let id = Some(checked.meta.run_id.clone()).filter(|s| !s.is_empty());
     if let Some(header_id) = &id {
         let name_id = src.run_id();
         if name_id.as_deref() != Some(header_id.as_str()) {
@@ -162,20 +182,22 @@ fn check_run_ref(
             });
         }
     }
-    for d in &run.read.damage {
+    for (kind, line, offset, message) in damage {
         findings.push(Finding {
             file: path.to_owned(),
             id: id.clone(),
-            kind: d.kind.as_str().to_owned(),
-            problem: damage_is_problem(d.kind),
-            line: Some(d.line),
-            offset: Some(d.offset),
-            message: d.message.clone(),
+            kind: kind.as_str().to_owned(),
+            problem: damage_is_problem(kind),
+            line: Some(line),
+            offset: Some(offset),
+            message,
         });
     }
-    let mut diags = run.diags.clone();
-    diags.extend(session_replay::invocations(&run.read.records).1);
-    diags.extend(session_replay::check_snapshots(&run.read.records).1);
+    let diags = checked
+        .structure
+        .iter()
+        .chain(&checked.invocations)
+        .chain(&checked.snapshots);
     // The same finding can come from two checks (for example a missing response); keep one.
     let mut seen = std::collections::BTreeSet::new();
     for d in diags {
@@ -186,11 +208,11 @@ fn check_run_ref(
         ) {
             continue;
         }
-        if !seen.insert((d.kind, d.record, d.message.clone())) {
+        if !seen.insert((d.kind, d.record, d.message.as_str())) {
             continue;
         }
-        let pos = d.record.and_then(|i| run.position(i));
-        let (problem, message) = grade(d.kind, d.severity, d.message, id.as_deref());
+        let pos = d.record.and_then(|i| checked.position(i));
+        let (problem, message) = grade(d.kind, d.severity, d.message.clone(), id.as_deref());
         findings.push(Finding {
             file: path.to_owned(),
             id: id.clone(),
@@ -201,18 +223,12 @@ fn check_run_ref(
             message,
         });
     }
-    let terminal = run.read.record_values().any(|r| {
-        matches!(
-            r,
-            session_schema::Record::RunEnd(_) | session_schema::Record::RunError(_)
-        )
-    });
     Ok(Checked {
-        content_bytes: run.read.bytes,
+        content_bytes: bytes,
         file_size,
         id,
         terminal,
-        records: run.read.records.len() as u64,
+        records: checked.records as u64,
     })
 }
 

@@ -112,25 +112,21 @@ pub(crate) fn try_locate_run(
     }
 }
 
-/// A run read whole (from a file or a storage backend) with what session-replay says of it:
-/// the run as read, its identity and its diagnostics.
+/// A run read whole (from a file or a storage backend) with its identity. `verify` does not
+/// read runs whole: it streams them through session-replay's `RunChecker`.
 pub(crate) struct LoadedRun {
     /// The run as read: records with their positions, the reader's damage reports in file
     /// order, and the bytes of content read (the file's size, decompressed for an archive).
     pub(crate) read: RunRead,
     /// The run's identity ([`RunMeta::of`]).
     pub(crate) meta: RunMeta,
-    /// What session-replay's structural check and the reader's repairs found
-    /// ([`session_replay::verify_run`]).
-    pub(crate) diags: Vec<session_replay::Diagnostic>,
 }
 
 impl LoadedRun {
-    /// The run and what session-replay says of it.
+    /// The run and its identity.
     fn from_read(read: RunRead) -> LoadedRun {
         LoadedRun {
             meta: RunMeta::of(&read),
-            diags: session_replay::verify_run(&read),
             read,
         }
     }

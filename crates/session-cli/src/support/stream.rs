@@ -59,8 +59,22 @@ fn read_err<R: std::io::Read>(path: &Path, reader: &Reader<R>, e: std::io::Error
 pub(crate) fn for_each_item(
     src: impl Into<RunRef>,
     keep_raw: bool,
-    mut each: impl FnMut(Item) -> Result<(), CliError>,
+    each: impl FnMut(Item) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
+    for_each_item_to_end(src, keep_raw, each).map(|_| ())
+}
+
+/// [`for_each_item`], returning the bytes read: the reader's offset past its last complete
+/// line at the end (the file's length, decompressed for an archive; what
+/// `RunRead::bytes` holds for the run read whole).
+///
+/// # Errors
+/// As [`for_each_item`].
+pub(crate) fn for_each_item_to_end(
+    src: impl Into<RunRef>,
+    keep_raw: bool,
+    mut each: impl FnMut(Item) -> Result<(), CliError>,
+) -> Result<u64, CliError> {
     let options = ReaderOptions {
         keep_raw,
         ..ReaderOptions::default()
@@ -72,6 +86,7 @@ pub(crate) fn for_each_item(
                 let item = item.map_err(|e| read_err(&path, &reader, e))?;
                 each(item)?;
             }
+            Ok(reader.complete_offset())
         }
         RunRef::Stored {
             catalogue,
@@ -92,9 +107,9 @@ pub(crate) fn for_each_item(
                 })?;
                 each(item)?;
             }
+            Ok(reader.complete_offset())
         }
     }
-    Ok(())
 }
 
 /// The first pass of a streaming export: meta, outcome and damage of the run `src`.
