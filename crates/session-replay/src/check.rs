@@ -18,10 +18,12 @@ use crate::run::{RunMeta, RunStructureCheck};
 /// session-jsonl's `Reader` yields them); [`finish`](Self::finish) gives a [`RunCheckReport`].
 ///
 /// Memory follows the run's structure and its longest line, not its bytes: the checks keep a
-/// few words per invocation, the previous request's messages text, the text of requests still
-/// waiting for a response that comes after a later request (none in a run a runtime writes),
-/// the findings, and the line and byte offset of every `llm.request` record and of every
-/// record a finding names (what [`RunCheckReport::position`] answers).
+/// few words per invocation, the previous request's messages text, the findings, and the line
+/// and byte offset of every `llm.request` record and of every record a finding names (what
+/// [`RunCheckReport::position`] answers). One exception ([`SnapshotCheck`]): a request whose
+/// seq has had no response yet keeps its messages text until that response comes, or to the
+/// end when none does (a failed call); a run a runtime writes has at most a few such
+/// requests, a log of many unanswered requests holds all of their texts.
 #[derive(Debug, Clone)]
 pub struct RunChecker {
     structure: RunStructureCheck,

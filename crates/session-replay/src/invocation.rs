@@ -839,7 +839,9 @@ struct WaitingRequest {
 /// most), the seqs that had a response, and the requests still waiting for the first response
 /// of their seq: the over-inclusive check of a request needs that response (when it comes
 /// after the request), so it runs when the response arrives; a request whose response comes
-/// before the next request (every run a runtime writes) costs nothing more. Continuity
+/// before the next request costs nothing more, one whose response never comes (a failed
+/// call) keeps its text to the end, and so does every request answered only after a later
+/// one (which a runtime does not write). Continuity
 /// (divergences, resets after a compaction, undecodable snapshots) is decided at the request.
 /// [`finish`](Self::finish) gives the report and the diagnostics in record order, as
 /// [`check_snapshots`] does.
