@@ -71,12 +71,6 @@ pub(crate) const UNCLAIMED_COLUMNS: [&str; 13] = [
     "partial",
 ];
 
-/// Whether the values of a row about to be stored ([`to_values`] order, `partial` last) are
-/// those of a partial row.
-pub(crate) fn values_partial(values: &[rusqlite::types::Value]) -> bool {
-    matches!(values.last(), Some(rusqlite::types::Value::Integer(p)) if *p != 0)
-}
-
 /// `runs.partial` of a row read whole.
 const WHOLE: u64 = 0;
 /// `runs.partial` of a row the refresh read bounded: completed by the readers.

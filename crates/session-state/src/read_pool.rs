@@ -753,6 +753,200 @@ mod tests {
         );
     }
 
+    /// Every value of the tables a pass writes that do not depend on when it looked (the rows
+    /// of `runs` and `run_resume`, in key order) and the indexes of `runs` as declared.
+    fn index_dump(root: &Path) -> String {
+        let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+        let mut out = String::new();
+        for sql in [
+            "SELECT * FROM runs ORDER BY path",
+            "SELECT * FROM run_resume ORDER BY path",
+            "SELECT name, sql FROM sqlite_master WHERE tbl_name = 'runs' ORDER BY name",
+        ] {
+            let mut stmt = conn.prepare(sql).unwrap();
+            let n = stmt.column_count();
+            let mut rows = stmt.query([]).unwrap();
+            while let Some(r) = rows.next().unwrap() {
+                for i in 0..n {
+                    out.push_str(&format!("{:?}|", r.get_ref(i).unwrap()));
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// The secondary indexes of `runs`, by name.
+    fn run_indexes(root: &Path) -> Vec<String> {
+        let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+        let mut stmt = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' \
+                 AND sql IS NOT NULL ORDER BY name",
+            )
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    #[test]
+    fn a_rebuild_on_workers_leaves_the_index_a_first_build_on_one_thread_leaves() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        damaged_store(root);
+        with_threads(1, || {
+            crate::StateStore::open(root).unwrap().index_runs().unwrap();
+        });
+        let built = index_dump(root);
+        assert!(run_indexes(root).len() >= 4, "{:?}", run_indexes(root));
+        // Damage the index behind its back: a row changed, a row of no file.
+        let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+        conn.execute_batch(
+            "UPDATE runs SET total_tokens = total_tokens + 1 WHERE partial = 0 AND diagnostic IS NULL; \
+             INSERT INTO runs SELECT '2026/11/01/gone.jsonl', run_id, session_id, started_at, \
+             model_provider, model_name, outcome, last_status, record_count, invocation_count, \
+             input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, \
+             file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, \
+             started_at_utc, diagnostic, partial FROM runs LIMIT 1;",
+        )
+        .unwrap();
+        drop(conn);
+        let report = with_threads(3, || {
+            crate::StateStore::open(root).unwrap().reindex().unwrap()
+        });
+        assert_eq!(index_dump(root), built);
+        assert_eq!(report.total, 44);
+        let removed: Vec<&crate::RunChange> = report
+            .changes
+            .iter()
+            .filter(|c| matches!(c, crate::RunChange::Removed(_)))
+            .collect();
+        assert_eq!(
+            removed,
+            [&crate::RunChange::Removed(
+                root.join("2026/11/01/gone.jsonl")
+            )]
+        );
+        let changed = report
+            .changes
+            .iter()
+            .filter(
+                |c| matches!(c, crate::RunChange::Changed(_, cols) if cols == &["total_tokens"]),
+            )
+            .count();
+        assert!(changed >= 10, "{report:?}");
+        assert_eq!(changed + 1, report.changes.len(), "{report:?}");
+        assert_eq!(report.unchanged + changed as u64, 44);
+        // The differences come in path order, as a pass on one thread reports them.
+        let paths: Vec<&Path> = report
+            .changes
+            .iter()
+            .map(|c| match c {
+                crate::RunChange::Added(p)
+                | crate::RunChange::Removed(p)
+                | crate::RunChange::Changed(p, _) => p.as_path(),
+            })
+            .collect();
+        assert!(paths.windows(2).all(|w| w[0] < w[1]), "{paths:?}");
+        // And the listings answer as after the first build.
+        let one = with_threads(1, || index_and_list(root));
+        assert_eq!(one.0.files_read, 0);
+    }
+
+    /// VM steps of the statement of [`crate::runs::RunWriter`] storing one row of the index
+    /// at `root` under a new key, with the secondary indexes of `runs` in place and without
+    /// them (no triggers either way; rolled back).
+    fn insert_steps(root: &Path) -> (u64, u64) {
+        let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+        conn.execute_batch("BEGIN").unwrap();
+        let names = |kind: &str| -> Vec<String> {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT name FROM sqlite_master WHERE type = ?1 AND tbl_name = 'runs' \
+                     AND sql IS NOT NULL",
+                )
+                .unwrap();
+            stmt.query_map([kind], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        for t in names("trigger") {
+            conn.execute_batch(&format!("DROP TRIGGER \"{t}\""))
+                .unwrap();
+        }
+        let mut values: Vec<rusqlite::types::Value> = conn
+            .query_row(
+                "SELECT * FROM runs WHERE diagnostic IS NULL LIMIT 1",
+                [],
+                |r| (0..25).map(|i| r.get(i)).collect(),
+            )
+            .unwrap();
+        let mut steps = |key: &str| {
+            values[0] = rusqlite::types::Value::Text(key.to_owned());
+            let mut stmt = conn.prepare(&crate::runs::UPSERT_RUN).unwrap();
+            stmt.execute(rusqlite::params_from_iter(values.iter()))
+                .unwrap();
+            stmt.get_status(rusqlite::StatementStatus::VmStep) as u64
+        };
+        let indexed = steps("2026/11/09/a.jsonl");
+        for i in names("index") {
+            conn.execute_batch(&format!("DROP INDEX \"{i}\"")).unwrap();
+        }
+        let bare = steps("2026/11/09/b.jsonl");
+        conn.execute_batch("ROLLBACK").unwrap();
+        (indexed, bare)
+    }
+
+    #[test]
+    fn a_rebuild_writes_only_the_rows_that_differ_with_one_statement() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        damaged_store(root);
+        crate::StateStore::open(root).unwrap().index_runs().unwrap();
+        let indexes = run_indexes(root);
+        assert!(indexes.len() >= 4, "{indexes:?}");
+        let (indexed, bare) = insert_steps(root);
+        assert!(bare < indexed, "{bare} {indexed}");
+        // A first build: one statement for every row.
+        let first = crate::runs::take_write_cost();
+        assert_eq!((first.statements, first.rows), (1, 44), "{first:?}");
+        let rebuild = |threads| {
+            with_threads(threads, || {
+                let report = crate::StateStore::open(root).unwrap().reindex().unwrap();
+                (report, crate::runs::take_write_cost())
+            })
+        };
+        // Nothing changed: every file read, no row written.
+        let (report, cost) = rebuild(3);
+        assert_eq!((report.total, report.unchanged), (44, 44), "{report:?}");
+        assert_eq!((cost.statements, cost.rows), (1, 0), "{cost:?}");
+        let unchanged = index_dump(root);
+        // Three rows damaged behind the index's back: those three are written again, with the
+        // indexes in place.
+        let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+        conn.execute_batch(
+            "UPDATE runs SET total_tokens = total_tokens + 1 \
+             WHERE path IN (SELECT path FROM runs ORDER BY path LIMIT 3)",
+        )
+        .unwrap();
+        let (report, cost) = rebuild(3);
+        assert_eq!(report.changes.len(), 3, "{report:?}");
+        assert_eq!((cost.statements, cost.rows), (1, 3), "{cost:?}");
+        assert!(cost.vm_steps >= 3 * indexed, "{cost:?}, {indexed} a row");
+        assert_eq!(index_dump(root), unchanged);
+        // Every row gone: all written without the indexes, which are built after them.
+        conn.execute_batch("DELETE FROM runs").unwrap();
+        let (report, cost) = rebuild(1);
+        assert_eq!(report.changes.len(), 44, "{report:?}");
+        assert_eq!((cost.statements, cost.rows), (1, 44), "{cost:?}");
+        assert_eq!(cost.vm_steps, 44 * bare, "{cost:?}, {bare} a row");
+        assert_eq!(run_indexes(root), indexes);
+        assert_eq!(index_dump(root), unchanged);
+    }
+
     #[test]
     fn one_thread_runs_the_jobs_on_the_taker() {
         let taker = std::thread::current().id();

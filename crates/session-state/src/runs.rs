@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, Row};
@@ -185,8 +186,11 @@ pub struct RunPage {
 
 pub(crate) const RUN_COLUMNS: &str = "path, run_id, session_id, started_at, model_provider, model_name, outcome, last_status, record_count, invocation_count, input_tokens, cached_input_tokens, cache_creation_tokens, output_tokens, total_tokens, file_size, mtime_ns, first_input, workspace_root, damage_count, last_ts, compressed, started_at_utc, diagnostic, partial";
 
+/// Number of columns of a `runs` row ([`RUN_COLUMNS`]).
+const RUN_COLUMN_COUNT: usize = 25;
+
 /// Names of the compared columns, in [`RUN_COLUMNS`] order.
-const RUN_COLUMN_NAMES: [&str; 25] = [
+const RUN_COLUMN_NAMES: [&str; RUN_COLUMN_COUNT] = [
     "path",
     "run_id",
     "session_id",
@@ -218,9 +222,40 @@ const RUN_COLUMN_NAMES: [&str; 25] = [
 #[derive(Debug, Clone, PartialEq)]
 struct StoredRun {
     values: Vec<OwnedValue>,
+    rowid: i64,
+}
+
+/// The rows of `runs` as a rebuild reads them.
+struct StoredRuns {
+    /// By key (the path as decoded: keys that are not text, or not UTF-8, match no file).
+    by_key: BTreeMap<String, StoredRun>,
+    /// `rowid`s of rows whose decoded key another row has too (all but the last read).
+    shadowed: Vec<i64>,
 }
 
 impl StoredRun {
+    /// Whether the stored row holds exactly the values of `new` (same values, same types):
+    /// then a rebuild leaves it as it is.
+    fn holds(&self, new: &[ValueRef<'_>; RUN_COLUMN_COUNT]) -> bool {
+        self.values.len() == RUN_COLUMN_COUNT
+            && self.values.iter().zip(new).all(|(a, b)| a.as_ref() == *b)
+    }
+
+    /// The names of the columns whose stored values differ from `new` (a row about to be
+    /// stored, [`run_refs`]); what a partial row (stored or new) does not claim is no
+    /// difference.
+    fn differing_columns(&self, new: &[ValueRef<'_>; RUN_COLUMN_COUNT]) -> Vec<&'static str> {
+        let new_partial = matches!(new.last(), Some(ValueRef::Integer(p)) if *p != 0);
+        let partial = self.is_partial() || new_partial;
+        RUN_COLUMN_NAMES
+            .iter()
+            .zip(self.values.iter().zip(new))
+            .filter(|(name, _)| !(partial && crate::partial::UNCLAIMED_COLUMNS.contains(name)))
+            .filter(|(_, (a, b))| a.as_ref() != **b)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
     /// Whether the stored row was read bounded (`runs.partial` other than 0).
     fn is_partial(&self) -> bool {
         self.values
@@ -237,19 +272,28 @@ pub(crate) fn rel_path(root: &Path, path: &Path) -> String {
         .replace('\\', "/")
 }
 
-fn opt_text(s: &Option<String>) -> Value {
-    s.as_ref().map_or(Value::Null, |s| Value::Text(s.clone()))
+/// A nullable text value, borrowed.
+fn opt_text(s: &Option<String>) -> ValueRef<'_> {
+    s.as_deref()
+        .map_or(ValueRef::Null, |s| ValueRef::Text(s.as_bytes()))
 }
 
-pub(crate) fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
-    vec![
-        Value::Text(rel.to_owned()),
-        Value::Text(r.run_id.clone()),
+/// The values of the `runs` row of `r` stored at `rel` ([`RUN_COLUMNS`] order), borrowed
+/// from the row: what [`RunWriter`] binds and a rebuild compares, without a copy.
+pub(crate) fn run_refs<'a>(
+    rel: &'a str,
+    r: &'a RunRow,
+    diagnostic: Option<&'a str>,
+) -> [ValueRef<'a>; RUN_COLUMN_COUNT] {
+    let text = |s: &'a str| ValueRef::Text(s.as_bytes());
+    [
+        text(rel),
+        text(&r.run_id),
         opt_text(&r.session_id),
-        Value::Text(r.started_at.clone().unwrap_or_default()),
+        text(r.started_at.as_deref().unwrap_or_default()),
         opt_text(&r.model_provider),
         opt_text(&r.model_name),
-        Value::Text(r.outcome.as_str().to_owned()),
+        text(r.outcome.as_str()),
         opt_text(&r.last_status),
         sql_int(r.record_count),
         sql_int(r.invocation_count),
@@ -259,16 +303,30 @@ pub(crate) fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<
         sql_int(r.output_tokens),
         sql_int(r.total_tokens),
         sql_int(r.file_size),
-        Value::Integer(r.modified_unix_ns),
+        ValueRef::Integer(r.modified_unix_ns),
         opt_text(&r.first_input),
         opt_text(&r.workspace_root),
         sql_int(r.damage_count),
         opt_text(&r.last_ts),
-        Value::Integer(i64::from(r.compressed)),
-        Value::Text(r.started_at_utc.clone().unwrap_or_default()),
-        diagnostic.map_or(Value::Null, |d| Value::Text(d.to_owned())),
-        Value::Integer(crate::partial::partial_column(r)),
+        ValueRef::Integer(i64::from(r.compressed)),
+        text(r.started_at_utc.as_deref().unwrap_or_default()),
+        diagnostic.map_or(ValueRef::Null, text),
+        ValueRef::Integer(crate::partial::partial_column(r)),
     ]
+}
+
+/// The values of the `runs` row of `r` stored at `rel`, owned ([`run_refs`]).
+pub(crate) fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
+    run_refs(rel, r, diagnostic)
+        .into_iter()
+        .map(|v| match v {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(i) => Value::Integer(i),
+            ValueRef::Real(f) => Value::Real(f),
+            ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        })
+        .collect()
 }
 
 /// A row of the index as a [`RunRow`]; values that are not what their column should hold
@@ -338,8 +396,8 @@ fn completeness(row: &RunRow) -> session_jsonl::Completeness {
 
 /// A count or size from a file as an SQLite integer: values above `i64::MAX` are stored as
 /// `i64::MAX` (the token sums are clamped before, and the clamp counted as damage).
-fn sql_int(v: u64) -> Value {
-    Value::Integer(i64::try_from(v).unwrap_or(i64::MAX))
+fn sql_int(v: u64) -> ValueRef<'static> {
+    ValueRef::Integer(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
 /// What the refresh needs of a stored row: size, mtime and whether the run may still grow.
@@ -651,15 +709,128 @@ fn dir_row(d: &DateDir, run_count: usize) -> DirRow {
     }
 }
 
-pub(crate) fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()> {
-    let placeholders = (1..=values.len())
+/// The statement that stores one row of `runs` (values in [`RUN_COLUMNS`] order).
+pub(crate) static UPSERT_RUN: LazyLock<String> = LazyLock::new(|| {
+    let placeholders = (1..=RUN_COLUMN_COUNT)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut stmt = conn.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({placeholders})"
-    ))?;
+    format!("INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({placeholders})")
+});
+
+/// Stores one row of `runs` given as owned values ([`to_values`]).
+pub(crate) fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(&UPSERT_RUN)?;
     stmt.execute(rusqlite::params_from_iter(values.iter()))?;
+    Ok(())
+}
+
+/// What the `runs` writers ([`RunWriter`]) of this thread did, counted for the cost tests:
+/// statements prepared, rows written and the SQLite VM steps of those statements (each
+/// index a row goes into adds its own steps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WriteCost {
+    pub(crate) statements: u64,
+    pub(crate) rows: u64,
+    pub(crate) vm_steps: u64,
+}
+
+thread_local! {
+    static WRITE_COST: std::cell::Cell<WriteCost> = const {
+        std::cell::Cell::new(WriteCost { statements: 0, rows: 0, vm_steps: 0 })
+    };
+}
+
+/// The cost of the `runs` writes of this thread since the last call, and reset.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn take_write_cost() -> WriteCost {
+    WRITE_COST.with(|c| c.replace(WriteCost::default()))
+}
+
+/// The writer of a pass's `runs` rows: one statement, prepared once per pass, each row's
+/// values bound from its [`RunRow`] as they are ([`run_refs`]: no owned copy, no SQL text
+/// built per row).
+pub(crate) struct RunWriter<'c> {
+    stmt: rusqlite::CachedStatement<'c>,
+    rows: u64,
+}
+
+impl<'c> RunWriter<'c> {
+    /// Prepares the statement (or takes it from the connection's cache).
+    pub(crate) fn new(conn: &'c Connection) -> rusqlite::Result<RunWriter<'c>> {
+        let stmt = conn.prepare_cached(&UPSERT_RUN)?;
+        // Steps of earlier uses of the cached statement are not this writer's.
+        stmt.reset_status(rusqlite::StatementStatus::VmStep);
+        WRITE_COST.with(|c| {
+            let mut cost = c.get();
+            cost.statements += 1;
+            c.set(cost);
+        });
+        Ok(RunWriter { stmt, rows: 0 })
+    }
+
+    /// Stores the row of `row` at `rel` (replacing a row at the same path).
+    pub(crate) fn write(
+        &mut self,
+        rel: &str,
+        row: &RunRow,
+        diagnostic: Option<&str>,
+    ) -> rusqlite::Result<()> {
+        self.write_values(&run_refs(rel, row, diagnostic))
+    }
+
+    /// Stores a row given as its values ([`run_refs`]).
+    fn write_values(&mut self, values: &[ValueRef<'_>; RUN_COLUMN_COUNT]) -> rusqlite::Result<()> {
+        for (i, v) in values.iter().enumerate() {
+            self.stmt
+                .raw_bind_parameter(i + 1, rusqlite::types::ToSqlOutput::Borrowed(*v))?;
+        }
+        self.stmt.raw_execute()?;
+        self.rows += 1;
+        Ok(())
+    }
+}
+
+impl Drop for RunWriter<'_> {
+    fn drop(&mut self) {
+        let steps =
+            u64::try_from(self.stmt.reset_status(rusqlite::StatementStatus::VmStep)).unwrap_or(0);
+        let rows = self.rows;
+        WRITE_COST.with(|c| {
+            let mut cost = c.get();
+            cost.rows += rows;
+            cost.vm_steps += steps;
+            c.set(cost);
+        });
+    }
+}
+
+/// Fewest rows written into an empty `runs` table for which its secondary indexes are
+/// dropped and built after the rows ([`drop_run_indexes`]); below it the statements that
+/// drop and create them cost about what they save.
+const INDEX_REBUILD_ROWS: usize = 32;
+
+/// The secondary indexes of `runs` (`CREATE INDEX` statements as stored, the primary key's
+/// excepted) dropped, for a write of many rows into a table that had none: each index is
+/// then built once from the sorted rows ([`create_run_indexes`]) instead of taking one
+/// insertion per row in key order. Run inside the pass's write transaction, with the
+/// re-creation: a pass that does not commit leaves the indexes as they were.
+fn drop_run_indexes(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    const OF_RUNS: &str = "FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' \
+                           AND sql IS NOT NULL ORDER BY name";
+    let names = crate::column::query_texts(conn, &format!("SELECT name {OF_RUNS}"), [], 0)?;
+    let sqls = crate::column::query_texts(conn, &format!("SELECT sql {OF_RUNS}"), [], 0)?;
+    for name in &names {
+        conn.execute_batch(&format!("DROP INDEX \"{}\";", name.replace('"', "\"\"")))?;
+    }
+    Ok(sqls)
+}
+
+/// Creates again the indexes [`drop_run_indexes`] dropped.
+fn create_run_indexes(conn: &Connection, sqls: &[String]) -> rusqlite::Result<()> {
+    for sql in sqls {
+        conn.execute_batch(sql)?;
+    }
     Ok(())
 }
 
@@ -668,7 +839,8 @@ pub(crate) fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()
 struct Changes {
     /// Damaged rows, by table and `rowid` (dropped first).
     drop_rows: Vec<(&'static str, i64)>,
-    upserts: Vec<Vec<Value>>,
+    /// Rows to store: relative path, row, diagnostic.
+    upserts: Vec<(String, RunRow, Option<String>)>,
     removed: Vec<String>,
     /// Directories (relative, trailing `/`) whose rows all go.
     vanished: Vec<String>,
@@ -696,16 +868,26 @@ impl Changes {
             && self.checkpoints.is_empty()
     }
 
-    /// Applies the changes; returns the number of run rows deleted.
-    fn apply(&self, conn: &Connection) -> rusqlite::Result<u64> {
+    /// Applies the changes; returns the number of run rows deleted. With `rebuild_indexes`
+    /// (rows written into an empty `runs` table) the secondary indexes of `runs` are built
+    /// once after the rows ([`drop_run_indexes`]).
+    fn apply(&self, conn: &Connection, rebuild_indexes: bool) -> rusqlite::Result<u64> {
         let mut deleted = 0u64;
         for (table, rowid) in &self.drop_rows {
             conn.prepare_cached(&format!("DELETE FROM {table} WHERE rowid = ?1"))?
                 .execute([rowid])?;
         }
-        for values in &self.upserts {
-            upsert(conn, values)?;
+        let indexes = if rebuild_indexes {
+            drop_run_indexes(conn)?
+        } else {
+            Vec::new()
+        };
+        let mut writer = RunWriter::new(conn)?;
+        for (rel, row, diagnostic) in &self.upserts {
+            writer.write(rel, row, diagnostic.as_deref())?;
         }
+        drop(writer);
+        create_run_indexes(conn, &indexes)?;
         for rel in &self.removed {
             deleted += conn
                 .prepare_cached("DELETE FROM runs WHERE path = ?1")?
@@ -755,22 +937,34 @@ impl Changes {
 }
 
 impl RunIndex {
-    fn stored_runs(&self, conn: &Connection) -> Result<BTreeMap<String, StoredRun>> {
+    fn stored_runs(&self, conn: &Connection) -> Result<StoredRuns> {
         let err = db_err(&self.db_path, "read run index");
         let mut stmt = conn
-            .prepare(&format!("SELECT {RUN_COLUMNS} FROM runs"))
+            .prepare(&format!("SELECT {RUN_COLUMNS}, rowid FROM runs"))
             .map_err(err)?;
         let rows = stmt
-            .query_map([], |r| owned_row(r, RUN_COLUMN_NAMES.len()))
+            .query_map([], |r| owned_row(r, RUN_COLUMN_COUNT + 1))
             .map_err(db_err(&self.db_path, "read run index"))?;
-        let mut out = BTreeMap::new();
+        let mut out = StoredRuns {
+            by_key: BTreeMap::new(),
+            shadowed: Vec::new(),
+        };
         for values in rows {
-            let values = values.map_err(db_err(&self.db_path, "read run index"))?;
+            let mut values = values.map_err(db_err(&self.db_path, "read run index"))?;
+            let rowid = values
+                .pop()
+                .and_then(|v| crate::column::int_of(v.as_ref()))
+                .unwrap_or(0);
             // Keys that are not text (or not UTF-8) are listed as decoded: they match no
             // file and are reported as removed.
             let (rel, _) =
                 crate::column::text_of(values.first().map_or(ValueRef::Null, OwnedValue::as_ref));
-            out.insert(rel.unwrap_or_default(), StoredRun { values });
+            if let Some(before) = out
+                .by_key
+                .insert(rel.unwrap_or_default(), StoredRun { values, rowid })
+            {
+                out.shadowed.push(before.rowid);
+            }
         }
         Ok(out)
     }
@@ -1081,10 +1275,8 @@ impl RunIndex {
                             report.added += 1;
                         }
                         report.files_read += 1;
-                        changes
-                            .upserts
-                            .push(to_values(&f.rel, &row, diagnostic.as_deref()));
                         let open = row.outcome == IndexedRunOutcome::Open;
+                        changes.upserts.push((f.rel.clone(), row, diagnostic));
                         Some((open, !open && moved))
                     }
                     Err(e) => {
@@ -1124,23 +1316,46 @@ impl RunIndex {
             let conn = self.lock();
             let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
             let rows = changes.upserts.len() + changes.removed.len() + changes.vanished.len();
-            report.removed = if rows >= crate::running_totals::BULK_ROWS {
-                // A first build or a large catch-up: the running totals are summed once.
-                crate::running_totals::bulk(&conn, || changes.apply(&conn))
-            } else {
-                changes.apply(&conn)
-            }
-            .map_err(db_err(&self.db_path, "write run index"))?;
+            let apply = || -> rusqlite::Result<u64> {
+                // A first build: the indexes are built once after the rows.
+                let first = changes.upserts.len() >= INDEX_REBUILD_ROWS
+                    && crate::column::query_int(
+                        &conn,
+                        "SELECT NOT EXISTS (SELECT 1 FROM runs)",
+                        [],
+                    )? == 1;
+                if rows >= crate::running_totals::BULK_ROWS {
+                    // A first build or a large catch-up: the running totals are summed once.
+                    crate::running_totals::bulk(&conn, || changes.apply(&conn, first))
+                } else {
+                    changes.apply(&conn, first)
+                }
+            };
+            report.removed = apply().map_err(db_err(&self.db_path, "write run index"))?;
             tx.commit()?;
         }
         Ok(report)
     }
 
-    /// Rebuilds the `runs` table from scratch (every day directory listed, every file read
+    /// Rebuilds the `runs` table from the files (every day directory listed, every file read
     /// again, in path order) and reports every difference from the previous content. The
     /// result depends only on the files and their size/mtime, so two rebuilds of an unchanged
-    /// tree are identical. Also rebuilds the directory and watch records that make the next
-    /// [`RunIndex::index_runs`] incremental.
+    /// tree are identical: the table holds what a rebuild from an empty table would write.
+    /// Also rebuilds the directory and watch records that make the next
+    /// [`RunIndex::index_runs`] incremental, and the running totals.
+    ///
+    /// # Cost
+    ///
+    /// Every file is read (on the read pool, `read_pool.rs`) while the one write transaction
+    /// takes the rows in path order, so the writing overlaps the reading: the write lock of
+    /// `state.db` is held for the whole pass (readers go on reading the previous index;
+    /// another writer waits, up to the busy timeout). Only rows that differ from their
+    /// file's (a value or a stored type) are written again, each bound from its [`RunRow`]
+    /// into one prepared statement, and rows of no file deleted: a rebuild of an unchanged
+    /// store writes no `runs` row. Into an empty table, or when more than an eighth of the
+    /// rows are written, the secondary indexes of `runs` are dropped and built once after
+    /// the rows. All of it is one transaction: a pass that fails or is interrupted leaves
+    /// the previous index whole, indexes included.
     ///
     /// # Errors
     /// As [`RunIndex::index_runs`].
@@ -1189,10 +1404,7 @@ impl RunIndex {
         }
         files.sort_by(|a, b| a.rel.cmp(&b.rel));
         let total = files.len() as u64;
-        let mut fresh: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-        let mut watch: Vec<&str> = Vec::new();
-        let mut checkpoints: Vec<(&str, String)> = Vec::new();
-        // Read ahead on the read pool, taken in path order.
+        // Read ahead on the read pool, taken in path order while the rows are written.
         let mut reads = crate::read_pool::RefreshReads::start(
             files
                 .iter()
@@ -1200,93 +1412,113 @@ impl RunIndex {
                 .enumerate()
                 .collect(),
         );
-        for (i, f) in files.iter().enumerate() {
-            let (read, moved) = reads.take(i, f, None);
-            match read {
-                Ok(crate::resume::RowRead {
-                    row,
-                    diagnostic,
-                    checkpoint,
-                    ..
-                }) => {
-                    if let Some(c) = checkpoint {
-                        checkpoints.push((&f.rel, c));
-                    }
-                    let open = row.outcome == IndexedRunOutcome::Open;
-                    if keep_watching(open, f, !open && moved) {
-                        watch.push(&f.rel);
-                    }
-                    fresh.insert(
-                        f.rel.clone(),
-                        to_values(&f.rel, &row, diagnostic.as_deref()),
-                    );
-                }
-                Err(e) => {
-                    report.failed.push((f.path.clone(), e.to_string()));
-                    failed_dirs.insert(tree::parent_rel(&f.rel).to_owned());
-                }
-            }
-            progress(i as u64 + 1, total);
-        }
         let conn = self.lock();
         let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-        let old = self.stored_runs(&conn)?;
-        let mut keys: Vec<&String> = old.keys().chain(fresh.keys()).collect();
-        keys.sort();
-        keys.dedup();
-        for key in keys {
-            let path = self.root.join(key);
-            match (old.get(key), fresh.get(key)) {
-                (Some(_), None) => report.changes.push(RunChange::Removed(path)),
-                (None, Some(_)) => report.changes.push(RunChange::Added(path)),
-                (Some(o), Some(n)) => {
-                    // What a partial row does not claim is no difference.
-                    let partial = o.is_partial() || crate::partial::values_partial(n);
-                    let diff: Vec<&'static str> = RUN_COLUMN_NAMES
-                        .iter()
-                        .zip(o.values.iter().zip(n))
-                        .filter(|(name, _)| {
-                            !(partial && crate::partial::UNCLAIMED_COLUMNS.contains(name))
-                        })
-                        .filter(|(_, (a, b))| **a != OwnedValue::of(ValueRef::from(*b)))
-                        .map(|(name, _)| *name)
-                        .collect();
-                    if diff.is_empty() {
-                        report.unchanged += 1;
-                    } else {
-                        report.changes.push(RunChange::Changed(path, diff));
-                    }
-                }
-                (None, None) => {}
-            }
-        }
+        let StoredRuns {
+            by_key: mut old,
+            shadowed,
+        } = self.stored_runs(&conn)?;
+        let old_len = old.len() + shadowed.len();
+        // Differences keyed by relative path, reported in key order.
+        let mut changes: Vec<(String, RunChange)> = Vec::new();
+        let mut rows = 0u64;
         let write = || -> rusqlite::Result<()> {
             conn.execute_batch(
-                "DELETE FROM runs; DELETE FROM run_dirs; DELETE FROM run_watch; \
-                 DELETE FROM run_resume;",
+                "DELETE FROM run_dirs; DELETE FROM run_watch; DELETE FROM run_resume;",
             )?;
-            for values in fresh.values() {
-                upsert(&conn, values)?;
+            let mut delete = conn.prepare_cached("DELETE FROM runs WHERE rowid = ?1")?;
+            for rowid in &shadowed {
+                delete.execute([rowid])?;
+            }
+            // Rows written into an empty table, or more than an eighth of its rows: the
+            // secondary indexes are dropped and built once after the rows.
+            let mut indexes = (old_len == 0 && files.len() >= INDEX_REBUILD_ROWS)
+                .then(|| drop_run_indexes(&conn))
+                .transpose()?;
+            let mut written = 0usize;
+            let mut writer = RunWriter::new(&conn)?;
+            let mut watch =
+                conn.prepare_cached("INSERT OR IGNORE INTO run_watch (path) VALUES (?1)")?;
+            for (i, f) in files.iter().enumerate() {
+                let (read, moved) = reads.take(i, f, None);
+                match read {
+                    Ok(crate::resume::RowRead {
+                        row,
+                        diagnostic,
+                        checkpoint,
+                        ..
+                    }) => {
+                        let values = run_refs(&f.rel, &row, diagnostic.as_deref());
+                        let (change, same) = match old.remove(&f.rel) {
+                            None => (Some(RunChange::Added(f.path.clone())), false),
+                            Some(o) => {
+                                let diff = o.differing_columns(&values);
+                                let same = o.holds(&values);
+                                if !same {
+                                    delete.execute([o.rowid])?;
+                                }
+                                if diff.is_empty() {
+                                    report.unchanged += 1;
+                                    (None, same)
+                                } else {
+                                    (Some(RunChange::Changed(f.path.clone(), diff)), same)
+                                }
+                            }
+                        };
+                        changes.extend(change.map(|c| (f.rel.clone(), c)));
+                        if !same {
+                            if indexes.is_none()
+                                && written >= INDEX_REBUILD_ROWS
+                                && written.saturating_mul(8) >= old_len
+                            {
+                                indexes = Some(drop_run_indexes(&conn)?);
+                            }
+                            writer.write_values(&values)?;
+                            written += 1;
+                        }
+                        rows += 1;
+                        let open = row.outcome == IndexedRunOutcome::Open;
+                        if keep_watching(open, f, !open && moved) {
+                            watch.execute([&f.rel])?;
+                        }
+                        if let Some(c) = checkpoint {
+                            crate::resume::put_checkpoint(&conn, &f.rel, Some(c.as_str()))?;
+                        }
+                    }
+                    Err(e) => {
+                        report.failed.push((f.path.clone(), e.to_string()));
+                        failed_dirs.insert(tree::parent_rel(&f.rel).to_owned());
+                    }
+                }
+                progress(i as u64 + 1, total);
+            }
+            // Rows of no file read now.
+            for o in old.values() {
+                delete.execute([o.rowid])?;
+            }
+            drop(writer);
+            if let Some(indexes) = indexes {
+                create_run_indexes(&conn, &indexes)?;
             }
             for (rel, d) in &dir_rows {
                 if !failed_dirs.contains(rel) {
                     upsert_dir(&conn, rel, d)?;
                 }
             }
-            for rel in &watch {
-                conn.prepare_cached("INSERT OR IGNORE INTO run_watch (path) VALUES (?1)")?
-                    .execute([rel])?;
-            }
-            for (rel, c) in &checkpoints {
-                crate::resume::put_checkpoint(&conn, rel, Some(c))?;
-            }
             Ok(())
         };
-        // Every row is written again: the running totals are summed once, not per row.
+        // The running totals are summed again once, not per row written.
         crate::running_totals::bulk(&conn, write)
             .map_err(db_err(&self.db_path, "write run index"))?;
         tx.commit()?;
-        report.total = fresh.len() as u64;
+        // Rows whose file is gone (or whose stored key is no file's).
+        changes.extend(
+            old.into_keys()
+                .map(|key| (key.clone(), RunChange::Removed(self.root.join(key)))),
+        );
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        report.changes = changes.into_iter().map(|(_, c)| c).collect();
+        report.total = rows;
         Ok(report)
     }
 
