@@ -12,9 +12,9 @@
 //! query store (the indexed text is the same; the 100k-run store stays a few GB smaller).
 //!
 //! # What is measured
-//! - Indexing throughput (bytes of run files per second into `search.db`: extraction, FTS5
-//!   word and trigram tables) ÷ the plain session-jsonl `Reader`'s throughput over the same
-//!   files, on a store of `SESSION_SEARCH_INDEX_RUNS` runs (default 5,000), interleaved:
+//! - Indexing throughput (bytes of run files per second into `search.db`: reading and
+//!   extraction on the refresh's reading threads, FTS5 word and trigram tables on its one
+//!   writer) ÷ the plain session-jsonl `Reader`'s throughput over the same files (one thread), on a store of `SESSION_SEARCH_INDEX_RUNS` runs (default 5,000), interleaved:
 //!   each round reads every file with the `Reader`, then empties and rebuilds the index; goal
 //!   ≥ 0.3. Min / median / max over `SESSION_SEARCH_REPEATS` rounds (default 5).
 //! - On a store of `SESSION_SEARCH_RUNS` runs (default 100,000): the first build, the

@@ -8,7 +8,7 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use session_replay::io::search::{SearchRefreshReport, refresh_search};
+use session_replay::io::search::{SearchRefreshReport, refresh_search, refresh_search_on};
 use session_state::{
     HIGHLIGHT_END, HIGHLIGHT_START, MatchedBy, SearchIndex, SearchQuery, StateStore,
 };
@@ -64,7 +64,10 @@ fn refresh(store: &StateStore, index: &SearchIndex) -> SearchRefreshReport {
     refresh_search(store, index).unwrap()
 }
 
-fn hits(index: &SearchIndex, q: SearchQuery) -> Vec<(String, u64, String, String)> {
+/// A hit as run id, byte offset, kind and snippet (matches between `[` and `]`).
+type HitRow = (String, u64, String, String);
+
+fn hits(index: &SearchIndex, q: SearchQuery) -> Vec<HitRow> {
     index
         .search(&q)
         .unwrap()
@@ -545,4 +548,219 @@ fn legacy_snapshots_are_indexed_once_until_they_change_or_a_run_names_them() {
         index.search(&SearchQuery::new("platypus")).unwrap().len(),
         1
     );
+}
+
+/// Where run `k` of [`damaged_store`] is: one of three days.
+fn day_path(root: &Path, k: u32, run: &str) -> PathBuf {
+    root.join(format!("2026/03/0{}/{run}.jsonl", 1 + k % 3))
+}
+
+/// A store of 40 run files with every kind of damage a line can have (invalid UTF-8, NUL
+/// runs, lone surrogates, lines that are not JSON, torn last lines, an empty file, text past
+/// the caps, the highlight markers), open and ended runs, an archive and a legacy snapshot.
+fn damaged_store(root: &Path) {
+    for k in 0..40u32 {
+        let run = format!("{k:02}000000-0000-4000-8000-000000000000");
+        let path = day_path(root, k, &run);
+        let session = format!("s{}", k % 4);
+        let mut b: Vec<u8> = Vec::new();
+        let line = |b: &mut Vec<u8>, l: &str| {
+            b.extend_from_slice(l.as_bytes());
+            b.push(b'\n');
+        };
+        if k % 10 != 5 {
+            line(&mut b, &header(&run, &session));
+            line(
+                &mut b,
+                &start(
+                    &run,
+                    &format!("question {k} about the linker 全文検索"),
+                    "2026-03-04T10:00:01.000Z",
+                ),
+            );
+        }
+        match k % 10 {
+            0 => {
+                let mut bad = event(&run, "text", "invalid XX byte").into_bytes();
+                let i = bad.windows(2).position(|w| w == b"XX").unwrap();
+                bad[i] = 0xff;
+                b.extend_from_slice(&bad);
+                b.push(b'\n');
+            }
+            1 => {
+                b.extend_from_slice(&[0u8; 100]);
+                line(&mut b, &event(&run, "reasoning", "after the nulls"));
+            }
+            2 => line(
+                &mut b,
+                &event(&run, "text", "lonely").replace("lonely", "lonely \\ud83c surrogate"),
+            ),
+            3 => line(&mut b, "{not json at all"),
+            6 => line(&mut b, &output(&run, &"capacity ".repeat(10_000))),
+            7 => line(
+                &mut b,
+                &event(&run, "text", "marks \u{E000}inside\u{E001} the text"),
+            ),
+            _ => {}
+        }
+        if k % 10 != 5 {
+            line(
+                &mut b,
+                &output(&run, &format!("src/module_{k}.rs: ux-capacity")),
+            );
+            line(&mut b, &event(&run, "final", &format!("done with {k}")));
+        }
+        if k % 10 == 4 {
+            // A torn last line: a record being written.
+            b.extend_from_slice(&output(&run, "torn tail").as_bytes()[..30]);
+        }
+        if k % 2 == 0 && k % 10 != 4 {
+            line(
+                &mut b,
+                &format!(
+                    r#"{{"type":"run.end","run_id":"{run}","ts":"2026-03-04T10:00:09.000Z","outcome":"completed"}}"#
+                ),
+            );
+        }
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, &b).unwrap();
+        if k == 8 {
+            session_jsonl::archive::compress_run(&path).unwrap();
+        }
+    }
+    let session = "5e550000-0000-4000-8000-00000000000a";
+    fs::create_dir_all(root.join("state")).unwrap();
+    fs::write(
+        root.join(format!("state/{session}.json")),
+        format!(
+            r#"{{"session_id":"{session}","updated_at":"2026-03-01T00:00:00.000Z","messages":[{{"role":"user","content":"hello"}},{{"role":"assistant","content":"quokka"}}]}}"#
+        ),
+    )
+    .unwrap();
+}
+
+/// Everything `search.db` holds that does not depend on when the files were written: the
+/// documents with their ids, in id order, and the files with how far they were indexed.
+fn dump(root: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(root.join("search.db")).unwrap();
+    let mut out = Vec::new();
+    let mut docs = conn
+        .prepare("SELECT id, file, byte_offset, kind, time_ms, text FROM docs ORDER BY id")
+        .unwrap();
+    let mut rows = docs.query([]).unwrap();
+    while let Some(r) = rows.next().unwrap() {
+        out.push(format!(
+            "doc {} {} {} {} {:?} {:?}",
+            r.get::<_, i64>(0).unwrap(),
+            r.get::<_, String>(1).unwrap(),
+            r.get::<_, i64>(2).unwrap(),
+            r.get::<_, String>(3).unwrap(),
+            r.get::<_, Option<i64>>(4).unwrap(),
+            r.get::<_, String>(5).unwrap()
+        ));
+    }
+    let mut files = conn
+        .prepare(
+            "SELECT path, run_id, session_id, workspace, indexed_to, next_line, file_size \
+             FROM search_files ORDER BY path",
+        )
+        .unwrap();
+    let mut rows = files.query([]).unwrap();
+    while let Some(r) = rows.next().unwrap() {
+        out.push(format!(
+            "file {} {} {:?} {:?} {} {} {}",
+            r.get::<_, String>(0).unwrap(),
+            r.get::<_, String>(1).unwrap(),
+            r.get::<_, Option<String>>(2).unwrap(),
+            r.get::<_, Option<String>>(3).unwrap(),
+            r.get::<_, i64>(4).unwrap(),
+            r.get::<_, i64>(5).unwrap(),
+            r.get::<_, i64>(6).unwrap()
+        ));
+    }
+    out
+}
+
+/// A refresh on `threads` threads: its report (threads left out) and what it answers.
+fn refresh_on(
+    store: &StateStore,
+    index: &SearchIndex,
+    threads: usize,
+) -> (SearchRefreshReport, Vec<Vec<HitRow>>) {
+    store.index_runs().unwrap();
+    let mut report = refresh_search_on(store, index, Some(threads)).unwrap();
+    assert_eq!(report.reading_threads, threads, "{report:?}");
+    report.reading_threads = 0;
+    // The copies are in two directories: the failed files by name.
+    for (p, _) in &mut report.failed {
+        *p = p.file_name().unwrap().into();
+    }
+    let answers = [
+        "linker",
+        "nulls",
+        "surrogate",
+        "invalid",
+        "ux-capacity",
+        "検索",
+        "quokka",
+        "inside",
+        "torn",
+    ]
+    .into_iter()
+    .map(|w| {
+        let mut q = SearchQuery::new(w);
+        q.limit = 100;
+        hits(index, q)
+    })
+    .collect();
+    (report, answers)
+}
+
+#[test]
+fn reading_on_workers_indexes_a_damaged_store_as_one_thread_does() {
+    let (_a, one_root) = store();
+    let (_b, many_root) = store();
+    damaged_store(&one_root);
+    damaged_store(&many_root);
+    let one = (
+        StateStore::open(&one_root).unwrap(),
+        SearchIndex::open(&one_root).unwrap(),
+    );
+    let many = (
+        StateStore::open(&many_root).unwrap(),
+        SearchIndex::open(&many_root).unwrap(),
+    );
+    let first = refresh_on(&one.0, &one.1, 1);
+    assert_eq!(first, refresh_on(&many.0, &many.1, 3));
+    assert_eq!(first.0.files_read, 37, "{:?}", first.0);
+    assert!(first.0.failed.is_empty(), "{:?}", first.0);
+    // Every word is found but that of the torn last lines, which wait for their newline.
+    let found = |answers: &[Vec<_>]| answers.iter().map(|a| !a.is_empty()).collect::<Vec<_>>();
+    let mut all = vec![true; 9];
+    all[8] = false;
+    assert_eq!(found(&first.1), all);
+    let docs = dump(&one_root);
+    assert!(docs.len() > 150, "{}", docs.len());
+    assert_eq!(docs, dump(&many_root));
+
+    // The same lines appended to both copies (torn tails completed, open runs grown): read on
+    // from where each file's indexing stopped, the same documents with the same ids.
+    for root in [&one_root, &many_root] {
+        for k in (0..40u32).filter(|k| k % 10 == 4 || (k % 2 == 1 && k % 10 != 5)) {
+            let run = format!("{k:02}000000-0000-4000-8000-000000000000");
+            let path = day_path(root, k, &run);
+            let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+            if k % 10 == 4 {
+                f.write_all(&output(&run, "torn tail").as_bytes()[30..])
+                    .unwrap();
+                f.write_all(b"\n").unwrap();
+            }
+            writeln!(f, "{}", event(&run, "text", &format!("later words {k}"))).unwrap();
+        }
+    }
+    let second = refresh_on(&one.0, &one.1, 1);
+    assert_eq!(second, refresh_on(&many.0, &many.1, 3));
+    assert_eq!(second.0.files_read, 20, "{:?}", second.0);
+    assert_eq!(found(&second.1), vec![true; 9]);
+    assert_eq!(dump(&one_root), dump(&many_root));
 }

@@ -365,7 +365,9 @@ fn to_i64(n: u64) -> i64 {
 
 /// Indexed text: the highlight markers replaced so a snippet's marks are always ours.
 fn clean(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains([HIGHLIGHT_START, HIGHLIGHT_END]) {
+    // Both markers start with the byte 0xEE in UTF-8 (U+E000 to U+EFFF do): a text without
+    // it, nearly every one, is passed on after one byte scan, not a scan per character.
+    if text.as_bytes().contains(&0xEE) && text.contains([HIGHLIGHT_START, HIGHLIGHT_END]) {
         std::borrow::Cow::Owned(text.replace([HIGHLIGHT_START, HIGHLIGHT_END], "\u{FFFD}"))
     } else {
         std::borrow::Cow::Borrowed(text)
@@ -2010,6 +2012,95 @@ mod tests {
             [],
         )
         .unwrap()
+    }
+
+    /// The statements `f` sends on the index's connection, by their first words (the table
+    /// of an `INSERT`/`SELECT`/`DELETE`); the statements FTS5 runs itself on its shadow tables
+    /// (traced as `-- …`) are left out.
+    fn statements_sent(index: &SearchIndex, f: impl FnOnce()) -> Vec<String> {
+        use rusqlite::trace::{TraceEvent, TraceEventCodes};
+        let ran: std::sync::Arc<Mutex<Vec<String>>> = std::sync::Arc::default();
+        let sink = std::sync::Arc::clone(&ran);
+        index
+            .conn
+            .lock()
+            .trace_v2(
+                TraceEventCodes::SQLITE_TRACE_STMT,
+                Some(move |e: TraceEvent<'_>| {
+                    if let TraceEvent::Stmt(_, sql) = e
+                        && !sql.starts_with("--")
+                    {
+                        let words: Vec<&str> = sql.split_whitespace().collect();
+                        let after = |w: &str| {
+                            let i = words.iter().position(|x| x.eq_ignore_ascii_case(w))?;
+                            words.get(i + 1).map(|t| t.trim_end_matches('('))
+                        };
+                        let verb = words.first().copied().unwrap_or_default();
+                        let table = match verb {
+                            "INSERT" => after("INTO"),
+                            "SELECT" | "DELETE" => after("FROM"),
+                            _ => None,
+                        };
+                        sink.lock().push(match table {
+                            Some(t) => format!("{verb} {t}"),
+                            None => words.join(" "),
+                        });
+                    }
+                }),
+            )
+            .unwrap();
+        f();
+        index
+            .conn
+            .lock()
+            .trace_v2(
+                TraceEventCodes::SQLITE_TRACE_STMT,
+                None::<fn(TraceEvent<'_>)>,
+            )
+            .unwrap();
+        ran.lock().clone()
+    }
+
+    #[test]
+    fn a_batch_of_new_files_sends_three_statements_per_document_and_two_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let (a, b) = (work("a"), work("b"));
+        let docs: Vec<SearchDoc> = (0..3u64)
+            .map(|i| doc(i, format!("alpha number{i}")))
+            .collect();
+        let ran = statements_sent(&index, || {
+            index
+                .apply_many(&[
+                    IndexedFile {
+                        work: &a,
+                        docs: &docs,
+                        indexed_to: 3,
+                        next_line: 4,
+                    },
+                    IndexedFile {
+                        work: &b,
+                        docs: &docs[..2],
+                        indexed_to: 2,
+                        next_line: 3,
+                    },
+                ])
+                .unwrap();
+        });
+        let per_doc = ["INSERT docs", "INSERT docs_words", "INSERT docs_trigram"];
+        let mut want = vec!["BEGIN IMMEDIATE".to_owned()];
+        for n in [3, 2] {
+            // Whether the file has documents to replace: an index probe.
+            want.push("SELECT docs".to_owned());
+            for _ in 0..n {
+                want.extend(per_doc.map(str::to_owned));
+            }
+            want.push("INSERT search_files".to_owned());
+        }
+        // The kept phrase counts (none kept yet).
+        want.push("SELECT phrase_docs".to_owned());
+        want.push("COMMIT".to_owned());
+        assert_eq!(ran, want);
     }
 
     #[test]

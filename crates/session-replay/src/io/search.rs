@@ -4,8 +4,8 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use session_jsonl::{Item, Reader, ReaderOptions};
-use session_state::{IndexedFile, SearchDoc, SearchIndex, SearchWork, StateStore};
+use session_jsonl::{Item, Reader, ReaderOptions, TallyScope};
+use session_state::{IndexedFile, SearchDoc, SearchIndex, SearchWork, StateStore, read_pool};
 
 use super::Error;
 use crate::search::{Document, Extractor, INDEXED_RECORD_TYPES, message_documents};
@@ -30,6 +30,10 @@ pub struct SearchRefreshReport {
     pub renamed: u64,
     /// Files that could not be read, with the error; looked at again by the next refresh.
     pub failed: Vec<(PathBuf, String)>,
+    /// Threads that read the files and extracted their documents: 1 when the writing thread
+    /// did it between its writes, else the worker threads of the pass (see
+    /// [`refresh_search_on`]).
+    pub reading_threads: usize,
 }
 
 /// Indexes what the run files of `store` gained since the last refresh: call it right after
@@ -40,6 +44,11 @@ pub struct SearchRefreshReport {
 /// give what the reader recovers of them (lossy UTF-8, repaired surrogates, text beside NUL
 /// runs) and never fail the refresh. A refresh with nothing new opens no run file.
 ///
+/// The files are read and their documents extracted on a few worker threads (session-state's
+/// [`read_pool::InOrder`], [`read_pool::max_threads`] of them; none for a handful of files)
+/// while this thread, the one writer of `search.db`, stores them in the plan's order: the
+/// index, its document ids and the report are those of [`refresh_search_on`] with one thread.
+///
 /// # Errors
 /// [`Error::SearchIndex`] when `search.db` or `state.db` fails. A run file that cannot be
 /// read is reported in [`SearchRefreshReport::failed`], not as an error.
@@ -47,18 +56,55 @@ pub fn refresh_search(
     store: &StateStore,
     index: &SearchIndex,
 ) -> Result<SearchRefreshReport, Error> {
+    refresh_search_on(store, index, None)
+}
+
+/// [`refresh_search`] with the number of threads that read the files chosen by the caller:
+/// `Some(1)` (or `Some(0)`) reads them on the calling thread, between its writes; `Some(n)`
+/// starts `n` workers; `None` lets [`read_pool::max_threads`] choose from the number of files.
+/// Whatever the number, the documents, their order in `search.db` and the report are the same
+/// (but [`SearchRefreshReport::reading_threads`]).
+///
+/// # Errors
+/// As [`refresh_search`].
+pub fn refresh_search_on(
+    store: &StateStore,
+    index: &SearchIndex,
+    threads: Option<usize>,
+) -> Result<SearchRefreshReport, Error> {
     let plan = index.plan(store).map_err(Error::search)?;
     let mut report = SearchRefreshReport {
         removed: plan.removed,
         renamed: plan.renamed,
         ..Default::default()
     };
+    let threads = threads.unwrap_or_else(|| read_pool::max_threads(plan.work.len()));
+    // The workers' reads are counted on them and their tallies added here, in the plan's
+    // order, as if this thread had read the files.
+    let count_reads = session_jsonl::counting_file_reads();
+    let mut reads = read_pool::InOrder::start(
+        plan.work.clone(),
+        threads,
+        || (),
+        move |work: &SearchWork, _: &mut ()| {
+            let scope = TallyScope::start(count_reads);
+            let read = read_documents(work);
+            (read, scope.finish())
+        },
+    );
+    report.reading_threads = reads.workers().max(1);
     // Files are written in batches of about BATCH_BYTES of text (or BATCH_FILES files), one
     // transaction each: FTS5 writes one index segment per transaction.
     let mut batch: Vec<(&SearchWork, Batch)> = Vec::new();
     let mut pending = 0usize;
-    for work in &plan.work {
-        match read_documents(work) {
+    for (i, work) in plan.work.iter().enumerate() {
+        let (read, tally) = match reads.take(i) {
+            Some(done) => done,
+            // No worker left to run it (none could be started): read it here.
+            None => (read_documents(work), session_jsonl::Tally::default()),
+        };
+        tally.add_to_this_thread();
+        match read {
             Ok(read) => {
                 report.files_read += 1;
                 report.bytes_read += read.bytes;
@@ -74,6 +120,7 @@ pub fn refresh_search(
             Err(e) => report.failed.push((work.path.clone(), e)),
         }
     }
+    drop(reads);
     flush(index, &mut batch)?;
     Ok(report)
 }
