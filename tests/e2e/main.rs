@@ -9,6 +9,7 @@ mod live_run;
 mod repair_real_data;
 mod resume_real_data;
 mod run_read;
+mod search_refresh;
 mod shared_root;
 mod state_turns;
 mod stored_values;

@@ -1,8 +1,7 @@
 //! The search index end to end on a temporary store: extraction, incremental refresh by byte
 //! offset, ranking, snippets, filters, substring search in Japanese, damaged lines, removal
-//! and archiving.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! and archiving; reading on workers against one thread. It lives here, not in session-replay,
+//! because it reads `search.db` with rusqlite, which session-replay must not depend on.
 
 use std::fs;
 use std::io::Write as _;
