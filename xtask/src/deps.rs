@@ -189,8 +189,14 @@ fn the_rules_catch_bad_edges() {
 /// Package names in `cargo tree -p <krate> -e normal` with the given feature arguments.
 #[cfg(test)]
 fn normal_tree(krate: &str, features: &[&str]) -> std::collections::BTreeSet<String> {
+    tree(krate, "normal", features)
+}
+
+/// Package names in `cargo tree -p <krate> -e <edges>` with the given feature arguments.
+#[cfg(test)]
+fn tree(krate: &str, edges: &str, features: &[&str]) -> std::collections::BTreeSet<String> {
     let out = crate::cargo()
-        .args(["tree", "--offline", "-e", "normal", "--prefix", "none"])
+        .args(["tree", "--offline", "-e", edges, "--prefix", "none"])
         .args(["--format", "{p}", "-p", krate])
         .args(features)
         .output()
@@ -236,6 +242,16 @@ fn default_features_are_what_brings_in_io_sqlite_and_zstd() {
             if bare.contains(*dep) {
                 bad.push(format!("{krate} --no-default-features still builds {dep}"));
             }
+        }
+    }
+    // What a reader of `cargo tree -p session-replay --no-default-features` sees includes the
+    // dev-dependencies: a test that reads SQLite belongs with the cross-crate tests.
+    let shown = tree("session-replay", "all", &["--no-default-features"]);
+    for dep in ["libsqlite3-sys", "zstd-sys"] {
+        if shown.contains(dep) {
+            bad.push(format!(
+                "cargo tree -p session-replay --no-default-features shows {dep} (a dev-dependency?)"
+            ));
         }
     }
     let core = normal_tree("session-replay", &["--no-default-features"]);
