@@ -92,6 +92,16 @@ CREATE INDEX IF NOT EXISTS runs_by_run_id ON runs(run_id);
 CREATE INDEX IF NOT EXISTS runs_not_runs ON runs(path) WHERE diagnostic IS NOT NULL;
 ";
 
+/// The sessions with a pending rewrite (`session_files.pending_file` set), found at every
+/// open by the recovery (`recover_at_open`) without reading the
+/// row of every session: a partial index holding only those rows, usually none (user version
+/// 12).
+const CREATE_PENDING_INDEX: &str = "CREATE INDEX IF NOT EXISTS session_files_pending \
+     ON session_files(session_id) WHERE pending_file IS NOT NULL;";
+
+/// The `user_version` that added the partial index [`CREATE_PENDING_INDEX`].
+const PENDING_USER_VERSION: i64 = 12;
+
 /// SQL function giving the run index's UTC sort key of a `started_at` (`''` when unusable),
 /// for the read-only stand-in over a `runs` table without `started_at_utc`.
 pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
@@ -110,8 +120,10 @@ pub(crate) const UTC_KEY_FN: &str = "session_store_utc_key";
 /// added `run_resume` (where the index stopped reading each open run, see `resume`), 9 added
 /// `runs.partial` (rows read bounded, counts unknown until completed, see `partial`), 10 added
 /// `run_totals` and `run_dup_ids` with their triggers (see `running_totals`), 11 added
-/// `run_day_totals` with its triggers (the same sums per UTC day, see `running_totals`).
-const OUR_USER_VERSION: i64 = crate::running_totals::DAYS_USER_VERSION;
+/// `run_day_totals` with its triggers (the same sums per UTC day, see `running_totals`), 12
+/// added the partial index `session_files_pending` (the sessions with a pending rewrite,
+/// looked up at every open).
+const OUR_USER_VERSION: i64 = PENDING_USER_VERSION;
 
 /// The first `user_version` of ours: databases below it have not been backfilled yet.
 const FIRST_USER_VERSION: i64 = 1;
@@ -562,7 +574,17 @@ fn schema_is_current(conn: &Connection) -> rusqlite::Result<bool> {
         && has_column(conn, "runs", "diagnostic")?
         && has_column(conn, "runs", "partial")?
         && has_column(conn, "session_files", "pending_base")?
+        && index_exists(conn, "session_files_pending")?
         && crate::running_totals::is_current(conn)?)
+}
+
+fn index_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    query_int(
+        conn,
+        "SELECT count(*) FROM main.sqlite_master WHERE type = 'index' AND name = ?1",
+        [name],
+    )
+    .map(|n| n > 0)
 }
 
 fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<()> {
@@ -581,6 +603,7 @@ fn init_schema(conn: &Connection, db_path: &Path, max_wait: Duration) -> Result<
         if !has_column(conn, "session_files", "pending_base")? {
             conn.execute_batch("ALTER TABLE session_files ADD COLUMN pending_base TEXT;")?;
         }
+        conn.execute_batch(CREATE_PENDING_INDEX)?;
         if !has_column(conn, "runs", "started_at_utc")? {
             conn.execute_batch(
                 "ALTER TABLE runs ADD COLUMN started_at_utc TEXT NOT NULL DEFAULT '';",

@@ -192,7 +192,7 @@ mod tests {
                 .unwrap()
         };
         let conn = rusqlite::Connection::open(&db).unwrap();
-        assert_eq!(version(&conn), 11);
+        assert_eq!(version(&conn), 12);
         conn.execute_batch("DROP TABLE session_labels; PRAGMA user_version = 6;")
             .unwrap();
         drop(conn);
@@ -208,7 +208,7 @@ mod tests {
             .unwrap();
         drop(store);
         let conn = rusqlite::Connection::open(&db).unwrap();
-        assert_eq!(version(&conn), 11);
+        assert_eq!(version(&conn), 12);
         let title: String = conn
             .query_row(
                 "SELECT title FROM session_labels WHERE session_id = 's1'",

@@ -102,6 +102,7 @@ mod lease_check;
 mod lease_registry;
 mod legacy;
 mod list;
+mod listing_cost;
 mod memindex;
 mod messages;
 mod partial;
@@ -117,6 +118,7 @@ mod runs;
 mod save_cost;
 mod search;
 mod snapshot;
+mod span_totals;
 mod store;
 mod store_index;
 mod stored;
@@ -153,6 +155,7 @@ pub use search::{
     substring_snippet,
 };
 pub use snapshot::SessionSnapshot;
+pub use span_totals::TimeSpan;
 pub use store::StateStore;
 pub use summary::{
     Summary, display_content_json, summarize, summarize_lines, workspace_root_from_meta,

@@ -590,6 +590,91 @@ pub(crate) fn read_days(conn: &Connection, w: &Window) -> rusqlite::Result<Optio
     Ok(Some(out))
 }
 
+/// The key of the runs without a usable start time (`started_at_utc` `''`), in every kind
+/// of time key.
+pub(crate) const UNKNOWN_DATE: &str = "(unknown date)";
+
+/// The rows of `run_day_totals` whose days can hold a start inside the window `w` (with
+/// `(unknown date)` when `w` is unbounded), by day, and the read's SQLite virtual-machine
+/// steps. `Ok(None)` as for [`read`]: a `~` key (a start time that is not canonical) or a
+/// sum that is not a non-negative integer.
+pub(crate) fn read_day_rows(
+    conn: &Connection,
+    w: &Window,
+) -> rusqlite::Result<Option<(BTreeMap<String, Sums>, u64)>> {
+    let lo = w.since.as_deref().map_or("", |s| s.get(..10).unwrap_or(s));
+    let hi = w
+        .until
+        .as_deref()
+        .map_or("\u{10ffff}", |u| u.get(..10).unwrap_or(u));
+    let sql = format!(
+        "SELECT day, {SUMS} FROM run_day_totals WHERE (day >= ?1 AND day <= ?2) OR day >= '~'"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut out = BTreeMap::new();
+    let mut rows = stmt.query(rusqlite::params![lo, hi])?;
+    while let Some(r) = rows.next()? {
+        let v = owned_row(r, 10)?;
+        let (Some(day), Some(sums)) = (v.first().and_then(|k| text_of(k.as_ref()).0), sums_of(&v))
+        else {
+            return Ok(None);
+        };
+        if day.starts_with('~') {
+            return Ok(None);
+        }
+        if day == UNKNOWN_DATE && w.bounded() {
+            continue;
+        }
+        out.insert(day, sums);
+    }
+    drop(rows);
+    let steps = u64::try_from(stmt.reset_status(StatementStatus::VmStep)).unwrap_or(0);
+    Ok(Some((out, steps)))
+}
+
+/// The sums of the quarter-hour rows of `run_totals` whose keys are in `[from, to)`, added
+/// up by SQLite (one result row, whatever the number of quarter-hours), and the statement's
+/// virtual-machine steps. `Ok(None)` when a sum is not a non-negative integer or the total
+/// overflows.
+pub(crate) fn quarter_range(
+    conn: &Connection,
+    from: &str,
+    to: &str,
+) -> rusqlite::Result<Option<(Sums, u64)>> {
+    let cols: Vec<&str> = SUMS.split(", ").map(str::trim).collect();
+    let sums = cols
+        .iter()
+        .map(|c| format!("sum({c})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let bad = cols
+        .iter()
+        .map(|c| format!("typeof({c}) <> 'integer' OR {c} < 0"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let sql = format!(
+        "SELECT {sums}, sum({bad}) FROM run_totals WHERE kind = 'q' AND key >= ?1 AND key < ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    // An overflowing `sum()` fails while stepping: not usable, the caller sums the rows.
+    let Ok(v) = stmt.query_row(rusqlite::params![from, to], |r| owned_row(r, 10)) else {
+        return Ok(None);
+    };
+    let steps = u64::try_from(stmt.reset_status(StatementStatus::VmStep)).unwrap_or(0);
+    let mut out = [0u64; 9];
+    for (i, o) in out.iter_mut().enumerate() {
+        match v.get(i).map(OwnedValue::as_ref) {
+            Some(ValueRef::Integer(n)) if n >= 0 => *o = n.unsigned_abs(),
+            Some(ValueRef::Null) => {}
+            _ => return Ok(None),
+        }
+    }
+    match v.get(9).map(OwnedValue::as_ref) {
+        Some(ValueRef::Integer(0) | ValueRef::Null) => Ok(Some((out, steps))),
+        _ => Ok(None),
+    }
+}
+
 /// The quarter-hour key SQL of a `runs` row (for summing the rows of a cut quarter-hour, and
 /// for [`RunGrouping::QuarterHour`] when the rows are summed).
 pub(crate) fn quarter_key_sql() -> String {

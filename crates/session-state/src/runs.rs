@@ -1687,6 +1687,7 @@ impl RunIndex {
         let mut runs: Vec<RunRow> = Vec::new();
         let mut after = query.after.clone();
         let conn = self.lock();
+        let duplicated = self.duplicated_ids(&conn)?;
         loop {
             // One row more than asked for tells whether a next page exists.
             let want = query
@@ -1699,7 +1700,16 @@ impl RunIndex {
                     started_at: row.started_at_utc.clone().unwrap_or_default(),
                     rel_path: rel_path(&self.root, &row.path),
                 });
-                if let Some(row) = self.chosen(&conn, row)? {
+                // A run id held by one file has no other file to rank against.
+                let single = duplicated
+                    .as_ref()
+                    .is_some_and(|ids| !ids.contains(&row.run_id));
+                let row = if single {
+                    self.complete_row(&conn, row)?
+                } else {
+                    self.chosen(&conn, row)?
+                };
+                if let Some(row) = row {
                     runs.push(row);
                 }
             }
@@ -1719,6 +1729,37 @@ impl RunIndex {
             });
         }
         Ok(RunPage { runs, next_cursor })
+    }
+
+    /// The run ids held by more than one indexed file, from the running totals' `run_dup_ids`
+    /// (kept exact by triggers on `runs` for every writer of user version 10 or later): one
+    /// small read instead of a run-id look-up per listed row. `None` when this `state.db`
+    /// does not keep them (a read-only open of an older version, an index in memory): each
+    /// row is then looked up ([`RunIndex::chosen`]).
+    fn duplicated_ids(&self, conn: &Connection) -> Result<Option<BTreeSet<String>>> {
+        let err = || db_err(&self.db_path, "read duplicated run ids");
+        if !crate::running_totals::quarters_kept(conn).map_err(err())? {
+            return Ok(None);
+        }
+        let mut stmt = conn
+            .prepare_cached("SELECT run_id FROM run_dup_ids")
+            .map_err(err())?;
+        let mut rows = stmt.query([]).map_err(err())?;
+        let mut out = BTreeSet::new();
+        while let Some(r) = rows.next().map_err(err())? {
+            let raw = owned_row(r, 1).map_err(err())?;
+            match raw.first() {
+                Some(OwnedValue::Text(t)) => match std::str::from_utf8(t) {
+                    Ok(id) => {
+                        out.insert(id.to_owned());
+                    }
+                    // An id no listed row holds as text: look every row up.
+                    Err(_) => return Ok(None),
+                },
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(out))
     }
 
     /// One page of rows that are runs, in listing order, after `after`, at most `limit`.

@@ -115,7 +115,7 @@ impl RunTotals {
     }
 
     /// The totals of one row of the running totals.
-    fn of_sums(sums: &running_totals::Sums) -> RunTotals {
+    pub(crate) fn of_sums(sums: &running_totals::Sums) -> RunTotals {
         let [
             runs,
             completed,
@@ -141,7 +141,7 @@ impl RunTotals {
         }
     }
 
-    fn of_row(row: &RunRow) -> RunTotals {
+    pub(crate) fn of_row(row: &RunRow) -> RunTotals {
         let (completed, errors, cancelled) = match row.outcome {
             IndexedRunOutcome::Completed => (1, 0, 0),
             IndexedRunOutcome::Error => (0, 1, 0),
@@ -398,21 +398,27 @@ impl RunIndex {
     /// [`StateError::Db`](crate::StateError::Db).
     pub fn run_totals(&self, query: &RunQuery, by: RunGrouping) -> Result<GroupedRunTotals> {
         let conn = self.lock();
-        if kept_kind(query, by).is_some() {
-            let mut partial = self.partial_rows(&conn)?;
-            if !partial.is_empty() && !self.read_only {
-                for row in partial {
-                    self.complete_row(&conn, row)?;
-                }
-                partial = self.partial_rows(&conn)?;
-            }
-            if partial.is_empty()
-                && let Some(out) = self.kept_totals(&conn, query, by)?
-            {
-                return Ok(out);
-            }
+        if kept_kind(query, by).is_some()
+            && self.settle_partial_rows(&conn)?
+            && let Some(out) = self.kept_totals(&conn, query, by)?
+        {
+            return Ok(out);
         }
         self.scan_totals(&conn, query, by)
+    }
+
+    /// Completes the rows marked partial by the refresh (their files read whole, the rows
+    /// stored) when the index can be written; whether none is left, so that the running
+    /// totals hold the sums of whole reads.
+    pub(crate) fn settle_partial_rows(&self, conn: &rusqlite::Connection) -> Result<bool> {
+        let mut partial = self.partial_rows(conn)?;
+        if !partial.is_empty() && !self.read_only {
+            for row in partial {
+                self.complete_row(conn, row)?;
+            }
+            partial = self.partial_rows(conn)?;
+        }
+        Ok(partial.is_empty())
     }
 
     /// Every row marked partial by the refresh (`partial = 1`), through the partial index
@@ -445,7 +451,12 @@ impl RunIndex {
     }
 
     /// Runs one aggregate query (`SELECT key, count(*), sums… GROUP BY key`).
-    fn sum_groups(&self, conn: &rusqlite::Connection, sql: &str, args: &[Value]) -> Result<Summed> {
+    pub(crate) fn sum_groups(
+        &self,
+        conn: &rusqlite::Connection,
+        sql: &str,
+        args: &[Value],
+    ) -> Result<Summed> {
         let mut stmt = conn
             .prepare(sql)
             .map_err(db_err(&self.db_path, "sum runs"))?;
@@ -480,7 +491,7 @@ impl RunIndex {
     }
 
     /// The aggregate query over `runs` rows that are runs, matching `filters` and `extra`.
-    fn sum_sql(key: &str, filters: &str, extra: &str) -> String {
+    pub(crate) fn sum_sql(key: &str, filters: &str, extra: &str) -> String {
         format!(
             "SELECT {key} AS k, count(*), \
              sum(outcome = 'completed'), sum(outcome = 'error'), sum(outcome = 'cancelled'), \
@@ -590,7 +601,7 @@ impl RunIndex {
     }
 
     /// Rows matching `filters` whose run id is in `run_dup_ids` (held by several files).
-    fn rows_of_dup_ids(
+    pub(crate) fn rows_of_dup_ids(
         &self,
         conn: &rusqlite::Connection,
         filters: &str,

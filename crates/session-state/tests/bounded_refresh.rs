@@ -351,7 +351,7 @@ fn a_version_8_index_gets_the_partial_mark_and_keeps_its_rows() {
             .unwrap()
     };
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 11);
+    assert_eq!(version(&conn), 12);
     conn.execute_batch(
         "DROP INDEX runs_partial; ALTER TABLE runs DROP COLUMN partial; PRAGMA user_version = 8;",
     )
@@ -373,7 +373,7 @@ fn a_version_8_index_gets_the_partial_mark_and_keeps_its_rows() {
     assert_eq!(counter.total_bytes(), 0);
     drop(counter);
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 11);
+    assert_eq!(version(&conn), 12);
 }
 
 #[test]

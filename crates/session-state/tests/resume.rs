@@ -251,7 +251,7 @@ fn version_7_stores_get_run_resume_on_the_first_writable_open() {
             .unwrap()
     };
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 11);
+    assert_eq!(version(&conn), 12);
     conn.execute_batch("DROP TABLE run_resume; PRAGMA user_version = 7;")
         .unwrap();
     drop(conn);
@@ -267,7 +267,7 @@ fn version_7_stores_get_run_resume_on_the_first_writable_open() {
     assert_eq!(the_row(&store).record_count, 1);
     assert_eq!(checkpoints(root), 1);
     let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
-    assert_eq!(version(&conn), 11);
+    assert_eq!(version(&conn), 12);
 }
 
 fn request(seq: usize) -> String {

@@ -502,7 +502,7 @@ fn the_migration_fills_the_running_totals_from_existing_rows() {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 11);
+    assert_eq!(v, 12);
 }
 
 /// A UTC calendar reads one row per day: three days of one run a quarter-hour cost three
@@ -541,8 +541,8 @@ fn utc_days_cost_one_row_per_day_not_per_quarter_hour() {
 }
 
 /// A `state.db` of user version 10 (quarter-hour totals, no day totals): read-only it is
-/// answered from the quarter-hours; opened for writing it is upgraded to 11 keeping its rows,
-/// and the day totals are filled from them.
+/// answered from the quarter-hours; opened for writing it is upgraded to the current version
+/// (12) keeping its rows, and the day totals are filled from them.
 #[test]
 fn an_index_of_version_10_is_upgraded_keeping_its_rows() {
     let (root, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -559,7 +559,7 @@ fn an_index_of_version_10_is_upgraded_keeping_its_rows() {
     };
     {
         let conn = rusqlite::Connection::open(root.path().join("state.db")).unwrap();
-        assert_eq!(version(&conn), 11);
+        assert_eq!(version(&conn), 12);
         conn.execute_batch(
             "DROP TRIGGER run_day_totals_replace; DROP TRIGGER run_day_totals_insert; \
              DROP TRIGGER run_day_totals_delete; DROP TRIGGER run_day_totals_update_old; \
@@ -587,7 +587,7 @@ fn an_index_of_version_10_is_upgraded_keeping_its_rows() {
     assert_eq!((&t.groups, t.all), (&want.groups, want.all));
     assert_eq!(t.all.runs, 192);
     let conn = rusqlite::Connection::open(root.path().join("state.db")).unwrap();
-    assert_eq!(version(&conn), 11);
+    assert_eq!(version(&conn), 12);
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
         .unwrap();

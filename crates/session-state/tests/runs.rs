@@ -472,7 +472,7 @@ fn an_index_without_the_utc_column_is_read_and_migrated() {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 11, "the current version");
+    assert_eq!(v, 12, "the current version");
     let indexes: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL ORDER BY name")
         .unwrap()

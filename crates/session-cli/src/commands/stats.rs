@@ -14,7 +14,9 @@
 
 use std::collections::BTreeMap;
 
-use session_state::{IndexedRunOutcome, RunGrouping, RunQuery, RunTotals};
+use session_state::{
+    GroupedRunTotals, IndexedRunOutcome, RunGrouping, RunQuery, RunTotals, TimeSpan,
+};
 
 use crate::Ctx;
 use crate::cli::{StatsArgs, StatsBy};
@@ -61,9 +63,14 @@ impl Period {
     /// [`RunGrouping::DayAtOffset`], already the zone's date). Keys that are not dates
     /// (`(unknown date)`) stay as they are.
     fn key_of_day(self, day: &str) -> String {
-        let Ok(date) = day.parse::<jiff::civil::Date>() else {
-            return day.to_owned();
-        };
+        match day.parse::<jiff::civil::Date>() {
+            Ok(date) => self.key_of_date(date),
+            Err(_) => day.to_owned(),
+        }
+    }
+
+    /// The period holding the date `date` of the zone.
+    fn key_of_date(self, date: jiff::civil::Date) -> String {
         match self {
             Period::Day => date.to_string(),
             Period::Week => {
@@ -73,6 +80,76 @@ impl Period {
             Period::Month => format!("{:04}-{:02}", date.year(), date.month()),
         }
     }
+}
+
+/// Seconds in a day.
+const DAY_SECS: i64 = 86_400;
+
+/// The canonical UTC key (`YYYY-MM-DDTHH:MM:SS.sssZ`) of the whole second `secs` since the
+/// epoch; `None` outside the years the run index keys (0000–9999).
+fn utc_key_of(secs: i64) -> Option<String> {
+    let t = jiff::Timestamp::from_second(secs).ok()?;
+    let dt = jiff::tz::TimeZone::UTC.to_datetime(t);
+    (0..=9999).contains(&dt.year()).then(|| {
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.000Z",
+            dt.year(),
+            dt.month(),
+            dt.day(),
+            dt.hour(),
+            dt.minute(),
+            dt.second()
+        )
+    })
+}
+
+/// The spans of `period`s of `zone` that cover the UTC days `days` (`YYYY-MM-DD`, ascending,
+/// as [`session_state::RunIndex::run_totals_in_spans`] gives them), each cut at the days'
+/// edges. A run counts in the period of its start's minute (as the quarter-hour path puts a
+/// quarter-hour holding a change of day into periods minute by minute), so each span runs
+/// from the first whole minute at or after its first instant. Within a day the period
+/// changes at the zone's local midnight or at a change of offset, whichever comes first (a
+/// change can move the date back: its periods get several spans); consecutive spans of one
+/// period are joined.
+fn zone_spans(period: Period, zone: &jiff::tz::TimeZone, days: &[String]) -> Vec<TimeSpan> {
+    let ceil_minute = |s: i64| s.div_euclid(60) * 60 + if s.rem_euclid(60) > 0 { 60 } else { 0 };
+    let mut out: Vec<(String, i64, i64)> = Vec::new();
+    for day in days {
+        let Ok(date) = day.parse::<jiff::civil::Date>() else {
+            continue;
+        };
+        let Ok(start) = date.to_zoned(jiff::tz::TimeZone::UTC) else {
+            continue;
+        };
+        let start = start.timestamp().as_second();
+        let end = start + DAY_SECS;
+        let mut t = start;
+        while t < end {
+            let Ok(at) = jiff::Timestamp::from_second(t) else {
+                break;
+            };
+            let key = period.key_of_date(zone.to_datetime(at).date());
+            let local = t + i64::from(zone.to_offset(at).seconds());
+            let midnight = t + DAY_SECS - local.rem_euclid(DAY_SECS);
+            let change = zone
+                .following(at)
+                .next()
+                .map(|c| c.timestamp().as_second())
+                .filter(|c| *c > t);
+            let stop = change.map_or(midnight, |c| c.min(midnight)).min(end);
+            let (a, b) = (ceil_minute(t), ceil_minute(stop));
+            if a < b {
+                match out.last_mut() {
+                    Some((k, _, last_end)) if *k == key && *last_end == a => *last_end = b,
+                    _ => out.push((key, a, b)),
+                }
+            }
+            t = stop;
+        }
+    }
+    out.into_iter()
+        .filter_map(|(key, a, b)| Some(TimeSpan::new(key, utc_key_of(a)?, utc_key_of(b)?)))
+        .collect()
 }
 
 /// How the index groups the runs for a calendar `period` of `zone`: by the zone's date
@@ -160,11 +237,7 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> 
         StatsBy::Model => RunGrouping::Model,
         StatsBy::Session => RunGrouping::Session,
     };
-    // Summed inside SQLite; only runs held by several files come back as rows.
-    let mut totals = store
-        .run_index()
-        .run_totals(&query, grouping)
-        .map_err(state_err)?;
+    let (mut totals, groups) = period_totals(&store, &query, grouping, period, &zone)?;
     let root_path = ctx.root.path.clone();
     for row in &mut totals.duplicated {
         row.path = crate::support::open::real_path(&store, &root_path, &row.path);
@@ -173,26 +246,6 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> 
             .iter()
             .map(|p| crate::support::open::real_path(&store, &root_path, p))
             .collect();
-    }
-    let mut groups: BTreeMap<String, RunTotals> = BTreeMap::new();
-    for (k, t) in &totals.groups {
-        let key = match (period, grouping) {
-            (Some(p), RunGrouping::DayAtOffset(_)) => p.key_of_day(k),
-            (Some(p), RunGrouping::QuarterHour) => {
-                match format!("{k}:00Z").parse::<jiff::Timestamp>() {
-                    Ok(start) if needs_minutes(&zone, start) => {
-                        for (minute, t) in minutes_of_quarter(&store, &query, start)? {
-                            groups.entry(p.key(&minute, &zone)).or_default().add(&t);
-                        }
-                        continue;
-                    }
-                    _ => p.key(k, &zone),
-                }
-            }
-            (Some(p), _) => p.key(k, &zone),
-            (None, _) => k.clone(),
-        };
-        groups.entry(key).or_default().add(t);
     }
     let all = totals.all;
     crate::support::store::warn_other_files(ctx, &totals.duplicated);
@@ -210,6 +263,67 @@ pub(crate) fn run(ctx: &mut Ctx<'_>, args: &StatsArgs) -> Result<i32, CliError> 
         BTreeMap::new()
     };
     write_stats(ctx, args, period, &zone, &groups, &all, &split)
+}
+
+/// The totals of `query` grouped `by` (a calendar `period` of `zone` for day, week and
+/// month) with the groups keyed as `stats` shows them. A zone with daylight-saving changes
+/// is answered from the running totals' UTC days, with the quarter-hours at each period's
+/// ends ([`zone_spans`], [`session_state::RunIndex::run_totals_in_spans`]): about one row per
+/// day and two aggregates per period, not one row per quarter-hour holding a run. When
+/// those cannot answer it is grouped by quarter-hour ([`by_grouping`]), with the same
+/// result.
+fn period_totals(
+    store: &session_state::StateStore,
+    query: &RunQuery,
+    by: RunGrouping,
+    period: Option<Period>,
+    zone: &jiff::tz::TimeZone,
+) -> Result<(GroupedRunTotals, BTreeMap<String, RunTotals>), CliError> {
+    if let (RunGrouping::QuarterHour, Some(p)) = (by, period)
+        && let Some(totals) = store
+            .run_index()
+            .run_totals_in_spans(query, |days| zone_spans(p, zone, days))
+            .map_err(state_err)?
+    {
+        let groups = totals.groups.clone();
+        return Ok((totals, groups));
+    }
+    by_grouping(store, query, by, period, zone)
+}
+
+/// [`period_totals`] from the index's groups `by` (summed inside SQLite; only runs held by
+/// several files come back as rows), each put into its period of `zone` here: a day of the
+/// zone's date, or a quarter-hour's period (minute by minute for a quarter-hour holding the
+/// start of a day, [`needs_minutes`]).
+fn by_grouping(
+    store: &session_state::StateStore,
+    query: &RunQuery,
+    by: RunGrouping,
+    period: Option<Period>,
+    zone: &jiff::tz::TimeZone,
+) -> Result<(GroupedRunTotals, BTreeMap<String, RunTotals>), CliError> {
+    let totals = store.run_index().run_totals(query, by).map_err(state_err)?;
+    let mut groups: BTreeMap<String, RunTotals> = BTreeMap::new();
+    for (k, t) in &totals.groups {
+        let key = match (period, by) {
+            (Some(p), RunGrouping::DayAtOffset(_)) => p.key_of_day(k),
+            (Some(p), RunGrouping::QuarterHour) => {
+                match format!("{k}:00Z").parse::<jiff::Timestamp>() {
+                    Ok(start) if needs_minutes(zone, start) => {
+                        for (minute, t) in minutes_of_quarter(store, query, start)? {
+                            groups.entry(p.key(&minute, zone)).or_default().add(&t);
+                        }
+                        continue;
+                    }
+                    _ => p.key(k, zone),
+                }
+            }
+            (Some(p), _) => p.key(k, zone),
+            (None, _) => k.clone(),
+        };
+        groups.entry(key).or_default().add(t);
+    }
+    Ok((totals, groups))
 }
 
 /// `stats` on a shared store: the catalogue's runs of the window
@@ -513,7 +627,9 @@ fn totals_row(t: &RunTotals, u: &Unfinished) -> RunTotalsRow {
 
 #[cfg(test)]
 mod tests {
-    use super::{Period, RunGrouping, period_grouping};
+    use super::{
+        Period, RunGrouping, RunQuery, by_grouping, period_grouping, period_totals, zone_spans,
+    };
 
     #[test]
     fn a_fixed_offset_zone_is_grouped_by_its_day_in_sql_a_changing_one_by_minute() {
@@ -548,6 +664,126 @@ mod tests {
         let monrovia = TimeZone::get("Africa/Monrovia").unwrap();
         assert!(super::needs_minutes(&monrovia, at("1972-01-07T00:30:00Z")));
         assert!(!super::needs_minutes(&monrovia, at("1972-01-07T00:45:00Z")));
+    }
+
+    /// Writes a run file under `root` started at `at` (canonical UTC, or `None` for a header
+    /// without a start time) with `tokens` total tokens, ending with `outcome`.
+    fn plant(root: &std::path::Path, run: &str, at: Option<&str>, tokens: u64, outcome: &str) {
+        let day = root.join("2026/03/29");
+        std::fs::create_dir_all(&day).unwrap();
+        let started = at.map_or(String::new(), |t| format!(r#","started_at":"{t}""#));
+        let ts = at.unwrap_or("2026-03-29T00:00:00.000Z");
+        let lines = [
+            format!(
+                r#"{{"type":"header","schema_version":1,"run_id":"{run}","session_id":"s-1"{started}}}"#
+            ),
+            format!(
+                r#"{{"type":"llm.response","run_id":"{run}","ts":"{ts}","seq":1,"output":{{"messages":[],"usage":{{"model":"m","input_tokens":{tokens},"output_tokens":1,"total_tokens":{}}}}}}}"#,
+                tokens + 1
+            ),
+            format!(r#"{{"type":"run.end","run_id":"{run}","ts":"{ts}","outcome":"{outcome}"}}"#),
+        ];
+        let mut text = lines.join("\n");
+        text.push('\n');
+        std::fs::write(day.join(format!("{run}.jsonl")), text).unwrap();
+    }
+
+    /// Runs every 11 minutes around the changes of offset of 2026 in Europe and North
+    /// America, around 1890-01-01 (Berlin's local mean time, +00:53:28), one without a start
+    /// time, and one run held by two files that start on different days.
+    fn zone_store() -> (tempfile::TempDir, session_state::StateStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut n = 0u64;
+        let mut stretch = |from: &str, minutes: i64| {
+            let start: jiff::Timestamp = from.parse().unwrap();
+            let mut m = 0;
+            while m < minutes {
+                let at = start
+                    .checked_add(jiff::SignedDuration::from_secs(m * 60 + (m % 7) * 5))
+                    .unwrap();
+                let key = at.strftime("%Y-%m-%dT%H:%M:%S.000Z").to_string();
+                let outcome = ["completed", "error", "cancelled"][(n % 3) as usize];
+                plant(root, &format!("r{n:06}"), Some(&key), 100 + n, outcome);
+                n += 1;
+                m += 11;
+            }
+        };
+        stretch("2026-03-27T12:00:00Z", 4 * 1440);
+        stretch("2026-10-24T12:00:00Z", 9 * 1440);
+        stretch("1889-12-31T20:00:00Z", 8 * 60);
+        plant(root, "no-start", None, 7, "completed");
+        plant(
+            root,
+            "twice",
+            Some("2026-03-28T23:30:00.000Z"),
+            5,
+            "completed",
+        );
+        let other = root.join("2026/03/30");
+        std::fs::create_dir_all(&other).unwrap();
+        let text = std::fs::read_to_string(root.join("2026/03/29/twice.jsonl")).unwrap();
+        std::fs::write(
+            other.join("twice.jsonl"),
+            text.replace("2026-03-28T23:30:00.000Z", "2026-03-29T22:10:00.000Z"),
+        )
+        .unwrap();
+        let store = session_state::StateStore::open(root).unwrap();
+        store.index_runs().unwrap();
+        (dir, store)
+    }
+
+    /// `stats --by day|week|month` in zones with daylight-saving changes (whole-hour,
+    /// half-hour and half-hour-offset zones) and local mean time: the totals from UTC days
+    /// and span ends are those of the quarter-hour path, group by group, with and without a
+    /// window that cuts quarter-hours, and read a fraction of its rows.
+    // RunQuery is non_exhaustive, so it cannot be built with a struct literal outside its crate.
+    #[allow(clippy::field_reassign_with_default)]
+    #[test]
+    fn zone_periods_from_day_totals_equal_the_quarter_hour_path() {
+        let (_dir, store) = zone_store();
+        let mut windowed = RunQuery::default();
+        windowed.since = Some("2026-03-28T13:07:30.000Z".into());
+        windowed.until = Some("2026-10-31T00:52:10.250Z".into());
+        for zone in [
+            "Europe/Berlin",
+            "America/New_York",
+            "Asia/Kolkata",
+            "Australia/Lord_Howe",
+            "America/St_Johns",
+        ] {
+            let tz = jiff::tz::TimeZone::get(zone).unwrap();
+            assert_eq!(period_grouping(&tz), RunGrouping::QuarterHour, "{zone}");
+            for period in [Period::Day, Period::Week, Period::Month] {
+                for query in [RunQuery::default(), windowed.clone()] {
+                    let by_quarters =
+                        by_grouping(&store, &query, RunGrouping::QuarterHour, Some(period), &tz)
+                            .unwrap();
+                    let spans = store
+                        .run_index()
+                        .run_totals_in_spans(&query, |days| zone_spans(period, &tz, days))
+                        .unwrap()
+                        .unwrap_or_else(|| panic!("{zone} {period:?}: no answer from spans"));
+                    let (from_spans, groups) =
+                        period_totals(&store, &query, RunGrouping::QuarterHour, Some(period), &tz)
+                            .unwrap();
+                    let what = format!("{zone} {period:?} {:?}", query.since);
+                    assert_eq!(groups, by_quarters.1, "{what}");
+                    assert_eq!(spans.groups, by_quarters.1, "{what}");
+                    assert_eq!(from_spans.all, by_quarters.0.all, "{what}");
+                    assert_eq!(from_spans.duplicated.len(), 1, "{what}");
+                    assert!(from_spans.all.runs > 1000, "{what}");
+                    // Day rows and two aggregates per span end, against one row per
+                    // quarter-hour holding a run.
+                    assert!(
+                        spans.groups_summed * 3 < by_quarters.0.groups_summed,
+                        "{what}: {} rows against {}",
+                        spans.groups_summed,
+                        by_quarters.0.groups_summed
+                    );
+                }
+            }
+        }
     }
 
     #[test]
