@@ -417,15 +417,19 @@ fn listing_store(cluster: &Cluster, n: u64) -> PgBackend {
         .unwrap();
     b.with_client(move |c| {
         c.execute(
-            "INSERT INTO runs (run_id, committed_len, line_count, origin_host, session_id, \
+            "WITH new AS (INSERT INTO runs (run_id, origin_host, session_id, \
              started_at_utc, outcome, summary, is_run) \
-             SELECT 'run-' || lpad(g::text, 8, '0'), 100, 1, 'bench', 's-' || (g % 1000), \
+             SELECT 'run-' || lpad(g::text, 8, '0'), 'bench', 's-' || (g % 1000), \
              to_char(timestamp '2026-01-01' + g * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
-             'completed', r.summary, r.is_run FROM generate_series(1, $1::bigint) g, runs r WHERE r.run_id = 'seed'",
+             'completed', r.summary, r.is_run FROM generate_series(1, $1::bigint) g, runs r WHERE r.run_id = 'seed' \
+             RETURNING run_key) \
+             INSERT INTO run_tips (run_key, committed_len, line_count, tally) \
+             SELECT new.run_key, 100, 1, t.tally FROM new, runs r JOIN run_tips t ON t.run_key = r.run_key \
+             WHERE r.run_id = 'seed'",
             &[&(n as i64)],
         )
         .map_err(q)?;
-        c.batch_execute("ANALYZE runs").map_err(q)
+        c.batch_execute("ANALYZE runs; ANALYZE run_tips").map_err(q)
     })
     .unwrap();
     b

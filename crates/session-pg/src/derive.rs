@@ -38,9 +38,9 @@ pub(crate) enum HeaderState {
 /// to go on. Serialized with the run (`runs.summary`) as a JSON object.
 ///
 /// Every field but `outcome` is left out of that object while it holds its type's default
-/// (`null`, `0`, `false`, `"pending"`): every append rewrites the run row, so the summary's
-/// bytes are written (and WAL-logged) once per append; a run of statuses writes about half
-/// the bytes of the object with every field. Reading is unchanged: a missing field is its
+/// (`null`, `0`, `false`, `"pending"`): fewer bytes written (and WAL-logged) per row
+/// version. Since migration 5 the fields most appends change are stored apart, as a
+/// [`RunTally`] in the run's `run_tips` row, and `runs.summary` holds the rest. Reading is unchanged: a missing field is its
 /// type's default (`#[serde(default)]`), so a summary written in full by an older build
 /// reads the same, and one written here reads the same to an older build (`outcome`, whose
 /// default here is `"open"` rather than the type's `""`, is always written).
@@ -93,6 +93,88 @@ pub(crate) struct RunFold {
     pub(crate) damage: u64,
     #[serde(skip_serializing_if = "is_default")]
     pub(crate) last_ts: Option<String>,
+}
+
+/// The fields of a [`RunFold`] that nearly every append changes (counts, token sums, the
+/// last status and time), kept apart from the run row: an append writes them to the run's
+/// narrow `run_tips` row (`tally`, as a JSON object without its default fields), and
+/// rewrites the run row (`runs.summary`, the fold without these fields) only when a line
+/// changes one of the others (the header, the first input, a model, the workspace, the
+/// outcome). The names are the fold's own, so a summary written whole by a build before
+/// migration 5 reads as a tally too (its other fields are ignored).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RunTally {
+    #[serde(skip_serializing_if = "is_default")]
+    record_count: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    invocation_count: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    input_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    cached_input_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    cache_creation_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    output_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    total_tokens: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    damage: u64,
+    #[serde(skip_serializing_if = "is_default")]
+    last_status: Option<String>,
+    #[serde(skip_serializing_if = "is_default")]
+    last_ts: Option<String>,
+}
+
+impl RunFold {
+    /// Moves the [`RunTally`] fields out of this fold (leaving their defaults).
+    pub(crate) fn take_tally(&mut self) -> RunTally {
+        RunTally {
+            record_count: std::mem::take(&mut self.record_count),
+            invocation_count: std::mem::take(&mut self.invocation_count),
+            input_tokens: std::mem::take(&mut self.input_tokens),
+            cached_input_tokens: std::mem::take(&mut self.cached_input_tokens),
+            cache_creation_tokens: std::mem::take(&mut self.cache_creation_tokens),
+            output_tokens: std::mem::take(&mut self.output_tokens),
+            total_tokens: std::mem::take(&mut self.total_tokens),
+            damage: std::mem::take(&mut self.damage),
+            last_status: self.last_status.take(),
+            last_ts: self.last_ts.take(),
+        }
+    }
+
+    /// Sets the [`RunTally`] fields of this fold to `t`'s.
+    pub(crate) fn put_tally(&mut self, t: RunTally) {
+        self.record_count = t.record_count;
+        self.invocation_count = t.invocation_count;
+        self.input_tokens = t.input_tokens;
+        self.cached_input_tokens = t.cached_input_tokens;
+        self.cache_creation_tokens = t.cache_creation_tokens;
+        self.output_tokens = t.output_tokens;
+        self.total_tokens = t.total_tokens;
+        self.damage = t.damage;
+        self.last_status = t.last_status;
+        self.last_ts = t.last_ts;
+    }
+
+    /// This fold without its [`RunTally`] fields: what `runs.summary` holds.
+    pub(crate) fn slow_part(&self) -> RunFold {
+        let mut slow = self.clone();
+        slow.take_tally();
+        slow
+    }
+
+    /// The fold stored as `summary` (`runs.summary`) and `tally` (`run_tips.tally`), JSON
+    /// both.
+    ///
+    /// # Errors
+    /// [`serde_json::Error`] when either is not such JSON.
+    pub(crate) fn from_stored(summary: &[u8], tally: &[u8]) -> Result<RunFold, serde_json::Error> {
+        let mut fold: RunFold = serde_json::from_slice(summary)?;
+        fold.put_tally(serde_json::from_slice(tally)?);
+        Ok(fold)
+    }
 }
 
 /// Whether `v` is its type's default: the fields of [`RunFold`] left out of its JSON.
@@ -498,6 +580,49 @@ mod tests {
             o.insert(k.to_owned(), v);
         }
         assert_eq!(serde_json::from_value::<RunFold>(older).unwrap(), status);
+    }
+
+    #[test]
+    fn summary_and_tally_join_back_into_the_fold() {
+        let mut f = RunFold::new();
+        f.absorb(
+            &lines(&[
+                HEADER,
+                r#"{"type":"run.start","run_id":"r1","ts":"2026-03-04T08:00:00.010Z","input":{"type":"text","text":"hi"}}"#,
+                r#"{"type":"llm.request","run_id":"r1","ts":"2026-03-04T08:00:00.020Z","seq":1,"model":{"provider":"q","name":"m"},"input":{"messages":[]}}"#,
+                r#"{"type":"llm.response","run_id":"r1","ts":"2026-03-04T08:00:00.030Z","seq":1,"output":{"messages":[],"usage":{"model":"m","input_tokens":7,"input_cached_tokens":1,"input_cache_creation_tokens":2,"output_tokens":5,"total_tokens":12}}}"#,
+                "not json",
+                r#"{"type":"run.status","run_id":"r1","ts":"2026-03-04T08:00:00.050Z","status":"running"}"#,
+            ]),
+            0,
+            1,
+        );
+        let slow = f.slow_part();
+        let tally = f.clone().take_tally();
+        let (summary, tally) = (
+            serde_json::to_vec(&slow).unwrap(),
+            serde_json::to_vec(&tally).unwrap(),
+        );
+        // The summary holds none of what nearly every append changes.
+        let text = String::from_utf8_lossy(&summary);
+        for absent in ["record_count", "last_ts", "last_status", "tokens", "damage"] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
+        assert!(text.contains("first_input"), "{text}");
+        assert_eq!(RunFold::from_stored(&summary, &tally).unwrap(), f);
+        // A summary written whole (before migration 5) is its own tally, and a stale tally
+        // in it is overridden by the tip's.
+        let whole = serde_json::to_vec(&f).unwrap();
+        assert_eq!(RunFold::from_stored(&whole, &whole).unwrap(), f);
+        let mut later = f.clone();
+        later.absorb(
+            &lines(&[r#"{"type":"run.status","run_id":"r1","ts":"2026-03-04T08:00:01.000Z","status":"done"}"#]),
+            1000,
+            7,
+        );
+        assert_eq!(later.slow_part(), slow, "a status changes only the tally");
+        let newer = serde_json::to_vec(&later.clone().take_tally()).unwrap();
+        assert_eq!(RunFold::from_stored(&whole, &newer).unwrap(), later);
     }
 
     #[test]

@@ -107,17 +107,18 @@ impl PgBackend {
                 ..GcReport::default()
             };
             report.kept_undated = to_u64(
-                tx.query_one("SELECT count(*) FROM runs WHERE activity_ms IS NULL", &[])
+                tx.query_one("SELECT count(*) FROM run_tips WHERE activity_ms IS NULL", &[])
                     .map_err(query("count undated runs"))?
                     .col(0)?,
             );
             let old = tx
                 .query(
-                    "SELECT r.run_id, r.session_id, r.origin_host, r.committed_len, r.line_count, \
-                     r.activity_ms, r.last_write_at >= to_timestamp($2), \
+                    "SELECT r.run_id, r.session_id, r.origin_host, t.committed_len, t.line_count, \
+                     t.activity_ms, t.last_write_at >= to_timestamp($2), \
                      (s.session_id IS NOT NULL AND (s.updated_ms IS NULL OR s.updated_ms >= $1)) \
-                     FROM runs r LEFT JOIN sessions s ON s.session_id = r.session_id \
-                     WHERE r.activity_ms < $1 ORDER BY r.activity_ms, r.run_id FOR UPDATE OF r",
+                     FROM run_tips t JOIN runs r ON r.run_key = t.run_key \
+                     LEFT JOIN sessions s ON s.session_id = r.session_id \
+                     WHERE t.activity_ms < $1 ORDER BY t.activity_ms, r.run_id FOR UPDATE OF t",
                     &[&cutoff_ms, &(cutoff_ms as f64 / 1000.0)],
                 )
                 .map_err(query("find old runs"))?;

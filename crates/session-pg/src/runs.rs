@@ -1,6 +1,8 @@
 //! [`RunCatalogue`] on PostgreSQL: one `bytea` row per line keyed by `(run_id, byte_offset)` (the run id
 //! as the run's 8-byte `run_key`),
-//! appends with compare-and-swap on the run's committed length under the run row's lock,
+//! appends with compare-and-swap on the run's committed length under the lock of the run's tip
+//! row (`run_tips`: what every append changes; the run row is rewritten only when an append
+//! changes a listing column or the summary outside its tally),
 //! streamed reads, stats and keyset listings from derived columns.
 
 use std::io::{self, Read};
@@ -19,7 +21,7 @@ use session_storage::{
 use sha2::{Digest, Sha256};
 
 use crate::backend::PgBackend;
-use crate::derive::{HeaderState, RunFold};
+use crate::derive::{HeaderState, RunFold, RunTally};
 use crate::error::RowExt;
 use crate::error::{PgError, query, storage};
 use crate::known::KnownRun;
@@ -34,34 +36,58 @@ const TAIL_BATCH: i64 = 80;
 /// Damaged lines skipped at the end before the tail scan gives up (as session-jsonl's).
 const TAIL_MAX_DAMAGED: usize = 64;
 
-/// A new run's row, inserted whole with the columns of its first lines (`ON CONFLICT DO
-/// NOTHING`: no row returned when the run exists).
-const SQL_CREATE: &str = "INSERT INTO runs (run_id, committed_len, line_count, origin_host, \
-     session_id, started_at_utc, outcome, workspace_norm, activity_ms, summary, first_line_sha, \
-     last_line_sha, is_run) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-     ON CONFLICT (run_id) DO NOTHING RETURNING run_key";
-const SQL_LOCK: &str =
-    "SELECT committed_len, line_count, summary, run_key FROM runs WHERE run_id = $1 FOR UPDATE";
+/// The run-row part of a new run ([`SQL_CREATE`], [`SQL_CREATE_WITH`]): the run row and its
+/// tip row, inserted whole with the columns of its first lines (`ON CONFLICT DO NOTHING`: no
+/// row when the run exists). Parameters: `$1` run id, `$2` committed length, `$3` line
+/// count, `$4` origin host, `$5`..`$8` session id, UTC start, outcome, workspace, `$9`
+/// activity, `$10` tally, `$11` first line's hash, `$12` summary, `$13` last line's hash,
+/// `$14` is_run.
+macro_rules! create_rows {
+    () => {
+        "WITH new AS (INSERT INTO runs (run_id, origin_host, session_id, started_at_utc, \
+         outcome, workspace_norm, summary, first_line_sha, is_run) \
+         VALUES ($1, $4, $5, $6, $7, $8, $12, $11, $14) \
+         ON CONFLICT (run_id) DO NOTHING RETURNING run_key), \
+         tip AS (INSERT INTO run_tips (run_key, committed_len, line_count, activity_ms, tally, \
+         last_line_sha) SELECT run_key, $2::int8, $3::int8, $9::int8, $10::bytea, $13::bytea \
+         FROM new)"
+    };
+}
+/// A new run's rows ([`create_rows`]); returns its run key, no row when the run exists.
+const SQL_CREATE: &str = concat!(create_rows!(), " SELECT new.run_key FROM new");
+/// The lock of an append's transaction: the run's tip row (which every writer of a run locks
+/// first), with what it holds.
+const SQL_LOCK: &str = "SELECT t.committed_len, t.line_count, t.run_key, t.tally \
+     FROM runs r JOIN run_tips t ON t.run_key = r.run_key WHERE r.run_id = $1 FOR UPDATE OF t";
+/// The run row's summary, read once its tip is locked (a statement of its own: its snapshot
+/// then holds what the last writer of the run committed).
+const SQL_SUMMARY: &str = "SELECT summary FROM runs WHERE run_key = $1";
 const SQL_COPY: &str = "COPY run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
      FROM STDIN (FORMAT binary)";
 const SQL_INSERT: &str = "INSERT INTO run_lines (run_key, byte_offset, line_no, data, record_type, ts, damage) \
      SELECT $1::int8, * FROM unnest($2::int8[], $3::int8[], $4::bytea[], $5::text[], $6::text[], $7::text[])";
 /// Appends of at most this many lines use one INSERT; larger ones COPY.
 const SMALL_APPEND_LINES: usize = 16;
-const SQL_UPDATE: &str = "UPDATE runs SET committed_len = $2, line_count = $3, last_write_at = now(), \
-     session_id = $4, started_at_utc = $5, outcome = $6, workspace_norm = $7, \
-     activity_ms = $8, summary = $9, first_line_sha = coalesce($10, first_line_sha), \
-     last_line_sha = $11, is_run = $12 WHERE run_id = $1";
-/// The run-row part of [`SQL_APPEND_AT`]: the run row is updated only when it still has the
+/// The tip row after an append's transaction.
+const SQL_UPDATE_TIP: &str = "UPDATE run_tips SET committed_len = $2, line_count = $3, \
+     last_write_at = now(), activity_ms = $4, tally = $5, last_line_sha = $6 WHERE run_key = $1";
+/// The run row after an append's transaction that changed one of its columns.
+const SQL_UPDATE_RUN: &str = "UPDATE runs SET session_id = $2, started_at_utc = $3, outcome = $4, \
+     workspace_norm = $5, summary = $6, first_line_sha = coalesce($7, first_line_sha), \
+     is_run = $8 WHERE run_key = $1";
+/// The run-row part of [`SQL_APPEND_AT`]: the tip row is updated only when it still has the
 /// known run key (`$2`) and committed length (`$3`) (compare-and-swap; under READ COMMITTED a
-/// concurrent append is waited for and the row re-checked).
+/// concurrent append is waited for and the row re-checked); the run row (`$1`) only then, and
+/// only when the append changes one of its columns (`$12`, the summary, is NULL when it does
+/// not: a one-time filter, so the run row is not even read).
 macro_rules! append_at_cas {
     () => {
-        "WITH cas AS (UPDATE runs SET committed_len = $4, line_count = $5, \
-         last_write_at = now(), session_id = $6, started_at_utc = $7, outcome = $8, \
-         workspace_norm = $9, activity_ms = $10, summary = $11, \
-         first_line_sha = coalesce($12, first_line_sha), last_line_sha = $13, is_run = $14 \
-         WHERE run_id = $1 AND run_key = $2 AND committed_len = $3 RETURNING run_key)"
+        "WITH cas AS (UPDATE run_tips SET committed_len = $4, line_count = $5, \
+         last_write_at = now(), activity_ms = $10, tally = $11, last_line_sha = $13 \
+         WHERE run_key = $2 AND committed_len = $3 RETURNING run_key), \
+         slow AS (UPDATE runs SET session_id = $6, started_at_utc = $7, outcome = $8, \
+         workspace_norm = $9, summary = $12, is_run = $14 FROM cas \
+         WHERE $12::bytea IS NOT NULL AND runs.run_id = $1 AND runs.run_key = cas.run_key)"
     };
 }
 /// The search documents of a one-statement append (`$first`.. `$first + 3`: offsets, kinds,
@@ -173,11 +199,7 @@ const SQL_APPEND_AT: [[&str; 2]; 2] = [
 /// The run-row part of [`SQL_CREATE_WITH`].
 macro_rules! create_new {
     () => {
-        "WITH new AS (INSERT INTO runs (run_id, committed_len, line_count, \
-         origin_host, session_id, started_at_utc, outcome, workspace_norm, activity_ms, summary, \
-         first_line_sha, last_line_sha, is_run) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-         ON CONFLICT (run_id) DO NOTHING RETURNING run_key), ins AS ("
+        concat!(create_rows!(), ", ins AS (")
     };
 }
 /// The first append of a run that does not exist yet, as one statement: the run row is
@@ -189,14 +211,14 @@ const SQL_CREATE_WITH: [[&str; 2]; 2] = [
     [
         concat!(
             create_new!(),
-            lines_one!("new", 14, 15, 16, 17, 18, 19),
+            lines_one!("new", 15, 16, 17, 18, 19, 20),
             " RETURNING 1)",
-            docs_cte!("new", 20, 21, 22, 23),
+            docs_cte!("new", 21, 22, 23, 24),
             " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
         ),
         concat!(
             create_new!(),
-            lines_one!("new", 14, 15, 16, 17, 18, 19),
+            lines_one!("new", 15, 16, 17, 18, 19, 20),
             " RETURNING 1)",
             " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
         ),
@@ -204,14 +226,14 @@ const SQL_CREATE_WITH: [[&str; 2]; 2] = [
     [
         concat!(
             create_new!(),
-            lines_many!("new", 14, 15, 16, 17, 18, 19),
+            lines_many!("new", 15, 16, 17, 18, 19, 20),
             " RETURNING 1)",
-            docs_cte!("new", 20, 21, 22, 23),
+            docs_cte!("new", 21, 22, 23, 24),
             " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
         ),
         concat!(
             create_new!(),
-            lines_many!("new", 14, 15, 16, 17, 18, 19),
+            lines_many!("new", 15, 16, 17, 18, 19, 20),
             " RETURNING 1)",
             " SELECT (SELECT run_key FROM new), (SELECT count(*) FROM ins)"
         ),
@@ -227,17 +249,20 @@ const SQL_CREATE_WITH: [[&str; 2]; 2] = [
 /// fell behind `COPY`.)
 const ONE_STATEMENT_LINES: usize = SMALL_APPEND_LINES;
 const ONE_STATEMENT_BYTES: usize = 1 << 20;
-const SQL_LENGTH: &str = "SELECT committed_len FROM runs WHERE run_id = $1";
-const SQL_FINGERPRINT: &str = "SELECT committed_len, line_count, first_line_sha, last_line_sha \
-     FROM runs WHERE run_id = $1";
+const SQL_LENGTH: &str = "SELECT t.committed_len FROM runs r \
+     JOIN run_tips t ON t.run_key = r.run_key WHERE r.run_id = $1";
+const SQL_FINGERPRINT: &str = "SELECT t.committed_len, t.line_count, r.first_line_sha, \
+     t.last_line_sha FROM runs r JOIN run_tips t ON t.run_key = r.run_key WHERE r.run_id = $1";
 
 /// The statements of an append, prepared once per connection.
 struct AppendStatements {
     create: Statement,
     lock: Statement,
+    summary: Statement,
     insert: Statement,
     copy: Statement,
-    update: Statement,
+    update_tip: Statement,
+    update_run: Statement,
 }
 
 impl AppendStatements {
@@ -245,9 +270,11 @@ impl AppendStatements {
         Ok(AppendStatements {
             create: s.prepared(SQL_CREATE)?,
             lock: s.prepared(SQL_LOCK)?,
+            summary: s.prepared(SQL_SUMMARY)?,
             insert: s.prepared(SQL_INSERT)?,
             copy: s.prepared(SQL_COPY)?,
-            update: s.prepared(SQL_UPDATE)?,
+            update_tip: s.prepared(SQL_UPDATE_TIP)?,
+            update_run: s.prepared(SQL_UPDATE_RUN)?,
         })
     }
 }
@@ -271,7 +298,7 @@ pub(crate) fn sha256(bytes: &[u8]) -> Vec<u8> {
     Sha256::digest(bytes).to_vec()
 }
 
-/// The state of a run row, locked for update.
+/// The state of a run, its tip row locked for update.
 struct LockedRun {
     key: i64,
     committed: u64,
@@ -286,16 +313,19 @@ fn lock_run(
 ) -> Result<Option<LockedRun>, PgError> {
     let row = tx
         .query_opt(&st.lock, &[&run_id])
-        .map_err(query("lock the run row"))?;
+        .map_err(query("lock the run's tip row"))?;
     let Some(row) = row else {
         return Ok(None);
     };
-    let summary: Vec<u8> = row.col(2)?;
-    let fold = serde_json::from_slice(&summary).map_err(|e| PgError::Inconsistent {
-        detail: format!("summary of run {run_id}: {e}"),
-    })?;
+    let key: i64 = row.col(2)?;
+    let tally: &[u8] = row.col(3)?;
+    let summary = tx
+        .query_one(&st.summary, &[&key])
+        .map_err(query("read the run's summary"))?;
+    let summary: &[u8] = summary.col(0)?;
+    let fold = stored_fold(run_id, summary, tally)?;
     Ok(Some(LockedRun {
-        key: row.col(3)?,
+        key,
         committed: to_u64(row.col(0)?),
         lines: to_u64(row.col(1)?),
         fold,
@@ -388,31 +418,42 @@ fn append_tx(
     }
     // What is missing starts exactly at the committed end.
     let at = run.committed;
+    let slow_before = run.fold.slow_part();
     let mut docs = AppendDocs::new();
     let new = NewLines::derive(&mut run.fold, rest, at, run.lines + 1, &mut docs);
     store_lines(tx, st, run.key, &new)?;
     crate::search::index_appended(tx, run.key, &docs)?;
     let committed = at + rest.len() as u64;
     let line_count = run.lines + new.data.len() as u64;
-    let cols = RunColumns::of(&run.fold)?;
+    let (tip, cols) = RunColumns::changed(&run.fold, Some(&slow_before), &new)?;
     tx.execute(
-        &st.update,
+        &st.update_tip,
         &[
-            &run_id,
+            &run.key,
             &to_i64(committed),
             &to_i64(line_count),
-            &cols.session_id,
-            &cols.started_at_utc,
-            &cols.outcome,
-            &cols.workspace_norm,
-            &cols.activity_ms,
-            &cols.summary,
-            &new.first_sha,
+            &tip.activity_ms,
+            &tip.tally,
             &new.last_sha,
-            &cols.is_run,
         ],
     )
-    .map_err(query("update the run row"))?;
+    .map_err(query("update the run's tip row"))?;
+    if let Some(cols) = cols {
+        tx.execute(
+            &st.update_run,
+            &[
+                &run.key,
+                &cols.session_id,
+                &cols.started_at_utc,
+                &cols.outcome,
+                &cols.workspace_norm,
+                &cols.summary,
+                &new.first_sha,
+                &cols.is_run,
+            ],
+        )
+        .map_err(query("update the run row"))?;
+    }
     Ok(AppendOutcome::Done(
         Appended {
             offset: expected,
@@ -497,7 +538,7 @@ fn create_tx(
     let mut fold = RunFold::new();
     let mut docs = AppendDocs::new();
     let new = NewLines::derive(&mut fold, lines, 0, 1, &mut docs);
-    let cols = RunColumns::of(&fold)?;
+    let (tip, cols) = RunColumns::whole(&fold)?;
     let committed = lines.len() as u64;
     let line_count = new.data.len() as u64;
     let row = tx
@@ -512,9 +553,10 @@ fn create_tx(
                 &cols.started_at_utc,
                 &cols.outcome,
                 &cols.workspace_norm,
-                &cols.activity_ms,
-                &cols.summary,
+                &tip.activity_ms,
+                &tip.tally,
                 &new.first_sha,
+                &cols.summary,
                 &new.last_sha,
                 &cols.is_run,
             ],
@@ -670,29 +712,81 @@ struct RunColumns {
     started_at_utc: String,
     outcome: String,
     workspace_norm: Option<String>,
-    activity_ms: Option<i64>,
+    /// `runs.summary`: the fold without its tally.
     summary: Vec<u8>,
     /// `runs.is_run`: the first record was a header.
     is_run: bool,
 }
 
+/// The columns of a run's tip row that follow from its fold.
+struct TipColumns {
+    activity_ms: Option<i64>,
+    /// `run_tips.tally`.
+    tally: Vec<u8>,
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, PgError> {
+    serde_json::to_vec(v).map_err(|e| PgError::Inconsistent {
+        detail: e.to_string(),
+    })
+}
+
 impl RunColumns {
-    fn of(fold: &RunFold) -> Result<RunColumns, PgError> {
-        let summary = serde_json::to_vec(fold).map_err(|e| PgError::Inconsistent {
-            detail: e.to_string(),
-        })?;
+    /// The tip's and the run row's columns of a new run whose fold is `fold`.
+    fn whole(fold: &RunFold) -> Result<(TipColumns, RunColumns), PgError> {
+        let mut slow = fold.clone();
+        let tip = TipColumns::of(fold, &slow.take_tally())?;
+        Ok((tip, RunColumns::of(&slow)?))
+    }
+
+    /// The tip's columns after an append that left the run's fold at `fold`, and the run
+    /// row's only when they changed: when the fold's part outside the tally differs from
+    /// `slow_before` (its part before the append), or the append holds the run's first line
+    /// (`new.first_sha`).
+    fn changed(
+        fold: &RunFold,
+        slow_before: Option<&RunFold>,
+        new: &NewLines<'_>,
+    ) -> Result<(TipColumns, Option<RunColumns>), PgError> {
+        let mut slow = fold.clone();
+        let tip = TipColumns::of(fold, &slow.take_tally())?;
+        let run = if slow_before == Some(&slow) && new.first_sha.is_none() {
+            None
+        } else {
+            Some(RunColumns::of(&slow)?)
+        };
+        Ok((tip, run))
+    }
+
+    /// The columns of `slow`, a fold without its tally.
+    fn of(slow: &RunFold) -> Result<RunColumns, PgError> {
         Ok(RunColumns {
-            session_id: pg_opt(fold.session_id.as_deref()),
-            started_at_utc: pg_text(fold.started_at_utc.as_deref().unwrap_or("")),
-            outcome: pg_text(&fold.outcome),
-            workspace_norm: fold
+            session_id: pg_opt(slow.session_id.as_deref()),
+            started_at_utc: pg_text(slow.started_at_utc.as_deref().unwrap_or("")),
+            outcome: pg_text(&slow.outcome),
+            workspace_norm: slow
                 .workspace_root()
                 .map(|w| pg_text(&normalize_workspace_root(&w))),
-            activity_ms: activity_ms(fold.started_at.as_deref(), fold.last_ts.as_deref()),
-            summary,
-            is_run: fold.header_state == HeaderState::Seen,
+            summary: to_json(slow)?,
+            is_run: slow.header_state == HeaderState::Seen,
         })
     }
+}
+
+impl TipColumns {
+    fn of(fold: &RunFold, tally: &RunTally) -> Result<TipColumns, PgError> {
+        Ok(TipColumns {
+            activity_ms: activity_ms(fold.started_at.as_deref(), fold.last_ts.as_deref()),
+            tally: to_json(tally)?,
+        })
+    }
+}
+
+/// A run's fold as stored: `summary` (`runs.summary`) with `tally` (`run_tips.tally`).
+pub(crate) fn stored_fold(run_id: &str, summary: &[u8], tally: &[u8]) -> Result<RunFold, PgError> {
+    RunFold::from_stored(summary, tally).map_err(|e| PgError::Inconsistent {
+        detail: format!("summary of run {run_id}: {e}"),
+    })
 }
 
 /// Creates run `run_id` with `lines` as its first lines, in one statement
@@ -709,7 +803,7 @@ fn create_with(
     let docs = RunDocColumns::of_docs(found.docs());
     let committed = lines.len() as u64;
     let line_count = new.data.len() as u64;
-    let cols = RunColumns::of(&fold)?;
+    let (tip, cols) = RunColumns::whole(&fold)?;
     let st = s.prepared(one_statement(&SQL_CREATE_WITH, &new, &docs))?;
     let (host, committed_i, count_i) = (pg_text(host), to_i64(committed), to_i64(line_count));
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
@@ -721,9 +815,10 @@ fn create_with(
         &cols.started_at_utc,
         &cols.outcome,
         &cols.workspace_norm,
-        &cols.activity_ms,
-        &cols.summary,
+        &tip.activity_ms,
+        &tip.tally,
         &new.first_sha,
+        &cols.summary,
         &new.last_sha,
         &cols.is_run,
     ];
@@ -769,29 +864,44 @@ fn append_at_known(
 ) -> Result<Option<(Appended, KnownRun)>, PgError> {
     let mut fold = known.fold;
     let at = known.committed;
+    let slow_before = fold.slow_part();
     let mut found = AppendDocs::new();
     let new = NewLines::derive(&mut fold, lines, at, known.lines + 1, &mut found);
     let docs = RunDocColumns::of_docs(found.docs());
     let committed = at + lines.len() as u64;
     let line_count = known.lines + new.data.len() as u64;
-    let cols = RunColumns::of(&fold)?;
+    let (tip, cols) = RunColumns::changed(&fold, Some(&slow_before), &new)?;
     let st = s.prepared(one_statement(&SQL_APPEND_AT, &new, &docs))?;
     let (at_i, committed_i, count_i) = (to_i64(at), to_i64(committed), to_i64(line_count));
+    // The run row's columns: bound whether or not they changed (the statement's form is
+    // one); its summary is NULL when they did not, and the run row is then left alone.
+    let unchanged = RunColumns {
+        session_id: None,
+        started_at_utc: String::new(),
+        outcome: String::new(),
+        workspace_norm: None,
+        summary: Vec::new(),
+        is_run: false,
+    };
+    let (run_cols, summary) = match &cols {
+        Some(c) => (c, Some(c.summary.as_slice())),
+        None => (&unchanged, None),
+    };
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &run_id,
         &known.key,
         &at_i,
         &committed_i,
         &count_i,
-        &cols.session_id,
-        &cols.started_at_utc,
-        &cols.outcome,
-        &cols.workspace_norm,
-        &cols.activity_ms,
-        &cols.summary,
-        &new.first_sha,
+        &run_cols.session_id,
+        &run_cols.started_at_utc,
+        &run_cols.outcome,
+        &run_cols.workspace_norm,
+        &tip.activity_ms,
+        &tip.tally,
+        &summary,
         &new.last_sha,
-        &cols.is_run,
+        &run_cols.is_run,
     ];
     new.bind(&mut params);
     docs.bind(&mut params);
@@ -1187,7 +1297,8 @@ fn stat_tx(client: &mut postgres::Client, run_id: &str) -> Result<Option<RunStat
         .map_err(query("begin a read"))?;
     let Some(row) = tx
         .query_opt(
-            "SELECT committed_len, line_count, run_key FROM runs WHERE run_id = $1",
+            "SELECT t.committed_len, t.line_count, t.run_key FROM runs r \
+             JOIN run_tips t ON t.run_key = r.run_key WHERE r.run_id = $1",
             &[&run_id],
         )
         .map_err(query("stat the run"))?
@@ -1431,9 +1542,11 @@ impl RunCatalogue for PgBackend {
                 let rows = s
                     .client()?
                     .query(
-                        "SELECT run_id, summary, committed_len, origin_host, \
-                         (extract(epoch FROM last_write_at) * 1000000)::bigint, started_at_utc \
-                         FROM runs WHERE is_run AND ($1::text IS NULL OR session_id = $1) \
+                        "SELECT run_id, summary, t.committed_len, origin_host, \
+                         (extract(epoch FROM t.last_write_at) * 1000000)::bigint, started_at_utc, \
+                         t.tally \
+                         FROM runs JOIN run_tips t ON t.run_key = runs.run_key \
+                         WHERE is_run AND ($1::text IS NULL OR session_id = $1) \
                          AND ($2::text IS NULL OR (started_at_utc <> '' AND started_at_utc >= $2)) \
                          AND ($3::text IS NULL OR (started_at_utc <> '' AND started_at_utc < $3)) \
                          AND ($4::text IS NULL OR outcome = $4) \
@@ -1456,10 +1569,8 @@ impl RunCatalogue for PgBackend {
                 for r in &rows {
                     let run_id: String = r.col(0)?;
                     let summary: &[u8] = r.col(1)?;
-                    let fold: RunFold =
-                        serde_json::from_slice(summary).map_err(|e| PgError::Inconsistent {
-                            detail: format!("summary of run {run_id}: {e}"),
-                        })?;
+                    let tally: &[u8] = r.col(6)?;
+                    let fold = stored_fold(&run_id, summary, tally)?;
                     let mut sum = fold.summary(&run_id);
                     sum.stored_bytes = to_u64(r.col(2)?);
                     let host: String = r.col(3)?;

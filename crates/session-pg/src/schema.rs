@@ -230,6 +230,54 @@ ALTER TABLE run_lines DROP CONSTRAINT IF EXISTS run_lines_byte_offset_check;
 ALTER TABLE run_lines DROP CONSTRAINT IF EXISTS run_lines_line_no_check;
 "#,
     },
+    Migration {
+        version: 5,
+        name: "run_tips: what every append changes, apart from the run row",
+        sql: r#"
+-- An append used to rewrite its run's whole row (listing columns, the summary, four
+-- indexes' worth of a wide tuple) to move the committed length on. What every append
+-- changes now lives in a narrow row per run, updated by compare-and-swap on committed_len;
+-- the run row (listing columns, the summary without its counts) is rewritten only when a
+-- line changes one of its columns (a header, the first input, a model, the outcome). Every
+-- writer of a run takes its tip row's lock first (appends, gc, a reindex), then the run
+-- row's when it writes that too.
+CREATE TABLE run_tips (
+    -- runs.run_key (no foreign key: removed with the run by a trigger).
+    run_key        bigint PRIMARY KEY,
+    committed_len  bigint NOT NULL,
+    line_count     bigint NOT NULL,
+    last_write_at  timestamptz NOT NULL DEFAULT now(),
+    -- Latest of started_at and the last record's ts, Unix milliseconds (gc ages by it).
+    activity_ms    bigint,
+    -- sha256 of the last stored line.
+    last_line_sha  bytea,
+    -- The summary fields every append changes (record counts, token sums, last status and
+    -- ts), as JSON; they override those of runs.summary.
+    tally          bytea NOT NULL
+)
+-- Every append updates its tip row: room on the page keeps those HOT updates (its one
+-- index, on run_key, never changes).
+WITH (fillfactor = 70);
+-- The whole summary of a run written before this migration holds the tally's fields.
+INSERT INTO run_tips (run_key, committed_len, line_count, last_write_at, activity_ms,
+                      last_line_sha, tally)
+    SELECT run_key, committed_len, line_count, last_write_at, activity_ms, last_line_sha,
+           summary
+    FROM runs;
+ALTER TABLE runs DROP COLUMN committed_len, DROP COLUMN line_count,
+    DROP COLUMN last_write_at, DROP COLUMN activity_ms, DROP COLUMN last_line_sha;
+-- Tips go with their runs, whoever removes them, in the same transaction.
+CREATE FUNCTION run_tips_drop_runs() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    DELETE FROM run_tips t USING removed_runs g WHERE t.run_key = g.run_key;
+    RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER runs_drop_tips AFTER DELETE ON runs
+    REFERENCING OLD TABLE AS removed_runs
+    FOR EACH STATEMENT EXECUTE FUNCTION run_tips_drop_runs();
+"#,
+    },
 ];
 
 /// Highest migration of this build.

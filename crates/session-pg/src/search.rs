@@ -306,10 +306,11 @@ const REINDEX_BATCH_BYTES: i64 = 4 << 20;
 
 fn reindex_run(client: &mut postgres::Client, run_id: &str) -> Result<u64, PgError> {
     let mut tx = client.transaction().map_err(query("begin a reindex"))?;
-    // The run row's lock: no append runs meanwhile.
+    // The lock of the run's tip row, which every append takes: no append runs meanwhile.
     let Some(row) = tx
         .query_opt(
-            "SELECT run_key FROM runs WHERE run_id = $1 FOR UPDATE",
+            "SELECT t.run_key FROM runs r JOIN run_tips t ON t.run_key = r.run_key \
+             WHERE r.run_id = $1 FOR UPDATE OF t",
             &[&run_id],
         )
         .map_err(query("lock the run row"))?

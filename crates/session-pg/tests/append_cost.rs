@@ -56,17 +56,17 @@ fn q(source: postgres::Error) -> PgError {
     PgError::Query { op: "test", source }
 }
 
-/// Calls of statements starting with each of `prefixes`, in this database, since the last
+/// Calls of statements containing each of `parts`, in this database, since the last
 /// reset.
-fn calls(b: &PgBackend, prefixes: &'static [&'static str]) -> Vec<i64> {
+fn calls(b: &PgBackend, parts: &'static [&'static str]) -> Vec<i64> {
     b.with_client(move |c| {
-        prefixes
+        parts
             .iter()
             .map(|p| {
                 c.query_one(
                     "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
                      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-                     AND starts_with(query, $1)",
+                     AND strpos(query, $1) > 0",
                     &[p],
                 )
                 .map(|r| r.get(0))
@@ -104,16 +104,19 @@ fn header(run: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// What each statement of an append contains (and no other statement does): the one-statement
+/// create, the one-statement append at a known end, the lock of the append's transaction,
+/// its update of the run's tip row, its update of the run row.
 const STATEMENTS: &[&str] = &[
-    "WITH new AS (INSERT INTO runs",
-    "WITH cas AS (UPDATE runs",
-    "SELECT committed_len, line_count, summary, run_key FROM runs WHERE run_id = $1 FOR UPDATE",
-    "UPDATE runs SET committed_len",
+    "ins AS (INSERT INTO run_lines",
+    "WITH cas AS (UPDATE run_tips",
+    "SELECT t.committed_len, t.line_count, t.run_key, t.tally FROM runs r",
+    "UPDATE run_tips SET committed_len = $2",
+    "UPDATE runs SET session_id = $2",
 ];
 
-/// The row of a new run inserted whole by the append's transaction (many lines).
-const CREATE_WHOLE: &[&str] =
-    &["INSERT INTO runs (run_id, committed_len, line_count, origin_host, session_id"];
+/// The rows of a new run inserted whole by the append's transaction (many lines).
+const CREATE_WHOLE: &[&str] = &["SELECT new.run_key FROM new"];
 
 #[test]
 fn appends_at_the_end_of_a_known_run_are_one_statement_each() {
@@ -145,7 +148,7 @@ fn appends_at_the_end_of_a_known_run_are_one_statement_each() {
     }
     // One statement creates the run with its header, one per append after it; no locked
     // transaction.
-    assert_eq!(calls(&b, STATEMENTS), vec![1, 20, 0, 0]);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 20, 0, 0, 0]);
     assert_eq!(b.read_all("r1", Extent::Committed).unwrap(), expected);
     let fp = b.run_fingerprint("r1").unwrap().unwrap();
     assert_eq!((fp.len, fp.lines), (len, 21));
@@ -159,7 +162,7 @@ fn appends_at_the_end_of_a_known_run_are_one_statement_each() {
     assert!(again.was_retry());
     assert_eq!(again.already_present, l.len() as u64);
     // The retry went to the locked transaction, which wrote nothing.
-    assert_eq!(calls(&b, STATEMENTS), vec![1, 21, 1, 0]);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 21, 1, 0, 0]);
     expected.extend_from_slice(&l);
     assert_eq!(b.read_all("r1", Extent::Committed).unwrap(), expected);
     assert_eq!(b.run_fingerprint("r1").unwrap().unwrap().lines, 22);
@@ -341,7 +344,7 @@ fn appends_without_search_documents_never_touch_search_docs() {
         len = b.append_lines("r4", len, &l).unwrap().end;
         all.extend_from_slice(&l);
     }
-    assert_eq!(calls(&b, STATEMENTS), vec![1, 5, 0, 0]);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 5, 0, 0, 0]);
     assert_eq!(calls_containing(&b, "search_docs"), 0);
     assert_eq!(calls_containing(&b, "unnest("), 0);
     // A text event: its one-line append writes its document, and search finds it at once.
@@ -356,7 +359,7 @@ fn appends_without_search_documents_never_touch_search_docs() {
     let at_two = len + line("r4", 9).len() as u64;
     len = b.append_lines("r4", len, &two).unwrap().end;
     all.extend_from_slice(&two);
-    assert_eq!(calls(&b, STATEMENTS), vec![1, 7, 0, 0]);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 7, 0, 0, 0]);
     assert_eq!(calls_containing(&b, "search_docs"), 2);
     assert_eq!(b.read_all("r4", Extent::Committed).unwrap(), all);
     assert_eq!(len, all.len() as u64);
@@ -460,7 +463,7 @@ fn migration_4_keeps_every_run_row_listed_as_before_and_leaves_no_per_statement_
     .unwrap();
     drop(old);
     let b = backend(&conn, "writer");
-    assert_eq!(b.migration().applied, vec![4]);
+    assert_eq!(b.migration().applied, vec![4, 5]);
     let rows = b
         .with_client(|c| {
             c.query(
@@ -528,7 +531,7 @@ fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
     }
     let mut len = b.append_lines("big", 0, &all).unwrap().end;
     assert_eq!(len, all.len() as u64);
-    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 0, 0]);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 0, 0, 0]);
     assert_eq!(calls(&b, CREATE_WHOLE), vec![1]);
     assert_eq!(calls_containing(&b, "unnest("), 0);
     let listed = b.list_runs(&RunListQuery::default()).unwrap().runs;
@@ -544,19 +547,20 @@ fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
     let again = b.append_lines("big", 0, &all).unwrap();
     assert!(again.was_retry());
     assert_eq!(again.already_present, len);
-    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 1, 0]);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 1, 0, 0]);
     assert_eq!(calls(&b, CREATE_WHOLE), vec![2]);
-    // Many more lines at the end of the run this client knows: a COPY again.
+    // Many more lines at the end of the run this client knows: a COPY again, and the run's
+    // tip row updated; statuses change no column of the run row, which is left alone.
     let more: Vec<u8> = (200..300).flat_map(|i| line("big", i)).collect();
     len = b.append_lines("big", len, &more).unwrap().end;
     all.extend_from_slice(&more);
-    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 2, 1]);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 0, 2, 1, 0]);
     assert_eq!(calls_containing(&b, "unnest("), 0);
     // Sixteen lines (a runtime's batch) at the known end: one statement.
     let few: Vec<u8> = (300..316).flat_map(|i| line("big", i)).collect();
     len = b.append_lines("big", len, &few).unwrap().end;
     all.extend_from_slice(&few);
-    assert_eq!(calls(&b, STATEMENTS), vec![0, 1, 2, 1]);
+    assert_eq!(calls(&b, STATEMENTS), vec![0, 1, 2, 1, 0]);
     assert_eq!(calls_containing(&b, "unnest("), 1);
     // A new run of sixteen lines: one statement.
     let small: Vec<u8> = [header("small")]
@@ -565,7 +569,7 @@ fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
         .flatten()
         .collect();
     b.append_lines("small", 0, &small).unwrap();
-    assert_eq!(calls(&b, STATEMENTS), vec![1, 1, 2, 1]);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 1, 2, 1, 0]);
     assert_eq!(calls(&b, CREATE_WHOLE), vec![2]);
     assert_eq!(calls_containing(&b, "unnest("), 2);
     // Whichever form stored them, the bytes and line numbers are the ones appended.
@@ -592,4 +596,272 @@ fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
         })
         .unwrap();
     assert_eq!(numbers, (317, 1, 317, 317));
+}
+
+fn run_start(run: &str, text: &str) -> Vec<u8> {
+    format!(
+        "{{\"type\":\"run.start\",\"run_id\":\"{run}\",\"ts\":\"2026-02-03T12:00:30.000Z\",\"input\":{{\"type\":\"text\",\"text\":\"{text}\"}},\"ui_context\":{{\"workspace_root\":\"/w/ui\"}}}}\n"
+    )
+    .into_bytes()
+}
+
+fn run_end(run: &str) -> Vec<u8> {
+    format!(
+        "{{\"type\":\"run.end\",\"run_id\":\"{run}\",\"ts\":\"2026-02-03T12:00:59.000Z\",\"outcome\":\"completed\"}}\n"
+    )
+    .into_bytes()
+}
+
+/// The transaction ids that wrote the current versions of run `run`'s row and of its tip row.
+fn row_versions(b: &PgBackend, run: &'static str) -> (String, String) {
+    b.with_client(move |c| {
+        c.query_one(
+            "SELECT r.xmin::text, t.xmin::text FROM runs r \
+             JOIN run_tips t ON t.run_key = r.run_key WHERE r.run_id = $1",
+            &[&run],
+        )
+        .map(|r| (r.get(0), r.get(1)))
+        .map_err(q)
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_run_row_is_rewritten_only_when_an_append_changes_one_of_its_columns() {
+    let Some(c) = cluster() else { return };
+    let conn = c.fresh_db();
+    let b = backend(&conn, "writer");
+    b.with_client(|c| {
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .map_err(q)
+    })
+    .unwrap();
+    reset(&b);
+    let mut all = header("rw");
+    let mut len = b.append_lines("rw", 0, &all).unwrap().end;
+    let (run0, tip0) = row_versions(&b, "rw");
+    // Statuses, one per append (the one statement) and twenty at once (the transaction with
+    // a COPY): they change counts, the last status and time, all in the tip row.
+    for i in 0..10 {
+        let l = line("rw", i);
+        len = b.append_lines("rw", len, &l).unwrap().end;
+        all.extend_from_slice(&l);
+    }
+    let (run1, tip1) = row_versions(&b, "rw");
+    assert_eq!(run1, run0, "a status rewrote the run row");
+    assert_ne!(tip1, tip0);
+    let many: Vec<u8> = (10..30).flat_map(|i| line("rw", i)).collect();
+    len = b.append_lines("rw", len, &many).unwrap().end;
+    all.extend_from_slice(&many);
+    let (run2, tip2) = row_versions(&b, "rw");
+    assert_eq!(run2, run0, "twenty statuses rewrote the run row");
+    assert_ne!(tip2, tip1);
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 10, 1, 1, 0]);
+    let listed = b.list_runs(&RunListQuery::default()).unwrap().runs;
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| (
+                r.record_count,
+                r.last_status.as_deref(),
+                r.last_ts.as_deref(),
+                r.stored_bytes
+            ))
+            .collect::<Vec<_>>(),
+        vec![(31, Some("running"), Some("2026-02-03T12:00:29.000Z"), len)]
+    );
+    // The first input and the workspace are listing columns: the run row is rewritten, in
+    // the same one statement.
+    let start = run_start("rw", "find the bug");
+    len = b.append_lines("rw", len, &start).unwrap().end;
+    all.extend_from_slice(&start);
+    let (run3, _) = row_versions(&b, "rw");
+    assert_ne!(run3, run0, "the first input did not reach the run row");
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 11, 1, 1, 0]);
+    let l = line("rw", 30);
+    len = b.append_lines("rw", len, &l).unwrap().end;
+    all.extend_from_slice(&l);
+    assert_eq!(row_versions(&b, "rw").0, run3);
+    // The end: the outcome, in the one statement too.
+    let end = run_end("rw");
+    len = b.append_lines("rw", len, &end).unwrap().end;
+    all.extend_from_slice(&end);
+    assert_ne!(
+        row_versions(&b, "rw").0,
+        run3,
+        "the outcome did not reach the run row"
+    );
+    assert_eq!(calls(&b, STATEMENTS), vec![1, 13, 1, 1, 0]);
+    // The outcome is a listing column: filtering by it finds the run.
+    let q = RunListQuery {
+        outcome: Some(session_storage::Outcome::Completed),
+        ..RunListQuery::default()
+    };
+    assert_eq!(b.list_runs(&q).unwrap().runs.len(), 1);
+    // Listed exactly as the same bytes appended whole, and as the local store lists them.
+    let whole = backend(&c.fresh_db(), "whole");
+    assert_eq!(whole.append_lines("rw", 0, &all).unwrap().end, len);
+    let list = |b: &PgBackend| -> Vec<RunSummary> {
+        b.list_runs(&RunListQuery::default())
+            .unwrap()
+            .runs
+            .into_iter()
+            .map(comparable)
+            .collect()
+    };
+    let by_append = list(&b);
+    assert_eq!(by_append, list(&whole));
+    assert_eq!(by_append[0].first_input.as_deref(), Some("find the bug"));
+    assert_eq!(by_append[0].record_count, 34);
+    assert_eq!(b.read_all("rw", Extent::Committed).unwrap(), all);
+}
+
+#[test]
+fn migration_5_moves_what_appends_change_to_run_tips_and_lists_as_before() {
+    let Some(c) = cluster() else { return };
+    // What a build before migration 5 stored: the run row with every column, its summary
+    // whole. Taken from a store of this build (the run row's summary and the tip's tally
+    // joined back into one object).
+    let reference = backend(&c.fresh_db(), "old");
+    let mut all = header("m");
+    all.extend(run_start("m", "migrate me"));
+    for i in 0..5 {
+        all.extend(line("m", i));
+    }
+    let len = reference.append_lines("m", 0, &all).unwrap().end;
+    let old_row = reference
+        .with_client(|c| {
+            c.query_one(
+                "SELECT r.session_id, r.started_at_utc, r.outcome, r.workspace_norm, \
+                 t.activity_ms, r.summary, t.tally, r.first_line_sha, t.last_line_sha, r.is_run, \
+                 t.committed_len, t.line_count FROM runs r JOIN run_tips t ON t.run_key = r.run_key \
+                 WHERE r.run_id = 'm'",
+                &[],
+            )
+            .map_err(q)
+        })
+        .unwrap();
+    let mut summary: serde_json::Value =
+        serde_json::from_slice(old_row.get::<_, &[u8]>(5)).unwrap();
+    let tally: serde_json::Value = serde_json::from_slice(old_row.get::<_, &[u8]>(6)).unwrap();
+    for (k, v) in tally.as_object().unwrap() {
+        summary
+            .as_object_mut()
+            .unwrap()
+            .insert(k.clone(), v.clone());
+    }
+    assert!(summary.get("record_count").is_some(), "{summary}");
+    let summary = serde_json::to_vec(&summary).unwrap();
+    let conn = c.fresh_db();
+    let mut old = postgres::Client::connect(&conn, postgres::NoTls).unwrap();
+    old.batch_execute(
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, \
+         applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .unwrap();
+    for m in schema::MIGRATIONS.iter().filter(|m| m.version <= 4) {
+        old.batch_execute(m.sql).unwrap();
+        old.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+            &[&m.version, &m.name],
+        )
+        .unwrap();
+    }
+    let key: i64 = old
+        .query_one(
+            "INSERT INTO runs (run_id, committed_len, line_count, origin_host, session_id, \
+             started_at_utc, outcome, workspace_norm, activity_ms, summary, first_line_sha, \
+             last_line_sha, is_run) VALUES ('m', $1, $2, 'old', $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             RETURNING run_key",
+            &[
+                &old_row.get::<_, i64>(10),
+                &old_row.get::<_, i64>(11),
+                &old_row.get::<_, Option<String>>(0),
+                &old_row.get::<_, String>(1),
+                &old_row.get::<_, String>(2),
+                &old_row.get::<_, Option<String>>(3),
+                &old_row.get::<_, Option<i64>>(4),
+                &summary,
+                &old_row.get::<_, Option<Vec<u8>>>(7),
+                &old_row.get::<_, Option<Vec<u8>>>(8),
+                &old_row.get::<_, bool>(9),
+            ],
+        )
+        .unwrap()
+        .get(0);
+    let mut offset = 0i64;
+    for (i, l) in all.split_inclusive(|b| *b == b'\n').enumerate() {
+        old.execute(
+            "INSERT INTO run_lines (run_key, byte_offset, line_no, data) VALUES ($1, $2, $3, $4)",
+            &[&key, &offset, &(i as i64 + 1), &l],
+        )
+        .unwrap();
+        offset += l.len() as i64;
+    }
+    drop(old);
+    let b = backend(&conn, "writer");
+    assert_eq!(b.migration().applied, vec![5]);
+    let gone: i64 = b
+        .with_client(|c| {
+            c.query_one(
+                "SELECT count(*) FROM information_schema.columns WHERE table_name = 'runs' \
+                 AND column_name IN ('committed_len', 'line_count', 'last_write_at', \
+                 'activity_ms', 'last_line_sha')",
+                &[],
+            )
+            .map(|r| r.get(0))
+            .map_err(q)
+        })
+        .unwrap();
+    assert_eq!(gone, 0, "the run row keeps none of what appends change");
+    let list = |b: &PgBackend| -> Vec<RunSummary> {
+        b.list_runs(&RunListQuery::default())
+            .unwrap()
+            .runs
+            .into_iter()
+            .map(comparable)
+            .collect()
+    };
+    assert_eq!(list(&b), list(&reference));
+    assert_eq!(
+        b.run_fingerprint("m").unwrap(),
+        reference.run_fingerprint("m").unwrap()
+    );
+    // Appends go on from the migrated length, counted on from the migrated summary, and the
+    // run still lists as the same bytes appended by this build.
+    let mut end = len;
+    for i in 5..8 {
+        let l = line("m", i);
+        let done = b.append_lines("m", end, &l).unwrap();
+        assert_eq!(reference.append_lines("m", end, &l).unwrap().end, done.end);
+        end = done.end;
+    }
+    assert_eq!(list(&b), list(&reference));
+    assert_eq!(list(&b)[0].record_count, 10);
+    assert_eq!(
+        b.run_fingerprint("m").unwrap(),
+        reference.run_fingerprint("m").unwrap()
+    );
+    // A stale length is still refused.
+    match b.append_lines("m", len, &line("m", 99)) {
+        Err(StorageError::LengthConflict { committed, .. }) => assert_eq!(committed, end),
+        other => panic!("a stale compare-and-swap was not refused: {other:?}"),
+    }
+    // Removing the run removes its tip with it.
+    b.with_client(|c| {
+        c.batch_execute(
+            "DELETE FROM run_lines WHERE run_key = (SELECT run_key FROM runs WHERE run_id = 'm'); \
+             DELETE FROM runs WHERE run_id = 'm'",
+        )
+        .map_err(q)
+    })
+    .unwrap();
+    let tips: i64 = b
+        .with_client(|c| {
+            c.query_one("SELECT count(*) FROM run_tips", &[])
+                .map(|r| r.get(0))
+                .map_err(q)
+        })
+        .unwrap();
+    assert_eq!(tips, 0);
 }

@@ -520,7 +520,8 @@ fn gc_removes_old_runs_and_sessions_with_a_dry_run_and_an_audit() {
     // Make the old runs' last write old too.
     b.with_client(|c| {
         c.execute(
-            "UPDATE runs SET last_write_at = '2020-01-03' WHERE run_id LIKE 'old-%'",
+            "UPDATE run_tips SET last_write_at = '2020-01-03' \
+             WHERE run_key IN (SELECT run_key FROM runs WHERE run_id LIKE 'old-%')",
             &[],
         )
         .map(drop)
