@@ -13,6 +13,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
     use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
 
     use parking_lot::Mutex;
     use rusqlite::StatementStatus;
@@ -48,6 +49,24 @@ mod tests {
         std::fs::write(dir.join(format!("{run}.jsonl")), text).unwrap();
     }
 
+    /// Sets the modification time of every file and directory under `dir` (files first).
+    fn age(dir: &Path, at: SystemTime) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                age(&p, at);
+            } else {
+                std::fs::File::options()
+                    .write(true)
+                    .open(&p)
+                    .unwrap()
+                    .set_modified(at)
+                    .unwrap();
+            }
+        }
+        std::fs::File::open(dir).unwrap().set_modified(at).unwrap();
+    }
+
     #[derive(Debug, Default, Clone, Copy)]
     struct Cost {
         statements: u64,
@@ -63,6 +82,9 @@ mod tests {
         for i in 0..n {
             plant(root, i);
         }
+        // Written an hour ago: a directory changed within the racy window of the first build
+        // would be listed again by the warm refresh, whatever the listing costs.
+        age(root, SystemTime::now() - Duration::from_secs(3600));
         let options = StoreOptions {
             durability: SaveDurability::NoSync,
             ..StoreOptions::default()
