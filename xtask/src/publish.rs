@@ -248,9 +248,17 @@ fn publishable_crates_carry_registry_metadata() {
     assert!(bad.is_empty(), "registry metadata:\n{}", bad.join("\n"));
 }
 
+/// Held while `cargo package` runs: it reads the git status of the checkout and may refresh and
+/// write `.git/index`, which two of them at once can fail at (seen on a fresh clone, whose index
+/// stat data is stale, as "could not obtain index object").
+static PACKAGE_GIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The files of crate `name`'s package, relative to the crate directory
-/// (`cargo package --list`).
+/// (`cargo package --list`). Calls are serialised ([`PACKAGE_GIT`]).
 pub(crate) fn package_files(name: &str) -> Vec<String> {
+    let _git = PACKAGE_GIT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let out = crate::cargo()
         .args([
             "package",
