@@ -527,32 +527,16 @@ fn sums_of(v: &[OwnedValue]) -> Option<Sums> {
 /// and `until ≥ DU`, outside when `since ≥ DU` or `until ≤ DT00:00:`, else it is cut.
 pub(crate) fn read_days(conn: &Connection, w: &Window) -> rusqlite::Result<Option<Read>> {
     let mut out = Read::default();
-    // The days that can hold a key inside the window: from `since`'s date to `until`'s.
-    let lo = w.since.as_deref().map_or("", |s| s.get(..10).unwrap_or(s));
-    let hi = w
-        .until
-        .as_deref()
-        .map_or("\u{10ffff}", |u| u.get(..10).unwrap_or(u));
-    let sql = format!(
-        "SELECT day, {SUMS} FROM run_day_totals WHERE (day >= ?1 AND day <= ?2) OR day >= '~'"
-    );
-    let mut stmt = conn.prepare(&sql)?;
+    let Some((days, rows, steps)) = read_day_rows(conn, w)? else {
+        return Ok(None);
+    };
+    out.rows = rows;
+    out.steps = steps;
     let mut cut = Vec::new();
-    let mut rows = stmt.query(rusqlite::params![lo, hi])?;
-    while let Some(r) = rows.next()? {
-        out.rows += 1;
-        let v = owned_row(r, 10)?;
-        let (Some(day), Some(sums)) = (v.first().and_then(|k| text_of(k.as_ref()).0), sums_of(&v))
-        else {
-            return Ok(None);
-        };
-        if day.starts_with('~') {
-            return Ok(None);
-        }
-        if day == "(unknown date)" {
-            if !w.bounded() {
-                out.groups.insert(day, sums);
-            }
+    for (day, sums) in days {
+        // Only there when the window is unbounded.
+        if day == UNKNOWN_DATE {
+            out.groups.insert(day, sums);
             continue;
         }
         let (first, end) = (format!("{day}T00:00:"), format!("{day}U"));
@@ -576,8 +560,6 @@ pub(crate) fn read_days(conn: &Connection, w: &Window) -> rusqlite::Result<Optio
             });
         }
     }
-    drop(rows);
-    out.steps = u64::try_from(stmt.get_status(StatementStatus::VmStep)).unwrap_or(0);
     for part in &cut {
         let Some(q) = read(conn, Kind::Quarter, part)? else {
             return Ok(None);
@@ -594,14 +576,15 @@ pub(crate) fn read_days(conn: &Connection, w: &Window) -> rusqlite::Result<Optio
 /// of time key.
 pub(crate) const UNKNOWN_DATE: &str = "(unknown date)";
 
+/// Sums by day, rows read and virtual-machine steps of [`read_day_rows`].
+pub(crate) type DayRows = (BTreeMap<String, Sums>, u64, u64);
+
 /// The rows of `run_day_totals` whose days can hold a start inside the window `w` (with
-/// `(unknown date)` when `w` is unbounded), by day, and the read's SQLite virtual-machine
-/// steps. `Ok(None)` as for [`read`]: a `~` key (a start time that is not canonical) or a
-/// sum that is not a non-negative integer.
-pub(crate) fn read_day_rows(
-    conn: &Connection,
-    w: &Window,
-) -> rusqlite::Result<Option<(BTreeMap<String, Sums>, u64)>> {
+/// `(unknown date)` when `w` is unbounded), by day, the rows read (`(unknown date)`'s
+/// included when it is left out) and the read's SQLite virtual-machine steps. `Ok(None)` as
+/// for [`read`]: a `~` key (a start time that is not canonical) or a sum that is not a
+/// non-negative integer.
+pub(crate) fn read_day_rows(conn: &Connection, w: &Window) -> rusqlite::Result<Option<DayRows>> {
     let lo = w.since.as_deref().map_or("", |s| s.get(..10).unwrap_or(s));
     let hi = w
         .until
@@ -612,8 +595,10 @@ pub(crate) fn read_day_rows(
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut out = BTreeMap::new();
+    let mut read = 0u64;
     let mut rows = stmt.query(rusqlite::params![lo, hi])?;
     while let Some(r) = rows.next()? {
+        read += 1;
         let v = owned_row(r, 10)?;
         let (Some(day), Some(sums)) = (v.first().and_then(|k| text_of(k.as_ref()).0), sums_of(&v))
         else {
@@ -629,7 +614,7 @@ pub(crate) fn read_day_rows(
     }
     drop(rows);
     let steps = u64::try_from(stmt.reset_status(StatementStatus::VmStep)).unwrap_or(0);
-    Ok(Some((out, steps)))
+    Ok(Some((out, read, steps)))
 }
 
 /// The sums of the quarter-hour rows of `run_totals` whose keys are in `[from, to)`, added

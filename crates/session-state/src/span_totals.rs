@@ -188,7 +188,7 @@ impl RunIndex {
         };
         let window = Window { since, until };
         let mut cost = Cost::default();
-        let Some((days, steps)) = running_totals::read_day_rows(&conn, &window).map_err(err())?
+        let Some((days, _, steps)) = running_totals::read_day_rows(&conn, &window).map_err(err())?
         else {
             return Ok(None);
         };
