@@ -11,24 +11,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use session_cli::{Env, Terminal, run_with};
+mod common;
 
-/// `sessions --root ROOT ARGS…` in-process: exit code, stdout, stderr.
-fn sessions(root: &Path, args: &[&str]) -> (i32, String, String) {
-    let env = Env::from_pairs([
-        ("HOME".to_owned(), "/nonexistent-home".to_owned()),
-        ("TZ".to_owned(), "UTC".to_owned()),
-    ]);
-    let mut argv: Vec<std::ffi::OsString> = vec!["sessions".into(), "--root".into(), root.into()];
-    argv.extend(args.iter().map(Into::into));
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_with(argv, &mut out, &mut err, &env, Terminal::default());
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+use common::in_process as sessions;
 
 /// The run logs under `dir` (any depth, `messages/` left out), sorted.
 fn logs(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -5,18 +5,11 @@
 
 use std::path::Path;
 
-use session_cli::{Env, Terminal, run_with};
+mod common;
 
 fn sessions(root: &Path, args: &[&str]) -> (i32, String) {
-    let env = Env::from_pairs([
-        ("HOME".to_owned(), "/nonexistent-home".to_owned()),
-        ("TZ".to_owned(), "UTC".to_owned()),
-    ]);
-    let mut argv: Vec<std::ffi::OsString> = vec!["sessions".into(), "--root".into(), root.into()];
-    argv.extend(args.iter().map(Into::into));
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_with(argv, &mut out, &mut err, &env, Terminal::default());
-    (code, String::from_utf8(out).unwrap())
+    let (code, out, _) = common::in_process(root, args);
+    (code, out)
 }
 
 /// 24 run files over two days: clean, torn, with garbage, NUL bytes, requests without

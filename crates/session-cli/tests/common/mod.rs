@@ -69,3 +69,23 @@ pub(crate) fn run_at(root: &Path, now: &str, args: &[&str]) -> Run {
     assert!(!r.err.contains("panicked"), "panic: {}", r.err);
     r
 }
+
+/// Runs `sessions --root ROOT ARGS…` in-process (`session_cli::run_with`, UTC, no home):
+/// exit code, stdout, stderr.
+#[allow(dead_code)]
+pub(crate) fn in_process(root: &Path, args: &[&str]) -> (i32, String, String) {
+    use session_cli::{Env, Terminal, run_with};
+    let env = Env::from_pairs([
+        ("HOME".to_owned(), "/nonexistent-home".to_owned()),
+        ("TZ".to_owned(), "UTC".to_owned()),
+    ]);
+    let mut argv: Vec<std::ffi::OsString> = vec!["sessions".into(), "--root".into(), root.into()];
+    argv.extend(args.iter().map(Into::into));
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = run_with(argv, &mut out, &mut err, &env, Terminal::default());
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
