@@ -46,7 +46,9 @@
 //! (default 7), `SESSION_SCALE_DIR` (parent of the temporary stores; default the system temp
 //! directory), `SESSION_SCALE_OPEN_MB` (default 211), `SESSION_SCALE_KEEP` (set: keep the
 //! generated stores and print where, for profiling one command by hand). Otherwise the stores
-//! are removed at the end.
+//! are removed at the end. `SESSION_SCALE_BASELINE` (the path of another `sessions` binary,
+//! e.g. one built from an earlier commit and copied aside): the first index build is also
+//! timed with it, right after this binary's in every round, and the ratio of the two printed.
 
 // A benchmark program: printing the table is its interface.
 #![allow(
@@ -249,10 +251,21 @@ fn generate(root: &Path, n: usize) -> u64 {
 /// The `sessions` binary built with this benchmark's profile.
 const BIN: &str = env!("CARGO_BIN_EXE_sessions");
 
+/// Another `sessions` binary to time the first index build with, round by round beside this
+/// one's (`SESSION_SCALE_BASELINE`: e.g. one built from the main branch, copied aside).
+fn baseline() -> Option<PathBuf> {
+    std::env::var_os("SESSION_SCALE_BASELINE").map(PathBuf::from)
+}
+
 /// Runs `sessions --root <root> <args>` as a process, output discarded; its wall time.
 fn sessions(root: &Path, args: &[String]) -> Duration {
+    sessions_of(Path::new(BIN), root, args)
+}
+
+/// [`sessions`] with the binary `bin`.
+fn sessions_of(bin: &Path, root: &Path, args: &[String]) -> Duration {
     let start = Instant::now();
-    let out = Command::new(BIN)
+    let out = Command::new(bin)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", "/nonexistent-home")
@@ -318,13 +331,24 @@ const STATS_ZONE: &str = "stats --tz Europe/Berlin";
 /// The label of the cold listing (the first index build).
 const COLD: &str = "first index build (runs --limit 50, no run rows)";
 
+/// The label of the cold listing by the baseline binary ([`baseline`]).
+const COLD_BASELINE: &str = "first index build, baseline binary";
+
 /// The commands of the scaling table, by label: answer-sized first, then store-sized.
 fn commands(n: usize) -> Vec<(&'static str, Vec<String>, Kind)> {
     let run = run_id(n / 2);
     let session = session_id(n / 2);
     let s = |v: &[&str]| v.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
-    vec![
-        (COLD, s(&["runs", "--limit", "50", "--json"]), Kind::Cold),
+    let cold_baseline = baseline().map(|_| {
+        (
+            COLD_BASELINE,
+            s(&["runs", "--limit", "50", "--json"]),
+            Kind::Cold,
+        )
+    });
+    let mut cmds = vec![(COLD, s(&["runs", "--limit", "50", "--json"]), Kind::Cold)];
+    cmds.extend(cold_baseline);
+    cmds.extend([
         (
             "runs --limit 50",
             s(&["runs", "--limit", "50", "--json"]),
@@ -357,7 +381,8 @@ fn commands(n: usize) -> Vec<(&'static str, Vec<String>, Kind)> {
             Kind::Store,
         ),
         ("reindex", s(&["reindex"]), Kind::Store),
-    ]
+    ]);
+    cmds
 }
 
 /// The files of `state.db` (with its WAL, when there is one), as `(path in the store, copy)`.
@@ -523,18 +548,24 @@ fn measure(parent: &Path, n: usize, repeats: usize) -> Measured {
     let load_before = loadavg();
     let mut all: BTreeMap<&'static str, Vec<Duration>> = BTreeMap::new();
     // One warm-up round, then interleaved rounds.
-    for (_, args, kind) in &cmds {
+    let bin = |label: &str| match baseline() {
+        Some(b) if label == COLD_BASELINE => b,
+        _ => PathBuf::from(BIN),
+    };
+    for (label, args, kind) in &cmds {
         if *kind == Kind::Cold {
             restore_state_db(&root, &pristine);
         }
-        sessions(&root, args);
+        sessions_of(&bin(label), &root, args);
     }
     for _ in 0..repeats {
         for (label, args, kind) in &cmds {
             if *kind == Kind::Cold {
                 restore_state_db(&root, &pristine);
             }
-            all.entry(label).or_default().push(sessions(&root, args));
+            all.entry(label)
+                .or_default()
+                .push(sessions_of(&bin(label), &root, args));
         }
     }
     let open_mb: u64 = std::env::var("SESSION_SCALE_OPEN_MB")
@@ -618,6 +649,16 @@ fn main() {
                 ms(s.max)
             );
         }
+        if let (Some(new), Some(old)) = (m.times.get(COLD), m.times.get(COLD_BASELINE)) {
+            println!(
+                "\nfirst index build, this binary ÷ baseline binary ({}), medians: {:.2} \
+                 (min {:.2}, max {:.2})",
+                baseline().unwrap_or_default().display(),
+                new.median.as_secs_f64() / old.median.as_secs_f64(),
+                new.min.as_secs_f64() / old.min.as_secs_f64(),
+                new.max.as_secs_f64() / old.max.as_secs_f64()
+            );
+        }
         if let Some(o) = &m.open_run {
             println!(
                 "\nopen run of {:.0} MB: first index {} ms; `runs --limit 50` after one appended \
@@ -689,7 +730,7 @@ fn targets(small: &Measured, large: &Measured) {
         }
     }
     for label in &large.order {
-        if large.kinds[label] != Kind::Answer {
+        if large.kinds[label] != Kind::Answer && *label != COLD_BASELINE {
             let bps = large.bytes as f64 / large.times[label].median.as_secs_f64();
             let r = bps / large.reader_bps;
             row(

@@ -947,6 +947,137 @@ mod tests {
         assert_eq!(index_dump(root), unchanged);
     }
 
+    /// Whether another connection to the store's `state.db` can take its write lock now
+    /// (without waiting).
+    fn write_lock_free(root: &Path) -> bool {
+        let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+        conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let free = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+        if free {
+            conn.execute_batch("ROLLBACK").unwrap();
+        }
+        free
+    }
+
+    #[test]
+    fn a_first_build_writes_each_row_as_its_read_is_taken() {
+        for threads in [1, 3] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            damaged_store(root);
+            let store = crate::StateStore::open(root).unwrap();
+            crate::runs::take_write_cost();
+            // At each file taken: the rows written so far, and whether the write lock was free.
+            let mut seen: Vec<(u64, u64, bool)> = Vec::new();
+            let mut written = 0;
+            let report = with_threads(threads, || {
+                store
+                    .index_runs_with_progress(&mut |done, _| {
+                        written += crate::runs::take_write_cost().rows;
+                        seen.push((done, written, write_lock_free(root)));
+                    })
+                    .unwrap()
+            });
+            assert_eq!(report.files_read, 44, "{report:?}");
+            assert!(report.failed.is_empty(), "{report:?}");
+            // Every file is new: its row is written when it is taken, not after the last one,
+            // under the write transaction taken before the first.
+            let want: Vec<(u64, u64, bool)> = (1..=44).map(|k| (k, k, false)).collect();
+            assert_eq!(seen, want, "{threads} thread(s)");
+            assert!(write_lock_free(root));
+
+            // A refresh reading a few files reads them without the lock, and writes after.
+            let day = root.join("2026/11/04");
+            std::fs::create_dir_all(&day).unwrap();
+            let src = root.join("2026/11/01/10000000-0000-4000-8000-000000000000.jsonl");
+            for k in 0..3 {
+                let name = format!("4{k:02}00000-0000-4000-8000-000000000000.jsonl");
+                std::fs::copy(&src, day.join(name)).unwrap();
+            }
+            let mut seen = Vec::new();
+            let report = store
+                .index_runs_with_progress(&mut |done, _| {
+                    seen.push((
+                        done,
+                        crate::runs::take_write_cost().rows,
+                        write_lock_free(root),
+                    ));
+                })
+                .unwrap();
+            assert_eq!(report.added, 3, "{report:?}");
+            assert!(seen.len() >= 3, "{seen:?}");
+            assert!(
+                seen.iter().all(|&(_, rows, free)| rows == 0 && free),
+                "{seen:?}"
+            );
+            assert_eq!(crate::runs::take_write_cost().rows, 3);
+        }
+    }
+
+    /// The running totals of the index at `root`, every row in key order.
+    fn totals_dump(root: &Path) -> String {
+        let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+        let mut out = String::new();
+        for (table, key) in [
+            ("run_totals", "kind, key"),
+            ("run_day_totals", "day"),
+            ("run_dup_ids", "run_id"),
+        ] {
+            let mut stmt = conn
+                .prepare(&format!("SELECT * FROM {table} ORDER BY {key}"))
+                .unwrap();
+            let n = stmt.column_count();
+            let mut rows = stmt.query([]).unwrap();
+            while let Some(r) = rows.next().unwrap() {
+                out.push_str(table);
+                for i in 0..n {
+                    out.push_str(&format!("|{:?}", r.get_ref(i).unwrap()));
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_first_build_interrupted_half_way_leaves_an_index_the_next_refresh_completes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        damaged_store(root);
+        // The index as a first build in one go leaves it, on a copy of the store.
+        let whole = tempfile::tempdir().unwrap();
+        copy_tree(root, whole.path());
+        crate::StateStore::open(whole.path())
+            .unwrap()
+            .index_runs()
+            .unwrap();
+        let empty = {
+            crate::StateStore::open(root).unwrap();
+            (index_dump(root), totals_dump(root))
+        };
+        // Stopped at the 20th of 44 files, rows written: nothing of the pass is kept, the
+        // indexes and triggers it dropped included.
+        let stopped = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            with_threads(3, || {
+                crate::StateStore::open(root)
+                    .unwrap()
+                    .index_runs_with_progress(&mut |done, _| {
+                        assert!(done < 20, "stopped at file {done}");
+                    })
+            })
+        }));
+        assert!(stopped.is_err());
+        assert_eq!((index_dump(root), totals_dump(root)), empty);
+        // The next refresh builds all of it.
+        let report = crate::StateStore::open(root).unwrap().index_runs().unwrap();
+        assert_eq!(report.files_read, 44, "{report:?}");
+        assert_eq!(index_dump(root), index_dump(whole.path()));
+        assert_eq!(totals_dump(root), totals_dump(whole.path()));
+        assert!(!totals_dump(root).is_empty());
+        let again = crate::StateStore::open(root).unwrap().reindex().unwrap();
+        assert_eq!((again.unchanged, again.changes.len()), (44, 0), "{again:?}");
+    }
+
     #[test]
     fn one_thread_runs_the_jobs_on_the_taker() {
         let taker = std::thread::current().id();

@@ -438,6 +438,8 @@ struct Snapshot {
     damaged: Vec<DamagedRow>,
     /// `run_resume`: where the reading of each open run stopped.
     checkpoints: BTreeMap<String, String>,
+    /// Whether `runs` had no row: this refresh is a first build.
+    runs_empty: bool,
 }
 
 /// A row of the index that holds values its columns should not (see
@@ -726,8 +728,9 @@ pub(crate) fn upsert(conn: &Connection, values: &[Value]) -> rusqlite::Result<()
 }
 
 /// What the `runs` writers ([`RunWriter`]) of this thread did, counted for the cost tests:
-/// statements prepared, rows written and the SQLite VM steps of those statements (each
-/// index a row goes into adds its own steps).
+/// statements prepared, rows written (counted as each is written) and the SQLite VM steps of
+/// those statements (each index a row goes into adds its own steps; counted when the writer
+/// is dropped).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct WriteCost {
     pub(crate) statements: u64,
@@ -752,7 +755,6 @@ pub(crate) fn take_write_cost() -> WriteCost {
 /// built per row).
 pub(crate) struct RunWriter<'c> {
     stmt: rusqlite::CachedStatement<'c>,
-    rows: u64,
 }
 
 impl<'c> RunWriter<'c> {
@@ -766,7 +768,7 @@ impl<'c> RunWriter<'c> {
             cost.statements += 1;
             c.set(cost);
         });
-        Ok(RunWriter { stmt, rows: 0 })
+        Ok(RunWriter { stmt })
     }
 
     /// Stores the row of `row` at `rel` (replacing a row at the same path).
@@ -786,7 +788,13 @@ impl<'c> RunWriter<'c> {
                 .raw_bind_parameter(i + 1, rusqlite::types::ToSqlOutput::Borrowed(*v))?;
         }
         self.stmt.raw_execute()?;
-        self.rows += 1;
+        // Counted as it is written: a pass that writes while it reads shows its rows written
+        // at each file taken.
+        WRITE_COST.with(|c| {
+            let mut cost = c.get();
+            cost.rows += 1;
+            c.set(cost);
+        });
         Ok(())
     }
 }
@@ -795,10 +803,8 @@ impl Drop for RunWriter<'_> {
     fn drop(&mut self) {
         let steps =
             u64::try_from(self.stmt.reset_status(rusqlite::StatementStatus::VmStep)).unwrap_or(0);
-        let rows = self.rows;
         WRITE_COST.with(|c| {
             let mut cost = c.get();
-            cost.rows += rows;
             cost.vm_steps += steps;
             c.set(cost);
         });
@@ -832,6 +838,129 @@ fn create_run_indexes(conn: &Connection, sqls: &[String]) -> rusqlite::Result<()
         conn.execute_batch(sql)?;
     }
     Ok(())
+}
+
+/// Runs `write` (rows written into `runs`), with `rebuild` between [`drop_run_indexes`] and
+/// [`create_run_indexes`]: the secondary indexes built once after the rows.
+fn with_indexes_rebuilt(
+    conn: &Connection,
+    rebuild: bool,
+    write: impl FnOnce() -> rusqlite::Result<()>,
+) -> rusqlite::Result<()> {
+    let indexes = if rebuild {
+        drop_run_indexes(conn)?
+    } else {
+        Vec::new()
+    };
+    write()?;
+    create_run_indexes(conn, &indexes)
+}
+
+/// Whether `runs` has no row.
+fn runs_empty(conn: &Connection) -> rusqlite::Result<bool> {
+    Ok(crate::column::query_int(conn, "SELECT NOT EXISTS (SELECT 1 FROM runs)", [])? == 1)
+}
+
+/// Whether a refresh that reads `to_read` files takes the write transaction before it reads
+/// them and writes each row as its read is taken, so that the writing overlaps the reading:
+/// a first build (`runs` had no row) of at least [`INDEX_REBUILD_ROWS`] files, or a catch-up
+/// of at least [`crate::running_totals::BULK_ROWS`] files. Any other refresh reads without
+/// the lock and writes its changes afterwards, holding the lock only for that.
+fn writes_while_reading(runs_empty: bool, to_read: usize) -> bool {
+    to_read >= crate::running_totals::BULK_ROWS || (runs_empty && to_read >= INDEX_REBUILD_ROWS)
+}
+
+/// What a refresh goes through while it takes its candidates: the reads, the snapshot they
+/// are compared with, and what it reports and changes.
+struct Pass<'a> {
+    snap: &'a Snapshot,
+    reads: &'a mut crate::read_pool::RefreshReads,
+    report: &'a mut IndexReport,
+    changes: &'a mut Changes,
+    failed_dirs: &'a mut BTreeSet<String>,
+}
+
+impl Pass<'_> {
+    /// Compares candidate `i` (of the pass's list) with its stored row and, when it changed,
+    /// takes its read: counts it in the report, records its watch entry and checkpoint
+    /// changes, and returns the row to store with its diagnostic (`None`: the stored row
+    /// stands, or the file could not be read).
+    fn take(&mut self, i: usize, c: &Candidate) -> Option<(RunRow, Option<String>)> {
+        let f = &c.listed;
+        let mut upsert = None;
+        let open = if let Some(k) = c.known.filter(|k| k.matches(f)) {
+            self.report.unchanged += 1;
+            Some((k.open, false))
+        } else {
+            // An open run that grew goes on from where the last pass stopped.
+            let stored = c
+                .known
+                .and_then(|_| self.snap.checkpoints.get(&f.rel))
+                .map(String::as_str);
+            let (read, moved) = self.reads.take(i, f, stored);
+            match read {
+                Ok(crate::resume::RowRead {
+                    row,
+                    diagnostic,
+                    checkpoint,
+                    resumed,
+                }) => {
+                    if checkpoint.is_some() || self.snap.checkpoints.contains_key(&f.rel) {
+                        self.changes.checkpoints.push((f.rel.clone(), checkpoint));
+                    }
+                    self.report.files_resumed += u64::from(resumed);
+                    if row.damage_count > 0 {
+                        self.report.damaged.push((f.path.clone(), row.damage_count));
+                    }
+                    if c.known.is_some() {
+                        self.report.updated += 1;
+                    } else {
+                        self.report.added += 1;
+                    }
+                    self.report.files_read += 1;
+                    let open = row.outcome == IndexedRunOutcome::Open;
+                    upsert = Some((row, diagnostic));
+                    Some((open, !open && moved))
+                }
+                Err(e) => {
+                    self.report.failed.push((f.path.clone(), e.to_string()));
+                    self.failed_dirs.insert(tree::parent_rel(&f.rel).to_owned());
+                    None
+                }
+            }
+        };
+        match open {
+            Some((open, moved)) => {
+                let want = keep_watching(open, f, moved);
+                if want && !c.watched {
+                    self.changes.watch_add.push(f.rel.clone());
+                } else if !want && c.watched {
+                    self.changes.watch_drop.push(f.rel.clone());
+                }
+            }
+            // Unreadable: looked at again next time (its directory or its watch entry).
+            None if !c.watched && c.known.is_some() => {
+                self.changes.watch_add.push(f.rel.clone());
+            }
+            None => {}
+        }
+        upsert
+    }
+
+    /// Records the day directories listed (with their number of files), once every file was
+    /// taken: those with a file that could not be read or listed are dropped instead, so the
+    /// next refresh lists them again.
+    fn record_dirs(&mut self, listed: Vec<(&DateDir, usize)>) {
+        for (d, n) in listed {
+            if self.failed_dirs.contains(&d.rel) {
+                self.changes.dir_deletes.push(d.rel.clone());
+            } else {
+                self.changes
+                    .dir_upserts
+                    .push((d.rel.clone(), dir_row(d, n)));
+            }
+        }
+    }
 }
 
 /// Every change a refresh applies, in one transaction.
@@ -872,22 +1001,31 @@ impl Changes {
     /// (rows written into an empty `runs` table) the secondary indexes of `runs` are built
     /// once after the rows ([`drop_run_indexes`]).
     fn apply(&self, conn: &Connection, rebuild_indexes: bool) -> rusqlite::Result<u64> {
-        let mut deleted = 0u64;
+        self.drop_damaged(conn)?;
+        with_indexes_rebuilt(conn, rebuild_indexes, || {
+            let mut writer = RunWriter::new(conn)?;
+            for (rel, row, diagnostic) in &self.upserts {
+                writer.write(rel, row, diagnostic.as_deref())?;
+            }
+            Ok(())
+        })?;
+        self.apply_rest(conn)
+    }
+
+    /// Drops the damaged rows (first of all changes: by `rowid`, before a row written now
+    /// could take one of theirs).
+    fn drop_damaged(&self, conn: &Connection) -> rusqlite::Result<()> {
         for (table, rowid) in &self.drop_rows {
             conn.prepare_cached(&format!("DELETE FROM {table} WHERE rowid = ?1"))?
                 .execute([rowid])?;
         }
-        let indexes = if rebuild_indexes {
-            drop_run_indexes(conn)?
-        } else {
-            Vec::new()
-        };
-        let mut writer = RunWriter::new(conn)?;
-        for (rel, row, diagnostic) in &self.upserts {
-            writer.write(rel, row, diagnostic.as_deref())?;
-        }
-        drop(writer);
-        create_run_indexes(conn, &indexes)?;
+        Ok(())
+    }
+
+    /// Applies every change but the damaged rows and the rows to store (written before);
+    /// returns the number of run rows deleted.
+    fn apply_rest(&self, conn: &Connection) -> rusqlite::Result<u64> {
+        let mut deleted = 0u64;
         for rel in &self.removed {
             deleted += conn
                 .prepare_cached("DELETE FROM runs WHERE path = ?1")?
@@ -980,7 +1118,13 @@ impl RunIndex {
     /// size or mtime changed are re-read, rows of vanished files are dropped, unchanged files
     /// are not opened. Picks up runs of any writer (the reference's too) and `.jsonl.zst`
     /// archives. Reading happens without holding the database lock; the changes are applied in
-    /// one transaction.
+    /// one transaction. A store-sized pass is the exception: a first build (`runs` had no row)
+    /// of 32 files or more, or a refresh that reads 4,096 files or more, takes the write lock
+    /// before its reads are taken and writes each row as its read comes in, while the workers
+    /// read on (as [`RunIndex::reindex`] does): the writing overlaps the reading, readers go
+    /// on reading the previous index, and another writer waits (up to the busy timeout) for
+    /// the pass. It is one transaction too: a pass that fails or is interrupted leaves the
+    /// index as it was, and the next refresh finds all of it still to do.
     ///
     /// # Cost
     ///
@@ -1064,6 +1208,7 @@ impl RunIndex {
                 prefixes: read_prefixes(&conn, &mut damaged).map_err(err())?,
                 watch: read_watch(&conn, &mut damaged).map_err(err())?,
                 checkpoints: crate::resume::read_checkpoints(&conn).map_err(err())?,
+                runs_empty: runs_empty(&conn).map_err(err())?,
                 dirs,
                 relisted,
                 damaged,
@@ -1230,110 +1375,89 @@ impl RunIndex {
         report.unchanged = u64::try_from(unchanged_elsewhere.max(0)).unwrap_or(0);
 
         // 4. Compare and read what changed (read ahead on the read pool, in this order).
-        let mut reads = crate::read_pool::RefreshReads::start(
-            candidates
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| !c.known.is_some_and(|k| k.matches(&c.listed)))
-                .map(|(i, c)| {
-                    let stored = c.known.and_then(|_| snap.checkpoints.get(&c.listed.rel));
-                    let job = crate::read_pool::FileJob::of(&c.listed, stored.map(String::as_str));
-                    (i, job)
-                })
-                .collect(),
-        );
+        let jobs: Vec<(usize, crate::read_pool::FileJob)> = candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.known.is_some_and(|k| k.matches(&c.listed)))
+            .map(|(i, c)| {
+                let stored = c.known.and_then(|_| snap.checkpoints.get(&c.listed.rel));
+                let job = crate::read_pool::FileJob::of(&c.listed, stored.map(String::as_str));
+                (i, job)
+            })
+            .collect();
+        let to_read = jobs.len();
+        let mut reads = crate::read_pool::RefreshReads::start(jobs);
         let total = candidates.len() as u64;
-        for (i, c) in candidates.iter().enumerate() {
-            let f = &c.listed;
-            let open = if let Some(k) = c.known.filter(|k| k.matches(f)) {
-                report.unchanged += 1;
-                Some((k.open, false))
-            } else {
-                // An open run that grew goes on from where the last pass stopped.
-                let stored = c
-                    .known
-                    .and_then(|_| snap.checkpoints.get(&f.rel))
-                    .map(String::as_str);
-                let (read, moved) = reads.take(i, f, stored);
-                match read {
-                    Ok(crate::resume::RowRead {
-                        row,
-                        diagnostic,
-                        checkpoint,
-                        resumed,
-                    }) => {
-                        if checkpoint.is_some() || snap.checkpoints.contains_key(&f.rel) {
-                            changes.checkpoints.push((f.rel.clone(), checkpoint));
-                        }
-                        report.files_resumed += u64::from(resumed);
-                        if row.damage_count > 0 {
-                            report.damaged.push((f.path.clone(), row.damage_count));
-                        }
-                        if c.known.is_some() {
-                            report.updated += 1;
-                        } else {
-                            report.added += 1;
-                        }
-                        report.files_read += 1;
-                        let open = row.outcome == IndexedRunOutcome::Open;
-                        changes.upserts.push((f.rel.clone(), row, diagnostic));
-                        Some((open, !open && moved))
-                    }
-                    Err(e) => {
-                        report.failed.push((f.path.clone(), e.to_string()));
-                        failed_dirs.insert(tree::parent_rel(&f.rel).to_owned());
-                        None
-                    }
+        let mut pass = Pass {
+            snap: &snap,
+            reads: &mut reads,
+            report: &mut report,
+            changes: &mut changes,
+            failed_dirs: &mut failed_dirs,
+        };
+        if !writes_while_reading(snap.runs_empty, to_read) {
+            for (i, c) in candidates.iter().enumerate() {
+                if let Some((row, diagnostic)) = pass.take(i, c) {
+                    pass.changes
+                        .upserts
+                        .push((c.listed.rel.clone(), row, diagnostic));
                 }
-            };
-            match open {
-                Some((open, moved)) => {
-                    let want = keep_watching(open, f, moved);
-                    if want && !c.watched {
-                        changes.watch_add.push(f.rel.clone());
-                    } else if !want && c.watched {
-                        changes.watch_drop.push(f.rel.clone());
-                    }
-                }
-                // Unreadable: looked at again next time (its directory or its watch entry).
-                None if !c.watched && c.known.is_some() => {
-                    changes.watch_add.push(f.rel.clone());
-                }
-                None => {}
+                progress(i as u64 + 1, total);
             }
-            progress(i as u64 + 1, total);
-        }
-        for (d, n) in listed_ok {
-            if failed_dirs.contains(&d.rel) {
-                changes.dir_deletes.push(d.rel.clone());
-            } else {
-                changes.dir_upserts.push((d.rel.clone(), dir_row(d, n)));
+            pass.record_dirs(listed_ok);
+
+            // 5. One transaction for everything.
+            if !changes.is_empty() {
+                let conn = self.lock();
+                let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+                let rows = changes.upserts.len() + changes.removed.len() + changes.vanished.len();
+                let apply = || -> rusqlite::Result<u64> {
+                    // A first build: the indexes are built once after the rows.
+                    let first = changes.upserts.len() >= INDEX_REBUILD_ROWS && runs_empty(&conn)?;
+                    if rows >= crate::running_totals::BULK_ROWS {
+                        // A large catch-up: the running totals are summed once.
+                        crate::running_totals::bulk(&conn, || changes.apply(&conn, first))
+                    } else {
+                        changes.apply(&conn, first)
+                    }
+                };
+                report.removed = apply().map_err(db_err(&self.db_path, "write run index"))?;
+                tx.commit()?;
             }
+            return Ok(report);
         }
 
-        // 5. One transaction for everything.
-        if !changes.is_empty() {
-            let conn = self.lock();
-            let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
-            let rows = changes.upserts.len() + changes.removed.len() + changes.vanished.len();
-            let apply = || -> rusqlite::Result<u64> {
-                // A first build: the indexes are built once after the rows.
-                let first = changes.upserts.len() >= INDEX_REBUILD_ROWS
-                    && crate::column::query_int(
-                        &conn,
-                        "SELECT NOT EXISTS (SELECT 1 FROM runs)",
-                        [],
-                    )? == 1;
-                if rows >= crate::running_totals::BULK_ROWS {
-                    // A first build or a large catch-up: the running totals are summed once.
-                    crate::running_totals::bulk(&conn, || changes.apply(&conn, first))
-                } else {
-                    changes.apply(&conn, first)
+        // 4–5. A first build or a large catch-up: the write transaction is taken before the
+        // reads are, and each row written as its read is taken, while the workers read on.
+        let conn = self.lock();
+        let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+        let rows = to_read + pass.changes.removed.len() + pass.changes.vanished.len();
+        let write = || -> rusqlite::Result<u64> {
+            // Into an empty table (as it is now, under the lock): the indexes are built once
+            // after the rows.
+            let first = to_read >= INDEX_REBUILD_ROWS && runs_empty(&conn)?;
+            pass.changes.drop_damaged(&conn)?;
+            with_indexes_rebuilt(&conn, first, || {
+                let mut writer = RunWriter::new(&conn)?;
+                for (i, c) in candidates.iter().enumerate() {
+                    if let Some((row, diagnostic)) = pass.take(i, c) {
+                        writer.write(&c.listed.rel, &row, diagnostic.as_deref())?;
+                    }
+                    progress(i as u64 + 1, total);
                 }
-            };
-            report.removed = apply().map_err(db_err(&self.db_path, "write run index"))?;
-            tx.commit()?;
-        }
+                Ok(())
+            })?;
+            pass.record_dirs(listed_ok);
+            pass.changes.apply_rest(&conn)
+        };
+        let written = if rows >= crate::running_totals::BULK_ROWS {
+            // The running totals are summed once, not per row written.
+            crate::running_totals::bulk(&conn, write)
+        } else {
+            write()
+        };
+        report.removed = written.map_err(db_err(&self.db_path, "write run index"))?;
+        tx.commit()?;
         Ok(report)
     }
 
