@@ -1164,7 +1164,9 @@ impl RunIndex {
 
     /// [`RunIndex::index_runs`] calling `progress(done, total)` after each file considered
     /// (files of listed directories and watched files; for a progress bar, this crate never
-    /// prints).
+    /// prints). A pass that writes while it reads (a first build, a large catch-up) calls it
+    /// while it holds this index's connection, as [`RunIndex::reindex_with_progress`] does:
+    /// `progress` must not call into the same index or store.
     ///
     /// # Errors
     /// As [`RunIndex::index_runs`].
