@@ -910,9 +910,11 @@ mod tests {
         assert!(indexes.len() >= 4, "{indexes:?}");
         let (indexed, bare) = insert_steps(root);
         assert!(bare < indexed, "{bare} {indexed}");
-        // A first build: one statement for every row.
+        // A first build: one statement for every row, each stored without the indexes and
+        // without the running totals' triggers (summed once after the rows).
         let first = crate::runs::take_write_cost();
         assert_eq!((first.statements, first.rows), (1, 44), "{first:?}");
+        assert_eq!(first.vm_steps, 44 * bare, "{first:?}, {bare} a row");
         let rebuild = |threads| {
             with_threads(threads, || {
                 let report = crate::StateStore::open(root).unwrap().reindex().unwrap();

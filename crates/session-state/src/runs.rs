@@ -1434,10 +1434,11 @@ impl RunIndex {
         let conn = self.lock();
         let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
         let rows = to_read + pass.changes.removed.len() + pass.changes.vanished.len();
+        // Into an empty table (as it is now, under the lock): the indexes are built once after
+        // the rows, and the running totals summed once from them.
+        let first = to_read >= INDEX_REBUILD_ROWS
+            && runs_empty(&conn).map_err(db_err(&self.db_path, "read run index"))?;
         let write = || -> rusqlite::Result<u64> {
-            // Into an empty table (as it is now, under the lock): the indexes are built once
-            // after the rows.
-            let first = to_read >= INDEX_REBUILD_ROWS && runs_empty(&conn)?;
             pass.changes.drop_damaged(&conn)?;
             with_indexes_rebuilt(&conn, first, || {
                 let mut writer = RunWriter::new(&conn)?;
@@ -1452,7 +1453,7 @@ impl RunIndex {
             pass.record_dirs(listed_ok);
             pass.changes.apply_rest(&conn)
         };
-        let written = if rows >= crate::running_totals::BULK_ROWS {
+        let written = if first || rows >= crate::running_totals::BULK_ROWS {
             // The running totals are summed once, not per row written.
             crate::running_totals::bulk(&conn, write)
         } else {
