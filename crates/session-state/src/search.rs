@@ -535,11 +535,17 @@ fn sync_trigrams(t: &Connection) -> rusqlite::Result<SubstringSync> {
                 )?
                 .execute([through])? as u64;
         }
-        t.execute(
-            "UPDATE main.trigram_state SET generation = ?1, indexed_through = ?2, \
-             gone_through = ?3, synced_write = ?4",
-            params![generation, last_id, last_gone, last_write],
-        )?;
+        // Nothing new: nothing written (a refresh with no change writes neither file).
+        if done.rebuilt
+            || (was, through, gone_through, synced)
+                != (generation.clone(), last_id, last_gone, last_write.clone())
+        {
+            t.execute(
+                "UPDATE main.trigram_state SET generation = ?1, indexed_through = ?2, \
+                 gone_through = ?3, synced_write = ?4",
+                params![generation, last_id, last_gone, last_write],
+            )?;
+        }
         query_int(t, "SELECT EXISTS (SELECT 1 FROM m.trigram_gone)", []).map(|n| n != 0)
     })();
     let queued = match result {
@@ -1142,7 +1148,8 @@ impl SearchIndex {
             let syncer = scope.spawn(move || -> Result<()> {
                 let mut failed = None;
                 // A first sync mends what a crash left; then one per nudge (nudges that came
-                // while it ran are one), and a last one when the writer is done.
+                // while it ran are one; the last batch's nudge is received before the writer
+                // is seen gone).
                 loop {
                     if let Err(e) = self.sync_substrings() {
                         failed.get_or_insert(e);
@@ -1151,9 +1158,6 @@ impl SearchIndex {
                         break;
                     }
                     while rx.try_recv().is_ok() {}
-                }
-                if let Err(e) = self.sync_substrings() {
-                    failed.get_or_insert(e);
                 }
                 failed.map_or(Ok(()), Err)
             });
