@@ -13,8 +13,8 @@
 //!
 //! # What is measured
 //! - Indexing throughput (bytes of run files per second into `search.db`: reading and
-//!   extraction on the refresh's reading threads, FTS5 word and trigram tables on its one
-//!   writer) ÷ the plain session-jsonl `Reader`'s throughput over the same files (one thread), on a store of `SESSION_SEARCH_INDEX_RUNS` runs (default 5,000), interleaved:
+//!   extraction on the refresh's reading threads, the FTS5 word table on `search.db`'s writer
+//!   and the trigram table on `search-trigram.db`'s, at once) ÷ the plain session-jsonl `Reader`'s throughput over the same files (one thread), on a store of `SESSION_SEARCH_INDEX_RUNS` runs (default 5,000), interleaved:
 //!   each round reads every file with the `Reader`, then empties and rebuilds the index; goal
 //!   ≥ 0.3. Min / median / max over `SESSION_SEARCH_REPEATS` rounds (default 5).
 //! - On a store of `SESSION_SEARCH_RUNS` runs (default 100,000): the first build, the
@@ -231,11 +231,16 @@ fn store_dir(tag: &str) -> tempfile::TempDir {
 }
 
 fn db_size(root: &Path) -> u64 {
-    ["search.db", "search.db-wal"]
-        .iter()
-        .filter_map(|f| std::fs::metadata(root.join(f)).ok())
-        .map(|m| m.len())
-        .sum()
+    [
+        "search.db",
+        "search.db-wal",
+        "search-trigram.db",
+        "search-trigram.db-wal",
+    ]
+    .iter()
+    .filter_map(|f| std::fs::metadata(root.join(f)).ok())
+    .map(|m| m.len())
+    .sum()
 }
 
 /// [`generate`] for the query store, timed.
@@ -305,7 +310,14 @@ fn queries() {
             let bytes = match known {
                 Some(bytes) => {
                     println!("\nstore of {n} runs kept in {}", kept.display());
-                    for f in ["search.db", "search.db-wal", "search.db-shm"] {
+                    for f in [
+                        "search.db",
+                        "search.db-wal",
+                        "search.db-shm",
+                        "search-trigram.db",
+                        "search-trigram.db-wal",
+                        "search-trigram.db-shm",
+                    ] {
                         let _ = std::fs::remove_file(root.join(f));
                     }
                     bytes

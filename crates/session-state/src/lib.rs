@@ -150,9 +150,9 @@ pub use runs::{
 };
 pub use search::{
     HIGHLIGHT_END, HIGHLIGHT_START, IndexedFile, MatchedBy, RANK_WINDOW, SEARCH_DB,
-    SHORT_SCAN_WINDOW, SearchCounts, SearchDoc, SearchHit, SearchIndex, SearchPlan, SearchQuery,
-    SearchWork, legacy_snapshot_key, legacy_snapshot_lines, quote_phrases, saved_messages_key,
-    substring_snippet,
+    SEARCH_TRIGRAM_DB, SHORT_SCAN_WINDOW, SearchCounts, SearchDoc, SearchHit, SearchIndex,
+    SearchPlan, SearchQuery, SearchWork, SubstringSync, SubstringWriter, legacy_snapshot_key,
+    legacy_snapshot_lines, quote_phrases, saved_messages_key, substring_snippet,
 };
 pub use snapshot::SessionSnapshot;
 pub use span_totals::TimeSpan;

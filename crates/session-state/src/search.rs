@@ -39,16 +39,25 @@ pub const HIGHLIGHT_START: char = '\u{E000}';
 /// Marks the end of a matched part in [`SearchHit::snippet`].
 pub const HIGHLIGHT_END: char = '\u{E001}';
 
-/// `PRAGMA user_version` of the layout below; another value makes [`SearchIndex::open`]
-/// drop and rebuild every table (the file is derived).
-const SEARCH_USER_VERSION: i64 = 6;
+/// File name of the substring index under the sessions root (beside [`SEARCH_DB`], written by
+/// its own connection so that its writes run beside those of `search.db`).
+pub const SEARCH_TRIGRAM_DB: &str = "search-trigram.db";
 
-/// The layout. FTS5 holds a transaction's new terms in memory up to `hashsize` bytes (1 MiB
-/// by default) and writes an index segment each time that fills: 16 MiB per table makes a
+/// `PRAGMA user_version` of the layouts below (both files); another value makes
+/// [`SearchIndex::open`] drop and rebuild every table (the files are derived).
+const SEARCH_USER_VERSION: i64 = 7;
+
+/// The layout of `search.db`. FTS5 holds a transaction's new terms in memory up to `hashsize`
+/// bytes (1 MiB by default) and writes an index segment each time that fills: 16 MiB makes a
 /// refresh of many files write (and later merge) 16 times fewer segments, at the cost of up to
-/// 32 MiB of memory while it writes. `phrase_docs` holds, for the phrases of past queries that
-/// are in many documents, how many documents hold them (see [`bm25`]), kept current by every
-/// write.
+/// 16 MiB of memory per table while it writes. `phrase_docs` holds, for the phrases of past
+/// queries that are in many documents, how many documents hold them (see [`bm25`]), kept
+/// current by every write. Document ids are never used again (`AUTOINCREMENT`): the substring
+/// index in [`SEARCH_TRIGRAM_DB`] follows `docs` by id. `trigram_gone` holds the documents
+/// removed from `docs` (id and text) until the substring index has forgotten them;
+/// `search_writes` a random token per transaction that adds or removes documents (the last
+/// [`WRITES_KEPT`]), by which the substring index knows whether the state it took in is still
+/// part of this file's history; `search_meta` the random `generation` of this file.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS search_files (
     path TEXT PRIMARY KEY,
@@ -61,7 +70,7 @@ CREATE TABLE IF NOT EXISTS search_files (
     mtime_ns INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS docs (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     file TEXT NOT NULL,
     byte_offset INTEGER NOT NULL,
     kind TEXT NOT NULL,
@@ -74,14 +83,25 @@ CREATE TABLE IF NOT EXISTS phrase_docs (
     phrase TEXT PRIMARY KEY,
     docs INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS trigram_gone (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS search_writes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    token TEXT NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS search_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+INSERT OR IGNORE INTO search_meta (key, value) VALUES ('generation', lower(hex(randomblob(16))));
 CREATE INDEX IF NOT EXISTS search_files_by_session ON search_files(session_id);
 CREATE INDEX IF NOT EXISTS search_files_by_workspace ON search_files(workspace);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_words USING fts5(
     text, content='docs', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
-    text, content='docs', content_rowid='id', tokenize='trigram', detail='none');
 INSERT INTO docs_words (docs_words, rank) VALUES ('hashsize', 16777216);
-INSERT INTO docs_trigram (docs_trigram, rank) VALUES ('hashsize', 16777216);
 ";
 
 const DROP: &str = "
@@ -92,6 +112,47 @@ DROP TABLE IF EXISTS docs_trigram;
 DROP TABLE IF EXISTS docs;
 DROP TABLE IF EXISTS search_files;
 DROP TABLE IF EXISTS phrase_docs;
+DROP TABLE IF EXISTS trigram_gone;
+DROP TABLE IF EXISTS search_meta;
+DROP TABLE IF EXISTS search_writes;
+";
+
+/// The layout of [`SEARCH_TRIGRAM_DB`]: the `trigram` table, contentless (its text is that of
+/// `search.db`'s `docs`, row for row by id), no positions (`detail=none`) and no per-row
+/// length record (`columnsize=0`: nothing ranks by it); `trigram_state` records which
+/// `search.db` it follows (`generation`), the highest document id it took in
+/// (`indexed_through`), the last `trigram_gone` entry it acted on (`gone_through`) and the
+/// token of the last `search_writes` entry it saw (`synced_write`).
+const TRIGRAM_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS trigram_state (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    generation TEXT NOT NULL,
+    indexed_through INTEGER NOT NULL,
+    gone_through INTEGER NOT NULL,
+    synced_write TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS docs_trigram USING fts5(
+    text, content='', tokenize='trigram', detail='none', columnsize=0);
+INSERT INTO docs_trigram (docs_trigram, rank) VALUES ('hashsize', 16777216);
+";
+
+/// Entries kept in `search_writes`: a substring index that lags more write transactions than
+/// this behind is rebuilt.
+const WRITES_KEPT: i64 = 10_000;
+
+/// Records a write transaction of `search.db` that adds or removes documents (see
+/// [`SCHEMA`]), forgetting the oldest entry beyond [`WRITES_KEPT`].
+fn log_write(conn: &Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT INTO search_writes (token) VALUES (lower(hex(randomblob(8))))")?
+        .execute([])?;
+    conn.prepare_cached("DELETE FROM search_writes WHERE seq <= ?1")?
+        .execute([conn.last_insert_rowid() - WRITES_KEPT])?;
+    Ok(())
+}
+
+const TRIGRAM_DROP: &str = "
+DROP TABLE IF EXISTS main.docs_trigram;
+DROP TABLE IF EXISTS main.trigram_state;
 ";
 
 /// One document handed to [`SearchIndex::apply`].
@@ -261,13 +322,12 @@ fn apply_one(
     )?;
     // One single-row statement per table and document, no trigger: FTS5 then keeps the
     // transaction's terms in memory and writes one segment at commit, where a trigger's
-    // statement savepoint would make it write a segment (and merge) per document.
+    // statement savepoint would make it write a segment (and merge) per document. The
+    // trigram table is written from `docs` by [`SearchIndex::sync_substrings`].
     let mut ins = conn.prepare_cached(
         "INSERT INTO docs (file, byte_offset, kind, time_ms, text) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
     let mut words = conn.prepare_cached("INSERT INTO docs_words (rowid, text) VALUES (?1, ?2)")?;
-    let mut trigrams =
-        conn.prepare_cached("INSERT INTO docs_trigram (rowid, text) VALUES (?1, ?2)")?;
     for d in docs {
         let text = clean(&d.text);
         ins.execute(params![
@@ -280,7 +340,6 @@ fn apply_one(
         let id = conn.last_insert_rowid();
         first_new.get_or_insert(id);
         words.execute(params![id, text])?;
-        trigrams.execute(params![id, text])?;
     }
     conn.prepare_cached(
         "INSERT INTO search_files (path, run_id, session_id, workspace, indexed_to, \
@@ -303,10 +362,11 @@ fn apply_one(
     Ok(())
 }
 
-/// Removes the documents of `file` from byte offset `from` on, from both FTS5 tables (an
-/// external-content table forgets a row only when told its old text) and from `docs`; those
-/// with ids below `added_from` (the first id the transaction added, `i64::MAX` when none)
-/// are taken out of the kept phrase counts.
+/// Removes the documents of `file` from byte offset `from` on, from the word table (an
+/// external-content table forgets a row only when told its old text) and from `docs`, and
+/// queues them in `trigram_gone` for the substring index (its contentless table forgets a row
+/// only when told its old text too); those with ids below `added_from` (the first id the
+/// transaction added, `i64::MAX` when none) are taken out of the kept phrase counts.
 fn delete_docs(conn: &Connection, file: &str, from: u64, added_from: i64) -> rusqlite::Result<()> {
     // A statement of several rows makes FTS5 flush what it holds in memory (a statement
     // savepoint): run them only when there is something to delete (never for a new file).
@@ -319,16 +379,19 @@ fn delete_docs(conn: &Connection, file: &str, from: u64, added_from: i64) -> rus
         return Ok(());
     }
     bm25::removing(conn, file, to_i64(from), added_from)?;
-    for table in ["docs_words", "docs_trigram"] {
-        conn.prepare_cached(&format!(
-            "INSERT INTO {table} ({table}, rowid, text) SELECT 'delete', id, text FROM docs \
-             WHERE file = ?1 AND byte_offset >= ?2"
-        ))?
-        .execute(params![file, to_i64(from)])?;
-    }
+    conn.prepare_cached(
+        "INSERT INTO docs_words (docs_words, rowid, text) SELECT 'delete', id, text FROM docs \
+         WHERE file = ?1 AND byte_offset >= ?2",
+    )?
+    .execute(params![file, to_i64(from)])?;
+    conn.prepare_cached(
+        "INSERT INTO trigram_gone (id, text) SELECT id, text FROM docs \
+         WHERE file = ?1 AND byte_offset >= ?2",
+    )?
+    .execute(params![file, to_i64(from)])?;
     conn.prepare_cached("DELETE FROM docs WHERE file = ?1 AND byte_offset >= ?2")?
         .execute(params![file, to_i64(from)])?;
-    Ok(())
+    log_write(conn)
 }
 
 /// Counts of the index, for reports and benchmarks.
@@ -346,6 +409,11 @@ pub struct SearchCounts {
 pub struct SearchIndex {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// The connection to [`SEARCH_TRIGRAM_DB`], with `search.db` attached as `m` (only ever
+    /// in deferred transactions, so that it never takes `search.db`'s write lock for long);
+    /// `None` for an index opened read-only without a usable substring file.
+    trigram: Mutex<Option<Connection>>,
+    trigram_path: PathBuf,
     root: PathBuf,
     /// Opened read-only: phrase counts are not kept.
     read_only: bool,
@@ -353,6 +421,160 @@ pub struct SearchIndex {
     walked: AtomicU64,
     /// Ranked pages left to FTS5's `rank` (a text [`tokens`] does not claim, `--fts`).
     fts5_ranked: AtomicU64,
+}
+
+/// Removes a database file with its `-wal` and `-shm` (absent ones are fine).
+fn remove_db_files(path: &Path) -> Result<()> {
+    for suffix in ["", "-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{suffix}", path.display()));
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(StateError::Io {
+                    op: "remove damaged search index",
+                    path: p,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What one [`SearchIndex::sync_substrings`] did, for tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SubstringSync {
+    /// Documents added to the substring index.
+    pub added: u64,
+    /// Documents it forgot (removed from `docs` since).
+    pub forgotten: u64,
+    /// Whether it was emptied first: it followed another `search.db` (deleted, rebuilt, or
+    /// one that lost its last transactions), or a newer state of this one.
+    pub rebuilt: bool,
+}
+
+/// The text of the first column of `sql`'s first row (empty when there is none, or it is
+/// NULL), read through the column module.
+fn query_text(conn: &Connection, sql: &str) -> rusqlite::Result<String> {
+    Ok(crate::column::query_texts(conn, sql, [], 0)?
+        .into_iter()
+        .next()
+        .unwrap_or_default())
+}
+
+/// Brings the substring index up to date with `docs`, in one transaction of the trigram file
+/// that reads one snapshot of `search.db` (attached as `m`).
+fn sync_trigrams(t: &Connection) -> rusqlite::Result<SubstringSync> {
+    let mut done = SubstringSync::default();
+    // A write first: the trigram file's write lock is taken before `search.db` is read, and
+    // `search.db` is only ever read here (its writer goes on meanwhile).
+    t.execute_batch("BEGIN")?;
+    let result = (|| -> rusqlite::Result<bool> {
+        t.execute(
+            "INSERT OR IGNORE INTO main.trigram_state \
+             (one, generation, indexed_through, gone_through, synced_write) \
+             VALUES (1, '', 0, 0, '')",
+            [],
+        )?;
+        let generation = query_text(
+            t,
+            "SELECT coalesce((SELECT value FROM m.search_meta WHERE key = 'generation'), '')",
+        )?;
+        let last_id = query_int(
+            t,
+            "SELECT coalesce((SELECT seq FROM m.sqlite_sequence WHERE name = 'docs'), 0)",
+            [],
+        )?;
+        let last_gone = query_int(
+            t,
+            "SELECT coalesce((SELECT seq FROM m.sqlite_sequence WHERE name = 'trigram_gone'), 0)",
+            [],
+        )?;
+        let last_write = query_text(
+            t,
+            "SELECT coalesce((SELECT token FROM m.search_writes ORDER BY seq DESC LIMIT 1), '')",
+        )?;
+        let was = query_text(t, "SELECT generation FROM main.trigram_state")?;
+        let synced = query_text(t, "SELECT synced_write FROM main.trigram_state")?;
+        let mut through = query_int(t, "SELECT indexed_through FROM main.trigram_state", [])?;
+        let gone_through = query_int(t, "SELECT gone_through FROM main.trigram_state", [])?;
+        // The write it last saw is gone from `search.db`'s history: lost by a crash (or
+        // too long ago to tell).
+        let lost = !synced.is_empty()
+            && query_int(
+                t,
+                "SELECT NOT EXISTS (SELECT 1 FROM m.search_writes WHERE token = ?1)",
+                [&synced],
+            )? != 0;
+        if was != generation || through > last_id || gone_through > last_gone || lost {
+            // Another file, or one that lost transactions this index saw: start over.
+            t.execute(
+                "INSERT INTO main.docs_trigram (docs_trigram) VALUES ('delete-all')",
+                [],
+            )?;
+            through = 0;
+            done.rebuilt = true;
+        } else if last_gone > gone_through {
+            // Only what this index took in (ids up to `through`) is forgotten: a document
+            // added and removed before it came is not in it.
+            done.forgotten = t
+                .prepare_cached(
+                    "INSERT INTO main.docs_trigram (docs_trigram, rowid, text) \
+                     SELECT 'delete', id, text FROM m.trigram_gone \
+                     WHERE seq > ?1 AND id <= ?2 ORDER BY seq",
+                )?
+                .execute(params![gone_through, through])? as u64;
+        }
+        if last_id > through {
+            done.added = t
+                .prepare_cached(
+                    "INSERT INTO main.docs_trigram (rowid, text) \
+                     SELECT id, text FROM m.docs WHERE id > ?1 ORDER BY id",
+                )?
+                .execute([through])? as u64;
+        }
+        // Nothing new: nothing written (a refresh with no change writes neither file).
+        if done.rebuilt
+            || (was, through, gone_through, synced)
+                != (generation.clone(), last_id, last_gone, last_write.clone())
+        {
+            t.execute(
+                "UPDATE main.trigram_state SET generation = ?1, indexed_through = ?2, \
+                 gone_through = ?3, synced_write = ?4",
+                params![generation, last_id, last_gone, last_write],
+            )?;
+        }
+        query_int(t, "SELECT EXISTS (SELECT 1 FROM m.trigram_gone)", []).map(|n| n != 0)
+    })();
+    let queued = match result {
+        Ok(queued) => {
+            t.execute_batch("COMMIT")?;
+            queued
+        }
+        Err(e) => {
+            let _ = t.execute_batch("ROLLBACK");
+            return Err(e);
+        }
+    };
+    if !queued {
+        return Ok(done);
+    }
+    // The queue entries acted on (or moot) go. This writes `search.db`, whose writer may hold
+    // it: when busy they stay, skipped by `gone_through`, and go with a later sync.
+    match t.execute(
+        "DELETE FROM m.trigram_gone WHERE seq <= \
+         (SELECT gone_through FROM main.trigram_state)",
+        [],
+    ) {
+        Ok(_) => {}
+        Err(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::DatabaseBusy
+                || f.code == rusqlite::ErrorCode::DatabaseLocked => {}
+        Err(e) => return Err(e),
+    }
+    Ok(done)
 }
 
 fn lossy_u64(v: Option<i64>) -> u64 {
@@ -400,28 +622,27 @@ impl SearchIndex {
             Ok(c) => c,
             Err(StateError::Db { .. }) => {
                 // Not a database (or a damaged one): it holds nothing that is not elsewhere.
-                for suffix in ["", "-wal", "-shm"] {
-                    let p = PathBuf::from(format!("{}{suffix}", path.display()));
-                    match std::fs::remove_file(&p) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(source) => {
-                            return Err(StateError::Io {
-                                op: "remove damaged search index",
-                                path: p,
-                                source,
-                            });
-                        }
-                    }
-                }
+                remove_db_files(&path)?;
                 let (_f, _) = crate::fsutil::open_private_rw(&path)?;
                 Self::connect(&path)?
+            }
+            Err(e) => return Err(e),
+        };
+        let trigram_path = root.join(SEARCH_TRIGRAM_DB);
+        let trigram = match Self::connect_trigram(&trigram_path, &path) {
+            Ok(c) => c,
+            Err(StateError::Db { .. }) => {
+                // Not a database (or a damaged one): rebuilt from `docs` by the next sync.
+                remove_db_files(&trigram_path)?;
+                Self::connect_trigram(&trigram_path, &path)?
             }
             Err(e) => return Err(e),
         };
         Ok(SearchIndex {
             conn: Mutex::new(conn),
             path,
+            trigram: Mutex::new(Some(trigram)),
+            trigram_path,
             root: root.to_path_buf(),
             read_only: false,
             walked: AtomicU64::new(0),
@@ -446,9 +667,25 @@ impl SearchIndex {
         if version != SEARCH_USER_VERSION {
             return Ok(None);
         }
+        let trigram_path = root.join(SEARCH_TRIGRAM_DB);
+        // Without a usable substring file, substrings are not found (nothing is created).
+        let trigram = if trigram_path.is_file() {
+            Connection::open_with_flags(&trigram_path, flags)
+                .and_then(|t| {
+                    let v = query_int(&t, "PRAGMA user_version", [])?;
+                    t.execute("ATTACH DATABASE ?1 AS m", [path.to_string_lossy()])?;
+                    Ok((v == SEARCH_USER_VERSION).then_some(t))
+                })
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
         Ok(Some(SearchIndex {
             conn: Mutex::new(conn),
             path,
+            trigram: Mutex::new(trigram),
+            trigram_path,
             root: root.to_path_buf(),
             read_only: true,
             walked: AtomicU64::new(0),
@@ -485,6 +722,39 @@ impl SearchIndex {
         Ok(conn)
     }
 
+    /// Opens (creating it with mode 0600 when absent) the substring index at `path`, attaching
+    /// `search.db` (`main`) as `m`; another layout version is rebuilt empty.
+    fn connect_trigram(path: &Path, main: &Path) -> Result<Connection> {
+        if !path.exists() {
+            let (_f, _) = crate::fsutil::open_private_rw(path)?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(db_err(path, "open"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(db_err(path, "set busy timeout"))?;
+        // Derived data, as `search.db` (see `connect`): no `fsync`.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .map_err(db_err(path, "set journal_mode=WAL"))?;
+        conn.execute_batch(
+            "PRAGMA synchronous = OFF; PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;",
+        )
+        .map_err(db_err(path, "set pragmas"))?;
+        let version =
+            query_int(&conn, "PRAGMA user_version", []).map_err(db_err(path, "read version"))?;
+        if version != SEARCH_USER_VERSION {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {TRIGRAM_DROP} {TRIGRAM_SCHEMA} \
+                 PRAGMA user_version = {SEARCH_USER_VERSION}; COMMIT;"
+            ))
+            .map_err(db_err(path, "create substring index"))?;
+        }
+        conn.execute("ATTACH DATABASE ?1 AS m", [main.to_string_lossy()])
+            .map_err(db_err(path, "attach search index"))?;
+        Ok(conn)
+    }
+
     /// Path of `search.db`.
     pub fn path(&self) -> &Path {
         &self.path
@@ -500,6 +770,13 @@ impl SearchIndex {
             "BEGIN IMMEDIATE; {DROP} {SCHEMA} PRAGMA user_version = {SEARCH_USER_VERSION}; COMMIT;"
         ))
         .map_err(db_err(&self.path, "clear search index"))?;
+        drop(conn);
+        // The substring index would see the new generation and empty itself; dropping its
+        // table now gives its pages back at once.
+        if let Some(t) = self.trigram.lock().as_ref() {
+            t.execute_batch(&format!("BEGIN; {TRIGRAM_DROP} {TRIGRAM_SCHEMA} COMMIT;"))
+                .map_err(db_err(&self.trigram_path, "clear substring index"))?;
+        }
         Ok(())
     }
 
@@ -823,11 +1100,82 @@ impl SearchIndex {
     }
 
     /// [`SearchIndex::apply`] for several files in one transaction (FTS5 writes one index
-    /// segment per transaction: a refresh of many small files batches them).
+    /// segment per transaction: a refresh of many small files batches them), then the
+    /// substring index brought up to date ([`SearchIndex::sync_substrings`]).
     ///
     /// # Errors
-    /// [`StateError::Db`]; nothing of the batch is recorded then.
+    /// [`StateError::Db`]; nothing of the batch is recorded then (when only the substring
+    /// index fails, the batch is recorded and that index catches up with the next sync).
     pub fn apply_many(&self, files: &[IndexedFile<'_>]) -> Result<()> {
+        self.write_many(files)?;
+        self.sync_substrings().map(|_| ())
+    }
+
+    /// Brings the substring index ([`SEARCH_TRIGRAM_DB`]) up to date with `search.db`'s
+    /// documents: those added since its last sync are taken in and those removed are
+    /// forgotten, in one transaction of its file; when it follows another `search.db` (deleted
+    /// or rebuilt since), or a state of this one that is gone (a crash lost `search.db`'s last
+    /// transactions), it is emptied and takes in every document. Each file keeps its own
+    /// watermark, so a crash between the two writes is mended by the next sync. Nothing is
+    /// done for an index opened read-only.
+    ///
+    /// # Errors
+    /// [`StateError::Db`] (on the substring file's path).
+    pub fn sync_substrings(&self) -> Result<SubstringSync> {
+        if self.read_only {
+            return Ok(SubstringSync::default());
+        }
+        match self.trigram.lock().as_ref() {
+            Some(t) => {
+                sync_trigrams(t).map_err(db_err(&self.trigram_path, "write substring index"))
+            }
+            None => Ok(SubstringSync::default()),
+        }
+    }
+
+    /// Runs `f` with a [`SubstringWriter`], whose writes of `search.db` leave the substring
+    /// index to a second thread: after each batch it is brought up to date there
+    /// ([`SearchIndex::sync_substrings`]) while the next batch is written, two SQLite writers
+    /// on two files at once. Before returning, the thread has taken in everything written
+    /// (and mended a substring index left behind by a crash, even when `f` writes nothing).
+    ///
+    /// # Errors
+    /// [`StateError::Db`] when a sync of the substring index failed (the documents stay in
+    /// `search.db`; the next sync takes them in); `f`'s own result is returned otherwise.
+    pub fn with_substring_writer<R>(&self, f: impl FnOnce(&SubstringWriter<'_>) -> R) -> Result<R> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
+        std::thread::scope(|scope| {
+            let syncer = scope.spawn(move || -> Result<()> {
+                let mut failed = None;
+                // A first sync mends what a crash left; then one per nudge (nudges that came
+                // while it ran are one; the last batch's nudge is received before the writer
+                // is seen gone).
+                loop {
+                    if let Err(e) = self.sync_substrings() {
+                        failed.get_or_insert(e);
+                    }
+                    if rx.recv().is_err() {
+                        break;
+                    }
+                    while rx.try_recv().is_ok() {}
+                }
+                failed.map_or(Ok(()), Err)
+            });
+            let writer = SubstringWriter {
+                index: self,
+                nudge: tx,
+            };
+            let out = f(&writer);
+            drop(writer);
+            match syncer.join() {
+                Ok(synced) => synced.map(|()| out),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// Writes the files' documents to `search.db` alone (see [`SearchIndex::apply_many`]).
+    fn write_many(&self, files: &[IndexedFile<'_>]) -> Result<()> {
         let conn = self.conn.lock();
         let err = || db_err(&self.path, "write search index");
         conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
@@ -842,6 +1190,9 @@ impl SearchIndex {
                     f.next_line,
                     &mut first_new,
                 )?;
+            }
+            if first_new.is_some() {
+                log_write(&conn)?;
             }
             match first_new {
                 Some(first) => bm25::added(&conn, first),
@@ -858,11 +1209,17 @@ impl SearchIndex {
     }
 
     /// Drops the documents of these run files (paths relative to the root), as `gc` does for
-    /// the runs it moves to the trash. Returns how many files were known.
+    /// the runs it moves to the trash, from both files. Returns how many files were known.
     ///
     /// # Errors
     /// [`StateError::Db`].
     pub fn remove_files(&self, rel_paths: &[String]) -> Result<u64> {
+        let n = self.remove_from_docs(rel_paths)?;
+        self.sync_substrings()?;
+        Ok(n)
+    }
+
+    fn remove_from_docs(&self, rel_paths: &[String]) -> Result<u64> {
         let conn = self.conn.lock();
         let err = || db_err(&self.path, "remove from search index");
         conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
@@ -962,7 +1319,7 @@ impl SearchIndex {
         let substring_ok = !q.fts && words.iter().all(|w| w.chars().count() >= 3);
         if substring_ok && (hits.len() as u64) < limit {
             let want = limit.saturating_add(hits.len() as u64);
-            for h in self.substrings(conn, &words, q, want)? {
+            for h in self.substrings(&words, q, want)? {
                 if (hits.len() as u64) >= limit {
                     break;
                 }
@@ -1103,40 +1460,38 @@ impl SearchIndex {
     }
 
     /// The substring index's matches (step 2 of [`SearchIndex::search`]), newest first, at
-    /// most `limit`. The trigram table keeps no positions (`detail=none`), so it is asked
-    /// with one `LIKE '%word%'` per word, which FTS5 answers from the documents holding all
-    /// of the word's trigrams and SQLite then checks on the text (ASCII letters of any case);
-    /// a word holding `%` or `_` is also checked literally. FTS5 walks its document lists in
-    /// rowid order and stops at the limit. Snippets are cut around the first match.
-    fn substrings(
-        &self,
-        conn: &Connection,
-        words: &[&str],
-        q: &SearchQuery,
-        limit: u64,
-    ) -> Result<Vec<SearchHit>> {
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        let mut like = Vec::new();
+    /// most `limit`, asked on the substring file's connection (`search.db` attached as `m`,
+    /// read in a transaction of its own). The trigram table keeps no text and no positions
+    /// (`contentless`, `detail=none`): each word is asked as every trigram it holds (all of
+    /// them, see [`trigram_query`]), which FTS5 answers from its document lists, and then
+    /// checked as a substring of the document's text (`LIKE`, ASCII letters of any case, `%`
+    /// and `_` taken literally). FTS5 walks its document lists in rowid order and stops at
+    /// the limit. Snippets are cut around the first match.
+    fn substrings(&self, words: &[&str], q: &SearchQuery, limit: u64) -> Result<Vec<SearchHit>> {
+        let guard = self.trigram.lock();
+        let Some(t) = guard.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let Some(expr) = trigram_query(words) else {
+            return Ok(Vec::new());
+        };
+        let mut args: Vec<rusqlite::types::Value> = vec![expr.into()];
+        let mut like = String::new();
         for w in words {
-            args.push(format!("%{w}%").into());
-            like.push(format!("t.text LIKE ?{}", args.len()));
-            if w.contains(['%', '_']) {
-                args.push((*w).to_owned().into());
-                like.push(format!("instr(lower(d.text), lower(?{})) > 0", args.len()));
-            }
+            args.push(format!("%{}%", escape_like(w)).into());
+            like.push_str(&format!(" AND d.text LIKE ?{} ESCAPE '\\'", args.len()));
         }
         let (filters, filter_args) = filter_sql(q, args.len() + 1);
         args.extend(filter_args);
         args.push(to_i64(limit).into());
         let sql = format!(
-            "SELECT {HIT_COLUMNS_F}, d.text FROM docs_trigram t JOIN docs d ON d.id = t.rowid \
-             JOIN search_files f ON f.path = d.file WHERE {}{filters} \
-             ORDER BY t.rowid DESC LIMIT ?{}",
-            like.join(" AND "),
+            "SELECT {HIT_COLUMNS_F}, d.text FROM main.docs_trigram t \
+             JOIN m.docs d ON d.id = t.rowid JOIN m.search_files f ON f.path = d.file \
+             WHERE t.docs_trigram MATCH ?1{like}{filters} ORDER BY t.rowid DESC LIMIT ?{}",
             args.len()
         );
         let run = || -> rusqlite::Result<Vec<SearchHit>> {
-            let mut stmt = conn.prepare_cached(&sql)?;
+            let mut stmt = t.prepare_cached(&sql)?;
             let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
             let mut out = Vec::new();
             while let Some(r) = rows.next()? {
@@ -1146,7 +1501,46 @@ impl SearchIndex {
             }
             Ok(out)
         };
-        run().map_err(|e| db_err(&self.path, "search")(e))
+        run().map_err(|e| db_err(&self.trigram_path, "search")(e))
+    }
+}
+
+/// The trigram table's query for `words` (each of three characters or more): every distinct
+/// run of three characters of every word as a quoted token (`"` doubled), all of which must
+/// be in a document. `None` when there is none.
+fn trigram_query(words: &[&str]) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut terms = Vec::new();
+    for w in words {
+        let chars: Vec<char> = w.chars().collect();
+        for three in chars.windows(3) {
+            let t: String = three.iter().collect();
+            if seen.insert(t.clone()) {
+                terms.push(format!("\"{}\"", t.replace('"', "\"\"")));
+            }
+        }
+    }
+    (!terms.is_empty()).then(|| terms.join(" AND "))
+}
+
+/// [`SearchIndex::with_substring_writer`]'s writer of `search.db`.
+#[derive(Debug)]
+pub struct SubstringWriter<'a> {
+    index: &'a SearchIndex,
+    nudge: std::sync::mpsc::SyncSender<()>,
+}
+
+impl SubstringWriter<'_> {
+    /// [`SearchIndex::apply_many`] but for the substring index, which the writer's second
+    /// thread brings up to date meanwhile.
+    ///
+    /// # Errors
+    /// [`StateError::Db`]; nothing of the batch is recorded then.
+    pub fn apply_many(&self, files: &[IndexedFile<'_>]) -> Result<()> {
+        self.index.write_many(files)?;
+        // A sync already asked for takes this batch in too.
+        let _ = self.nudge.try_send(());
+        Ok(())
     }
 }
 
@@ -2005,13 +2399,12 @@ mod tests {
 
     /// FTS5 segments of `table` (one per flush of its pending terms).
     fn segments(index: &SearchIndex, table: &str) -> i64 {
-        let conn = index.conn.lock();
-        query_int(
-            &conn,
-            &format!("SELECT count(DISTINCT segid) FROM {table}_idx"),
-            [],
-        )
-        .unwrap()
+        let sql = format!("SELECT count(DISTINCT segid) FROM main.{table}_idx");
+        if table == "docs_trigram" {
+            query_int(index.trigram.lock().as_ref().unwrap(), &sql, []).unwrap()
+        } else {
+            query_int(&index.conn.lock(), &sql, []).unwrap()
+        }
     }
 
     /// The statements `f` sends on the index's connection, by their first words (the table
@@ -2062,7 +2455,7 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_of_new_files_sends_three_statements_per_document_and_two_per_file() {
+    fn a_batch_of_new_files_sends_two_statements_per_document_and_two_per_file() {
         let dir = tempfile::tempdir().unwrap();
         let index = SearchIndex::open(dir.path()).unwrap();
         let (a, b) = (work("a"), work("b"));
@@ -2087,7 +2480,8 @@ mod tests {
                 ])
                 .unwrap();
         });
-        let per_doc = ["INSERT docs", "INSERT docs_words", "INSERT docs_trigram"];
+        // The trigram table is in the other file, written by its own connection.
+        let per_doc = ["INSERT docs", "INSERT docs_words"];
         let mut want = vec!["BEGIN IMMEDIATE".to_owned()];
         for n in [3, 2] {
             // Whether the file has documents to replace: an index probe.
@@ -2097,6 +2491,10 @@ mod tests {
             }
             want.push("INSERT search_files".to_owned());
         }
+        // The transaction's token for the substring index, the oldest beyond those kept
+        // forgotten.
+        want.push("INSERT search_writes".to_owned());
+        want.push("DELETE search_writes".to_owned());
         // The kept phrase counts (none kept yet).
         want.push("SELECT phrase_docs".to_owned());
         want.push("COMMIT".to_owned());
@@ -2209,9 +2607,9 @@ mod tests {
         index.apply(&w, &docs, 40, 5).unwrap();
         // The trigram table keeps no positions (`detail=none`): FTS5 refuses phrases on it.
         {
-            let conn = index.conn.lock();
+            let guard = index.trigram.lock();
             let e = query_int(
-                &conn,
+                guard.as_ref().unwrap(),
                 "SELECT count(*) FROM docs_trigram WHERE docs_trigram MATCH '\"capacity\"'",
                 [],
             )
@@ -2257,6 +2655,182 @@ mod tests {
         q.text = "apacit".to_owned();
         assert_eq!(index.search(&q).unwrap().len(), 0);
         assert_eq!(found("apacit").len(), 1);
+    }
+
+    /// The byte offsets of the substring hits of `text`.
+    fn substring_offsets(index: &SearchIndex, text: &str) -> Vec<u64> {
+        index
+            .search(&SearchQuery::new(text))
+            .unwrap()
+            .into_iter()
+            .filter(|h| h.matched_by == MatchedBy::Substring)
+            .map(|h| h.byte_offset)
+            .collect()
+    }
+
+    #[test]
+    fn the_substring_index_is_a_file_of_its_own_that_catches_up_after_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(SEARCH_TRIGRAM_DB))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let a = work("a");
+        index
+            .apply(&a, &[doc(0, "set ux-capacity to 4".to_owned())], 1, 2)
+            .unwrap();
+        assert_eq!(substring_offsets(&index, "x-capac"), vec![0]);
+        // `search.db` written, the process gone before the substring index was: that index
+        // lags, and says nothing of the new document.
+        let mut more = work("a");
+        more.from = 1;
+        index
+            .write_many(&[IndexedFile {
+                work: &more,
+                docs: &[doc(1, "raise ux-capacity again".to_owned())],
+                indexed_to: 2,
+                next_line: 3,
+            }])
+            .unwrap();
+        drop(index);
+        let index = SearchIndex::open(dir.path()).unwrap();
+        assert_eq!(substring_offsets(&index, "x-capac"), vec![0]);
+        // The next refresh's writer catches it up before (and whether or not) it writes.
+        index.with_substring_writer(|_| ()).unwrap();
+        assert_eq!(substring_offsets(&index, "x-capac"), vec![1, 0]);
+        assert_eq!(index.sync_substrings().unwrap(), SubstringSync::default());
+    }
+
+    #[test]
+    fn a_removed_document_is_forgotten_once_even_when_its_queue_entry_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        let (a, b) = (work("a"), work("b"));
+        index
+            .apply(&a, &[doc(0, "alpha ux-capacity".to_owned())], 1, 2)
+            .unwrap();
+        index
+            .apply(&b, &[doc(0, "beta ux-capacity".to_owned())], 1, 2)
+            .unwrap();
+        // `gc` removes `a`; the substring index forgets it in the next sync.
+        assert_eq!(index.remove_from_docs(&["a".to_owned()]).unwrap(), 1);
+        let queued: Vec<(i64, i64, String)> = {
+            let conn = index.conn.lock();
+            let mut stmt = conn
+                .prepare("SELECT seq, id, text FROM trigram_gone")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        assert_eq!(queued.len(), 1);
+        let synced = index.sync_substrings().unwrap();
+        assert_eq!(
+            (synced.forgotten, synced.added, synced.rebuilt),
+            (1, 0, false)
+        );
+        // The queue is emptied after the sync committed; were that lost (the process gone
+        // in between, or `search.db` busy), the entry is not acted on twice.
+        {
+            let conn = index.conn.lock();
+            assert_eq!(
+                query_int(&conn, "SELECT count(*) FROM trigram_gone", []).unwrap(),
+                0
+            );
+            for (seq, id, text) in &queued {
+                conn.execute(
+                    "INSERT INTO trigram_gone (seq, id, text) VALUES (?1, ?2, ?3)",
+                    params![seq, id, text],
+                )
+                .unwrap();
+            }
+        }
+        assert_eq!(index.sync_substrings().unwrap(), SubstringSync::default());
+        assert_eq!(
+            offsets(&index.search(&SearchQuery::new("x-capac")).unwrap()),
+            vec![("b".to_owned(), 0)]
+        );
+        // A document added and removed before the substring index saw it is not forgotten
+        // (it was never taken in).
+        let c = work("c");
+        index
+            .write_many(&[IndexedFile {
+                work: &c,
+                docs: &[doc(0, "gamma ux-capacity".to_owned())],
+                indexed_to: 1,
+                next_line: 2,
+            }])
+            .unwrap();
+        assert_eq!(index.remove_from_docs(&["c".to_owned()]).unwrap(), 1);
+        assert_eq!(index.sync_substrings().unwrap(), SubstringSync::default());
+        let t = index.trigram.lock();
+        let t = t.as_ref().unwrap();
+        t.execute(
+            "INSERT INTO docs_trigram (docs_trigram, rank) VALUES ('integrity-check', 0)",
+            [],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_substring_index_of_another_or_an_older_search_db_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let index = SearchIndex::open(root).unwrap();
+        index
+            .apply(&work("a"), &[doc(0, "alpha ux-capacity".to_owned())], 1, 2)
+            .unwrap();
+        // `search.db` deleted (the substring file left): a new file, a new generation.
+        drop(index);
+        remove_db_files(&root.join(SEARCH_DB)).unwrap();
+        let index = SearchIndex::open(root).unwrap();
+        index
+            .write_many(&[IndexedFile {
+                work: &work("b"),
+                docs: &[doc(5, "beta ux-capacity".to_owned())],
+                indexed_to: 6,
+                next_line: 2,
+            }])
+            .unwrap();
+        let synced = index.sync_substrings().unwrap();
+        assert_eq!((synced.added, synced.rebuilt), (1, true));
+        assert_eq!(substring_offsets(&index, "x-capac"), vec![5]);
+        // `search.db` back at an older state (an operating-system crash lost its last
+        // transactions, which the substring index had taken in): rebuilt too.
+        {
+            let conn = index.conn.lock();
+            conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .unwrap();
+        }
+        let saved = std::fs::read(root.join(SEARCH_DB)).unwrap();
+        index
+            .apply(&work("c"), &[doc(7, "gamma ux-capacity".to_owned())], 8, 2)
+            .unwrap();
+        assert_eq!(substring_offsets(&index, "x-capac"), vec![7, 5]);
+        drop(index);
+        remove_db_files(&root.join(SEARCH_DB)).unwrap();
+        std::fs::write(root.join(SEARCH_DB), saved).unwrap();
+        let index = SearchIndex::open(root).unwrap();
+        index
+            .write_many(&[IndexedFile {
+                work: &work("d"),
+                docs: &[doc(9, "delta ux-capacity".to_owned())],
+                indexed_to: 10,
+                next_line: 2,
+            }])
+            .unwrap();
+        // Document 2 is now "delta" in `search.db`, "gamma" in the substring index.
+        let synced = index.sync_substrings().unwrap();
+        assert_eq!((synced.added, synced.rebuilt), (2, true));
+        assert_eq!(substring_offsets(&index, "x-capac"), vec![9, 5]);
+        assert!(substring_offsets(&index, "amma ux").is_empty());
     }
 
     #[test]

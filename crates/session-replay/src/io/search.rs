@@ -5,7 +5,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use session_jsonl::{Item, Reader, ReaderOptions, TallyScope};
-use session_state::{IndexedFile, SearchDoc, SearchIndex, SearchWork, StateStore, read_pool};
+use session_state::{
+    IndexedFile, SearchDoc, SearchIndex, SearchWork, StateStore, SubstringWriter, read_pool,
+};
 
 use super::Error;
 use crate::search::{Document, Extractor, INDEXED_RECORD_TYPES, message_documents};
@@ -94,44 +96,51 @@ pub fn refresh_search_on(
     );
     report.reading_threads = reads.workers().max(1);
     // Files are written in batches of about BATCH_BYTES of text (or BATCH_FILES files), one
-    // transaction each: FTS5 writes one index segment per transaction.
-    let mut batch: Vec<(&SearchWork, Batch)> = Vec::new();
-    let mut pending = 0usize;
-    for (i, work) in plan.work.iter().enumerate() {
-        let (read, tally) = match reads.take(i) {
-            Some(done) => done,
-            // No worker left to run it (none could be started): read it here.
-            None => (read_documents(work), session_jsonl::Tally::default()),
-        };
-        tally.add_to_this_thread();
-        match read {
-            Ok(read) => {
-                report.files_read += 1;
-                report.bytes_read += read.bytes;
-                report.docs_added += read.docs.len() as u64;
-                report.lines_passed_over += read.passed_over;
-                pending += read.docs.iter().map(|d| d.text.len()).sum::<usize>();
-                batch.push((work, read));
-                if pending >= BATCH_BYTES || batch.len() >= BATCH_FILES {
-                    flush(index, &mut batch)?;
-                    pending = 0;
+    // transaction each: FTS5 writes one index segment per transaction. The substring index
+    // takes each batch in on a thread of its own while the next is written.
+    index
+        .with_substring_writer(|writer| -> Result<(), Error> {
+            let mut batch: Vec<(&SearchWork, Batch)> = Vec::new();
+            let mut pending = 0usize;
+            for (i, work) in plan.work.iter().enumerate() {
+                let (read, tally) = match reads.take(i) {
+                    Some(done) => done,
+                    // No worker left to run it (none could be started): read it here.
+                    None => (read_documents(work), session_jsonl::Tally::default()),
+                };
+                tally.add_to_this_thread();
+                match read {
+                    Ok(read) => {
+                        report.files_read += 1;
+                        report.bytes_read += read.bytes;
+                        report.docs_added += read.docs.len() as u64;
+                        report.lines_passed_over += read.passed_over;
+                        pending += read.docs.iter().map(|d| d.text.len()).sum::<usize>();
+                        batch.push((work, read));
+                        if pending >= BATCH_BYTES || batch.len() >= BATCH_FILES {
+                            flush(writer, &mut batch)?;
+                            pending = 0;
+                        }
+                    }
+                    Err(e) => report.failed.push((work.path.clone(), e)),
                 }
             }
-            Err(e) => report.failed.push((work.path.clone(), e)),
-        }
-    }
-    drop(reads);
-    flush(index, &mut batch)?;
+            drop(reads);
+            flush(writer, &mut batch)
+        })
+        .map_err(Error::search)??;
     Ok(report)
 }
 
-/// Text bytes of documents written per transaction.
-const BATCH_BYTES: usize = 8 << 20;
+/// Text bytes of documents written per transaction. The substring index takes a batch in
+/// while the next is written, so the last batch's trigrams are written alone: batches a few
+/// times smaller than FTS5's `hashsize` keep that tail short (and each a single segment).
+const BATCH_BYTES: usize = 2 << 20;
 
 /// Files written per transaction.
 const BATCH_FILES: usize = 2_000;
 
-fn flush(index: &SearchIndex, batch: &mut Vec<(&SearchWork, Batch)>) -> Result<(), Error> {
+fn flush(writer: &SubstringWriter<'_>, batch: &mut Vec<(&SearchWork, Batch)>) -> Result<(), Error> {
     if batch.is_empty() {
         return Ok(());
     }
@@ -144,7 +153,7 @@ fn flush(index: &SearchIndex, batch: &mut Vec<(&SearchWork, Batch)>) -> Result<(
             next_line: b.next_line,
         })
         .collect();
-    index.apply_many(&files).map_err(Error::search)?;
+    writer.apply_many(&files).map_err(Error::search)?;
     batch.clear();
     Ok(())
 }
