@@ -416,6 +416,79 @@ fn killed_at_random_points_and_rerun_it_converges_and_two_syncs_never_write_a_by
     assert!(out.starts_with("0 runs shipped"), "{out}");
 }
 
+/// Distinct transactions that wrote the tip rows of the runs in `conn`'s store.
+fn creating_transactions(conn: &str) -> i64 {
+    let pg = PgBackend::open(conn).unwrap();
+    pg.with_client(|c| {
+        c.query_one("SELECT count(DISTINCT xmin::text) FROM run_tips", &[])
+            .map(|r| r.get::<_, i64>(0))
+            .map_err(|source| PgError::Query {
+                op: "count creating transactions",
+                source,
+            })
+    })
+    .unwrap()
+}
+
+#[test]
+fn new_runs_go_out_together_a_chunk_per_transaction_and_racing_syncs_write_each_once() {
+    let c = cluster!();
+    // 60 runs of about 420 bytes each; chunks of 4 KiB hold about nine of them.
+    let (_tmp, root) = big_store(60, 3);
+    let total: u64 = run_files(&root)
+        .iter()
+        .map(|(_, p)| fs::metadata(p).unwrap().len())
+        .sum();
+    let conn = c.fresh_db();
+    let (code, out, err) = sessions(&root, &["sync", "--to", &conn, "--chunk-bytes", "4096"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let pg = PgBackend::open(&conn).unwrap();
+    assert_shipped(&root, &pg);
+    assert_eq!(field(&out, "runs"), 60, "{out}");
+    assert_eq!(field(&out, "bytes"), total, "{out}");
+    // A transaction per chunk of new runs (each of four workers ends with a part-filled
+    // one), not one per run.
+    let most = total.div_ceil(4096) + 4;
+    let created = creating_transactions(&conn);
+    assert!(
+        u64::try_from(created).unwrap() <= most,
+        "{created} transactions created 60 runs of {total} bytes"
+    );
+    let transactions: u64 = out
+        .split(" transactions")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(transactions <= most, "{out}");
+    // The same store shipped by two syncs at once, and once more: every byte once.
+    let conn = c.fresh_db();
+    fs::remove_file(root.join("sync-state.json")).unwrap();
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_sessions"))
+            .arg("--root")
+            .arg(&root)
+            .args(["sync", "--to", &conn, "--chunk-bytes", "4096"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
+    let (oa, ob) = (
+        String::from_utf8_lossy(&a.stdout),
+        String::from_utf8_lossy(&b.stdout),
+    );
+    assert_eq!(field(&oa, "bytes") + field(&ob, "bytes"), total, "{oa}{ob}");
+    let pg = PgBackend::open(&conn).unwrap();
+    assert_shipped(&root, &pg);
+    let (code, out, _) = sessions(&root, &["sync", "--to", &conn, "--verify"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("60 runs verified"), "{out}");
+}
+
 #[test]
 fn follow_ships_lines_as_they_are_written() {
     let c = cluster!();

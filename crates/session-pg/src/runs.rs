@@ -249,6 +249,28 @@ const SQL_CREATE_WITH: [[&str; 2]; 2] = [
 /// fell behind `COPY`.)
 const ONE_STATEMENT_LINES: usize = SMALL_APPEND_LINES;
 const ONE_STATEMENT_BYTES: usize = 1 << 20;
+/// The run rows and tip rows of new runs created together ([`PgBackend::create_runs`]), one
+/// of each per run from arrays, inserted in run id order (so that two copiers creating the same
+/// runs at once wait for each other in one order, never in a cycle); a run that exists already
+/// gets none (`ON CONFLICT DO NOTHING`). Returns the run id and run key of each run row
+/// inserted. Parameters: `$1` origin host, then one array per column (one element per run):
+/// `$2` run ids, `$3` committed lengths, `$4` line counts, `$5`..`$8` session ids, UTC starts,
+/// outcomes, workspaces, `$9` activity, `$10` tallies, `$11` first lines' hashes, `$12`
+/// summaries, `$13` last lines' hashes, `$14` is_run.
+const SQL_CREATE_MANY: &str = "WITH v AS (SELECT * FROM unnest($2::text[], $3::int8[], \
+     $4::int8[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int8[], $10::bytea[], \
+     $11::bytea[], $12::bytea[], $13::bytea[], $14::bool[]) AS v(run_id, committed_len, \
+     line_count, session_id, started_at_utc, outcome, workspace_norm, activity_ms, tally, \
+     first_line_sha, summary, last_line_sha, is_run)), \
+     new AS (INSERT INTO runs (run_id, origin_host, session_id, started_at_utc, outcome, \
+     workspace_norm, summary, first_line_sha, is_run) \
+     SELECT run_id, $1, session_id, started_at_utc, outcome, workspace_norm, summary, \
+     first_line_sha, is_run FROM v ORDER BY run_id COLLATE \"C\" \
+     ON CONFLICT (run_id) DO NOTHING RETURNING run_id, run_key), \
+     tip AS (INSERT INTO run_tips (run_key, committed_len, line_count, activity_ms, tally, \
+     last_line_sha) SELECT new.run_key, v.committed_len, v.line_count, v.activity_ms, v.tally, \
+     v.last_line_sha FROM new JOIN v ON v.run_id = new.run_id) \
+     SELECT run_id, run_key FROM new";
 const SQL_LENGTH: &str = "SELECT t.committed_len FROM runs r \
      JOIN run_tips t ON t.run_key = r.run_key WHERE r.run_id = $1";
 const SQL_FINGERPRINT: &str = "SELECT t.committed_len, t.line_count, r.first_line_sha, \
@@ -494,19 +516,32 @@ fn store_lines(
         .map_err(query("insert lines"))?;
     } else {
         // Many lines: binary COPY, inside the append's transaction.
-        let sink = tx.copy_in(&st.copy).map_err(query("insert lines"))?;
-        let mut w = BinaryCopyInWriter::new(
-            sink,
-            &[
-                Type::INT8,
-                Type::INT8,
-                Type::INT8,
-                Type::BYTEA,
-                Type::TEXT,
-                Type::TEXT,
-                Type::TEXT,
-            ],
-        );
+        copy_lines(tx, &st.copy, &[(key, new)])?;
+    }
+    Ok(())
+}
+
+/// Stores the lines of several runs (run key, lines) with one binary COPY, inside the
+/// caller's transaction.
+fn copy_lines(
+    tx: &mut Transaction<'_>,
+    copy: &Statement,
+    runs: &[(i64, &NewLines<'_>)],
+) -> Result<(), PgError> {
+    let sink = tx.copy_in(copy).map_err(query("insert lines"))?;
+    let mut w = BinaryCopyInWriter::new(
+        sink,
+        &[
+            Type::INT8,
+            Type::INT8,
+            Type::INT8,
+            Type::BYTEA,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+        ],
+    );
+    for (key, new) in runs {
         let rows = new
             .offsets
             .iter()
@@ -514,11 +549,11 @@ fn store_lines(
             .zip(&new.data)
             .zip(new.types.iter().zip(&new.tss).zip(&new.damage));
         for (((offset, number), line), ((record_type, ts), damage)) in rows {
-            w.write(&[&key, offset, number, line, record_type, ts, damage])
+            w.write(&[key, offset, number, line, record_type, ts, damage])
                 .map_err(query("insert lines"))?;
         }
-        w.finish().map_err(query("insert lines"))?;
     }
+    w.finish().map_err(query("insert lines"))?;
     Ok(())
 }
 
@@ -582,6 +617,127 @@ fn create_tx(
             fold,
         }),
     )))
+}
+
+/// The transaction of [`PgBackend::create_runs`]: `batch` holds (index in the caller's list,
+/// run id, lines), distinct run ids. Returns the position in `batch` and the new state of each
+/// run it created.
+fn create_many(
+    s: &mut Session,
+    host: &str,
+    batch: &[(usize, String, Vec<u8>)],
+) -> Result<Vec<(usize, KnownRun)>, PgError> {
+    struct Derived<'a> {
+        fold: RunFold,
+        new: NewLines<'a>,
+        docs: AppendDocs,
+    }
+    let mut derived = Vec::with_capacity(batch.len());
+    // One array per column of SQL_CREATE_MANY.
+    let mut ids = Vec::with_capacity(batch.len());
+    let (mut lens, mut counts, mut activity) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut sessions, mut starts, mut outcomes, mut workspaces) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut tallies, mut firsts, mut summaries, mut lasts, mut is_run) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (_, run_id, lines) in batch {
+        let mut fold = RunFold::new();
+        let mut docs = AppendDocs::new();
+        let new = NewLines::derive(&mut fold, lines, 0, 1, &mut docs);
+        let (tip, cols) = RunColumns::whole(&fold)?;
+        ids.push(run_id.as_str());
+        lens.push(to_i64(lines.len() as u64));
+        counts.push(to_i64(new.data.len() as u64));
+        sessions.push(cols.session_id);
+        starts.push(cols.started_at_utc);
+        outcomes.push(cols.outcome);
+        workspaces.push(cols.workspace_norm);
+        activity.push(tip.activity_ms);
+        tallies.push(tip.tally);
+        firsts.push(new.first_sha.clone());
+        summaries.push(cols.summary);
+        lasts.push(new.last_sha.clone());
+        is_run.push(cols.is_run);
+        derived.push(Derived { fold, new, docs });
+    }
+    let create = s.prepared(SQL_CREATE_MANY)?;
+    let copy = s.prepared(SQL_COPY)?;
+    let host = pg_text(host);
+    let mut tx = s
+        .client()?
+        .transaction()
+        .map_err(query("begin creating runs"))?;
+    let rows = tx
+        .query(
+            &create,
+            &[
+                &host,
+                &ids,
+                &lens,
+                &counts,
+                &sessions,
+                &starts,
+                &outcomes,
+                &workspaces,
+                &activity,
+                &tallies,
+                &firsts,
+                &summaries,
+                &lasts,
+                &is_run,
+            ],
+        )
+        .map_err(query("create run rows"))?;
+    let mut keys = std::collections::BTreeMap::new();
+    for r in &rows {
+        let id: &str = r.col(0)?;
+        let key: i64 = r.col(1)?;
+        keys.insert(id.to_owned(), key);
+    }
+    // The runs created, by position in `batch`, with their keys.
+    let made: Vec<(usize, i64)> = ids
+        .iter()
+        .enumerate()
+        .filter_map(|(j, id)| keys.get(*id).map(|k| (j, *k)))
+        .collect();
+    if made.len() != keys.len() {
+        return Err(PgError::Inconsistent {
+            detail: format!(
+                "{} run rows created for {} runs asked for",
+                keys.len(),
+                made.len()
+            ),
+        });
+    }
+    let lines: Vec<(i64, &NewLines<'_>)> = made
+        .iter()
+        .filter_map(|(j, k)| derived.get(*j).map(|d| (*k, &d.new)))
+        .collect();
+    if !lines.is_empty() {
+        copy_lines(&mut tx, &copy, &lines)?;
+    }
+    let docs: Vec<(i64, &AppendDocs)> = made
+        .iter()
+        .filter_map(|(j, k)| derived.get(*j).map(|d| (*k, &d.docs)))
+        .collect();
+    crate::search::index_created(&mut tx, &docs)?;
+    tx.commit().map_err(query("commit creating runs"))?;
+    let mut out = Vec::with_capacity(made.len());
+    for (j, key) in made {
+        let (Some(d), Some((_, _, lines))) = (derived.get(j), batch.get(j)) else {
+            continue;
+        };
+        out.push((
+            j,
+            KnownRun {
+                key,
+                committed: lines.len() as u64,
+                lines: d.new.data.len() as u64,
+                fold: d.fold.clone(),
+            },
+        ));
+    }
+    Ok(out)
 }
 
 /// The rows of lines about to be stored, as the columns of `run_lines`, with the run's fold
@@ -1007,6 +1163,63 @@ impl PgBackend {
                 .transpose()
             })
             .map_err(|e| storage("read", Target::run(run_id), e))
+    }
+
+    /// Creates new runs together, each with `lines` (complete lines) as its whole content so
+    /// far, in one transaction: the run rows and tip rows in one statement (in run id order),
+    /// every line by one binary COPY, their search documents in one statement, one commit. A
+    /// copier shipping many small runs (`sessions sync`) pays the cost of a transaction — its
+    /// round trips, statements, COPY set-up and commit — once per batch instead of once per
+    /// run. `runs`: (run id, lines); the caller bounds their size (all of it is sent at once).
+    ///
+    /// Returns, in the order of `runs`, what was appended for each run created, and `None`
+    /// for a run that exists already (nothing was written for it: append to it with
+    /// [`RunCatalogue::append_lines`], which recognises lines already present), for a repeated
+    /// run id (after its first occurrence) and for empty `lines`. A retry after a lost
+    /// acknowledgement therefore writes nothing twice: the runs it created exist.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`]; [`StorageError::IncompleteLine`] when some `lines` do not
+    /// end with `\n` (nothing was written); [`StorageError::Backend`] (nothing was written).
+    pub fn create_runs(
+        &self,
+        runs: &[(&str, &[u8])],
+    ) -> Result<Vec<Option<Appended>>, StorageError> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut batch: Vec<(usize, String, Vec<u8>)> = Vec::new();
+        for (i, (run_id, lines)) in runs.iter().enumerate() {
+            checked_id(run_id)?;
+            check_complete_lines(run_id, 0, lines)?;
+            if !lines.is_empty() && seen.insert(*run_id) {
+                batch.push((i, (*run_id).to_owned(), lines.to_vec()));
+            }
+        }
+        let mut out = vec![None; runs.len()];
+        if batch.is_empty() {
+            return Ok(out);
+        }
+        let host = self.options.origin_host.clone();
+        let batch = Arc::new(batch);
+        let work = batch.clone();
+        let created = self
+            .pool
+            .run(true, move |s| create_many(s, &host, &work))
+            .map_err(|e| storage("create runs in", Target::Store, e))?;
+        for (j, known) in created {
+            let Some((i, run_id, _)) = batch.get(j) else {
+                continue;
+            };
+            if let Some(slot) = out.get_mut(*i) {
+                *slot = Some(Appended {
+                    offset: 0,
+                    end: known.committed,
+                    committed_len: known.committed,
+                    already_present: 0,
+                });
+            }
+            self.known.remember(run_id, known);
+        }
+        Ok(out)
     }
 
     /// SHA-256 of every stored line of run `run_id` from line `from_line` (1-based) on, with

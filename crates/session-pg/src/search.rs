@@ -56,6 +56,9 @@ const LLM_REQUEST: &str = "llm.request";
 const SQL_INSERT_RUN_DOCS: &str = "INSERT INTO search_docs (run_key, byte_offset, kind, time_ms, body) \
      SELECT $1::int8, * FROM unnest($2::int8[], $3::text[], $4::int8[], $5::text[])";
 
+const SQL_INSERT_MANY_RUN_DOCS: &str = "INSERT INTO search_docs (run_key, byte_offset, kind, time_ms, body) \
+     SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[], $4::int8[], $5::text[])";
+
 const SQL_INSERT_MESSAGE_DOCS: &str = "INSERT INTO search_docs (session_id, msg_idx, byte_offset, kind, time_ms, body) \
      SELECT $1::text, * FROM unnest($2::int8[], $3::int8[], $4::text[], $5::int8[], $6::text[])";
 
@@ -241,6 +244,36 @@ pub(crate) fn index_appended(
     docs: &AppendDocs,
 ) -> Result<(), PgError> {
     insert_run_docs(tx, run_key, docs.docs())
+}
+
+/// Indexes the lines of several runs created together (run key, what the fold of each
+/// collected: [`AppendDocs`]) with one statement, in the transaction that created them.
+///
+/// # Errors
+/// [`PgError::Query`].
+pub(crate) fn index_created(
+    tx: &mut Transaction<'_>,
+    runs: &[(i64, &AppendDocs)],
+) -> Result<(), PgError> {
+    let mut keys = Vec::new();
+    let mut cols = RunDocColumns::default();
+    for (key, docs) in runs {
+        let more = RunDocColumns::of_docs(docs.docs());
+        keys.extend(std::iter::repeat_n(*key, more.offsets.len()));
+        cols.offsets.extend(more.offsets);
+        cols.kinds.extend(more.kinds);
+        cols.times.extend(more.times);
+        cols.bodies.extend(more.bodies);
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        SQL_INSERT_MANY_RUN_DOCS,
+        &[&keys, &cols.offsets, &cols.kinds, &cols.times, &cols.bodies],
+    )
+    .map_err(query("index lines for search"))?;
+    Ok(())
 }
 
 /// The documents of saved messages `messages[from..]` (JSON bytes, one message each), with

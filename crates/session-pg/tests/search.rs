@@ -462,3 +462,128 @@ fn word_hits_are_ranked_among_the_newest_matches_only() {
     assert!(all.iter().all(|h| h.matched_by == SearchMatch::Words));
     assert!(shown(&all[0].snippet).starts_with("[common] [common] [common] [common]"));
 }
+
+/// Distinct transactions that wrote the tip rows of `pg`'s runs (each row's `xmin`).
+fn creating_transactions(pg: &PgBackend) -> i64 {
+    pg.with_client(|c| {
+        Ok(
+            c.query_one("SELECT count(DISTINCT xmin::text) FROM run_tips", &[])
+                .unwrap()
+                .get(0),
+        )
+    })
+    .unwrap()
+}
+
+#[test]
+fn runs_created_together_read_list_and_search_as_runs_appended_one_by_one() {
+    let c = cluster!();
+    let tmp = tempfile::tempdir().unwrap();
+    let local = local_store(tmp.path());
+    let runs = local.list_runs(&RunListQuery::default()).unwrap().runs;
+    let bytes: Vec<(String, Vec<u8>)> = runs
+        .iter()
+        .map(|r| {
+            let b = local.read_all(&r.run_id, Extent::Committed).unwrap();
+            (r.run_id.clone(), b)
+        })
+        .collect();
+    let one_by_one = c.fresh_backend();
+    for (id, b) in &bytes {
+        one_by_one.append_lines(id, 0, b).unwrap();
+    }
+    let together = c.fresh_backend();
+    // One run exists already (its first line), one id comes twice, one run has no line yet.
+    let (first_id, first_bytes) = &bytes[0];
+    let first_line_end = first_bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+    together
+        .append_lines(first_id, 0, &first_bytes[..first_line_end])
+        .unwrap();
+    let tips_before = creating_transactions(&together);
+    let mut asked: Vec<(&str, &[u8])> = bytes
+        .iter()
+        .map(|(id, b)| (id.as_str(), b.as_slice()))
+        .collect();
+    asked.push((bytes[1].0.as_str(), bytes[1].1.as_slice()));
+    asked.push(("empty-run", b"".as_slice()));
+    let made = together.create_runs(&asked).unwrap();
+    assert_eq!(made.len(), asked.len());
+    assert!(made[0].is_none(), "the run that exists is left alone");
+    assert!(made[bytes.len()].is_none(), "a repeated id is created once");
+    assert!(made[bytes.len() + 1].is_none(), "no lines, no run");
+    for (m, (_, b)) in made.iter().zip(&bytes).skip(1) {
+        let m = m.as_ref().unwrap();
+        assert_eq!((m.offset, m.end, m.already_present), (0, b.len() as u64, 0));
+    }
+    // Every new run in one transaction.
+    assert_eq!(creating_transactions(&together), tips_before + 1);
+    assert_eq!(
+        together
+            .read_all(first_id, Extent::Committed)
+            .unwrap()
+            .len(),
+        first_line_end,
+        "nothing was written to the run that existed"
+    );
+    // The run that existed takes its other lines by an append, which knows them.
+    together.append_lines(first_id, 0, first_bytes).unwrap();
+    for (id, _) in &bytes {
+        assert_eq!(
+            together.read_all(id, Extent::Committed).unwrap(),
+            one_by_one.read_all(id, Extent::Committed).unwrap(),
+            "{id}"
+        );
+        assert_eq!(
+            format!("{:?}", together.stat_run(id).unwrap()),
+            format!("{:?}", one_by_one.stat_run(id).unwrap()),
+            "{id}"
+        );
+        assert_eq!(
+            format!("{:?}", together.run_fingerprint(id).unwrap()),
+            format!("{:?}", one_by_one.run_fingerprint(id).unwrap()),
+            "{id}"
+        );
+        assert_eq!(
+            together.search_document_count(id).unwrap(),
+            one_by_one.search_document_count(id).unwrap(),
+            "{id}"
+        );
+    }
+    let listed = |pg: &PgBackend| -> Vec<String> {
+        pg.list_runs(&RunListQuery::default())
+            .unwrap()
+            .runs
+            .into_iter()
+            .map(|mut r| {
+                // When each store wrote it.
+                r.last_write_unix_ns = 0;
+                format!("{r:?}")
+            })
+            .collect()
+    };
+    assert_eq!(listed(&together), listed(&one_by_one));
+    for text in ["planner", "日本語", "brokenbyte", "the", "version"] {
+        assert_eq!(
+            keys(&together.search(&query(text)).unwrap()),
+            keys(&one_by_one.search(&query(text)).unwrap()),
+            "{text}"
+        );
+    }
+    // Asked again (a retry after a lost acknowledgement): nothing is created twice.
+    let again = together.create_runs(&asked).unwrap();
+    assert!(again.iter().all(Option::is_none));
+    assert_eq!(doc_count(&together), doc_count(&one_by_one));
+    // An unsafe id or an incomplete line refuses the whole batch before anything is sent.
+    let fresh = c.fresh_backend();
+    let bad_id = fresh.create_runs(&[("ok-run", b"{}\n".as_slice()), ("../x", b"{}\n".as_slice())]);
+    assert!(
+        matches!(bad_id, Err(StorageError::UnsafeId { .. })),
+        "{bad_id:?}"
+    );
+    let torn = fresh.create_runs(&[("ok-run", b"{}\n{".as_slice())]);
+    assert!(
+        matches!(torn, Err(StorageError::IncompleteLine { .. })),
+        "{torn:?}"
+    );
+    assert!(fresh.stat_run("ok-run").unwrap().is_none());
+}

@@ -7,7 +7,10 @@
 //!   twice, and a retry after a lost acknowledgement is recognised. Before shipping, the stored
 //!   run's first-line and last-line SHA-256 (at the stored length) are compared with the local
 //!   file's: a different file under the same id is reported and left alone. `.jsonl.zst`
-//!   archives are shipped by their decompressed content.
+//!   archives are shipped by their decompressed content. Runs the shared store does not hold
+//!   yet whose complete lines fit in a chunk are created together, up to a chunk's bytes per
+//!   transaction ([`PgBackend::create_runs`]): one transaction per few megabytes instead of
+//!   one per run; a run another copier created meanwhile is shipped on its own as above.
 //! * **Watermarks.** `<root>/sync-state.json` (beside `state.db`) records, per shared store
 //!   (by its `store_id`), each run file's size and modification time when it was last fully
 //!   shipped: an unchanged run costs no round trip. The file only ever records what the shared
@@ -412,6 +415,109 @@ fn sync_run(
 /// transaction while this process reads and parses the next.
 const PARALLEL_RUNS: usize = 4;
 
+/// A run file to ship this pass: the file, its path under the root, size and mtime.
+type Work = (session_jsonl::RunFile, String, u64, i128);
+
+/// What shipping one run file did: its place in the work list, and how it went.
+type Done = (usize, RunDone, Result<Result<u64, String>, CliError>);
+
+/// A run the shared store does not hold yet, read whole, waiting to be created together
+/// with other new runs in one transaction ([`PgBackend::create_runs`]).
+struct NewRun {
+    /// Its place in the work list.
+    index: usize,
+    run_id: String,
+    /// Its complete lines.
+    lines: Vec<u8>,
+}
+
+/// The complete lines of run file `path` when the run can go out with other new runs: the
+/// shared store does not hold it, and it has at least one complete line and at most
+/// `budget` bytes of them. `None`: it goes out on its own ([`sync_run`], which also reports
+/// an unsafe id or an unreadable file).
+fn new_run_lines(
+    pg: &PgBackend,
+    run_id: &str,
+    path: &Path,
+    size: u64,
+    budget: u64,
+) -> Result<Option<Vec<u8>>, CliError> {
+    if session_schema::check_id(run_id).is_err() || size > budget {
+        return Ok(None);
+    }
+    let remote = pg
+        .run_fingerprint(run_id)
+        .map_err(|e| CliError::Data(format!("run {run_id}: {}", one_line(&e))))?;
+    if remote.is_some() {
+        return Ok(None);
+    }
+    let Ok(bytes) = read_run(path) else {
+        return Ok(None);
+    };
+    let lines = Local::whole(bytes).tail;
+    Ok((!lines.is_empty() && lines.len() as u64 <= budget).then_some(lines))
+}
+
+/// Creates the runs of `batch` in one transaction (emptying it); a run that exists by then
+/// (another copier created it meanwhile) is shipped on its own. Returns whether to stop (an
+/// error, recorded in `out`).
+fn ship_new_runs(
+    pg: &PgBackend,
+    batch: &mut Vec<NewRun>,
+    work: &[Work],
+    args: &SyncArgs,
+    out: &mut Vec<Done>,
+) -> bool {
+    let Some(first) = batch.first() else {
+        return false;
+    };
+    let runs: Vec<(&str, &[u8])> = batch
+        .iter()
+        .map(|r| (r.run_id.as_str(), r.lines.as_slice()))
+        .collect();
+    let created = match pg.create_runs(&runs) {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!(
+                "{} new runs from run {}: {}",
+                batch.len(),
+                first.run_id,
+                one_line(&e)
+            );
+            out.push((first.index, RunDone::default(), Err(CliError::Data(why))));
+            batch.clear();
+            return true;
+        }
+    };
+    // The batch is one transaction, counted with the first run it created.
+    let mut transactions = 1;
+    for (r, made) in batch.drain(..).zip(created) {
+        if let Some(done) = made {
+            let len = done.end;
+            let ran = RunDone {
+                shipped: true,
+                bytes: len,
+                transactions,
+                verified: false,
+            };
+            transactions = 0;
+            out.push((r.index, ran, Ok(Ok(len))));
+            continue;
+        }
+        let Some((f, ..)) = work.get(r.index) else {
+            continue;
+        };
+        let mut done = RunDone::default();
+        let ran = sync_run(pg, &f.run_id, &f.path, args, &mut done);
+        let stop = ran.is_err();
+        out.push((r.index, done, ran));
+        if stop {
+            return true;
+        }
+    }
+    false
+}
+
 fn sync_runs(
     ctx: &mut Ctx<'_>,
     pg: &PgBackend,
@@ -435,7 +541,7 @@ fn sync_runs(
         .collect();
     marks.runs.retain(|rel, _| listed.contains(rel));
     // Unchanged runs are skipped on their watermark, without a round trip.
-    let mut work = Vec::new();
+    let mut work: Vec<Work> = Vec::new();
     for f in listing.files {
         let rel = f
             .path
@@ -461,24 +567,63 @@ fn sync_runs(
         work.push((f, rel, size, mtime));
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    type Done = (usize, RunDone, Result<Result<u64, String>, CliError>);
+    let budget = args.chunk_bytes;
     let results: Vec<Done> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..PARALLEL_RUNS.min(work.len()))
             .map(|_| {
                 s.spawn(|| {
                     let mut out = Vec::new();
+                    // New runs read so far, to be created together (at most `budget` bytes
+                    // of lines in one transaction, as a run's chunk).
+                    let mut batch: Vec<NewRun> = Vec::new();
+                    let mut batch_bytes = 0u64;
+                    let mut stop = false;
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        let Some((f, ..)) = work.get(i) else { break };
+                        let Some((f, _, size, _)) = work.get(i) else {
+                            break;
+                        };
+                        if !args.verify {
+                            match new_run_lines(pg, &f.run_id, &f.path, *size, budget) {
+                                Ok(Some(lines)) => {
+                                    let n = lines.len() as u64;
+                                    if batch_bytes + n > budget {
+                                        stop = ship_new_runs(pg, &mut batch, &work, args, &mut out);
+                                        batch_bytes = 0;
+                                        if stop {
+                                            break;
+                                        }
+                                    }
+                                    batch.push(NewRun {
+                                        index: i,
+                                        run_id: f.run_id.clone(),
+                                        lines,
+                                    });
+                                    batch_bytes += n;
+                                    continue;
+                                }
+                                Ok(None) => {}
+                                Err(e) => {
+                                    out.push((i, RunDone::default(), Err(e)));
+                                    stop = true;
+                                    break;
+                                }
+                            }
+                        }
                         let mut done = RunDone::default();
                         let r = sync_run(pg, &f.run_id, &f.path, args, &mut done);
-                        let stop = r.is_err();
+                        stop = r.is_err();
                         out.push((i, done, r));
                         if stop {
-                            // Stop this worker; the others finish what they hold.
-                            next.store(usize::MAX / 2, std::sync::atomic::Ordering::SeqCst);
                             break;
                         }
+                    }
+                    if !stop {
+                        stop = ship_new_runs(pg, &mut batch, &work, args, &mut out);
+                    }
+                    if stop {
+                        // Stop the other workers too; they finish what they hold.
+                        next.store(usize::MAX / 2, std::sync::atomic::Ordering::SeqCst);
                     }
                     out
                 })
