@@ -694,32 +694,7 @@ impl SearchIndex {
     }
 
     fn connect(path: &Path) -> Result<Connection> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(db_err(path, "open"))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(db_err(path, "set busy timeout"))?;
-        // Derived data, so no `fsync` at all (`synchronous = OFF`): a process that dies keeps
-        // a consistent file (WAL); an operating-system crash or power cut may lose the last
-        // transactions, whose files the next refresh reads again, or damage the file, which
-        // `sessions reindex --search` (or deleting it) rebuilds; nothing is lost that is not
-        // in the run logs.
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .map_err(db_err(path, "set journal_mode=WAL"))?;
-        conn.execute_batch(
-            "PRAGMA synchronous = OFF; PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;",
-        )
-        .map_err(db_err(path, "set pragmas"))?;
-        let version =
-            query_int(&conn, "PRAGMA user_version", []).map_err(db_err(path, "read version"))?;
-        if version != SEARCH_USER_VERSION {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {DROP} {SCHEMA} PRAGMA user_version = {SEARCH_USER_VERSION}; COMMIT;"
-            ))
-            .map_err(db_err(path, "create search index"))?;
-        }
-        Ok(conn)
+        open_derived(path, DROP, SCHEMA, "create search index")
     }
 
     /// Opens (creating it with mode 0600 when absent) the substring index at `path`, attaching
@@ -728,28 +703,7 @@ impl SearchIndex {
         if !path.exists() {
             let (_f, _) = crate::fsutil::open_private_rw(path)?;
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(db_err(path, "open"))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(db_err(path, "set busy timeout"))?;
-        // Derived data, as `search.db` (see `connect`): no `fsync`.
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .map_err(db_err(path, "set journal_mode=WAL"))?;
-        conn.execute_batch(
-            "PRAGMA synchronous = OFF; PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;",
-        )
-        .map_err(db_err(path, "set pragmas"))?;
-        let version =
-            query_int(&conn, "PRAGMA user_version", []).map_err(db_err(path, "read version"))?;
-        if version != SEARCH_USER_VERSION {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {TRIGRAM_DROP} {TRIGRAM_SCHEMA} \
-                 PRAGMA user_version = {SEARCH_USER_VERSION}; COMMIT;"
-            ))
-            .map_err(db_err(path, "create substring index"))?;
-        }
+        let conn = open_derived(path, TRIGRAM_DROP, TRIGRAM_SCHEMA, "create substring index")?;
         conn.execute("ATTACH DATABASE ?1 AS m", [main.to_string_lossy()])
             .map_err(db_err(path, "attach search index"))?;
         Ok(conn)
@@ -1937,6 +1891,37 @@ pub fn substring_snippet(text: &str, words: &[&str]) -> String {
         out.push('…');
     }
     out
+}
+
+/// Opens one of the search index's files (`search.db` or the substring index) for writing:
+/// WAL, no `fsync` (`synchronous = OFF`: the data is derived; a process that dies keeps a
+/// consistent file, an operating-system crash or power cut may lose the last transactions,
+/// whose files the next refresh reads again, or damage the file, which `sessions reindex
+/// --search`, or deleting it, rebuilds; nothing is lost that is not in the run logs), a
+/// 64 MiB page cache. A file of another layout version is emptied and given `schema`
+/// (`drop` first) in one transaction; `what` names that step in its error.
+fn open_derived(path: &Path, drop: &str, schema: &str, what: &'static str) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(db_err(path, "open"))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(db_err(path, "set busy timeout"))?;
+    conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+        .map_err(db_err(path, "set journal_mode=WAL"))?;
+    conn.execute_batch(
+        "PRAGMA synchronous = OFF; PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;",
+    )
+    .map_err(db_err(path, "set pragmas"))?;
+    let version =
+        query_int(&conn, "PRAGMA user_version", []).map_err(db_err(path, "read version"))?;
+    if version != SEARCH_USER_VERSION {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {drop} {schema} PRAGMA user_version = {SEARCH_USER_VERSION}; COMMIT;"
+        ))
+        .map_err(db_err(path, what))?;
+    }
+    Ok(conn)
 }
 
 #[cfg(test)]
