@@ -16,7 +16,7 @@ mod pg;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use session_pg::{PgBackend, PgError};
@@ -329,6 +329,22 @@ fn sessions_sync_by_generation_and_a_remote_change_is_not_overwritten() {
     );
 }
 
+/// Two `sessions sync --to CONN --chunk-bytes CHUNK` of `root` started together; their outputs.
+fn two_syncs_at_once(root: &Path, conn: &str, chunk: &str) -> (Output, Output) {
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_sessions"))
+            .arg("--root")
+            .arg(root)
+            .args(["sync", "--to", conn, "--chunk-bytes", chunk])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    (a.wait_with_output().unwrap(), b.wait_with_output().unwrap())
+}
+
 /// A store of `runs` runs of `lines` lines each.
 fn big_store(runs: u32, lines: u32) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
@@ -380,18 +396,7 @@ fn killed_at_random_points_and_rerun_it_converges_and_two_syncs_never_write_a_by
         let _ = child.wait();
     }
     // Two syncs at once finish the job between them.
-    let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_sessions"))
-            .arg("--root")
-            .arg(&root)
-            .args(["sync", "--to", &conn, "--chunk-bytes", "700"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn(), spawn());
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let (a, b) = two_syncs_at_once(&root, &conn, "700");
     assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
     let pg = PgBackend::open(&conn).unwrap();
     assert_shipped(&root, &pg);
@@ -464,18 +469,7 @@ fn new_runs_go_out_together_a_chunk_per_transaction_and_racing_syncs_write_each_
     // The same store shipped by two syncs at once, and once more: every byte once.
     let conn = c.fresh_db();
     fs::remove_file(root.join("sync-state.json")).unwrap();
-    let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_sessions"))
-            .arg("--root")
-            .arg(&root)
-            .args(["sync", "--to", &conn, "--chunk-bytes", "4096"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn(), spawn());
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let (a, b) = two_syncs_at_once(&root, &conn, "4096");
     assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
     let (oa, ob) = (
         String::from_utf8_lossy(&a.stdout),
