@@ -58,7 +58,7 @@ pub use config::{PgConfig, SslMode, looks_like_connection_string};
 pub use error::PgError;
 pub use gc::{GcAuditRow, GcItem, GcKind, GcReport};
 pub use lookup::{PrefixMatch, PrefixMatches};
-pub use runs::RunFingerprint;
+pub use runs::{FINGERPRINT_BATCH, RunFingerprint};
 pub use search::{RANK_WINDOW, SearchReindexReport, WORDS_PREFIX_CHARS};
 pub use text::normalize_workspace_root;
 

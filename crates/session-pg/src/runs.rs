@@ -276,6 +276,14 @@ const SQL_LENGTH: &str = "SELECT t.committed_len FROM runs r \
 const SQL_FINGERPRINT: &str = "SELECT t.committed_len, t.line_count, r.first_line_sha, \
      t.last_line_sha FROM runs r JOIN run_tips t ON t.run_key = r.run_key WHERE r.run_id = $1";
 
+/// [`SQL_FINGERPRINT`] of many runs at once (`$1`: their ids), with each run's id.
+const SQL_FINGERPRINTS: &str = "SELECT r.run_id, t.committed_len, t.line_count, \
+     r.first_line_sha, t.last_line_sha FROM runs r JOIN run_tips t ON t.run_key = r.run_key \
+     WHERE r.run_id = ANY($1)";
+
+/// Most run ids asked in one statement by [`PgBackend::run_fingerprints`].
+pub const FINGERPRINT_BATCH: usize = 1000;
+
 /// The statements of an append, prepared once per connection.
 struct AppendStatements {
     create: Statement,
@@ -1163,6 +1171,53 @@ impl PgBackend {
                 .transpose()
             })
             .map_err(|e| storage("read", Target::run(run_id), e))
+    }
+
+    /// [`PgBackend::run_fingerprint`] of many runs, a few statements for all of them: one per
+    /// [`FINGERPRINT_BATCH`] ids (`run_id = ANY($1)`), on one connection. What a copier asks
+    /// before shipping a list of runs it has no watermark for, instead of a round trip per run.
+    /// Returns one entry per id of `run_ids`, in its order (`None`: no such run; a repeated id
+    /// gets the same answer each time).
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeId`] for the first id that cannot name a stored run (nothing was
+    /// asked), [`StorageError::Backend`].
+    pub fn run_fingerprints(
+        &self,
+        run_ids: &[&str],
+    ) -> Result<Vec<Option<RunFingerprint>>, StorageError> {
+        for id in run_ids {
+            checked_id(id)?;
+        }
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = run_ids.iter().map(|id| (*id).to_owned()).collect();
+        let found = self
+            .pool
+            .run(true, move |s| {
+                let st = s.prepared(SQL_FINGERPRINTS)?;
+                let mut found = std::collections::BTreeMap::new();
+                for chunk in ids.chunks(FINGERPRINT_BATCH) {
+                    let rows = s
+                        .client()?
+                        .query(&st, &[&chunk])
+                        .map_err(query("read run fingerprints"))?;
+                    for r in rows {
+                        let id: String = r.col(0)?;
+                        let fp = RunFingerprint {
+                            len: to_u64(r.col(1)?),
+                            lines: to_u64(r.col(2)?),
+                            first_line_sha256: r.col(3)?,
+                            last_line_sha256: r.col(4)?,
+                        };
+                        found.insert(id, fp);
+                    }
+                }
+                Ok(found)
+            })
+            .map_err(|e| storage("read", Target::Store, e))?;
+        Ok(run_ids.iter().map(|id| found.get(*id).cloned()).collect())
     }
 
     /// Creates new runs together, each with `lines` (complete lines) as its whole content so

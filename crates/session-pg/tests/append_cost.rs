@@ -865,3 +865,60 @@ fn migration_5_moves_what_appends_change_to_run_tips_and_lists_as_before() {
         .unwrap();
     assert_eq!(tips, 0);
 }
+
+#[test]
+fn fingerprints_of_many_runs_are_a_statement_per_batch_and_equal_to_one_by_one() {
+    let Some(c) = cluster() else { return };
+    let conn = c.fresh_db();
+    let b = backend(&conn, "copier");
+    b.with_client(|c| {
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .map_err(q)
+    })
+    .unwrap();
+    // Three stored runs of different shapes, among ids that name no run.
+    let mut one = header("fa");
+    one.extend(line("fa", 1));
+    b.append_lines("fa", 0, &one).unwrap();
+    b.append_lines("fb", 0, &header("fb")).unwrap();
+    let mut many = header("fc");
+    for i in 0..40 {
+        many.extend(line("fc", i));
+    }
+    b.append_lines("fc", 0, &many).unwrap();
+    let mut ids: Vec<String> = (0..2 * session_pg::FINGERPRINT_BATCH + 10)
+        .map(|i| format!("absent-{i}"))
+        .collect();
+    ids[5] = "fa".to_owned();
+    ids[session_pg::FINGERPRINT_BATCH + 1] = "fb".to_owned();
+    ids[2 * session_pg::FINGERPRINT_BATCH + 9] = "fc".to_owned();
+    ids.push("fa".to_owned());
+    let asked: Vec<&str> = ids.iter().map(String::as_str).collect();
+    reset(&b);
+    let got = b.run_fingerprints(&asked).unwrap();
+    // Three batches of ids, one statement each: not one round trip per run.
+    assert_eq!(calls(&b, &["WHERE r.run_id = ANY($1)"]), vec![3]);
+    assert_eq!(got.len(), asked.len());
+    for (id, fp) in asked.iter().zip(&got) {
+        assert_eq!(fp, &b.run_fingerprint(id).unwrap(), "{id}");
+    }
+    let present: Vec<&str> = asked
+        .iter()
+        .zip(&got)
+        .filter(|(_, fp)| fp.is_some())
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(present, ["fa", "fb", "fc", "fa"]);
+    assert_eq!(
+        got[5].as_ref().map(|f| (f.len, f.lines)),
+        Some((one.len() as u64, 2))
+    );
+    assert!(b.run_fingerprints(&[]).unwrap().is_empty());
+    // An id that cannot name a stored run is refused before anything is asked.
+    reset(&b);
+    assert!(matches!(
+        b.run_fingerprints(&["fa", "../x"]),
+        Err(StorageError::UnsafeId { .. })
+    ));
+    assert_eq!(calls(&b, &["WHERE r.run_id = ANY($1)"]), vec![0]);
+}

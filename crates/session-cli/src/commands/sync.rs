@@ -13,9 +13,11 @@
 //!   one per run; a run another copier created meanwhile is shipped on its own as above.
 //! * **Watermarks.** `<root>/sync-state.json` (beside `state.db`) records, per shared store
 //!   (by its `store_id`), each run file's size and modification time when it was last fully
-//!   shipped: an unchanged run costs no round trip. The file only ever records what the shared
-//!   store already holds, so losing it, or killing `sync` before it is written, costs round
-//!   trips, never correctness.
+//!   shipped: an unchanged run costs no round trip. The runs without a watermark (new,
+//!   changed, or all of them when the file is lost) are looked up together, a statement per
+//!   [`session_pg::FINGERPRINT_BATCH`] runs ([`PgBackend::run_fingerprints`]), not one round
+//!   trip each. The file only ever records what the shared store already holds, so losing
+//!   it, or killing `sync` before it is written, costs a look at every run, never correctness.
 //! * **Sessions** are shipped by generation: a session whose listing columns (`updated_at`,
 //!   message count) are those of the last pass is skipped; otherwise it is loaded and, when its
 //!   version (the local generation) changed, saved with compare-and-swap against the version
@@ -36,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use session_pg::{PgBackend, PgConfig, PgOptions};
+use session_pg::{PgBackend, PgConfig, PgOptions, RunFingerprint};
 use session_storage::local::LocalBackend;
 use session_storage::{
     Expected, RunCatalogue, SessionListQuery, SessionStore, StorageError, Version,
@@ -266,7 +268,7 @@ impl Local {
 
 /// Whether the stored run (`len` bytes, first and last line hashes) is a prefix of the local
 /// file.
-fn same_file(local: &Local, fp: &session_pg::RunFingerprint) -> Result<(), String> {
+fn same_file(local: &Local, fp: &RunFingerprint) -> Result<(), String> {
     if fp.len == 0 {
         return Ok(());
     }
@@ -308,19 +310,26 @@ struct RunDone {
     verified: bool,
 }
 
-/// Ships one run file; returns its new watermark, or a problem (left alone).
+/// Ships one run file; returns its new watermark, or a problem (left alone). `known`: the
+/// shared store's fingerprint of the run when it was asked already (`Some(None)`: no such run
+/// then), else it is asked now. A fingerprint that is out of date by now is harmless: the
+/// append's compare-and-swap refuses a wrong length and the run is looked at again.
 fn sync_run(
     pg: &PgBackend,
     run_id: &str,
     path: &Path,
     args: &SyncArgs,
+    known: Option<Option<RunFingerprint>>,
     pass: &mut RunDone,
 ) -> Result<Result<u64, String>, CliError> {
     if let Err(e) = session_schema::check_id(run_id) {
         return Ok(Err(format!("its id cannot name a stored run: {e}")));
     }
     let backend = |e: StorageError| CliError::Data(format!("run {run_id}: {}", one_line(&e)));
-    let remote = pg.run_fingerprint(run_id).map_err(backend)?;
+    let remote = match known {
+        Some(remote) => remote,
+        None => pg.run_fingerprint(run_id).map_err(backend)?,
+    };
     let partial = match &remote {
         Some(fp) if !args.verify && !session_jsonl::is_archived(path) => {
             Local::from(path, fp.len).unwrap_or(None)
@@ -432,30 +441,47 @@ struct NewRun {
 }
 
 /// The complete lines of run file `path` when the run can go out with other new runs: the
-/// shared store does not hold it, and it has at least one complete line and at most
-/// `budget` bytes of them. `None`: it goes out on its own ([`sync_run`], which also reports
-/// an unsafe id or an unreadable file).
+/// shared store did not hold it when asked (`known` is `Some(None)`), and it has at least one
+/// complete line and at most `budget` bytes of them. `None`: it goes out on its own
+/// ([`sync_run`], which also reports an unsafe id or an unreadable file).
 fn new_run_lines(
-    pg: &PgBackend,
-    run_id: &str,
+    known: Option<&Option<RunFingerprint>>,
     path: &Path,
     size: u64,
     budget: u64,
-) -> Result<Option<Vec<u8>>, CliError> {
-    if session_schema::check_id(run_id).is_err() || size > budget {
-        return Ok(None);
+) -> Option<Vec<u8>> {
+    if size > budget || !matches!(known, Some(None)) {
+        return None;
     }
-    let remote = pg
-        .run_fingerprint(run_id)
-        .map_err(|e| CliError::Data(format!("run {run_id}: {}", one_line(&e))))?;
-    if remote.is_some() {
-        return Ok(None);
-    }
-    let Ok(bytes) = read_run(path) else {
-        return Ok(None);
-    };
+    let bytes = read_run(path).ok()?;
     let lines = Local::whole(bytes).tail;
-    Ok((!lines.is_empty() && lines.len() as u64 <= budget).then_some(lines))
+    (!lines.is_empty() && lines.len() as u64 <= budget).then_some(lines)
+}
+
+/// The shared store's fingerprints of the runs of `work`, in its order, asked a batch of ids
+/// per statement ([`PgBackend::run_fingerprints`]) instead of a round trip per run: `None`
+/// for a run whose id cannot name a stored run (not asked; [`sync_run`] reports it).
+fn fingerprints(
+    pg: &PgBackend,
+    work: &[Work],
+) -> Result<Vec<Option<Option<RunFingerprint>>>, CliError> {
+    let safe: Vec<&str> = work
+        .iter()
+        .map(|(f, ..)| f.run_id.as_str())
+        .filter(|id| session_schema::check_id(id).is_ok())
+        .collect();
+    let mut found = pg
+        .run_fingerprints(&safe)
+        .map_err(|e| CliError::Data(format!("the shared store's runs: {}", one_line(&e))))?
+        .into_iter();
+    Ok(work
+        .iter()
+        .map(|(f, ..)| {
+            session_schema::check_id(&f.run_id)
+                .is_ok()
+                .then(|| found.next().flatten())
+        })
+        .collect())
 }
 
 /// Creates the runs of `batch` in one transaction (emptying it); a run that exists by then
@@ -508,7 +534,8 @@ fn ship_new_runs(
             continue;
         };
         let mut done = RunDone::default();
-        let ran = sync_run(pg, &f.run_id, &f.path, args, &mut done);
+        // It exists by now: look at it again.
+        let ran = sync_run(pg, &f.run_id, &f.path, args, None, &mut done);
         let stop = ran.is_err();
         out.push((r.index, done, ran));
         if stop {
@@ -566,6 +593,9 @@ fn sync_runs(
         }
         work.push((f, rel, size, mtime));
     }
+    // What the shared store holds of these runs: a statement per batch of runs, not a round
+    // trip each (a first sync, or one after the watermarks were lost).
+    let remote = fingerprints(pg, &work)?;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let budget = args.chunk_bytes;
     let results: Vec<Done> = std::thread::scope(|s| {
@@ -583,35 +613,29 @@ fn sync_runs(
                         let Some((f, _, size, _)) = work.get(i) else {
                             break;
                         };
-                        if !args.verify {
-                            match new_run_lines(pg, &f.run_id, &f.path, *size, budget) {
-                                Ok(Some(lines)) => {
-                                    let n = lines.len() as u64;
-                                    if batch_bytes + n > budget {
-                                        stop = ship_new_runs(pg, &mut batch, &work, args, &mut out);
-                                        batch_bytes = 0;
-                                        if stop {
-                                            break;
-                                        }
-                                    }
-                                    batch.push(NewRun {
-                                        index: i,
-                                        run_id: f.run_id.clone(),
-                                        lines,
-                                    });
-                                    batch_bytes += n;
-                                    continue;
-                                }
-                                Ok(None) => {}
-                                Err(e) => {
-                                    out.push((i, RunDone::default(), Err(e)));
-                                    stop = true;
+                        let known = remote.get(i).cloned().flatten();
+                        if !args.verify
+                            && let Some(lines) =
+                                new_run_lines(known.as_ref(), &f.path, *size, budget)
+                        {
+                            let n = lines.len() as u64;
+                            if batch_bytes + n > budget {
+                                stop = ship_new_runs(pg, &mut batch, &work, args, &mut out);
+                                batch_bytes = 0;
+                                if stop {
                                     break;
                                 }
                             }
+                            batch.push(NewRun {
+                                index: i,
+                                run_id: f.run_id.clone(),
+                                lines,
+                            });
+                            batch_bytes += n;
+                            continue;
                         }
                         let mut done = RunDone::default();
-                        let r = sync_run(pg, &f.run_id, &f.path, args, &mut done);
+                        let r = sync_run(pg, &f.run_id, &f.path, args, known, &mut done);
                         stop = r.is_err();
                         out.push((i, done, r));
                         if stop {
