@@ -123,12 +123,14 @@ mod tests {
             frames <= pages,
             "{frames} WAL frames for a database of {pages} pages"
         );
-        // Reads: the checkpoint after the commit reads each frame once; besides, at most a
-        // few run files read on this thread (one call each). With the connection's own 64 KiB
-        // cache the pass spilled its pages and read them back: 6,920 reads, 4,599 writes.
+        // Reads: the checkpoint after the commit reads each frame once; besides, the run
+        // files read on this thread (one call each; all of them when the read pool runs
+        // inline, on one core). Measured: 1,157 reads, 3,439 writes for 1,146 frames; with
+        // the connection's own 64 KiB cache the pass spilled its pages and read them back:
+        // 6,920 reads, 4,599 writes.
         let (reads, writes) = (r1 - r0, w1 - w0);
         assert!(
-            reads <= frames + n as u64 / 4,
+            reads <= frames + n as u64 + 64,
             "{reads} read calls for {frames} WAL frames (files: {} read calls on all threads)",
             counter.read_calls()
         );
