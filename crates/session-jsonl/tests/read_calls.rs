@@ -112,7 +112,7 @@ fn a_file_longer_than_the_read_size_ends_with_its_last_short_read() {
         read_size: 4096,
         ..ReaderOptions::default()
     };
-    assert!(len % 4096 != 0 && len > 4 * 4096, "{len}");
+    assert!(!len.is_multiple_of(4096) && len > 4 * 4096, "{len}");
     let counter = count_file_reads();
     let reader = Reader::open_with(&path, opts).unwrap();
     assert_eq!(summary(reader), (201, Vec::new()));

@@ -150,7 +150,7 @@ mod tests {
     fn a_run_read_for_the_index_is_looked_at_again_on_its_open_file() {
         use std::io::Write;
 
-        use crate::read_pool::LookedAfter;
+        use crate::tree::LookedAfter;
 
         let dir = tempfile::tempdir().unwrap();
         plant(dir.path(), 1);

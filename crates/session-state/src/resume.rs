@@ -44,7 +44,7 @@ pub(crate) struct RowRead {
     /// The file as its open descriptor showed it once read (`fstat`, no path lookup), for
     /// the read pool's check that it did not change while read; `None` when the read did not
     /// keep the file open to its end (a bounded read), or `fstat` failed.
-    pub(crate) after: Option<crate::read_pool::LookedAfter>,
+    pub(crate) after: Option<crate::tree::LookedAfter>,
 }
 
 /// Reads one run file into its row, going on from `stored` (a `run_resume.checkpoint`) when it
@@ -172,7 +172,7 @@ fn fold_held(
     let after = reader
         .file_metadata()
         .ok()
-        .map(|md| crate::read_pool::LookedAfter::of(&md));
+        .map(|md| crate::tree::LookedAfter::of(&md));
     let (row, diagnostic) = fold.finish(path, size, mtime, compressed);
     let checkpoint = if row.outcome == IndexedRunOutcome::Open {
         saved.and_then(|s| serde_json::to_string(&s).ok())
