@@ -615,6 +615,16 @@ pub struct Reader<R> {
     only_types: Option<&'static [&'static str]>,
     /// Lines passed over unparsed by [`Reader::parse_only`].
     passed_over: u64,
+    /// Length of the input (from offset 0) as its opener looked at it: the listing's size or
+    /// the `fstat` of the open file (`None`: unknown, or a source that is not a plain file).
+    known_len: Option<u64>,
+    /// Whether the last read returned fewer bytes than asked for and ended exactly at
+    /// `known_len`: the end of a regular file at the moment of that read (see
+    /// [`Reader::fill`]); the next fill reports the end without another `read`.
+    at_known_end: bool,
+    /// Length of the file when it was opened (`fstat` of the open file, plain and archived
+    /// files alike), from [`Reader::open_with`]; `None` otherwise.
+    opened_len: Option<u64>,
 }
 
 /// The record type a line names in its first bytes, `{"type":"<type>"`, exactly as the
@@ -686,6 +696,9 @@ impl<R: Read> Reader<R> {
             track: None,
             only_types: None,
             passed_over: 0,
+            known_len: None,
+            at_known_end: false,
+            opened_len: None,
         }
     }
 
@@ -805,6 +818,21 @@ impl<R: Read> Reader<R> {
 
     pub(crate) fn set_follow(&mut self, follow: bool) {
         self.follow = follow;
+        // A followed file grows: only a read says where it ends now.
+        self.known_len = None;
+        self.at_known_end = false;
+    }
+
+    /// Length of the file when [`Reader::open_with`] opened it (`fstat` on the open file:
+    /// the compressed size for an archive); `None` for a reader made another way.
+    pub fn opened_len(&self) -> Option<u64> {
+        self.opened_len
+    }
+
+    /// Bytes read from the source so far (decompressed bytes for an archive): at the end of
+    /// a plain file, the length of the file as read.
+    pub fn bytes_read(&self) -> u64 {
+        self.base + self.end as u64
     }
 
     pub(crate) fn source_mut(&mut self) -> &mut R {
@@ -834,7 +862,19 @@ impl<R: Read> Reader<R> {
     }
 
     /// Reads more bytes; returns how many (0 at end of input).
+    ///
+    /// A read that returns fewer bytes than asked for and ends exactly at the length the
+    /// opener looked at (`known_len`) is taken as the end of the input, without the further
+    /// `read` that would return 0: a read of a regular file returns less than asked only at
+    /// its end, and the file ended there when that read returned. A file that grew after the
+    /// opener looked at it fills the buffer (its length plus one byte) and is read on to its
+    /// real end; one that grows after the short read is as one that grows after the read
+    /// returning 0: its new bytes are for the next pass (the callers look at the file again
+    /// after reading, see `session_state`'s read pool).
     fn fill(&mut self) -> io::Result<usize> {
+        if self.at_known_end {
+            return Ok(0);
+        }
         let read_size = self.opts.read_size.max(1);
         if self.end == self.buf.len() && self.buf.len() < read_size {
             // Still below the read size: the input is larger than it first looked; double
@@ -878,6 +918,8 @@ impl<R: Read> Reader<R> {
                 Ok(n) => {
                     self.end += n;
                     crate::tally::read(self.tally, n);
+                    self.at_known_end =
+                        n > 0 && n < want && self.known_len == Some(self.bytes_read());
                     if self.base == 0
                         && let Some(track) = self.track.as_deref_mut()
                         && track.head_carried.is_none()
@@ -1096,15 +1138,37 @@ impl Reader<RunFileReader> {
     /// The read buffer starts at the file's length (plain files; at most
     /// [`ReaderOptions::read_size`]), not at `read_size`.
     pub fn open_with(path: &Path, opts: ReaderOptions) -> Result<Self> {
-        let src = open_run_file(path)?;
-        let hint = match &src {
-            RunFileReader::Plain(f) => f.metadata().ok().map(|m| m.len()),
-            #[cfg(feature = "archive")]
-            RunFileReader::Zstd(_) => None,
+        let file = File::open(path).map_err(|e| JsonlError::io("open", path, e))?;
+        // One `fstat` on the open file: the buffer's size, and the file's length for the
+        // caller ([`Reader::opened_len`]), which needs no path-based `stat` of its own.
+        let opened_len = file.metadata().ok().map(|m| m.len());
+        let archived = is_archived(path);
+        let src = if archived {
+            open_archived(file, path)?
+        } else {
+            RunFileReader::Plain(file)
         };
+        let hint = if archived { None } else { opened_len };
         let mut reader = Reader::with_position_and_hint(src, opts, 0, 1, hint);
+        reader.known_len = hint;
+        reader.opened_len = opened_len;
         reader.tally = crate::tally::opened(path);
         Ok(reader)
+    }
+
+    /// The metadata of the open file (`fstat` on its descriptor, no path lookup; for an
+    /// archive, of the compressed file): what a caller that read the file looks at to tell
+    /// whether it changed while it was read (its length and modification time, and
+    /// `nlink() == 0` on Unix for a file removed or replaced at its path meanwhile).
+    ///
+    /// # Errors
+    /// The I/O error of `fstat`.
+    pub fn file_metadata(&self) -> io::Result<std::fs::Metadata> {
+        match &self.src {
+            RunFileReader::Plain(f) => f.metadata(),
+            #[cfg(feature = "archive")]
+            RunFileReader::Zstd(d) => d.get_ref().get_ref().metadata(),
+        }
     }
 
     /// As [`open_with`](Self::open_with) for a caller that reads many files in turn: the
@@ -1130,6 +1194,7 @@ impl Reader<RunFileReader> {
             RunFileReader::Zstd(_) => None,
         };
         let mut reader = Reader::with_buffer(src, opts, hint, buf);
+        reader.known_len = hint;
         reader.tally = crate::tally::opened(path);
         Ok(reader)
     }

@@ -59,6 +59,9 @@ pub struct FileRead {
     /// Bytes read from the file through this opening (compressed bytes are not counted for
     /// `.jsonl.zst`; the decompressed bytes the reader consumed are).
     pub bytes: u64,
+    /// `read` calls made through this opening, the one that found the end included (for
+    /// `.jsonl.zst`: reads of the decompressor).
+    pub read_calls: u64,
 }
 
 /// Counts the run files opened and the bytes read from them on the calling thread while it
@@ -111,6 +114,15 @@ impl FileReadCounter {
         })
     }
 
+    /// `read` calls through all openings so far.
+    pub fn read_calls(&self) -> u64 {
+        TALLY.with(|t| {
+            t.borrow()
+                .as_ref()
+                .map_or(0, |(_, v)| v.iter().map(|r| r.read_calls).sum())
+        })
+    }
+
     /// Bytes read through all openings so far.
     pub fn total_bytes(&self) -> u64 {
         TALLY.with(|t| {
@@ -136,6 +148,7 @@ pub(crate) fn opened(path: &Path) -> Option<Slot> {
         v.push(FileRead {
             path: path.to_owned(),
             bytes: 0,
+            read_calls: 0,
         });
         Some(Slot {
             generation: *generation,
@@ -153,6 +166,7 @@ pub(crate) fn read(slot: Option<Slot>, n: usize) {
             && let Some(r) = v.get_mut(slot.index)
         {
             r.bytes = r.bytes.saturating_add(n as u64);
+            r.read_calls = r.read_calls.saturating_add(1);
         }
     });
 }
@@ -264,7 +278,8 @@ mod tests {
             outer.reads(),
             vec![FileRead {
                 path: "/a".into(),
-                bytes: 15
+                bytes: 15,
+                read_calls: 2
             }]
         );
         drop(outer);
@@ -297,11 +312,13 @@ mod tests {
             vec![
                 FileRead {
                     path: "/a".into(),
-                    bytes: 1
+                    bytes: 1,
+                    read_calls: 1
                 },
                 FileRead {
                     path: "/b".into(),
-                    bytes: 7
+                    bytes: 7,
+                    read_calls: 1
                 }
             ]
         );

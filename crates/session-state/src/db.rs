@@ -232,6 +232,65 @@ impl Drop for WriteTx<'_> {
     }
 }
 
+/// Most page cache a store-sized write pass gives its connection, in KiB (256 MiB).
+pub(crate) const PASS_CACHE_MAX_KIB: u64 = 256 << 10;
+
+/// Page cache a write pass of `rows` run rows asks for, in KiB: 2 KiB per row (a row of the
+/// run index with its share of the secondary indexes is about 1 KiB with 1 KiB pages), at
+/// most [`PASS_CACHE_MAX_KIB`].
+pub(crate) fn pass_cache_kib(rows: usize) -> u64 {
+    u64::try_from(rows)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(2)
+        .min(PASS_CACHE_MAX_KIB)
+}
+
+/// The page cache of a connection raised for one store-sized write pass (a first build, a
+/// reindex, a large catch-up of the run index) and set back when dropped. With the
+/// connection's usual cache (32 MiB) a pass writing 100,000 rows spills dirty pages to the
+/// WAL in the middle of its transaction and reads them back (`pread`) for the indexes built
+/// after the rows and for the running totals: about 4 `pwrite` and 5 `pread` per row. The
+/// cache only grows as pages are used: a small pass costs no more memory than before.
+pub(crate) struct PassCache<'c> {
+    conn: &'c Connection,
+    /// `PRAGMA cache_size` before the pass (`None`: it could not be read, nothing changed).
+    before: Option<i64>,
+}
+
+impl<'c> PassCache<'c> {
+    /// Raises the page cache of `conn` to `kib` KiB when it is smaller. A cache size that
+    /// cannot be read or set leaves the connection as it is (only speed depends on it).
+    pub(crate) fn raise(conn: &'c Connection, kib: u64) -> Self {
+        let before = crate::column::query_int(conn, "PRAGMA cache_size", []).ok();
+        let page_size = crate::column::query_int(conn, "PRAGMA page_size", []).unwrap_or(4096);
+        // A positive `cache_size` counts pages, a negative one KiB.
+        let current_kib = before.map(|n| {
+            if n < 0 {
+                n.unsigned_abs()
+            } else {
+                n.unsigned_abs().saturating_mul(page_size.unsigned_abs()) / 1024
+            }
+        });
+        let raise = current_kib.is_some_and(|c| c < kib);
+        if raise
+            && conn
+                .execute_batch(&format!("PRAGMA cache_size = -{kib}"))
+                .is_ok()
+        {
+            return PassCache { conn, before };
+        }
+        PassCache { conn, before: None }
+    }
+}
+
+impl Drop for PassCache<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.before {
+            let _ = self.conn.execute_batch(&format!("PRAGMA cache_size = {n}"));
+        }
+    }
+}
+
 /// A read transaction (`BEGIN DEFERRED`): a consistent snapshot across several SELECTs.
 pub(crate) struct ReadTx<'c> {
     pub(crate) conn: &'c Connection,

@@ -106,6 +106,7 @@ mod listing_cost;
 mod memindex;
 mod messages;
 mod partial;
+mod pass_cost;
 mod pending_base;
 mod prefix;
 pub mod read_pool;

@@ -241,6 +241,7 @@ pub(crate) fn read_for_refresh(
                 diagnostic: None,
                 checkpoint: None,
                 resumed: false,
+                after: None,
             });
         }
     }

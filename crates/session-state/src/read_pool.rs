@@ -316,8 +316,13 @@ fn read_file(job: &FileJob, buf: &mut Vec<u8>, count_reads: bool) -> FileRead {
         job.stored.as_deref(),
         buf,
     );
-    let changed = matches!(&read, Ok(r) if r.row.outcome != IndexedRunOutcome::Open)
-        && changed_since(&job.path, job.size, job.mtime_ns);
+    let changed = match &read {
+        Ok(r) if r.row.outcome != IndexedRunOutcome::Open => match &r.after {
+            Some(after) => after.changed_since(job.size, job.mtime_ns),
+            None => changed_since(&job.path, job.size, job.mtime_ns),
+        },
+        _ => false,
+    };
     FileRead {
         read,
         changed,
@@ -325,7 +330,8 @@ fn read_file(job: &FileJob, buf: &mut Vec<u8>, count_reads: bool) -> FileRead {
     }
 }
 
-/// Whether the file at `path` no longer has size `size` and mtime `mtime_ns` (or is gone).
+/// Whether the file at `path` no longer has size `size` and mtime `mtime_ns` (or is gone):
+/// for reads that did not keep the file open to its end (bounded reads of large files).
 fn changed_since(path: &Path, size: u64, mtime_ns: i64) -> bool {
     match std::fs::symlink_metadata(path) {
         Ok(md) => md.len() != size || crate::tree::mtime_ns(&md) != mtime_ns,

@@ -41,6 +41,10 @@ pub(crate) struct RowRead {
     pub(crate) checkpoint: Option<String>,
     /// Whether the read went on from a stored checkpoint instead of the start.
     pub(crate) resumed: bool,
+    /// The file as its open descriptor showed it once read (`fstat`, no path lookup), for
+    /// the read pool's check that it did not change while read; `None` when the read did not
+    /// keep the file open to its end (a bounded read), or `fstat` failed.
+    pub(crate) after: Option<crate::tree::LookedAfter>,
 }
 
 /// Reads one run file into its row, going on from `stored` (a `run_resume.checkpoint`) when it
@@ -165,6 +169,10 @@ fn fold_held(
         let item: Item = item.map_err(io_err)?;
         fold.add(&item);
     }
+    let after = reader
+        .file_metadata()
+        .ok()
+        .map(|md| crate::tree::LookedAfter::of(&md));
     let (row, diagnostic) = fold.finish(path, size, mtime, compressed);
     let checkpoint = if row.outcome == IndexedRunOutcome::Open {
         saved.and_then(|s| serde_json::to_string(&s).ok())
@@ -177,6 +185,7 @@ fn fold_held(
             diagnostic,
             checkpoint,
             resumed,
+            after,
         },
         reader,
     ))

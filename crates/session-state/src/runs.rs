@@ -20,7 +20,7 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, Row};
 
 use crate::column::{Cols, ColumnDamage, OwnedValue, TextBytes, owned_row};
-use crate::db::{NORM_FN, ReadTx, WriteTx, db_err};
+use crate::db::{NORM_FN, PassCache, ReadTx, WriteTx, db_err, pass_cache_kib};
 use crate::error::{Result, StateError};
 use crate::index::RunIndex;
 use crate::row::{IndexedRunOutcome, RunRow};
@@ -904,6 +904,7 @@ impl Pass<'_> {
                     diagnostic,
                     checkpoint,
                     resumed,
+                    ..
                 }) => {
                     if checkpoint.is_some() || self.snap.checkpoints.contains_key(&f.rel) {
                         self.changes.checkpoints.push((f.rel.clone(), checkpoint));
@@ -1413,6 +1414,10 @@ impl RunIndex {
                 let conn = self.lock();
                 let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
                 let rows = changes.upserts.len() + changes.removed.len() + changes.vanished.len();
+                // A first build or a large catch-up: a page cache that holds it, set back
+                // after the commit (`db::PassCache`).
+                let _cache = (changes.upserts.len() >= INDEX_REBUILD_ROWS)
+                    .then(|| PassCache::raise(&conn, pass_cache_kib(rows)));
                 let apply = || -> rusqlite::Result<u64> {
                     // A first build: the indexes are built once after the rows.
                     let first = changes.upserts.len() >= INDEX_REBUILD_ROWS && runs_empty(&conn)?;
@@ -1438,6 +1443,9 @@ impl RunIndex {
         // the rows, and the running totals summed once from them.
         let first = to_read >= INDEX_REBUILD_ROWS
             && runs_empty(&conn).map_err(db_err(&self.db_path, "read run index"))?;
+        // A store-sized write: a page cache that holds it, so that its pages are not spilled
+        // to the WAL and read back (`db::PassCache`); set back after the commit.
+        let _cache = PassCache::raise(&conn, pass_cache_kib(rows));
         let write = || -> rusqlite::Result<u64> {
             pass.changes.drop_damaged(&conn)?;
             with_indexes_rebuilt(&conn, first, || {
@@ -1541,6 +1549,8 @@ impl RunIndex {
         );
         let conn = self.lock();
         let tx = WriteTx::begin(&conn, &self.db_path, self.options.max_busy_wait)?;
+        // Every row written again: a page cache that holds the pass (`db::PassCache`).
+        let _cache = PassCache::raise(&conn, pass_cache_kib(files.len()));
         let StoredRuns {
             by_key: mut old,
             shadowed,

@@ -62,6 +62,43 @@ pub(crate) fn mtime_ns(md: &fs::Metadata) -> i64 {
     md.modified().ok().map_or(0, to_ns)
 }
 
+/// A run file as its open descriptor showed it after it was read (`fstat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LookedAfter {
+    /// Length in bytes.
+    pub(crate) size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub(crate) mtime_ns: i64,
+    /// Whether the file has no name left (removed, or replaced by a rename over it).
+    pub(crate) unlinked: bool,
+}
+
+impl LookedAfter {
+    /// The state `md` (the `fstat` of an open file) shows.
+    pub(crate) fn of(md: &std::fs::Metadata) -> LookedAfter {
+        #[cfg(unix)]
+        let unlinked = std::os::unix::fs::MetadataExt::nlink(md) == 0;
+        #[cfg(not(unix))]
+        let unlinked = false;
+        LookedAfter {
+            size: md.len(),
+            mtime_ns: mtime_ns(md),
+            unlinked,
+        }
+    }
+
+    /// Whether the file read is no longer the one listed with size `size` and mtime
+    /// `mtime_ns`: written to while read (its length or mtime moved), or removed or replaced
+    /// at its path (no name left). The check is made on the open file, not its path: a file
+    /// replaced by a rename over it is seen through the old file's link count (on Unix; the
+    /// rename changes its directory's mtime too, so the next refresh lists that directory
+    /// again), a file written in place through its length and mtime, as a path-based `lstat`
+    /// saw them, without the path lookup.
+    pub(crate) fn changed_since(&self, size: u64, mtime_ns: i64) -> bool {
+        self.unlinked || self.size != size || self.mtime_ns != mtime_ns
+    }
+}
+
 /// One date directory.
 #[derive(Debug, Clone)]
 pub(crate) struct DateDir {

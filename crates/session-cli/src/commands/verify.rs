@@ -18,7 +18,7 @@ use crate::support::lib_errors::jsonl_err;
 use crate::support::open::{messages_files, open_store_read_only, orphan_messages, state_err};
 use crate::support::paths::rel;
 use crate::support::store::locate_run;
-use crate::support::stream::for_each_item_to_end;
+use crate::support::stream::for_each_item_sized;
 
 /// One finding of `verify`.
 #[derive(Debug, Clone)]
@@ -140,7 +140,7 @@ fn check_run_ref(
     let mut checker = session_replay::RunChecker::new(owned.clone());
     let mut damage: Vec<(DamageKind, u64, u64, String)> = Vec::new();
     let mut terminal = false;
-    let bytes = for_each_item_to_end(src, false, |item| {
+    let (bytes, file_size) = for_each_item_sized(src, false, |item| {
         match &item {
             session_jsonl::Item::Record(r) => {
                 terminal |= matches!(
@@ -156,10 +156,6 @@ fn check_run_ref(
         Ok(())
     })?;
     let checked = checker.finish();
-    let file_size = match src {
-        crate::backend::RunRef::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-        crate::backend::RunRef::Stored { .. } => bytes,
-    };
     let id = Some(checked.meta.run_id.clone()).filter(|s| !s.is_empty());
     if let Some(header_id) = &id {
         let name_id = src.run_id();

@@ -73,8 +73,23 @@ pub(crate) fn for_each_item(
 pub(crate) fn for_each_item_to_end(
     src: impl Into<RunRef>,
     keep_raw: bool,
-    mut each: impl FnMut(Item) -> Result<(), CliError>,
+    each: impl FnMut(Item) -> Result<(), CliError>,
 ) -> Result<u64, CliError> {
+    for_each_item_sized(src, keep_raw, each).map(|(bytes, _)| bytes)
+}
+
+/// [`for_each_item_to_end`], returning with the bytes read the size of the run on disk: for
+/// a file, its length from the `fstat` of the open file (no path-based `stat`; for an
+/// archive, the compressed length), or the bytes read when the file grew while it was read
+/// (what was checked); for a stored run, the bytes read.
+///
+/// # Errors
+/// As [`for_each_item`].
+pub(crate) fn for_each_item_sized(
+    src: impl Into<RunRef>,
+    keep_raw: bool,
+    mut each: impl FnMut(Item) -> Result<(), CliError>,
+) -> Result<(u64, u64), CliError> {
     let options = ReaderOptions {
         keep_raw,
         ..ReaderOptions::default()
@@ -86,7 +101,13 @@ pub(crate) fn for_each_item_to_end(
                 let item = item.map_err(|e| read_err(&path, &reader, e))?;
                 each(item)?;
             }
-            Ok(reader.complete_offset())
+            let opened = reader.opened_len().unwrap_or(0);
+            let size = if session_jsonl::is_archived(&path) {
+                opened
+            } else {
+                opened.max(reader.bytes_read())
+            };
+            Ok((reader.complete_offset(), size))
         }
         RunRef::Stored {
             catalogue,
@@ -107,7 +128,8 @@ pub(crate) fn for_each_item_to_end(
                 })?;
                 each(item)?;
             }
-            Ok(reader.complete_offset())
+            let bytes = reader.complete_offset();
+            Ok((bytes, bytes))
         }
     }
 }
