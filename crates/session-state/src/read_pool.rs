@@ -9,12 +9,24 @@
 //! [`InOrder`] is the pool: jobs are claimed in order by up to [`max_threads`] workers
 //! (scoped to the pass: started by [`InOrder::start`], joined when the pool is dropped);
 //! each worker keeps its own scratch (the run index's: one read buffer, reused for every
-//! file, [`session_jsonl::Reader::open_reusing`]). Memory stays bounded: a worker claims a job
-//! only while it is fewer than [`WINDOW`] jobs ahead of the one the taker waits for, so at
-//! most [`WINDOW`] results wait to be taken, whatever the sizes of the files (each read
-//! bounded as it is on one thread). A panic in a worker (a bug: reading stored data never
-//! panics) is resumed on the taking thread when its job is taken, as if the job had run
-//! there.
+//! file, [`session_jsonl::Reader::open_reusing`]).
+//!
+//! Jobs are handed over a block at a time, so the cost of passing work between threads
+//! (a lock, a message, a wake-up) is paid per block, not per file: a worker claims a run of
+//! [`block_len`] consecutive jobs under the lock, runs them, and sends their results to the
+//! taker as one message; the taker wakes a worker only when one is waiting for the window
+//! to move and the job it takes lets it claim its block ([`InOrder::hand_offs`] counts the
+//! messages and wake-ups). Blocks start at multiples of [`block_len`] from the first job, so
+//! a pass of `n` jobs sends `⌈n / block_len⌉` messages (more only when a job panics).
+//!
+//! Memory stays bounded: a worker claims a block only when its last job is fewer than
+//! [`WINDOW`] jobs ahead of the one the taker waits for, so at most [`WINDOW`] results wait
+//! to be taken, whatever the sizes of the files (each read bounded as it is on one thread).
+//! A panic in a worker (a bug: reading stored data never panics) is resumed on the taking
+//! thread when its job is taken, as if the job had run there; that worker stops (its
+//! scratch may be half-updated) and gives the jobs of its block after the panicking one back
+//! to the others, which claim them before any new block. Dropping the pool stops the workers
+//! (each after the job it is running).
 //!
 //! `RefreshReads` is the run index's use of it: one job per file to read, each read with
 //! `partial::read_for_refresh` and counted with a [`session_jsonl::TallyScope`]
@@ -23,8 +35,10 @@
 //! deserialized) are those of a pass on one thread.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc};
 use std::thread::JoinHandle;
 
@@ -43,6 +57,14 @@ pub const MAX_THREADS: usize = 4;
 
 /// Fewest jobs worth starting workers for: below this a pass reads on its own thread.
 pub const MIN_PARALLEL_JOBS: usize = 8;
+
+/// Most jobs of one block (a worker's claim, one message to the taker); well under
+/// [`WINDOW`], so several blocks are read ahead.
+pub const MAX_BLOCK: usize = 32;
+
+/// Blocks each worker gets at least, when there are jobs enough: a small pass is still
+/// spread over every worker.
+pub const BLOCKS_PER_WORKER: usize = 8;
 
 #[cfg(test)]
 thread_local! {
@@ -75,19 +97,63 @@ pub fn max_threads(jobs: usize) -> usize {
         .clamp(1, MAX_THREADS)
 }
 
+/// Jobs per block of a pass of `jobs` jobs on `workers` workers: `jobs / (workers ×`
+/// [`BLOCKS_PER_WORKER`]`)`, at least 1 and at most [`MAX_BLOCK`] (1,000 jobs on 2
+/// workers: 32; 100 jobs on 2 workers: 6).
+pub fn block_len(jobs: usize, workers: usize) -> usize {
+    (jobs / workers.max(1).saturating_mul(BLOCKS_PER_WORKER)).clamp(1, MAX_BLOCK)
+}
+
+/// Hand-offs between the workers and the taker of one pool so far ([`InOrder::hand_offs`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandOffs {
+    /// Messages sent by the workers to the taker: one per block of results.
+    pub sent: u64,
+    /// Condition-variable notifications made to wake workers waiting for the window (or for
+    /// jobs given back by a worker that stopped at a panic); not counting the pool's drop.
+    pub woken: u64,
+}
+
 /// What the workers and the taker share.
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
+    /// Set when the pool is dropped: workers stop claiming and running jobs.
+    stop: AtomicBool,
+    /// Number of jobs.
+    len: usize,
+    /// Jobs per block ([`block_len`]).
+    block: usize,
+    sent: AtomicU64,
+    woken: AtomicU64,
 }
 
 struct State {
-    /// Next job to claim.
+    /// First job of the ones no worker claimed yet.
     next: usize,
+    /// Jobs claimed by a worker that stopped (at a panic) before running them: claimed
+    /// again before any new block.
+    returned: Vec<Range<usize>>,
+    /// Workers running a block they claimed (one may yet give jobs back).
+    busy: usize,
     /// Job the taker waits for (every job before it is taken or skipped).
     taking: usize,
-    /// Set when the pool is dropped: workers stop claiming.
-    stop: bool,
+    /// Workers waiting on `wake` that were not notified since they began to wait.
+    waiting: usize,
+}
+
+impl State {
+    /// Whether a worker must wait: no job was given back, and either the next block's last
+    /// job is not within [`WINDOW`] of the job being taken, or every job is claimed but a
+    /// worker still runs a block (it may give jobs back).
+    fn must_wait(&self, len: usize, block: usize) -> bool {
+        self.returned.is_empty()
+            && if self.next < len {
+                self.next.saturating_add(block).min(len) > self.taking.saturating_add(WINDOW)
+            } else {
+                self.busy > 0
+            }
+    }
 }
 
 impl Shared {
@@ -95,10 +161,60 @@ impl Shared {
         // No code panics while holding the lock; a poisoned one holds consistent numbers.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Unlocks `st` and wakes the waiting workers (when there are any) if `st` lets them
+    /// go on.
+    fn wake_waiters(&self, mut st: MutexGuard<'_, State>) {
+        let wake = st.waiting > 0 && !st.must_wait(self.len, self.block);
+        if wake {
+            st.waiting = 0;
+        }
+        drop(st);
+        if wake {
+            self.woken.fetch_add(1, Ordering::Relaxed);
+            self.wake.notify_all();
+        }
+    }
+
+    /// The next jobs for a worker to run (jobs given back first, else the next block),
+    /// waiting for the window to move if it must; `None` when the pool is dropped or every
+    /// job is claimed and no block is running.
+    fn claim<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+    ) -> (MutexGuard<'a, State>, Option<Range<usize>>) {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return (st, None);
+            }
+            if !st.must_wait(self.len, self.block) {
+                break;
+            }
+            st.waiting += 1;
+            st = self.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        let jobs = if let Some(jobs) = st.returned.pop() {
+            jobs
+        } else if st.next < self.len {
+            let jobs = st.next..st.next.saturating_add(self.block).min(self.len);
+            st.next = jobs.end;
+            jobs
+        } else {
+            return (st, None);
+        };
+        st.busy += 1;
+        (st, Some(jobs))
+    }
 }
 
 /// The outcome of one job on a worker: its result, or the panic to resume on the taker.
 type Outcome<R> = std::thread::Result<R>;
+
+/// The results of consecutive jobs from `first` on, as one worker sent them.
+struct Block<R> {
+    first: usize,
+    results: Vec<Outcome<R>>,
+}
 
 type Inline<R> = Box<dyn FnMut(usize) -> R>;
 
@@ -106,9 +222,14 @@ type Inline<R> = Box<dyn FnMut(usize) -> R>;
 /// results out in job order ([`InOrder::take`]). See the module documentation.
 pub struct InOrder<R: Send + 'static> {
     shared: Arc<Shared>,
-    rx: Option<mpsc::Receiver<(usize, Outcome<R>)>>,
-    /// Results that came before the one being taken.
-    held: BTreeMap<usize, Outcome<R>>,
+    rx: Option<mpsc::Receiver<Block<R>>>,
+    /// The block holding the next results: the job of its next result, and the results
+    /// left.
+    current: Option<(usize, std::vec::IntoIter<Outcome<R>>)>,
+    /// Blocks that came before the one being taken, by their first job.
+    ahead: BTreeMap<usize, Vec<Outcome<R>>>,
+    /// First job neither taken nor passed.
+    passed: usize,
     workers: Vec<JoinHandle<()>>,
     /// Without workers: the jobs run on the taking thread.
     inline: Option<Inline<R>>,
@@ -119,7 +240,8 @@ impl<R: Send + 'static> InOrder<R> {
     /// Starts `threads` workers over `jobs` (none when `threads` ≤ 1 or there is at most one
     /// job, or when no thread can be started: then each job runs on the taking thread when
     /// taken). Each worker makes its scratch with `scratch` once and runs `work(job,
-    /// &mut scratch)` for each job it claims.
+    /// &mut scratch)` for each job it claims, in blocks of [`block_len`]`(jobs.len(),
+    /// threads)` consecutive jobs.
     pub fn start<J, S>(
         jobs: Vec<J>,
         threads: usize,
@@ -131,21 +253,29 @@ impl<R: Send + 'static> InOrder<R> {
         S: 'static,
     {
         let len = jobs.len();
+        let threads = threads.min(len);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 next: 0,
+                returned: Vec::new(),
+                busy: 0,
                 taking: 0,
-                stop: false,
+                waiting: 0,
             }),
             wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            len,
+            block: block_len(len, threads),
+            sent: AtomicU64::new(0),
+            woken: AtomicU64::new(0),
         });
         let jobs = Arc::new(jobs);
         let scratch = Arc::new(scratch);
         let work = Arc::new(work);
         let mut workers = Vec::new();
         let (tx, rx) = mpsc::channel();
-        if threads > 1 && len > 1 {
-            for n in 0..threads.min(len) {
+        if threads > 1 {
+            for n in 0..threads {
                 let (shared, jobs, scratch, work, tx) = (
                     Arc::clone(&shared),
                     Arc::clone(&jobs),
@@ -170,7 +300,9 @@ impl<R: Send + 'static> InOrder<R> {
         InOrder {
             shared,
             rx: Some(rx),
-            held: BTreeMap::new(),
+            current: None,
+            ahead: BTreeMap::new(),
+            passed: 0,
             workers,
             inline,
             len,
@@ -182,38 +314,56 @@ impl<R: Send + 'static> InOrder<R> {
         self.workers.len()
     }
 
+    /// Messages and wake-ups between the workers and the taker so far (none without
+    /// workers).
+    pub fn hand_offs(&self) -> HandOffs {
+        HandOffs {
+            sent: self.shared.sent.load(Ordering::Relaxed),
+            woken: self.shared.woken.load(Ordering::Relaxed),
+        }
+    }
+
     /// The result of job `i`. Take jobs in increasing order: the results of jobs before `i`
     /// that were not taken are dropped. `None` when `i` is out of range, was passed already,
     /// or no worker is left to run it. A panic of the job is resumed here.
     pub fn take(&mut self, i: usize) -> Option<R> {
-        if i >= self.len {
+        if i >= self.len || i < self.passed {
             return None;
         }
+        self.passed = i + 1;
         if let Some(run) = self.inline.as_mut() {
             return Some(run(i));
         }
-        {
-            let mut st = self.shared.lock();
-            if st.taking > i {
-                return None;
-            }
-            st.taking = i;
-        }
-        self.shared.wake.notify_all();
-        self.held = self.held.split_off(&i);
-        if let Some(outcome) = self.held.remove(&i) {
-            return Some(resume(outcome));
-        }
-        let rx = self.rx.as_ref()?;
+        let mut st = self.shared.lock();
+        st.taking = i;
+        self.shared.wake_waiters(st);
+        self.outcome(i).map(resume)
+    }
+
+    /// The outcome of job `i`, from the blocks received (dropping those before it) or
+    /// waiting for the block holding it.
+    fn outcome(&mut self, i: usize) -> Option<Outcome<R>> {
         loop {
-            let (j, outcome) = rx.recv().ok()?;
-            match j.cmp(&i) {
-                std::cmp::Ordering::Equal => return Some(resume(outcome)),
-                std::cmp::Ordering::Greater => {
-                    self.held.insert(j, outcome);
+            if let Some((first, results)) = self.current.as_mut() {
+                if (*first..*first + results.len()).contains(&i) {
+                    let skipped = i - *first;
+                    *first = i + 1;
+                    return results.nth(skipped);
                 }
-                std::cmp::Ordering::Less => {}
+                self.current = None;
             }
+            let (first, results) = match self.ahead.first_key_value() {
+                Some((&first, _)) if first <= i => self.ahead.pop_first()?,
+                _ => {
+                    let block = self.rx.as_ref()?.recv().ok()?;
+                    if block.first > i {
+                        self.ahead.insert(block.first, block.results);
+                        continue;
+                    }
+                    (block.first, block.results)
+                }
+            };
+            self.current = Some((first, results.into_iter()));
         }
     }
 }
@@ -230,40 +380,69 @@ fn worker<J, S, R>(
     jobs: &[J],
     scratch: &dyn Fn() -> S,
     work: &dyn Fn(&J, &mut S) -> R,
-    tx: &mpsc::Sender<(usize, Outcome<R>)>,
+    tx: &mpsc::Sender<Block<R>>,
 ) {
     let mut s = scratch();
+    let mut st = shared.lock();
     loop {
-        let j = {
-            let mut st = shared.lock();
-            loop {
-                if st.stop || st.next >= jobs.len() {
-                    return;
-                }
-                if st.next < st.taking.saturating_add(WINDOW) {
-                    break;
-                }
-                st = shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
-            }
-            st.next += 1;
-            st.next - 1
-        };
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| work(&jobs[j], &mut s)));
-        let panicked = outcome.is_err();
-        if tx.send((j, outcome)).is_err() || panicked {
-            // The pool is gone, or the scratch may be half-updated: stop.
+        let claimed;
+        (st, claimed) = shared.claim(st);
+        let Some(claimed) = claimed else {
             return;
+        };
+        drop(st);
+        let mut results = Vec::with_capacity(claimed.len());
+        let mut left = claimed.clone();
+        let mut panicked = false;
+        for j in left.by_ref() {
+            if shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| work(&jobs[j], &mut s)));
+            panicked = outcome.is_err();
+            results.push(outcome);
+            if panicked {
+                break;
+            }
+        }
+        shared.sent.fetch_add(1, Ordering::Relaxed);
+        let block = Block {
+            first: claimed.start,
+            results,
+        };
+        let gone = tx.send(block).is_err();
+        st = shared.lock();
+        st.busy -= 1;
+        if panicked {
+            // The scratch may be half-updated: this worker stops, the others run the rest
+            // of its block.
+            if !left.is_empty() {
+                st.returned.push(left);
+            }
+            shared.wake_waiters(st);
+            return;
+        }
+        if gone {
+            return;
+        }
+        if st.next >= shared.len && st.busy == 0 && st.waiting > 0 {
+            // The pass's last block ended: the workers waiting for jobs given back stop.
+            shared.wake_waiters(st);
+            st = shared.lock();
         }
     }
 }
 
 impl<R: Send + 'static> Drop for InOrder<R> {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // A worker checks `stop` under the lock before it waits: taking the lock here
+        // means it either saw `stop` or is waiting when notified.
+        drop(self.shared.lock());
         self.shared.wake.notify_all();
-        // Workers blocked on sending see the receiver gone.
         self.rx = None;
-        self.held.clear();
+        self.current = None;
+        self.ahead.clear();
         for handle in self.workers.drain(..) {
             // A worker's panic was sent to the taker (or its job was never taken).
             let _ = handle.join();
@@ -497,6 +676,70 @@ mod tests {
             panic.downcast_ref::<String>().map(String::as_str),
             Some("job 40")
         );
+        // Job 40 was in the middle of a block (36..42): its worker stopped and the rest of
+        // the block was run by the other one.
+        assert_eq!(block_len(100, 2), 6);
+        for i in 41..100 {
+            assert_eq!(pool.take(i), Some(i));
+        }
+        // 17 blocks, job 40's cut short, and the two jobs it gave back.
+        assert_eq!(pool.hand_offs().sent, 18);
+    }
+
+    #[test]
+    fn every_other_job_is_run_whichever_job_panics() {
+        for threads in [2, 3] {
+            for bad in 0..60 {
+                let mut pool = InOrder::start(
+                    (0..60usize).collect(),
+                    threads,
+                    || (),
+                    move |&j, ()| {
+                        assert_ne!(j, bad, "job {j}");
+                        j
+                    },
+                );
+                for i in 0..60 {
+                    let taken = std::panic::catch_unwind(AssertUnwindSafe(|| pool.take(i)));
+                    match taken {
+                        Ok(got) => assert_eq!(got, Some(i), "{threads} threads, {bad} panics"),
+                        Err(_) => assert_eq!(i, bad),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_pass_hands_results_over_a_block_at_a_time() {
+        assert_eq!(block_len(1_000, 2), 32);
+        assert_eq!(block_len(10, 2), 1);
+        assert_eq!(block_len(1_000_000, 4), MAX_BLOCK);
+        for (jobs, blocks) in [(1_000usize, 32u64), (10_000, 313)] {
+            let mut pool = InOrder::start((0..jobs).collect(), 2, || (), |&j, ()| j);
+            assert_eq!(pool.workers(), 2);
+            for i in 0..jobs {
+                assert_eq!(pool.take(i), Some(i));
+            }
+            // One message per block of 32 jobs, and a notification only to a worker that
+            // waits for the window to move (one per file before).
+            let h = pool.hand_offs();
+            assert_eq!(h.sent, blocks, "{jobs} jobs: {h:?}");
+            assert!(h.woken <= blocks, "{jobs} jobs: {h:?}");
+            assert_eq!(pool.take(jobs), None);
+        }
+    }
+
+    #[test]
+    fn a_job_taken_or_passed_is_not_given_again() {
+        for threads in [1, 2] {
+            let mut pool = InOrder::start((0..100usize).collect(), threads, || (), |&j, ()| j);
+            assert_eq!(pool.take(10), Some(10));
+            assert_eq!(pool.take(10), None);
+            assert_eq!(pool.take(5), None);
+            assert_eq!(pool.take(50), Some(50));
+            assert_eq!(pool.take(99), Some(99));
+        }
     }
 
     /// A store of 45 files over three days with every kind of damage the reader reports, a
