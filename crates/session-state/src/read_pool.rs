@@ -9,12 +9,27 @@
 //! [`InOrder`] is the pool: jobs are claimed in order by up to [`max_threads`] workers
 //! (scoped to the pass: started by [`InOrder::start`], joined when the pool is dropped);
 //! each worker keeps its own scratch (the run index's: one read buffer, reused for every
-//! file, [`session_jsonl::Reader::open_reusing`]). Memory stays bounded: a worker claims a job
-//! only while it is fewer than [`WINDOW`] jobs ahead of the one the taker waits for, so at
-//! most [`WINDOW`] results wait to be taken, whatever the sizes of the files (each read
-//! bounded as it is on one thread). A panic in a worker (a bug: reading stored data never
-//! panics) is resumed on the taking thread when its job is taken, as if the job had run
-//! there.
+//! file, [`session_jsonl::Reader::open_reusing`]).
+//!
+//! Jobs are handed over a block at a time, so the cost of passing work between threads
+//! (taking the lock, waking a thread) is paid per block, not per file: a worker claims a
+//! run of [`block_len`] consecutive jobs under the lock, runs them, and hands their results
+//! to the taker together, under the same lock taking as it claims its next block. The taker
+//! takes the lock only when it moves to another block, and a thread is woken only when it
+//! waits: the taker for the block holding the job it takes, a worker for the window to move
+//! ([`InOrder::hand_offs`] counts the blocks and notifications). Blocks start at multiples
+//! of [`block_len`] from the first job, so a pass of `n` jobs hands over `⌈n / block_len⌉`
+//! blocks (more only when a job panics).
+//!
+//! Memory stays bounded: a worker claims a block only when its last job is fewer than
+//! [`WINDOW`] jobs ahead of the job the taker waits for (or, while the taker takes from a
+//! block it holds, the first job it took from it), so at most [`WINDOW`] results wait to be
+//! taken, whatever the sizes of the files (each read bounded as it is on one thread).
+//! A panic in a worker (a bug: reading stored data never panics) is resumed on the taking
+//! thread when its job is taken, as if the job had run there; that worker stops (its
+//! scratch may be half-updated) and gives the jobs of its block after the panicking one back
+//! to the others, which claim them before any new block. Dropping the pool stops the workers
+//! (each after the job it is running).
 //!
 //! `RefreshReads` is the run index's use of it: one job per file to read, each read with
 //! `partial::read_for_refresh` and counted with a [`session_jsonl::TallyScope`]
@@ -23,9 +38,11 @@
 //! deserialized) are those of a pass on one thread.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, mpsc};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use session_jsonl::{Tally, TallyScope};
@@ -43,6 +60,14 @@ pub const MAX_THREADS: usize = 4;
 
 /// Fewest jobs worth starting workers for: below this a pass reads on its own thread.
 pub const MIN_PARALLEL_JOBS: usize = 8;
+
+/// Most jobs of one block (a worker's claim, one message to the taker); well under
+/// [`WINDOW`], so several blocks are read ahead.
+pub const MAX_BLOCK: usize = 32;
+
+/// Blocks each worker gets at least, when there are jobs enough: a small pass is still
+/// spread over every worker.
+pub const BLOCKS_PER_WORKER: usize = 8;
 
 #[cfg(test)]
 thread_local! {
@@ -75,25 +100,205 @@ pub fn max_threads(jobs: usize) -> usize {
         .clamp(1, MAX_THREADS)
 }
 
+/// Jobs per block of a pass of `jobs` jobs on `workers` workers: `jobs / (workers ×`
+/// [`BLOCKS_PER_WORKER`]`)`, at least 1 and at most [`MAX_BLOCK`] (1,000 jobs on 2
+/// workers: 32; 100 jobs on 2 workers: 6).
+pub fn block_len(jobs: usize, workers: usize) -> usize {
+    (jobs / workers.max(1).saturating_mul(BLOCKS_PER_WORKER)).clamp(1, MAX_BLOCK)
+}
+
+/// Hand-offs between the workers and the taker of one pool so far ([`InOrder::hand_offs`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandOffs {
+    /// Blocks of results the workers handed to the taker.
+    pub sent: u64,
+    /// Condition-variable notifications: of the taker, waiting for the block it takes from,
+    /// and of workers, waiting for the window to move (or for jobs given back, or for the
+    /// pass's end); not counting the pool's drop.
+    pub woken: u64,
+}
+
 /// What the workers and the taker share.
-struct Shared {
-    state: Mutex<State>,
+struct Shared<R> {
+    state: Mutex<State<R>>,
+    /// Workers waiting for the window to move, for jobs given back or for the pass's end.
     wake: Condvar,
+    /// The taker waiting for the block holding the job it takes.
+    ready: Condvar,
+    /// Set when the pool is dropped: workers stop claiming and running jobs.
+    stop: AtomicBool,
+    /// Number of jobs.
+    len: usize,
+    /// Jobs per block ([`block_len`]).
+    block: usize,
+    sent: AtomicU64,
+    woken: AtomicU64,
 }
 
-struct State {
-    /// Next job to claim.
+struct State<R> {
+    /// First job of the ones no worker claimed yet.
     next: usize,
-    /// Job the taker waits for (every job before it is taken or skipped).
+    /// Jobs claimed by a worker that stopped (at a panic) before running them: claimed
+    /// again before any new block.
+    returned: Vec<Range<usize>>,
+    /// Workers running a block they claimed (one may yet give jobs back).
+    busy: usize,
+    /// Job the taker waits for, or the first it took from the block in its hands (every
+    /// job before it is taken or skipped).
     taking: usize,
-    /// Set when the pool is dropped: workers stop claiming.
-    stop: bool,
+    /// Workers waiting on `wake` that were not notified since they began to wait.
+    waiting: usize,
+    /// Blocks run and not yet taken: the results of the jobs from the key on.
+    done: BTreeMap<usize, Vec<Outcome<R>>>,
+    /// Workers that have not stopped.
+    alive: usize,
+    /// Whether the taker waits on `ready`.
+    taker_waits: bool,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl<R> State<R> {
+    /// Whether a worker must wait: no job was given back, and either the next block's last
+    /// job is not within [`WINDOW`] of the job being taken, or every job is claimed but a
+    /// worker still runs a block (it may give jobs back).
+    fn must_wait(&self, len: usize, block: usize) -> bool {
+        self.returned.is_empty()
+            && if self.next < len {
+                self.next.saturating_add(block).min(len) > self.taking.saturating_add(WINDOW)
+            } else {
+                self.busy > 0
+            }
+    }
+}
+
+impl<R> Shared<R> {
+    fn lock(&self) -> MutexGuard<'_, State<R>> {
         // No code panics while holding the lock; a poisoned one holds consistent numbers.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether to wake the waiting workers: there are some and `st` lets them go on (then
+    /// they count as notified). The notification is made with the lock released
+    /// ([`Shared::notify`]), so the woken thread does not wait for the lock at once.
+    fn wake_workers(&self, st: &mut State<R>) -> bool {
+        let wake = st.waiting > 0 && !st.must_wait(self.len, self.block);
+        if wake {
+            st.waiting = 0;
+        }
+        wake
+    }
+
+    /// Whether to wake the taker: it waits (then it counts as notified).
+    fn wake_taker(st: &mut State<R>) -> bool {
+        std::mem::take(&mut st.taker_waits)
+    }
+
+    /// Notifies the waiting workers and the taker as decided under the lock.
+    fn notify(&self, wake: Wake) {
+        if wake.workers {
+            self.woken.fetch_add(1, Ordering::Relaxed);
+            self.wake.notify_all();
+        }
+        if wake.taker {
+            self.woken.fetch_add(1, Ordering::Relaxed);
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next jobs for a worker to run (jobs given back first, else the next block),
+    /// waiting for the window to move if it must; `None` when the pool is dropped or every
+    /// job is claimed and no block is running.
+    fn claim<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<R>>,
+    ) -> (MutexGuard<'a, State<R>>, Option<Range<usize>>) {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return (st, None);
+            }
+            if !st.must_wait(self.len, self.block) {
+                break;
+            }
+            st.waiting += 1;
+            st = self.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        let jobs = if let Some(jobs) = st.returned.pop() {
+            jobs
+        } else if st.next < self.len {
+            let jobs = st.next..st.next.saturating_add(self.block).min(self.len);
+            st.next = jobs.end;
+            jobs
+        } else {
+            return (st, None);
+        };
+        st.busy += 1;
+        (st, Some(jobs))
+    }
+
+    /// The block holding job `i` (its first job and results), waiting for it to be run;
+    /// `None` when no worker is left to run it. Tells the workers `i` is the job taken and
+    /// drops the blocks before it.
+    fn block_holding(&self, i: usize) -> Option<(usize, Vec<Outcome<R>>)> {
+        let mut passed = Vec::new();
+        let mut st = self.lock();
+        st.taking = i;
+        let mut wake = Wake {
+            workers: self.wake_workers(&mut st),
+            taker: false,
+        };
+        let found = loop {
+            let mut found = None;
+            while let Some(entry) = st.done.first_entry() {
+                let first = *entry.key();
+                if first > i {
+                    break;
+                }
+                let results = entry.remove();
+                if i < first + results.len() {
+                    found = Some((first, results));
+                    break;
+                }
+                passed.push(results);
+            }
+            if found.is_some() || st.alive == 0 {
+                break found;
+            }
+            if wake.workers {
+                // Wake them before waiting, with the lock released.
+                drop(st);
+                self.notify(std::mem::take(&mut wake));
+                st = self.lock();
+                continue;
+            }
+            st.taker_waits = true;
+            st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
+        };
+        drop(st);
+        self.notify(wake);
+        drop(passed);
+        found
+    }
+}
+
+/// Threads to wake once the lock is released.
+#[derive(Default)]
+struct Wake {
+    workers: bool,
+    taker: bool,
+}
+
+/// Counts a worker as stopped when it ends, however it ends.
+struct Alive<'a, R>(&'a Shared<R>);
+
+impl<R> Drop for Alive<'_, R> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.alive -= 1;
+        let taker = st.alive == 0 && Shared::wake_taker(&mut st);
+        drop(st);
+        self.0.notify(Wake {
+            workers: false,
+            taker,
+        });
     }
 }
 
@@ -105,10 +310,11 @@ type Inline<R> = Box<dyn FnMut(usize) -> R>;
 /// A pool that runs one function over a list of jobs on worker threads and hands the
 /// results out in job order ([`InOrder::take`]). See the module documentation.
 pub struct InOrder<R: Send + 'static> {
-    shared: Arc<Shared>,
-    rx: Option<mpsc::Receiver<(usize, Outcome<R>)>>,
-    /// Results that came before the one being taken.
-    held: BTreeMap<usize, Outcome<R>>,
+    shared: Arc<Shared<R>>,
+    /// The block in the taker's hands: the job of its next result, and the results left.
+    current: Option<(usize, std::vec::IntoIter<Outcome<R>>)>,
+    /// First job neither taken nor passed.
+    passed: usize,
     workers: Vec<JoinHandle<()>>,
     /// Without workers: the jobs run on the taking thread.
     inline: Option<Inline<R>>,
@@ -119,7 +325,8 @@ impl<R: Send + 'static> InOrder<R> {
     /// Starts `threads` workers over `jobs` (none when `threads` ≤ 1 or there is at most one
     /// job, or when no thread can be started: then each job runs on the taking thread when
     /// taken). Each worker makes its scratch with `scratch` once and runs `work(job,
-    /// &mut scratch)` for each job it claims.
+    /// &mut scratch)` for each job it claims, in blocks of [`block_len`]`(jobs.len(),
+    /// threads)` consecutive jobs.
     pub fn start<J, S>(
         jobs: Vec<J>,
         threads: usize,
@@ -131,46 +338,54 @@ impl<R: Send + 'static> InOrder<R> {
         S: 'static,
     {
         let len = jobs.len();
+        let threads = if threads > 1 { threads.min(len) } else { 0 };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 next: 0,
+                returned: Vec::new(),
+                busy: 0,
                 taking: 0,
-                stop: false,
+                waiting: 0,
+                done: BTreeMap::new(),
+                alive: threads,
+                taker_waits: false,
             }),
             wake: Condvar::new(),
+            ready: Condvar::new(),
+            stop: AtomicBool::new(false),
+            len,
+            block: block_len(len, threads),
+            sent: AtomicU64::new(0),
+            woken: AtomicU64::new(0),
         });
         let jobs = Arc::new(jobs);
         let scratch = Arc::new(scratch);
         let work = Arc::new(work);
         let mut workers = Vec::new();
-        let (tx, rx) = mpsc::channel();
-        if threads > 1 && len > 1 {
-            for n in 0..threads.min(len) {
-                let (shared, jobs, scratch, work, tx) = (
-                    Arc::clone(&shared),
-                    Arc::clone(&jobs),
-                    Arc::clone(&scratch),
-                    Arc::clone(&work),
-                    tx.clone(),
-                );
-                let spawned = std::thread::Builder::new()
-                    .name(format!("session-read-{n}"))
-                    .spawn(move || worker(&shared, &jobs, &*scratch, &*work, &tx));
+        for n in 0..threads {
+            let (pool, jobs, scratch, work) = (
+                Arc::clone(&shared),
+                Arc::clone(&jobs),
+                Arc::clone(&scratch),
+                Arc::clone(&work),
+            );
+            let spawned = std::thread::Builder::new()
+                .name(format!("session-read-{n}"))
+                .spawn(move || worker(&pool, &jobs, &*scratch, &*work));
+            match spawned {
+                Ok(handle) => workers.push(handle),
                 // A thread that cannot be started leaves the jobs to the others.
-                if let Ok(handle) = spawned {
-                    workers.push(handle);
-                }
+                Err(_) => shared.lock().alive -= 1,
             }
         }
-        drop(tx);
         let inline: Option<Inline<R>> = workers.is_empty().then(|| {
             let mut s = scratch();
             Box::new(move |i: usize| work(&jobs[i], &mut s)) as Inline<R>
         });
         InOrder {
             shared,
-            rx: Some(rx),
-            held: BTreeMap::new(),
+            current: None,
+            passed: 0,
             workers,
             inline,
             len,
@@ -182,39 +397,41 @@ impl<R: Send + 'static> InOrder<R> {
         self.workers.len()
     }
 
+    /// Blocks handed over and notifications between the workers and the taker so far (none
+    /// without workers).
+    pub fn hand_offs(&self) -> HandOffs {
+        HandOffs {
+            sent: self.shared.sent.load(Ordering::Relaxed),
+            woken: self.shared.woken.load(Ordering::Relaxed),
+        }
+    }
+
     /// The result of job `i`. Take jobs in increasing order: the results of jobs before `i`
     /// that were not taken are dropped. `None` when `i` is out of range, was passed already,
     /// or no worker is left to run it. A panic of the job is resumed here.
     pub fn take(&mut self, i: usize) -> Option<R> {
-        if i >= self.len {
+        if i >= self.len || i < self.passed {
             return None;
         }
+        self.passed = i + 1;
         if let Some(run) = self.inline.as_mut() {
             return Some(run(i));
         }
-        {
-            let mut st = self.shared.lock();
-            if st.taking > i {
-                return None;
-            }
-            st.taking = i;
+        let in_hand = self
+            .current
+            .as_ref()
+            .is_some_and(|(first, results)| (*first..*first + results.len()).contains(&i));
+        if !in_hand {
+            // The workers learn of the job taken when the taker moves to another block (the
+            // results of the one in hand came together).
+            self.current = None;
+            let (first, results) = self.shared.block_holding(i)?;
+            self.current = Some((first, results.into_iter()));
         }
-        self.shared.wake.notify_all();
-        self.held = self.held.split_off(&i);
-        if let Some(outcome) = self.held.remove(&i) {
-            return Some(resume(outcome));
-        }
-        let rx = self.rx.as_ref()?;
-        loop {
-            let (j, outcome) = rx.recv().ok()?;
-            match j.cmp(&i) {
-                std::cmp::Ordering::Equal => return Some(resume(outcome)),
-                std::cmp::Ordering::Greater => {
-                    self.held.insert(j, outcome);
-                }
-                std::cmp::Ordering::Less => {}
-            }
-        }
+        let (first, results) = self.current.as_mut()?;
+        let skipped = i - *first;
+        *first = i + 1;
+        results.nth(skipped).map(resume)
     }
 }
 
@@ -226,32 +443,60 @@ fn resume<R>(outcome: Outcome<R>) -> R {
 }
 
 fn worker<J, S, R>(
-    shared: &Shared,
+    shared: &Shared<R>,
     jobs: &[J],
     scratch: &dyn Fn() -> S,
     work: &dyn Fn(&J, &mut S) -> R,
-    tx: &mpsc::Sender<(usize, Outcome<R>)>,
 ) {
+    let _alive = Alive(shared);
     let mut s = scratch();
+    let mut st = shared.lock();
+    // Threads to wake for the block handed over last.
+    let mut wake = Wake::default();
     loop {
-        let j = {
-            let mut st = shared.lock();
-            loop {
-                if st.stop || st.next >= jobs.len() {
-                    return;
-                }
-                if st.next < st.taking.saturating_add(WINDOW) {
-                    break;
-                }
-                st = shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
-            }
-            st.next += 1;
-            st.next - 1
+        if (wake.workers || wake.taker) && st.must_wait(shared.len, shared.block) {
+            // Wake them before waiting, with the lock released.
+            drop(st);
+            shared.notify(std::mem::take(&mut wake));
+            st = shared.lock();
+        }
+        let claimed;
+        (st, claimed) = shared.claim(st);
+        drop(st);
+        shared.notify(std::mem::take(&mut wake));
+        let Some(claimed) = claimed else {
+            return;
         };
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| work(&jobs[j], &mut s)));
-        let panicked = outcome.is_err();
-        if tx.send((j, outcome)).is_err() || panicked {
-            // The pool is gone, or the scratch may be half-updated: stop.
+        let mut results = Vec::with_capacity(claimed.len());
+        let mut left = claimed.clone();
+        let mut panicked = false;
+        for j in left.by_ref() {
+            if shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| work(&jobs[j], &mut s)));
+            panicked = outcome.is_err();
+            results.push(outcome);
+            if panicked {
+                break;
+            }
+        }
+        st = shared.lock();
+        st.busy -= 1;
+        shared.sent.fetch_add(1, Ordering::Relaxed);
+        wake.taker = (claimed.start..claimed.start + results.len()).contains(&st.taking)
+            && Shared::wake_taker(&mut st);
+        st.done.insert(claimed.start, results);
+        if panicked && !left.is_empty() {
+            // The scratch may be half-updated: this worker stops, the others run the rest
+            // of its block.
+            st.returned.push(left);
+        }
+        // Jobs given back, or the pass's last block ended: the waiting workers go on.
+        wake.workers = shared.wake_workers(&mut st);
+        if panicked {
+            drop(st);
+            shared.notify(wake);
             return;
         }
     }
@@ -259,13 +504,15 @@ fn worker<J, S, R>(
 
 impl<R: Send + 'static> Drop for InOrder<R> {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // A worker checks `stop` under the lock before it waits: taking the lock here
+        // means it either saw `stop` or is waiting when notified.
+        let done = std::mem::take(&mut self.shared.lock().done);
         self.shared.wake.notify_all();
-        // Workers blocked on sending see the receiver gone.
-        self.rx = None;
-        self.held.clear();
+        drop(done);
+        self.current = None;
         for handle in self.workers.drain(..) {
-            // A worker's panic was sent to the taker (or its job was never taken).
+            // A worker's panic was handed to the taker (or its job was never taken).
             let _ = handle.join();
         }
     }
@@ -503,6 +750,71 @@ mod tests {
             panic.downcast_ref::<String>().map(String::as_str),
             Some("job 40")
         );
+        // Job 40 was in the middle of a block (36..42): its worker stopped and the rest of
+        // the block was run by the other one.
+        assert_eq!(block_len(100, 2), 6);
+        for i in 41..100 {
+            assert_eq!(pool.take(i), Some(i));
+        }
+        // 17 blocks, job 40's cut short, and the two jobs it gave back.
+        assert_eq!(pool.hand_offs().sent, 18);
+    }
+
+    #[test]
+    fn every_other_job_is_run_whichever_job_panics() {
+        for threads in [2, 3] {
+            for bad in 0..60 {
+                let mut pool = InOrder::start(
+                    (0..60usize).collect(),
+                    threads,
+                    || (),
+                    move |&j, ()| {
+                        assert_ne!(j, bad, "job {j}");
+                        j
+                    },
+                );
+                for i in 0..60 {
+                    let taken = std::panic::catch_unwind(AssertUnwindSafe(|| pool.take(i)));
+                    match taken {
+                        Ok(got) => assert_eq!(got, Some(i), "{threads} threads, {bad} panics"),
+                        Err(_) => assert_eq!(i, bad),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_pass_hands_results_over_a_block_at_a_time() {
+        assert_eq!(block_len(1_000, 2), 32);
+        assert_eq!(block_len(10, 2), 1);
+        assert_eq!(block_len(1_000_000, 4), MAX_BLOCK);
+        for (jobs, blocks) in [(1_000usize, 32u64), (10_000, 313)] {
+            let mut pool = InOrder::start((0..jobs).collect(), 2, || (), |&j, ()| j);
+            assert_eq!(pool.workers(), 2);
+            for i in 0..jobs {
+                assert_eq!(pool.take(i), Some(i));
+            }
+            // One hand-over per block of 32 jobs (one message per job before), and a
+            // notification only to a thread that waits: the taker for a block, a worker for
+            // the window to move (one per job taken before).
+            let h = pool.hand_offs();
+            assert_eq!(h.sent, blocks, "{jobs} jobs: {h:?}");
+            assert!(h.woken <= 2 * blocks + 2, "{jobs} jobs: {h:?}");
+            assert_eq!(pool.take(jobs), None);
+        }
+    }
+
+    #[test]
+    fn a_job_taken_or_passed_is_not_given_again() {
+        for threads in [1, 2] {
+            let mut pool = InOrder::start((0..100usize).collect(), threads, || (), |&j, ()| j);
+            assert_eq!(pool.take(10), Some(10));
+            assert_eq!(pool.take(10), None);
+            assert_eq!(pool.take(5), None);
+            assert_eq!(pool.take(50), Some(50));
+            assert_eq!(pool.take(99), Some(99));
+        }
     }
 
     /// A store of 45 files over three days with every kind of damage the reader reports, a
