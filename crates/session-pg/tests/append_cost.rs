@@ -77,6 +77,18 @@ fn calls(b: &PgBackend, parts: &'static [&'static str]) -> Vec<i64> {
     .unwrap()
 }
 
+/// A fresh database with `pg_stat_statements` in it, and a backend on it writing as `host`.
+fn counted(c: &Cluster, host: &str) -> PgBackend {
+    let conn = c.fresh_db();
+    let b = backend(&conn, host);
+    b.with_client(|c| {
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .map_err(q)
+    })
+    .unwrap();
+    b
+}
+
 fn reset(b: &PgBackend) {
     b.with_client(|c| {
         // This database's counts only: tests of other databases run meanwhile.
@@ -121,13 +133,7 @@ const CREATE_WHOLE: &[&str] = &["SELECT new.run_key FROM new"];
 #[test]
 fn appends_at_the_end_of_a_known_run_are_one_statement_each() {
     let Some(c) = cluster() else { return };
-    let conn = c.fresh_db();
-    let b = backend(&conn, "writer");
-    b.with_client(|c| {
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            .map_err(q)
-    })
-    .unwrap();
+    let b = counted(c, "writer");
     reset(&b);
     let mut expected = header("r1");
     let mut len = b.append_lines("r1", 0, &header("r1")).unwrap().end;
@@ -327,13 +333,7 @@ fn text_event(run: &str, word: &str) -> Vec<u8> {
 #[test]
 fn appends_without_search_documents_never_touch_search_docs() {
     let Some(c) = cluster() else { return };
-    let conn = c.fresh_db();
-    let b = backend(&conn, "writer");
-    b.with_client(|c| {
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            .map_err(q)
-    })
-    .unwrap();
+    let b = counted(c, "writer");
     reset(&b);
     // A header and five status lines, one per append: no search document, so none of these
     // statements has a search_docs part (nor an array: one line goes as plain values).
@@ -510,13 +510,7 @@ fn migration_4_keeps_every_run_row_listed_as_before_and_leaves_no_per_statement_
 #[test]
 fn appends_of_many_lines_go_as_binary_copy_and_a_few_as_one_statement() {
     let Some(c) = cluster() else { return };
-    let conn = c.fresh_db();
-    let b = backend(&conn, "sync");
-    b.with_client(|c| {
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            .map_err(q)
-    })
-    .unwrap();
+    let b = counted(c, "sync");
     reset(&b);
     // (The COPY itself is not counted here: pg_stat_statements does not count every
     // execution of a prepared utility statement. The lines of the transaction go either as
@@ -629,13 +623,7 @@ fn row_versions(b: &PgBackend, run: &'static str) -> (String, String) {
 #[test]
 fn the_run_row_is_rewritten_only_when_an_append_changes_one_of_its_columns() {
     let Some(c) = cluster() else { return };
-    let conn = c.fresh_db();
-    let b = backend(&conn, "writer");
-    b.with_client(|c| {
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            .map_err(q)
-    })
-    .unwrap();
+    let b = counted(c, "writer");
     reset(&b);
     let mut all = header("rw");
     let mut len = b.append_lines("rw", 0, &all).unwrap().end;
@@ -869,13 +857,7 @@ fn migration_5_moves_what_appends_change_to_run_tips_and_lists_as_before() {
 #[test]
 fn fingerprints_of_many_runs_are_a_statement_per_batch_and_equal_to_one_by_one() {
     let Some(c) = cluster() else { return };
-    let conn = c.fresh_db();
-    let b = backend(&conn, "copier");
-    b.with_client(|c| {
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            .map_err(q)
-    })
-    .unwrap();
+    let b = counted(c, "copier");
     // Three stored runs of different shapes, among ids that name no run.
     let mut one = header("fa");
     one.extend(line("fa", 1));
