@@ -20,8 +20,8 @@ pub use crate::names::{ARCHIVED_EXT, RUN_EXT, parse_run_file_name};
 mod date_tree;
 
 pub use date_tree::{
-    DateLevel, DateTree, DateTreeDir, DayFiles, DayRunFile, UnlistedDir, list_day_files,
-    stat_date_tree,
+    DateLevel, DateTree, DateTreeDir, DayFiles, DayNames, DayRunFile, DayRunName, UnlistedDir,
+    list_day_files, list_day_names, stat_date_tree,
 };
 
 /// A UTC calendar date naming a `YYYY/MM/DD` directory.

@@ -1187,7 +1187,29 @@ impl Reader<RunFileReader> {
         expected_len: Option<u64>,
         buf: Vec<u8>,
     ) -> Result<Self> {
-        let src = open_run_file(path)?;
+        let file = File::open(path).map_err(|e| JsonlError::io("open", path, e))?;
+        Reader::open_file_reusing(file, path, opts, expected_len, buf)
+    }
+
+    /// As [`open_reusing`](Self::open_reusing) for a run file the caller has already opened
+    /// (`file`, e.g. relative to its directory's descriptor with `openat`, and looked at with
+    /// `fstat`): `path` names it in errors and tells an archive (`.jsonl.zst`) by its name.
+    ///
+    /// # Errors
+    /// [`JsonlError::Io`] when the zstd stream of an archive cannot be set up;
+    /// [`JsonlError::ArchiveUnsupported`] for an archive without the `archive` feature.
+    pub fn open_file_reusing(
+        file: File,
+        path: &Path,
+        opts: ReaderOptions,
+        expected_len: Option<u64>,
+        buf: Vec<u8>,
+    ) -> Result<Self> {
+        let src = if is_archived(path) {
+            open_archived(file, path)?
+        } else {
+            RunFileReader::Plain(file)
+        };
         let hint = match &src {
             RunFileReader::Plain(_) => expected_len,
             #[cfg(feature = "archive")]

@@ -247,3 +247,34 @@ pub(crate) fn read_for_refresh(
     }
     crate::resume::read_row_reusing(path, size, mtime, compressed, None, buf)
 }
+
+/// [`read_for_refresh`] of a file without a stored checkpoint that its caller opened already
+/// (`file`, relative to its directory, whose `fstat` gave `size` and `mtime`): read whole
+/// from `file` into `buf`; a plain file longer than [`WHOLE_READ_MAX`] is first tried bounded
+/// (by its path, as [`read_for_refresh`] does: large files are few, and their bytes, not
+/// their openings, are the cost).
+///
+/// # Errors
+/// [`StateError::Run`] when the file cannot be read.
+pub(crate) fn read_opened_for_refresh(
+    file: std::fs::File,
+    path: &Path,
+    (size, mtime, compressed): (u64, i64, bool),
+    buf: &mut Vec<u8>,
+) -> Result<RowRead> {
+    if !compressed && size > WHOLE_READ_MAX {
+        let b = read_bounded(path, size, mtime, compressed, REFRESH_TAIL_PROBE, true)?;
+        if b.exact && !b.whole {
+            let mut row = b.row;
+            row.complete_on_read = true;
+            return Ok(RowRead {
+                row,
+                diagnostic: None,
+                checkpoint: None,
+                resumed: false,
+                after: None,
+            });
+        }
+    }
+    crate::resume::read_opened_row_reusing(file, path, (size, mtime, compressed), buf)
+}

@@ -527,6 +527,9 @@ pub(crate) struct FileJob {
     pub(crate) mtime_ns: i64,
     pub(crate) compressed: bool,
     pub(crate) stored: Option<String>,
+    /// Listed by name only: size and mtime come from the `fstat` of the file once opened
+    /// ([`crate::tree::open_in_dir`]), not from `size`/`mtime_ns`.
+    pub(crate) stat_at_open: bool,
 }
 
 impl FileJob {
@@ -538,6 +541,7 @@ impl FileJob {
             mtime_ns: f.mtime_ns,
             compressed: f.compressed,
             stored: stored.map(str::to_owned),
+            stat_at_open: f.stat_at_open,
         }
     }
 }
@@ -548,31 +552,68 @@ pub(crate) struct FileRead {
     /// For a run that has ended: whether the file's size or mtime changed while it was read
     /// (looked at again after the read, on the worker). `false` for open runs and failures.
     pub(crate) changed: bool,
+    /// For a job listed by name only ([`FileJob::stat_at_open`]) and opened: the file as its
+    /// `fstat` showed it before the read (the size and mtime its row holds).
+    pub(crate) seen: Option<crate::tree::Seen>,
     tally: Tally,
 }
 
-/// Reads `job` with the worker's read buffer `buf`, counting what it reads in a tally for
-/// the taking thread (openings only when `count_reads`).
-fn read_file(job: &FileJob, buf: &mut Vec<u8>, count_reads: bool) -> FileRead {
+/// What a worker keeps from one file to the next: its read buffer, and the directory its
+/// last file was opened in.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    buf: Vec<u8>,
+    dir: crate::tree::DirHandle,
+}
+
+/// Reads `job` with the worker's scratch (read buffer, open directory), counting what it
+/// reads in a tally for the taking thread (openings only when `count_reads`). A job listed
+/// by name only is opened relative to its directory and looked at with `fstat` first; its
+/// size and mtime are the ones that `fstat` gave.
+fn read_file(job: &FileJob, scratch: &mut Scratch, count_reads: bool) -> FileRead {
     let scope = TallyScope::start(count_reads);
-    let read = crate::partial::read_for_refresh(
-        &job.path,
-        job.size,
-        job.mtime_ns,
-        job.compressed,
-        job.stored.as_deref(),
-        buf,
-    );
+    let (read, seen) = if job.stat_at_open {
+        match crate::tree::open_in_dir(&mut scratch.dir, &job.path) {
+            Ok((file, seen)) => (
+                crate::partial::read_opened_for_refresh(
+                    file,
+                    &job.path,
+                    (seen.size, seen.mtime_ns, job.compressed),
+                    &mut scratch.buf,
+                ),
+                Some(seen),
+            ),
+            Err(e) => (
+                Err(crate::error::StateError::Run {
+                    path: job.path.clone(),
+                    source: Box::new(e),
+                }),
+                None,
+            ),
+        }
+    } else {
+        let read = crate::partial::read_for_refresh(
+            &job.path,
+            job.size,
+            job.mtime_ns,
+            job.compressed,
+            job.stored.as_deref(),
+            &mut scratch.buf,
+        );
+        (read, None)
+    };
+    let (size, mtime_ns) = seen.map_or((job.size, job.mtime_ns), |s| (s.size, s.mtime_ns));
     let changed = match &read {
         Ok(r) if r.row.outcome != IndexedRunOutcome::Open => match &r.after {
-            Some(after) => after.changed_since(job.size, job.mtime_ns),
-            None => changed_since(&job.path, job.size, job.mtime_ns),
+            Some(after) => after.changed_since(size, mtime_ns),
+            None => changed_since(&job.path, size, mtime_ns),
         },
         _ => false,
     };
     FileRead {
         read,
         changed,
+        seen,
         tally: scope.finish(),
     }
 }
@@ -597,8 +638,8 @@ pub(crate) struct RefreshReads {
     pool: InOrder<FileRead>,
     /// Whether the taking thread counts file reads (then so do the workers).
     count_reads: bool,
-    /// Read buffer of the reads the taker makes itself (a file the pool was not given).
-    spare: Vec<u8>,
+    /// Scratch of the reads the taker makes itself (a file the pool was not given).
+    spare: Scratch,
 }
 
 impl RefreshReads {
@@ -608,29 +649,31 @@ impl RefreshReads {
         let count_reads = session_jsonl::counting_file_reads();
         let (keys, jobs): (Vec<usize>, Vec<FileJob>) = jobs.into_iter().unzip();
         let threads = max_threads(jobs.len());
-        let pool = InOrder::start(jobs, threads, Vec::new, move |job, buf| {
-            read_file(job, buf, count_reads)
+        let pool = InOrder::start(jobs, threads, Scratch::default, move |job, scratch| {
+            read_file(job, scratch, count_reads)
         });
         RefreshReads {
             keys,
             cursor: 0,
             pool,
             count_reads,
-            spare: Vec::new(),
+            spare: Scratch::default(),
         }
     }
 
     /// The read of the listed file `f` at position `at` of the pass, going on from `stored`
     /// (as given to [`RefreshReads::start`] for `at`; a file it was not given is read here,
     /// on the calling thread). Take positions in increasing order. The read's tally is added
-    /// to the calling thread's counts. Returns the read and, for a run that has ended,
-    /// whether the file changed while it was read.
+    /// to the calling thread's counts. Returns the read, for a run that has ended whether
+    /// the file changed while it was read, and the file as its reader looked at it when `f`
+    /// was listed by name only ([`crate::tree::Listed::stat_at_open`]; `None` otherwise or
+    /// when it could not be opened): see [`crate::tree::Listed::seen_as`].
     pub(crate) fn take(
         &mut self,
         at: usize,
         f: &crate::tree::Listed,
         stored: Option<&str>,
-    ) -> (Result<RowRead>, bool) {
+    ) -> (Result<RowRead>, bool, Option<crate::tree::Seen>) {
         while self.keys.get(self.cursor).is_some_and(|&k| k < at) {
             self.cursor += 1;
         }
@@ -645,7 +688,7 @@ impl RefreshReads {
             None => read_file(&FileJob::of(f, stored), &mut self.spare, self.count_reads),
         };
         done.tally.add_to_this_thread();
-        (done.read, done.changed)
+        (done.read, done.changed, done.seen)
     }
 }
 

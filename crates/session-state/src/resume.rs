@@ -107,6 +107,43 @@ pub(crate) fn read_row_reusing(
     Ok(read)
 }
 
+/// [`read_row_reusing`] of a file its caller opened and looked at already (`file`, whose
+/// `fstat` gave `size` and `mtime`), read from the start: no open by path.
+///
+/// # Errors
+/// As [`read_row`].
+pub(crate) fn read_opened_row_reusing(
+    file: std::fs::File,
+    path: &Path,
+    (size, mtime, compressed): (u64, i64, bool),
+    buf: &mut Vec<u8>,
+) -> Result<RowRead> {
+    let run_err = |e: session_jsonl::JsonlError| StateError::Run {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    };
+    let mut reader = Reader::open_file_reusing(
+        file,
+        path,
+        index_reader_options(),
+        Some(size),
+        std::mem::take(buf),
+    )
+    .map_err(run_err)?;
+    if !compressed {
+        reader.track_checkpoints();
+    }
+    let (read, reader) = fold_held(
+        path,
+        reader,
+        RunFold::new(path),
+        (size, mtime, compressed),
+        false,
+    )?;
+    *buf = reader.into_buffer();
+    Ok(read)
+}
+
 /// The row of `path` read on from `stored` (a `run_resume.checkpoint`), or `None` when there
 /// is no usable checkpoint or the file is no longer the one it was taken from (then nothing
 /// but the checkpoint's guards was read).

@@ -886,7 +886,8 @@ impl Pass<'_> {
     /// changes, and returns the row to store with its diagnostic (`None`: the stored row
     /// stands, or the file could not be read).
     fn take(&mut self, i: usize, c: &Candidate) -> Option<(RunRow, Option<String>)> {
-        let f = &c.listed;
+        let mut f = &c.listed;
+        let seen_as;
         let mut upsert = None;
         let open = if let Some(k) = c.known.filter(|k| k.matches(f)) {
             self.report.unchanged += 1;
@@ -897,7 +898,12 @@ impl Pass<'_> {
                 .known
                 .and_then(|_| self.snap.checkpoints.get(&f.rel))
                 .map(String::as_str);
-            let (read, moved) = self.reads.take(i, f, stored);
+            let (read, moved, seen) = self.reads.take(i, f, stored);
+            if let Some(seen) = seen {
+                // Listed by name only: as its reader's `fstat` showed it.
+                seen_as = f.seen_as(seen);
+                f = &seen_as;
+            }
             match read {
                 Ok(crate::resume::RowRead {
                     row,
@@ -1274,7 +1280,25 @@ impl RunIndex {
         let mut listed_ok: Vec<(&DateDir, usize)> = Vec::new();
         for d in &relist {
             report.dirs_listed += 1;
-            let listing = match tree::list_day(d) {
+            // A day without a stored row (a first build, a new day): every file in it is
+            // read, so it is listed by name only and each file's size and mtime come from the
+            // `fstat` of its reader; otherwise the `lstat` of each file is what tells which
+            // files changed.
+            let end = tree::prefix_end(&d.rel);
+            let nothing_known = snap
+                .relisted
+                .range::<str, _>((
+                    std::ops::Bound::Included(d.rel.as_str()),
+                    std::ops::Bound::Excluded(end.as_str()),
+                ))
+                .next()
+                .is_none();
+            let listed = if nothing_known {
+                tree::list_day_unstatted(d)
+            } else {
+                tree::list_day(d)
+            };
+            let listing = match listed {
                 Ok(l) => l,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     changes.vanished.push(d.rel.clone());
@@ -1295,7 +1319,6 @@ impl RunIndex {
                 .map(|f| f.rel.clone())
                 .chain(listing.failed.iter().map(|(p, _)| rel_path(&self.root, p)))
                 .collect();
-            let end = tree::prefix_end(&d.rel);
             for rel in snap
                 .relisted
                 .range::<str, _>((
@@ -1360,6 +1383,7 @@ impl RunIndex {
                         mtime_ns: tree::mtime_ns(&md),
                         compressed,
                         looked_ns,
+                        stat_at_open: false,
                     },
                     known: Some(*known),
                     watched: true,
@@ -1522,7 +1546,8 @@ impl RunIndex {
                 dir_rows.push((d.rel.clone(), dir_row(d, 0)));
                 continue;
             }
-            match tree::list_day(d) {
+            // Every file is read: its size and mtime come from the `fstat` of its reader.
+            match tree::list_day_unstatted(d) {
                 Ok(l) => {
                     if !l.failed.is_empty() {
                         failed_dirs.insert(d.rel.clone());
@@ -1576,8 +1601,10 @@ impl RunIndex {
             let mut writer = RunWriter::new(&conn)?;
             let mut watch =
                 conn.prepare_cached("INSERT OR IGNORE INTO run_watch (path) VALUES (?1)")?;
-            for (i, f) in files.iter().enumerate() {
-                let (read, moved) = reads.take(i, f, None);
+            for (i, listed) in files.iter().enumerate() {
+                let (read, moved, seen) = reads.take(i, listed, None);
+                let seen = seen.map(|s| listed.seen_as(s));
+                let f = seen.as_ref().unwrap_or(listed);
                 match read {
                     Ok(crate::resume::RowRead {
                         row,

@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use session_jsonl::layout::{list_day_files, stat_date_tree};
+use session_jsonl::layout::{list_day_files, list_day_names, stat_date_tree};
 
 /// Window of "racy" timestamps with coarse granularity, in nanoseconds: a directory or file
 /// whose modification time is a whole second (file systems with 1 s or 2 s timestamps: ext3,
@@ -153,17 +153,128 @@ pub(crate) fn walk(root: &Path) -> io::Result<Walk> {
     })
 }
 
-/// One run file of a day directory, with its `lstat`.
+/// One run file of a day directory, with its `lstat`, or only its name when its reader
+/// looks at it ([`Listed::stat_at_open`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Listed {
     pub(crate) path: PathBuf,
     /// Relative to the root (`2026/11/30/<run_id>.jsonl`).
     pub(crate) rel: String,
+    /// Length in bytes (0 until looked at when [`Listed::stat_at_open`]).
     pub(crate) size: u64,
+    /// Modification time, ns since the epoch (0 until looked at when
+    /// [`Listed::stat_at_open`]).
     pub(crate) mtime_ns: i64,
     pub(crate) compressed: bool,
     /// When the file was looked at (before its `lstat`).
     pub(crate) looked_ns: i64,
+    /// Listed by name only ([`list_day_names`]): size, mtime and `looked_ns` are those of
+    /// the `fstat` of the file once opened by its reader ([`open_in_dir`]), see
+    /// [`Listed::seen_as`].
+    pub(crate) stat_at_open: bool,
+}
+
+impl Listed {
+    /// This file as its reader looked at it (the `fstat` of the open file, taken at
+    /// `seen.looked_ns`): what its row holds and what the next incremental refresh compares
+    /// its listing's `lstat` with.
+    pub(crate) fn seen_as(&self, seen: Seen) -> Listed {
+        Listed {
+            size: seen.size,
+            mtime_ns: seen.mtime_ns,
+            looked_ns: seen.looked_ns,
+            stat_at_open: false,
+            ..self.clone()
+        }
+    }
+}
+
+/// A run file as its reader looked at it once opened (`fstat` of the descriptor, before any
+/// read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// Length in bytes.
+    pub(crate) size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub(crate) mtime_ns: i64,
+    /// When it was looked at (wall clock, taken before the file was opened).
+    pub(crate) looked_ns: i64,
+}
+
+/// The directory a worker opened its last run file in, kept open so that the next file of
+/// the same day directory is opened relative to it (`openat`: the kernel looks up one name,
+/// not every component of the path).
+#[derive(Debug, Default)]
+pub(crate) struct DirHandle {
+    open: Option<(PathBuf, fs::File)>,
+}
+
+/// Opens the run file `path` for reading relative to its directory (kept open in `dir`
+/// for the next file of the same directory) and looks at it with `fstat` before any read.
+///
+/// A symbolic link at the name is not followed (`O_NOFOLLOW`: `ELOOP`) and an entry that is
+/// no regular file is refused (`InvalidInput`), as a listing's `lstat` would have left them
+/// out; a FIFO put at the name does not block the open (`O_NONBLOCK`, which plain reads of a
+/// regular file ignore). A directory replaced or renamed while a pass runs: the handle is the
+/// directory as it was when this worker opened it, so a file is read from the directory that
+/// was listed (or from its replacement when the replacement came first) and never from a
+/// mixture of paths; a replaced day directory has a new modification time, so the next
+/// refresh lists it again. `looked_ns` is taken before the open, as a listing takes it
+/// before its `lstat`.
+///
+/// # Errors
+/// The I/O error of opening the directory or the file, or of `fstat`.
+pub(crate) fn open_in_dir(dir: &mut DirHandle, path: &Path) -> io::Result<(fs::File, Seen)> {
+    let looked_ns = now_ns();
+    let file = open_relative(dir, path)?;
+    let md = file.metadata()?;
+    if !md.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok((
+        file,
+        Seen {
+            size: md.len(),
+            mtime_ns: mtime_ns(&md),
+            looked_ns,
+        },
+    ))
+}
+
+#[cfg(unix)]
+fn open_relative(dir: &mut DirHandle, path: &Path) -> io::Result<fs::File> {
+    use rustix::fs::{Mode, OFlags};
+
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return fs::File::open(path);
+    };
+    if dir.open.as_ref().is_none_or(|(p, _)| p != parent) {
+        dir.open = None;
+        let handle = rustix::fs::open(
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        dir.open = Some((parent.to_owned(), fs::File::from(handle)));
+    }
+    let Some((_, handle)) = &dir.open else {
+        return fs::File::open(path);
+    };
+    let fd = rustix::fs::openat(
+        handle,
+        name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+    )?;
+    Ok(fs::File::from(fd))
+}
+
+#[cfg(not(unix))]
+fn open_relative(_dir: &mut DirHandle, path: &Path) -> io::Result<fs::File> {
+    fs::File::open(path)
 }
 
 /// The run files of one day directory.
@@ -193,6 +304,38 @@ pub(crate) fn list_day(dir: &DateDir) -> io::Result<DayListing> {
                 mtime_ns: f.modified.map_or(0, to_ns),
                 compressed: f.compressed,
                 looked_ns: to_ns(f.looked_at),
+                stat_at_open: false,
+            })
+            .collect(),
+        failed: day
+            .failed
+            .into_iter()
+            .map(|(p, e)| (p, format!("cannot stat: {e}")))
+            .collect(),
+    })
+}
+
+/// Lists one day directory by name only, with [`session_jsonl::layout::list_day_names`]:
+/// one `readdir` pass, no `lstat` (the entry's type tells regular files), for a pass that
+/// opens every file anyway; each file's size and mtime come from its reader's `fstat`
+/// ([`Listed::stat_at_open`]).
+///
+/// # Errors
+/// As [`list_day`].
+pub(crate) fn list_day_unstatted(dir: &DateDir) -> io::Result<DayListing> {
+    let day = list_day_names(&dir.path, &dir.rel)?;
+    Ok(DayListing {
+        files: day
+            .files
+            .into_iter()
+            .map(|f| Listed {
+                path: f.path,
+                rel: f.rel,
+                size: 0,
+                mtime_ns: 0,
+                compressed: f.compressed,
+                looked_ns: 0,
+                stat_at_open: true,
             })
             .collect(),
         failed: day

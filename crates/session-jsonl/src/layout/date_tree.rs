@@ -276,6 +276,62 @@ pub fn list_day_files(dir: &Path, rel: &str) -> io::Result<DayFiles> {
     Ok(out)
 }
 
+/// One run file of a day directory as its directory entry names it, from [`list_day_names`]:
+/// no `lstat`, so no size or time (a reader that opens the file takes them from the `fstat`
+/// of the open descriptor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayRunName {
+    /// Full path.
+    pub path: PathBuf,
+    /// Relative to the sessions root (`2026/11/30/<run_id>.jsonl`).
+    pub rel: String,
+    /// Whether this is an archived `.jsonl.zst`.
+    pub compressed: bool,
+}
+
+/// The result of [`list_day_names`].
+#[derive(Debug, Default)]
+pub struct DayNames {
+    /// Entries named `<run_id>.jsonl` or `<run_id>.jsonl.zst` that are regular files, in
+    /// `rel` order.
+    pub files: Vec<DayRunName>,
+    /// Run file names whose type could not be told (other than vanishing), with the OS error.
+    pub failed: Vec<(PathBuf, io::Error)>,
+}
+
+/// Lists one day directory as [`list_day_files`] does, for a caller that opens every file
+/// anyway (a rebuild of the whole index, a check of every run): one `readdir` pass and no
+/// `lstat`. Regular files are told by the entry's type, which `readdir` returns on Linux,
+/// the BSDs and macOS for the common file systems (`d_type`); where it is unknown
+/// (`DT_UNKNOWN`) the entry is looked at with `lstat`. Symbolic links and other non-regular
+/// entries are ignored.
+///
+/// # Errors
+/// The I/O error of `readdir` (`NotFound` when the directory vanished).
+pub fn list_day_names(dir: &Path, rel: &str) -> io::Result<DayNames> {
+    let mut out = DayNames::default();
+    for entry in fs::read_dir(dir)? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((_, compressed)) = parse_run_file_name(name) else {
+            continue;
+        };
+        match entry.file_type() {
+            Ok(t) if t.is_file() => out.files.push(DayRunName {
+                path: entry.path(),
+                rel: format!("{rel}{name}"),
+                compressed,
+            }),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => out.failed.push((entry.path(), e)),
+        }
+    }
+    out.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +429,19 @@ mod tests {
             ]
         );
         assert!(files.failed.is_empty());
+        let names = list_day_names(&day.path, &day.rel).unwrap();
+        let named: Vec<(&str, bool)> = names
+            .files
+            .iter()
+            .map(|f| (f.rel.as_str(), f.compressed))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("2026/11/30/a.jsonl", false),
+                ("2026/11/30/b.jsonl.zst", true)
+            ]
+        );
     }
 
     #[test]
