@@ -168,8 +168,7 @@ mod tests {
             .lock()
             .trace_v2(TraceEventCodes::empty(), None::<fn(TraceEvent<'_>)>)
             .unwrap();
-        let all = seen.lock().unwrap().clone();
-        all
+        seen.lock().unwrap().clone()
     }
 
     #[test]
