@@ -401,16 +401,31 @@ fn fill_in_one_scan(conn: &Connection) -> rusqlite::Result<bool> {
     {
         let mut stmt = conn.prepare(&sql)?;
         let mut rows = stmt.query([])?;
+        const NAMES: [&str; 12] = [
+            "quarter",
+            "model",
+            "session",
+            "day",
+            "completed",
+            "errors",
+            "cancelled",
+            "invocation_count",
+            "input_tokens",
+            "cached_input_tokens",
+            "output_tokens",
+            "total_tokens",
+        ];
         while let Some(r) = rows.next()? {
+            let c = crate::column::Cols::new(r, "runs", &NAMES)?;
             let mut add: StoredSums = [1; 9];
             for (i, slot) in add.iter_mut().enumerate().skip(1) {
-                match r.get_ref(3 + i)? {
+                match c.raw(3 + i)? {
                     ValueRef::Integer(v) => *slot = v,
                     _ => return Ok(false),
                 }
             }
             for (k, map) in groups.iter_mut().enumerate() {
-                let ValueRef::Text(key) = r.get_ref(k)? else {
+                let ValueRef::Text(key) = c.raw(k)? else {
                     return Ok(false);
                 };
                 let sums = match map.get_mut(key) {
