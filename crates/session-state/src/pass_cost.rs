@@ -146,6 +146,89 @@ mod tests {
         );
     }
 
+    /// The SQL of every statement `op` runs on the store's connection.
+    fn statements_of(store: &StateStore, op: impl FnOnce()) -> Vec<String> {
+        use rusqlite::trace::{TraceEvent, TraceEventCodes};
+        use std::sync::{Arc, Mutex};
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = Arc::clone(&seen);
+        store
+            .lock()
+            .trace_v2(
+                TraceEventCodes::SQLITE_TRACE_STMT,
+                Some(move |e: TraceEvent<'_>| {
+                    if let TraceEvent::Stmt(_, sql) = e {
+                        sink.lock().unwrap().push(sql.to_owned());
+                    }
+                }),
+            )
+            .unwrap();
+        op();
+        store
+            .lock()
+            .trace_v2(TraceEventCodes::empty(), None::<fn(TraceEvent<'_>)>)
+            .unwrap();
+        seen.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn a_first_build_and_a_reindex_build_again_only_the_indexes_holding_every_row() {
+        let n = 100;
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_of(dir.path(), n);
+        let built = |sqls: &[String]| -> Vec<String> {
+            let mut names: Vec<String> = sqls
+                .iter()
+                .filter_map(|s| s.trim_start().strip_prefix("CREATE INDEX "))
+                .filter_map(|rest| rest.split_whitespace().next())
+                .map(str::to_owned)
+                .collect();
+            names.sort();
+            names
+        };
+        let full = ["runs_by_run_id", "runs_by_session_utc", "runs_by_start_utc"];
+        // Each full index is built once from the rows; the partial ones (a row of none of
+        // them costs its insert the test of their condition) are not dropped, so no build
+        // reads every row for them.
+        let first = statements_of(&store, || {
+            assert_eq!(store.index_runs().unwrap().added, n as u64);
+        });
+        assert_eq!(built(&first), full);
+        store.lock().execute_batch("DELETE FROM runs").unwrap();
+        let again = statements_of(&store, || {
+            store.reindex().unwrap();
+        });
+        assert_eq!(built(&again), full);
+        let conn = store.lock();
+        let indexes = crate::column::query_texts(
+            &conn,
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' \
+             AND sql IS NOT NULL ORDER BY name",
+            [],
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            indexes,
+            [
+                "runs_by_run_id",
+                "runs_by_session_utc",
+                "runs_by_start_utc",
+                "runs_not_runs",
+                "runs_partial"
+            ]
+        );
+        assert_eq!(
+            crate::column::query_int(
+                &conn,
+                "SELECT count(*) FROM runs INDEXED BY runs_partial WHERE partial = 1",
+                []
+            )
+            .unwrap(),
+            0
+        );
+    }
+
     #[test]
     fn a_run_read_for_the_index_is_looked_at_again_on_its_open_file() {
         use std::io::Write;

@@ -339,6 +339,9 @@ pub(crate) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
          INSERT INTO run_dup_ids (run_id) SELECT run_id FROM runs GROUP BY run_id \
          HAVING count(*) > 1;",
     )?;
+    if fill_in_one_scan(conn)? {
+        return Ok(());
+    }
     let day = day_sql("runs");
     let groups = kinds("runs")
         .into_iter()
@@ -372,6 +375,113 @@ pub(crate) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The sums of one key as they are stored (signed), in the order of [`SUMS`].
+type StoredSums = [i64; 9];
+
+/// Fills `run_totals` (every kind) and `run_day_totals` from one read of the rows of `runs`
+/// that are runs, the sums added up here, instead of one `GROUP BY` pass over the table per
+/// kind and one for the days (four reads of every row of a store-sized table, each with its
+/// own sort). The keys are the triggers' SQL expressions, evaluated by SQLite in that read;
+/// groups are told apart and ordered by their bytes, as the `BINARY` collation of the keys
+/// does. Returns `false`, having written nothing, when a key is not text, a summed value not
+/// an integer or a sum overflows 64 bits: the caller then sums in SQL, whose rules (floats,
+/// mixed storage classes) these cases follow.
+fn fill_in_one_scan(conn: &Connection) -> rusqlite::Result<bool> {
+    let [(_, q), (_, m), (_, s)] = kinds("runs");
+    let day = day_sql("runs");
+    let sql = format!(
+        "SELECT {q}, {m}, {s}, {day}, outcome = 'completed', outcome = 'error', \
+         outcome = 'cancelled', invocation_count, input_tokens, cached_input_tokens, \
+         output_tokens, total_tokens FROM runs WHERE diagnostic IS NULL"
+    );
+    // Quarter-hours, models, sessions, days.
+    let mut groups: [BTreeMap<Vec<u8>, StoredSums>; 4] = Default::default();
+    {
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = stmt.query([])?;
+        const NAMES: [&str; 12] = [
+            "quarter",
+            "model",
+            "session",
+            "day",
+            "completed",
+            "errors",
+            "cancelled",
+            "invocation_count",
+            "input_tokens",
+            "cached_input_tokens",
+            "output_tokens",
+            "total_tokens",
+        ];
+        while let Some(r) = rows.next()? {
+            let c = crate::column::Cols::new(r, "runs", &NAMES)?;
+            let mut add: StoredSums = [1; 9];
+            for (i, slot) in add.iter_mut().enumerate().skip(1) {
+                match c.raw(3 + i)? {
+                    ValueRef::Integer(v) => *slot = v,
+                    _ => return Ok(false),
+                }
+            }
+            for (k, map) in groups.iter_mut().enumerate() {
+                let ValueRef::Text(key) = c.raw(k)? else {
+                    return Ok(false);
+                };
+                let sums = match map.get_mut(key) {
+                    Some(sums) => sums,
+                    None => map.entry(key.to_vec()).or_insert([0; 9]),
+                };
+                for (sum, a) in sums.iter_mut().zip(add) {
+                    match sum.checked_add(a) {
+                        Some(v) => *sum = v,
+                        None => return Ok(false),
+                    }
+                }
+            }
+        }
+    }
+    let [quarters, models, sessions, days] = groups;
+    let mut put = conn.prepare(&format!(
+        "INSERT INTO run_totals (kind, key, {SUMS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+    ))?;
+    for (kind, map) in [("q", quarters), ("m", models), ("s", sessions)] {
+        for (key, sums) in map {
+            put.execute(rusqlite::params![
+                kind,
+                rusqlite::types::ToSqlOutput::Borrowed(ValueRef::Text(&key)),
+                sums[0],
+                sums[1],
+                sums[2],
+                sums[3],
+                sums[4],
+                sums[5],
+                sums[6],
+                sums[7],
+                sums[8]
+            ])?;
+        }
+    }
+    let mut put = conn.prepare(&format!(
+        "INSERT INTO run_day_totals (day, {SUMS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+    ))?;
+    for (key, sums) in days {
+        put.execute(rusqlite::params![
+            rusqlite::types::ToSqlOutput::Borrowed(ValueRef::Text(&key)),
+            sums[0],
+            sums[1],
+            sums[2],
+            sums[3],
+            sums[4],
+            sums[5],
+            sums[6],
+            sums[7],
+            sums[8]
+        ])?;
+    }
+    Ok(true)
 }
 
 /// The kind of running totals a grouping reads.
@@ -766,6 +876,111 @@ mod tests {
         assert_eq!(ints(&conn, "SELECT count(*) FROM run_dup_ids"), vec![0]);
         conn.execute_batch("DELETE FROM runs").unwrap();
         assert_eq!(ints(&conn, "SELECT count(*) FROM run_totals"), vec![0]);
+    }
+
+    /// Every row of the running-totals tables, with the storage class of every value.
+    fn totals_tables(conn: &Connection) -> Vec<String> {
+        let mut out = Vec::new();
+        for sql in [
+            "SELECT * FROM run_totals ORDER BY kind, key",
+            "SELECT * FROM run_day_totals ORDER BY day",
+            "SELECT * FROM run_dup_ids ORDER BY run_id",
+        ] {
+            let mut stmt = conn.prepare(sql).unwrap();
+            let n = stmt.column_count();
+            let rows = stmt.query_map([], |r| owned_row(r, n)).unwrap();
+            out.extend(rows.map(|r| format!("{:?}", r.unwrap())));
+            out.push(String::new());
+        }
+        out
+    }
+
+    /// Statements run on `conn` by `op` that read the rows of `runs` (an `INSERT … SELECT` or
+    /// a `SELECT` with `FROM runs`; the schema's trigger bodies are not reads).
+    fn reads_of_runs(conn: &mut Connection, op: impl FnOnce(&Connection)) -> Vec<String> {
+        use rusqlite::trace::{TraceEvent, TraceEventCodes};
+        use std::sync::{Arc, Mutex};
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = Arc::clone(&seen);
+        conn.trace_v2(
+            TraceEventCodes::SQLITE_TRACE_STMT,
+            Some(move |e: TraceEvent<'_>| {
+                if let TraceEvent::Stmt(_, sql) = e {
+                    sink.lock().unwrap().push(sql.to_owned());
+                }
+            }),
+        )
+        .unwrap();
+        op(conn);
+        conn.trace_v2(TraceEventCodes::empty(), None::<fn(TraceEvent<'_>)>)
+            .unwrap();
+        let all = seen.lock().unwrap().clone();
+        all.into_iter()
+            .filter(|sql| {
+                let sql = sql.trim_start();
+                (sql.starts_with("INSERT") || sql.starts_with("SELECT"))
+                    && (sql.contains("FROM runs ") || sql.ends_with("FROM runs"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn summing_the_totals_again_reads_the_runs_twice_and_gives_what_the_triggers_keep() {
+        let mut conn = db();
+        migrate(&conn).unwrap();
+        for i in 0..300i64 {
+            insert(
+                &conn,
+                &format!("p{i:03}"),
+                &format!("r{}", i % 250),
+                &format!(
+                    "2026-05-{:02}T{:02}:{:02}:00.000Z",
+                    1 + i % 28,
+                    i % 24,
+                    (i * 7) % 60
+                ),
+                i,
+            );
+        }
+        // Keys of every shape: no session, no model, no provider, no date, not canonical, and
+        // a file that is no run.
+        conn.execute_batch(
+            "UPDATE runs SET session_id = NULL WHERE path = 'p001'; \
+             UPDATE runs SET model_name = NULL WHERE path = 'p002'; \
+             UPDATE runs SET model_provider = NULL, outcome = 'error' WHERE path = 'p003'; \
+             UPDATE runs SET started_at_utc = '' WHERE path = 'p004'; \
+             UPDATE runs SET started_at_utc = 'later', outcome = 'cancelled' WHERE path = 'p005'; \
+             UPDATE runs SET diagnostic = 'empty file' WHERE path = 'p006';",
+        )
+        .unwrap();
+        let by_triggers = totals_tables(&conn);
+        assert!(by_triggers.len() > 300, "{} rows", by_triggers.len());
+        let reads = reads_of_runs(&mut conn, |c| migrate(c).unwrap());
+        assert_eq!(totals_tables(&conn), by_triggers);
+        // One read for the run ids held by several rows, one for every sum: not one per kind
+        // of totals and one for the days (five reads of every row, each sorted).
+        assert_eq!(reads.len(), 2, "{reads:#?}");
+
+        // A sum past 64 bits: summed in SQL, as before (floats, not usable by the reader).
+        conn.execute(
+            "UPDATE runs SET total_tokens = ?1 WHERE path IN ('p010', 'p011')",
+            [i64::MAX],
+        )
+        .unwrap();
+        migrate(&conn).unwrap();
+        let kind = crate::column::query_texts(
+            &conn,
+            "SELECT DISTINCT typeof(total_tokens) FROM run_totals WHERE kind = 's' \
+             AND key = (SELECT session_id FROM runs WHERE path = 'p010')",
+            [],
+            0,
+        )
+        .unwrap();
+        assert_eq!(kind, vec!["real".to_owned()]);
+        assert_eq!(
+            ints(&conn, "SELECT sum(runs) FROM run_totals WHERE kind = 'q'"),
+            vec![299]
+        );
     }
 
     #[test]

@@ -821,9 +821,15 @@ const INDEX_REBUILD_ROWS: usize = 32;
 /// then built once from the sorted rows ([`create_run_indexes`]) instead of taking one
 /// insertion per row in key order. Run inside the pass's write transaction, with the
 /// re-creation: a pass that does not commit leaves the indexes as they were.
+///
+/// Partial indexes (`runs_not_runs`, `runs_partial`: a `WHERE` that few rows meet) are
+/// kept: a row outside them costs its insert only the test of the condition, where building
+/// one again reads every row of the table.
 fn drop_run_indexes(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    const OF_RUNS: &str = "FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' \
-                           AND sql IS NOT NULL ORDER BY name";
+    const OF_RUNS: &str = "FROM sqlite_master AS m WHERE type = 'index' AND tbl_name = 'runs' \
+                           AND sql IS NOT NULL AND NOT EXISTS (SELECT 1 FROM \
+                           pragma_index_list('runs') AS l WHERE l.name = m.name AND l.partial) \
+                           ORDER BY name";
     let names = crate::column::query_texts(conn, &format!("SELECT name {OF_RUNS}"), [], 0)?;
     let sqls = crate::column::query_texts(conn, &format!("SELECT sql {OF_RUNS}"), [], 0)?;
     for name in &names {
