@@ -9,9 +9,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use session_jsonl::{Durability, RunWriter, WriterOptions};
@@ -138,50 +139,20 @@ fn full_passes_stat_no_run_file_by_path_and_open_each_by_its_name_in_its_directo
         child(Path::new(&root));
         return;
     }
-    if Command::new("strace").arg("-V").output().is_err() {
-        // `.ci/run` installs strace and sets this, so there the count is never skipped.
-        assert!(
-            std::env::var_os("SESSION_STRACE_REQUIRED").is_none(),
-            "strace is not installed and SESSION_STRACE_REQUIRED is set"
-        );
-        eprintln!("skipped: strace is not installed");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sessions");
     fs::create_dir_all(&root).unwrap();
     plant(&root);
-    let out = dir.path().join("trace.txt");
-    let status = Command::new("strace")
-        .arg("-f")
-        .arg("-qq")
-        .arg("-o")
-        .arg(&out)
-        // Every call that takes a path: opens and the `stat` family.
-        .arg("-e")
-        .arg("trace=%file")
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "full_passes_stat_no_run_file_by_path_and_open_each_by_its_name_in_its_directory",
-            "--test-threads=1",
-        ])
-        .env(CHILD, &root)
-        .output()
-        .unwrap();
-    let trace = fs::read_to_string(&out).unwrap_or_default();
-    if !status.status.success() && !trace.contains("strace-mark-") {
-        eprintln!(
-            "skipped: strace cannot trace here: {}",
-            String::from_utf8_lossy(&status.stderr).trim()
-        );
+    // Every call that takes a path: opens and the `stat` family.
+    let Some(trace) = common::traced_child(
+        "full_passes_stat_no_run_file_by_path_and_open_each_by_its_name_in_its_directory",
+        "%file",
+        CHILD,
+        &root,
+        &dir.path().join("trace.txt"),
+    ) else {
         return;
-    }
-    assert!(
-        status.status.success(),
-        "child failed: {}",
-        String::from_utf8_lossy(&status.stdout)
-    );
+    };
     for phase in ["build", "reindex"] {
         check_pass(&traced_pass(&trace, phase), phase);
     }

@@ -14,7 +14,6 @@ use common::msg;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use session_schema::{SessionState, Timestamp};
 use session_state::{BatchPolicy, BatchSave, SaveDurability, StateStore, StoreOptions};
@@ -159,50 +158,18 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
         child(Path::new(&root));
         return;
     }
-    if Command::new("strace").arg("-V").output().is_err() {
-        // `.ci/run` installs strace and sets this, so there the count is never skipped.
-        assert!(
-            std::env::var_os("SESSION_STRACE_REQUIRED").is_none(),
-            "strace is not installed and SESSION_STRACE_REQUIRED is set"
-        );
-        eprintln!("skipped: strace is not installed");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sessions");
-    let out = dir.path().join("trace.txt");
-    let status = Command::new("strace")
-        .arg("-f")
-        .arg("-qq")
-        .arg("-o")
-        .arg(&out)
-        .arg("-e")
-        .arg(
-            "trace=fsync,fdatasync,open,openat,creat,unlink,unlinkat,rename,renameat,\
-             renameat2,mkdir,mkdirat,flock",
-        )
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "durable_saves_make_two_data_syncs_and_create_no_lease_file",
-            "--test-threads=1",
-        ])
-        .env(CHILD, &root)
-        .output()
-        .unwrap();
-    let trace = fs::read_to_string(&out).unwrap_or_default();
-    if !status.status.success() && !trace.contains("strace-mark-") {
-        eprintln!(
-            "skipped: strace cannot trace here: {}",
-            String::from_utf8_lossy(&status.stderr).trim()
-        );
+    let Some(trace) = common::traced_child(
+        "durable_saves_make_two_data_syncs_and_create_no_lease_file",
+        "fsync,fdatasync,open,openat,creat,unlink,unlinkat,rename,renameat,renameat2,mkdir,\
+         mkdirat,flock",
+        CHILD,
+        &root,
+        &dir.path().join("trace.txt"),
+    ) else {
         return;
-    }
-    assert!(
-        status.status.success(),
-        "child failed: {}",
-        String::from_utf8_lossy(&status.stdout)
-    );
+    };
 
     let lease_file = format!("leases/{ID}.lease");
     let unleased = phase(&trace, "unleased");
