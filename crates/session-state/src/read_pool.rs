@@ -1432,6 +1432,93 @@ mod tests {
     }
 
     #[test]
+    fn a_first_build_sums_its_running_totals_as_it_writes_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        damaged_store(root);
+        // Keys of other shapes: no model, a model without provider, no session, a start in
+        // another zone, a start that is no time (stored as no start).
+        let day = root.join("2026/11/04");
+        std::fs::create_dir_all(&day).unwrap();
+        let headers = [
+            r#""session_id":"s-a","started_at":"2026-11-04T23:50:00.000+05:30""#,
+            r#""started_at":"2026-11-04T10:44:59.999Z","model":{"name":"m"}"#,
+            r#""session_id":"s-b","started_at":"not a time","model":{"provider":"q","name":"n"}"#,
+            r#""session_id":"s-c""#,
+        ];
+        for (i, fields) in headers.iter().enumerate() {
+            let run = format!("4{i:02}00000-0000-4000-8000-000000000000");
+            std::fs::write(
+                day.join(format!("{run}.jsonl")),
+                format!(
+                    "{{\"type\":\"header\",\"schema_version\":1,\"run_id\":\"{run}\",{fields}}}\n\
+                     {{\"type\":\"run.end\",\"run_id\":\"{run}\",\"ts\":\"2026-11-04T10:00:00.000Z\",\"outcome\":\"{}\"}}\n",
+                    ["completed", "error", "cancelled", "completed"][i]
+                ),
+            )
+            .unwrap();
+        }
+        let store = crate::StateStore::open(root).unwrap();
+        let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        {
+            use rusqlite::trace::{TraceEvent, TraceEventCodes};
+            let sink = Arc::clone(&seen);
+            store
+                .lock()
+                .trace_v2(
+                    TraceEventCodes::SQLITE_TRACE_STMT,
+                    Some(move |e: TraceEvent<'_>| {
+                        if let TraceEvent::Stmt(_, sql) = e {
+                            sink.lock().unwrap().push(sql.to_owned());
+                        }
+                    }),
+                )
+                .unwrap();
+        }
+        let report = store.index_runs().unwrap();
+        assert_eq!(report.files_read, 48, "{report:?}");
+        let seen = seen.lock().unwrap().clone();
+        assert!(
+            seen.iter().any(|sql| sql.contains("DROP TRIGGER")),
+            "a bulk write: {seen:#?}"
+        );
+        // No statement read the rows back to sum them.
+        assert!(
+            !seen
+                .iter()
+                .any(|sql| sql.contains("FROM runs WHERE diagnostic IS NULL")),
+            "{seen:#?}"
+        );
+        let folded = totals_dump(root);
+        let keys = crate::column::query_texts(
+            &store.lock(),
+            "SELECT key FROM run_totals UNION ALL SELECT day FROM run_day_totals",
+            [],
+            0,
+        )
+        .unwrap();
+        for key in [
+            "(unknown model)",
+            "m",
+            "(no session)",
+            "(unknown date)",
+            "2026-11-04T18:15",
+            "2026-11-04T10:30",
+            "2026-11-04",
+        ] {
+            assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
+        }
+        // The totals a sum of the stored rows gives.
+        {
+            let conn = store.lock();
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            crate::running_totals::migrate(&conn).unwrap();
+            conn.execute_batch("COMMIT").unwrap();
+        }
+        assert_eq!(totals_dump(root), folded);
+    }
+
+    #[test]
     fn a_first_build_interrupted_half_way_leaves_an_index_the_next_refresh_completes() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();

@@ -313,32 +313,56 @@ pub(crate) const BULK_ROWS: usize = 4096;
 /// makes the three steps one: a failure or a crash rolls the triggers back with the rows. A
 /// database without the running totals just runs `write`.
 ///
+/// `write` gets a [`Fold`]: a writer that fills an empty `runs` may [`Fold::begin`] it and
+/// [`Fold::add`] each row it writes; the totals are then written from it instead of being
+/// summed from a read of the rows, when it still counts the table's runs after `write`.
+///
 /// # Errors
 /// The first SQLite error of the three steps.
 pub(crate) fn bulk<T>(
     conn: &Connection,
-    write: impl FnOnce() -> rusqlite::Result<T>,
+    write: impl FnOnce(&mut Fold) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
+    let mut fold = Fold::default();
     if !is_current(conn)? {
-        return write();
+        return write(&mut fold);
     }
     for t in TRIGGERS.iter().chain(&DAY_TRIGGERS) {
         conn.execute_batch(&format!("DROP TRIGGER IF EXISTS {t};"))?;
     }
-    let out = write()?;
-    migrate(conn)?;
+    let out = write(&mut fold)?;
+    migrate_with(conn, fold)?;
     Ok(out)
 }
 
 /// Creates the tables and triggers and fills them from the rows `runs` already has (the
 /// migrations to user versions 10 and 11; run inside the caller's write transaction).
 pub(crate) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    migrate_with(conn, Fold::default())
+}
+
+/// [`migrate`], the sums taken from `fold` when it holds every run of the table
+/// ([`Fold::begin`] on an empty table, as many runs added as the table holds).
+fn migrate_with(conn: &Connection, fold: Fold) -> rusqlite::Result<()> {
     conn.execute_batch(&schema_sql())?;
     conn.execute_batch(
         "DELETE FROM run_totals; DELETE FROM run_day_totals; DELETE FROM run_dup_ids; \
          INSERT INTO run_dup_ids (run_id) SELECT run_id FROM runs GROUP BY run_id \
          HAVING count(*) > 1;",
     )?;
+    if fold.state == FoldState::Folding {
+        // Every row the table holds went through `add` unless the writer replaced or deleted
+        // one after: then fewer runs are stored than were added.
+        let stored = query_int(
+            conn,
+            "SELECT (SELECT count(*) FROM runs) - \
+             (SELECT count(*) FROM runs WHERE diagnostic IS NOT NULL)",
+            [],
+        )?;
+        if u64::try_from(stored).ok() == Some(fold.runs) {
+            return put_groups(conn, fold.groups);
+        }
+    }
     if fill_in_one_scan(conn)? {
         return Ok(());
     }
@@ -380,35 +404,194 @@ pub(crate) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 /// The sums of one key as they are stored (signed), in the order of [`SUMS`].
 type StoredSums = [i64; 9];
 
+/// The values of a `runs` row the running totals read, as stored.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TotalsOf<'a> {
+    /// `started_at_utc`.
+    pub(crate) started_at_utc: ValueRef<'a>,
+    /// `model_provider`.
+    pub(crate) model_provider: ValueRef<'a>,
+    /// `model_name`.
+    pub(crate) model_name: ValueRef<'a>,
+    /// `session_id`.
+    pub(crate) session_id: ValueRef<'a>,
+    /// `outcome`.
+    pub(crate) outcome: ValueRef<'a>,
+    /// `invocation_count`, `input_tokens`, `cached_input_tokens`, `output_tokens`,
+    /// `total_tokens`.
+    pub(crate) counts: [ValueRef<'a>; 5],
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum FoldState {
+    /// Not started: the totals are summed from the rows.
+    #[default]
+    Unused,
+    /// Every run added so far is summed.
+    Folding,
+    /// A value the fold does not sum as SQL would (not text, not an integer, an overflow).
+    Spoiled,
+}
+
+/// The running totals summed in Rust, row by row, with the keys of the triggers' SQL
+/// expressions (`quarter_sql`, `day_sql`, `model_sql`, `session_sql`) computed from the
+/// stored values: what [`fill_in_one_scan`] sums from one read of the table, and what a
+/// writer filling an empty `runs` sums as it writes ([`bulk`]), so that a first build does
+/// not read its rows back. Groups are told apart and ordered by their bytes, as the `BINARY`
+/// collation of the keys does.
+#[derive(Debug, Default)]
+pub(crate) struct Fold {
+    /// Quarter-hours, models, sessions, days.
+    groups: [BTreeMap<Vec<u8>, StoredSums>; 4],
+    runs: u64,
+    state: FoldState,
+}
+
+impl Fold {
+    /// Starts summing: the caller adds every run it writes into a `runs` table that held no
+    /// row when its write transaction began.
+    pub(crate) fn begin(&mut self) {
+        if self.state == FoldState::Unused {
+            self.state = FoldState::Folding;
+        }
+    }
+
+    /// Whether rows are being summed ([`Fold::begin`] and nothing unusable so far).
+    pub(crate) fn is_folding(&self) -> bool {
+        self.state == FoldState::Folding
+    }
+
+    /// Adds one run (a row with `diagnostic IS NULL`). A value the SQL sums would treat
+    /// otherwise (a key that is not text, a count that is not an integer, a sum past 64
+    /// bits) spoils the fold: the totals are then summed by SQL.
+    pub(crate) fn add(&mut self, row: &TotalsOf<'_>) {
+        if self.state != FoldState::Folding {
+            return;
+        }
+        if self.try_add(row).is_none() {
+            self.state = FoldState::Spoiled;
+        }
+    }
+
+    fn try_add(&mut self, row: &TotalsOf<'_>) -> Option<()> {
+        let outcome = match row.outcome {
+            ValueRef::Text(t) => t,
+            _ => return None,
+        };
+        let mut add: StoredSums = [
+            1,
+            i64::from(outcome == b"completed"),
+            i64::from(outcome == b"error"),
+            i64::from(outcome == b"cancelled"),
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        for (slot, v) in add[4..].iter_mut().zip(row.counts) {
+            match v {
+                ValueRef::Integer(n) => *slot = n,
+                _ => return None,
+            }
+        }
+        let started = match row.started_at_utc {
+            ValueRef::Null => None,
+            // Bytes that are not UTF-8: left to SQL's `GLOB` and `substr`, which read characters.
+            ValueRef::Text(t) if std::str::from_utf8(t).is_ok() => Some(t),
+            _ => return None,
+        };
+        let (quarter, day) = time_keys(started);
+        let model = match (row.model_provider, row.model_name) {
+            (_, ValueRef::Null) => b"(unknown model)".to_vec(),
+            (ValueRef::Null, ValueRef::Text(name)) => name.to_vec(),
+            (ValueRef::Text(p), ValueRef::Text(name)) => [p, b"/", name].concat(),
+            _ => return None,
+        };
+        let session = match row.session_id {
+            ValueRef::Null => b"(no session)".as_slice(),
+            ValueRef::Text(t) => t,
+            _ => return None,
+        };
+        let keys: [&[u8]; 4] = [&quarter, &model, session, &day];
+        for (map, key) in self.groups.iter_mut().zip(keys) {
+            let sums = match map.get_mut(key) {
+                Some(sums) => sums,
+                None => map.entry(key.to_vec()).or_insert([0; 9]),
+            };
+            for (sum, a) in sums.iter_mut().zip(add) {
+                *sum = sum.checked_add(a)?;
+            }
+        }
+        self.runs += 1;
+        Some(())
+    }
+}
+
+/// Whether `s` matches `CANONICAL_GLOB` (`YYYY-MM-DDTHH:MM:…`, minutes 00–59; the pattern's
+/// characters are ASCII, so bytes are characters there).
+fn is_canonical(s: &[u8]) -> bool {
+    let digits = |r: std::ops::Range<usize>| s[r].iter().all(u8::is_ascii_digit);
+    s.len() >= 17
+        && digits(0..4)
+        && s[4] == b'-'
+        && digits(5..7)
+        && s[7] == b'-'
+        && digits(8..10)
+        && s[10] == b'T'
+        && digits(11..13)
+        && s[13] == b':'
+        && (b'0'..=b'5').contains(&s[14])
+        && s[15].is_ascii_digit()
+        && s[16] == b':'
+}
+
+/// The quarter-hour and day keys of a stored `started_at_utc` (`quarter_sql`, `day_sql`).
+fn time_keys(started: Option<&[u8]>) -> (Vec<u8>, Vec<u8>) {
+    match started {
+        None | Some(b"") => (b"(unknown date)".to_vec(), b"(unknown date)".to_vec()),
+        Some(s) if is_canonical(s) => {
+            let minutes = &s[14..16];
+            let quarter: &[u8] = if minutes < b"15".as_slice() {
+                b"00"
+            } else if minutes < b"30".as_slice() {
+                b"15"
+            } else if minutes < b"45".as_slice() {
+                b"30"
+            } else {
+                b"45"
+            };
+            ([&s[..14], quarter].concat(), s[..10].to_vec())
+        }
+        Some(s) => {
+            let key = [b"~".as_slice(), s].concat();
+            (key.clone(), key)
+        }
+    }
+}
+
 /// Fills `run_totals` (every kind) and `run_day_totals` from one read of the rows of `runs`
-/// that are runs, the sums added up here, instead of one `GROUP BY` pass over the table per
-/// kind and one for the days (four reads of every row of a store-sized table, each with its
-/// own sort). The keys are the triggers' SQL expressions, evaluated by SQLite in that read;
-/// groups are told apart and ordered by their bytes, as the `BINARY` collation of the keys
-/// does. Returns `false`, having written nothing, when a key is not text, a summed value not
-/// an integer or a sum overflows 64 bits: the caller then sums in SQL, whose rules (floats,
-/// mixed storage classes) these cases follow.
+/// that are runs, summed by a [`Fold`]: one read instead of one `GROUP BY` pass over the
+/// table per kind and one for the days (four reads of every row of a store-sized table, each
+/// with its own sort). Returns `false`, having written nothing, when the fold is spoiled (a
+/// key that is not text, a summed value not an integer, a sum past 64 bits): the caller then
+/// sums in SQL, whose rules (floats, mixed storage classes) these cases follow.
 fn fill_in_one_scan(conn: &Connection) -> rusqlite::Result<bool> {
-    let [(_, q), (_, m), (_, s)] = kinds("runs");
-    let day = day_sql("runs");
-    let sql = format!(
-        "SELECT {q}, {m}, {s}, {day}, outcome = 'completed', outcome = 'error', \
-         outcome = 'cancelled', invocation_count, input_tokens, cached_input_tokens, \
-         output_tokens, total_tokens FROM runs WHERE diagnostic IS NULL"
-    );
-    // Quarter-hours, models, sessions, days.
-    let mut groups: [BTreeMap<Vec<u8>, StoredSums>; 4] = Default::default();
+    let mut fold = Fold::default();
+    fold.begin();
     {
-        let mut stmt = conn.prepare(&sql)?;
+        let mut stmt = conn.prepare(
+            "SELECT started_at_utc, model_provider, model_name, session_id, outcome, \
+             invocation_count, input_tokens, cached_input_tokens, output_tokens, total_tokens \
+             FROM runs WHERE diagnostic IS NULL",
+        )?;
         let mut rows = stmt.query([])?;
-        const NAMES: [&str; 12] = [
-            "quarter",
-            "model",
-            "session",
-            "day",
-            "completed",
-            "errors",
-            "cancelled",
+        const NAMES: [&str; 10] = [
+            "started_at_utc",
+            "model_provider",
+            "model_name",
+            "session_id",
+            "outcome",
             "invocation_count",
             "input_tokens",
             "cached_input_tokens",
@@ -417,30 +600,28 @@ fn fill_in_one_scan(conn: &Connection) -> rusqlite::Result<bool> {
         ];
         while let Some(r) = rows.next()? {
             let c = crate::column::Cols::new(r, "runs", &NAMES)?;
-            let mut add: StoredSums = [1; 9];
-            for (i, slot) in add.iter_mut().enumerate().skip(1) {
-                match c.raw(3 + i)? {
-                    ValueRef::Integer(v) => *slot = v,
-                    _ => return Ok(false),
-                }
-            }
-            for (k, map) in groups.iter_mut().enumerate() {
-                let ValueRef::Text(key) = c.raw(k)? else {
-                    return Ok(false);
-                };
-                let sums = match map.get_mut(key) {
-                    Some(sums) => sums,
-                    None => map.entry(key.to_vec()).or_insert([0; 9]),
-                };
-                for (sum, a) in sums.iter_mut().zip(add) {
-                    match sum.checked_add(a) {
-                        Some(v) => *sum = v,
-                        None => return Ok(false),
-                    }
-                }
+            fold.add(&TotalsOf {
+                started_at_utc: c.raw(0)?,
+                model_provider: c.raw(1)?,
+                model_name: c.raw(2)?,
+                session_id: c.raw(3)?,
+                outcome: c.raw(4)?,
+                counts: [c.raw(5)?, c.raw(6)?, c.raw(7)?, c.raw(8)?, c.raw(9)?],
+            });
+            if !fold.is_folding() {
+                return Ok(false);
             }
         }
     }
+    put_groups(conn, fold.groups)?;
+    Ok(true)
+}
+
+/// Writes summed groups (quarter-hours, models, sessions, days) into the emptied tables.
+fn put_groups(
+    conn: &Connection,
+    groups: [BTreeMap<Vec<u8>, StoredSums>; 4],
+) -> rusqlite::Result<()> {
     let [quarters, models, sessions, days] = groups;
     let mut put = conn.prepare(&format!(
         "INSERT INTO run_totals (kind, key, {SUMS}) \
@@ -481,7 +662,7 @@ fn fill_in_one_scan(conn: &Connection) -> rusqlite::Result<bool> {
             sums[8]
         ])?;
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The kind of running totals a grouping reads.
@@ -953,6 +1134,45 @@ mod tests {
              UPDATE runs SET diagnostic = 'empty file' WHERE path = 'p006';",
         )
         .unwrap();
+        // Start times at the edges of the canonical pattern and of the quarter-hours, each
+        // summed by the fold (below) as the triggers' `GLOB`, `substr` and `CASE` key it.
+        let starts = [
+            "2026-05-01T10:14:59.999Z",
+            "2026-05-01T10:15:00Z",
+            "2026-05-01T10:29:00",
+            "2026-05-01T10:30:",
+            "2026-05-01T10:44:00.000Z",
+            "2026-05-01T10:45:00.000Z",
+            "2026-05-01T10:59:59.999Z",
+            "2026-05-01T10:60:00.000Z",
+            "2026-05-01T10:5",
+            "2026-05-01T10:59",
+            "2026-05-01 10:15:00.000Z",
+            "2026-5-01T10:15:00.000Z",
+            "x026-05-01T10:15:00.000Z",
+            "2026-05-01T10:15:00.000Z\u{e9}",
+            "\u{e9}026-05-01T10:15:00.000Z",
+            "2026-05-01T10:15:00.000Z\0tail",
+            "2026-05-01T1\00:15:00.000Z",
+            " ",
+        ];
+        for (i, at) in starts.iter().enumerate() {
+            conn.execute(
+                "UPDATE runs SET started_at_utc = ?1 WHERE path = ?2",
+                rusqlite::params![at, format!("p{:03}", 20 + i)],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "UPDATE runs SET model_provider = ?1 WHERE path = 'p040'",
+            ["p\0q"],
+        )
+        .unwrap();
+        conn.execute_batch(
+            "UPDATE runs SET session_id = '' WHERE path = 'p041'; \
+             UPDATE runs SET outcome = 'completed ' WHERE path = 'p042';",
+        )
+        .unwrap();
         let by_triggers = totals_tables(&conn);
         assert!(by_triggers.len() > 300, "{} rows", by_triggers.len());
         let reads = reads_of_runs(&mut conn, |c| migrate(c).unwrap());
@@ -999,7 +1219,7 @@ mod tests {
         };
         // Many rows written without the triggers: the totals are those the triggers keep.
         let steps = std::cell::Cell::new(0u32);
-        bulk(&conn, || {
+        bulk(&conn, |_| {
             assert!(!is_current(&conn).unwrap(), "the triggers are off inside");
             conn.execute_batch("DELETE FROM runs")?;
             for i in 0..40i64 {
@@ -1043,7 +1263,7 @@ mod tests {
         );
         // A write that fails inside the caller's transaction takes nothing with it.
         conn.execute_batch("BEGIN").unwrap();
-        let failed = bulk(&conn, || {
+        let failed = bulk(&conn, |_| {
             conn.execute_batch("DELETE FROM runs")?;
             conn.execute_batch("SELECT * FROM no_such_table")
         });

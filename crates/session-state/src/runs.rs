@@ -315,6 +315,22 @@ pub(crate) fn run_refs<'a>(
     ]
 }
 
+/// Positions in [`RUN_COLUMNS`] of the values the running totals read.
+const TOTALS_COLUMNS: [usize; 10] = [22, 4, 5, 2, 6, 9, 10, 11, 13, 14];
+
+/// The values of a row ([`run_refs`]) that the running totals read.
+fn totals_of<'a>(values: &[ValueRef<'a>; RUN_COLUMN_COUNT]) -> crate::running_totals::TotalsOf<'a> {
+    let v = TOTALS_COLUMNS.map(|i| values[i]);
+    crate::running_totals::TotalsOf {
+        started_at_utc: v[0],
+        model_provider: v[1],
+        model_name: v[2],
+        session_id: v[3],
+        outcome: v[4],
+        counts: [v[5], v[6], v[7], v[8], v[9]],
+    }
+}
+
 /// The values of the `runs` row of `r` stored at `rel`, owned ([`run_refs`]).
 pub(crate) fn to_values(rel: &str, r: &RunRow, diagnostic: Option<&str>) -> Vec<Value> {
     run_refs(rel, r, diagnostic)
@@ -779,6 +795,23 @@ impl<'c> RunWriter<'c> {
         diagnostic: Option<&str>,
     ) -> rusqlite::Result<()> {
         self.write_values(&run_refs(rel, row, diagnostic))
+    }
+
+    /// [`RunWriter::write`], the row also added to `totals` when it is a run (no
+    /// `diagnostic`) and the fold is summing ([`crate::running_totals::Fold::begin`]).
+    pub(crate) fn write_summed(
+        &mut self,
+        rel: &str,
+        row: &RunRow,
+        diagnostic: Option<&str>,
+        totals: &mut crate::running_totals::Fold,
+    ) -> rusqlite::Result<()> {
+        let values = run_refs(rel, row, diagnostic);
+        self.write_values(&values)?;
+        if diagnostic.is_none() && totals.is_folding() {
+            totals.add(&totals_of(&values));
+        }
+        Ok(())
     }
 
     /// Stores a row given as its values ([`run_refs`]).
@@ -1453,7 +1486,7 @@ impl RunIndex {
                     let first = changes.upserts.len() >= INDEX_REBUILD_ROWS && runs_empty(&conn)?;
                     if rows >= crate::running_totals::BULK_ROWS {
                         // A large catch-up: the running totals are summed once.
-                        crate::running_totals::bulk(&conn, || changes.apply(&conn, first))
+                        crate::running_totals::bulk(&conn, |_| changes.apply(&conn, first))
                     } else {
                         changes.apply(&conn, first)
                     }
@@ -1476,13 +1509,17 @@ impl RunIndex {
         // A store-sized write: a page cache that holds it, so that its pages are not spilled
         // to the WAL and read back (`db::PassCache`); set back after the commit.
         let _cache = PassCache::raise(&conn, pass_cache_kib(rows));
-        let write = || -> rusqlite::Result<u64> {
+        let write = |totals: &mut crate::running_totals::Fold| -> rusqlite::Result<u64> {
             pass.changes.drop_damaged(&conn)?;
+            if first {
+                // Every row of the table is written here: its totals are summed as it is.
+                totals.begin();
+            }
             with_indexes_rebuilt(&conn, first, || {
                 let mut writer = RunWriter::new(&conn)?;
                 for (i, c) in candidates.iter().enumerate() {
                     if let Some((row, diagnostic)) = pass.take(i, c) {
-                        writer.write(&c.listed.rel, &row, diagnostic.as_deref())?;
+                        writer.write_summed(&c.listed.rel, &row, diagnostic.as_deref(), totals)?;
                     }
                     progress(i as u64 + 1, total);
                 }
@@ -1495,7 +1532,7 @@ impl RunIndex {
             // The running totals are summed once, not per row written.
             crate::running_totals::bulk(&conn, write)
         } else {
-            write()
+            write(&mut crate::running_totals::Fold::default())
         };
         report.removed = written.map_err(db_err(&self.db_path, "write run index"))?;
         tx.commit()?;
@@ -1590,7 +1627,7 @@ impl RunIndex {
         // Differences keyed by relative path, reported in key order.
         let mut changes: Vec<(String, RunChange)> = Vec::new();
         let mut rows = 0u64;
-        let write = || -> rusqlite::Result<()> {
+        let write = |_: &mut crate::running_totals::Fold| -> rusqlite::Result<()> {
             conn.execute_batch(
                 "DELETE FROM run_dirs; DELETE FROM run_watch; DELETE FROM run_resume;",
             )?;

@@ -141,10 +141,10 @@ mod tests {
     }
 
     #[test]
-    fn an_appending_save_writes_three_pages_of_one_kib() {
+    fn an_appending_save_writes_three_pages() {
         let saves = 8;
         let (frames, page_size) = frames_per_save(saves);
-        assert_eq!(page_size, 1024);
+        assert_eq!(page_size, u64::from(crate::db::NEW_DB_PAGE_SIZE));
         assert_eq!(frames, 3 * saves as u64);
     }
 }
