@@ -1317,12 +1317,10 @@ impl RunIndex {
         let mut candidates: Vec<Candidate> = Vec::new();
         let mut failed_dirs: BTreeSet<String> = BTreeSet::new();
         let mut listed_ok: Vec<(&DateDir, usize)> = Vec::new();
-        for d in &relist {
-            report.dirs_listed += 1;
-            // A day without a stored row (a first build, a new day): every file in it is
-            // read, so it is listed by name only and each file's size and mtime come from the
-            // `fstat` of its reader; otherwise the `lstat` of each file is what tells which
-            // files changed.
+        // A day without a stored row (a first build, a new day): every file in it is read, so
+        // it is listed by name only and each file's size and mtime come from the `fstat` of
+        // its reader; otherwise the `lstat` of each file is what tells which files changed.
+        let listings = tree::list_days(&relist, |d| {
             let end = tree::prefix_end(&d.rel);
             let nothing_known = snap
                 .relisted
@@ -1332,11 +1330,15 @@ impl RunIndex {
                 ))
                 .next()
                 .is_none();
-            let listed = if nothing_known {
+            if nothing_known {
                 tree::list_day_unstatted(d)
             } else {
                 tree::list_day(d)
-            };
+            }
+        });
+        for (d, listed) in relist.iter().zip(listings) {
+            report.dirs_listed += 1;
+            let end = tree::prefix_end(&d.rel);
             let listing = match listed {
                 Ok(l) => l,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -1584,13 +1586,18 @@ impl RunIndex {
         let mut files: Vec<Listed> = Vec::new();
         let mut dir_rows: Vec<(String, DirRow)> = Vec::new();
         let mut failed_dirs: BTreeSet<String> = BTreeSet::new();
+        // Every file is read: its size and mtime come from the `fstat` of its reader.
+        let days: Vec<&DateDir> = walk.dirs.iter().filter(|d| d.depth >= 3).collect();
+        let mut listings = tree::list_days(&days, tree::list_day_unstatted).into_iter();
         for d in &walk.dirs {
             if d.depth < 3 {
                 dir_rows.push((d.rel.clone(), dir_row(d, 0)));
                 continue;
             }
-            // Every file is read: its size and mtime come from the `fstat` of its reader.
-            match tree::list_day_unstatted(d) {
+            let listed = listings
+                .next()
+                .unwrap_or_else(|| tree::list_day_unstatted(d));
+            match listed {
                 Ok(l) => {
                     if !l.failed.is_empty() {
                         failed_dirs.insert(d.rel.clone());

@@ -346,6 +346,48 @@ pub(crate) fn list_day_unstatted(dir: &DateDir) -> io::Result<DayListing> {
     })
 }
 
+/// Lists the day directories `days`, each with `list` ([`list_day`] or [`list_day_unstatted`]),
+/// and returns their listings in the order of `days`. Eight days or more are split into
+/// contiguous runs of days listed on [`crate::read_pool::max_threads`] threads at once (the
+/// kernel's `readdir` of a day of ~1,440 files is CPU work, and a store-sized pass lists every
+/// day before it reads a file); a thread that cannot be started leaves its days to the caller.
+pub(crate) fn list_days<L>(days: &[&DateDir], list: L) -> Vec<io::Result<DayListing>>
+where
+    L: Fn(&DateDir) -> io::Result<DayListing> + Sync,
+{
+    let threads = crate::read_pool::max_threads(days.len())
+        .min(days.len())
+        .max(1);
+    if threads == 1 {
+        return days.iter().map(|d| list(d)).collect();
+    }
+    let per = days.len().div_ceil(threads);
+    let list = &list;
+    std::thread::scope(|scope| {
+        let mut chunks = days.chunks(per);
+        let first = chunks.next().unwrap_or_default();
+        let spawned: Vec<_> = chunks
+            .map(|chunk| {
+                let handle = std::thread::Builder::new()
+                    .name("session-list".into())
+                    .spawn_scoped(scope, move || {
+                        chunk.iter().map(|d| list(d)).collect::<Vec<_>>()
+                    });
+                (chunk, handle.ok())
+            })
+            .collect();
+        let mut out: Vec<io::Result<DayListing>> = first.iter().map(|d| list(d)).collect();
+        for (chunk, handle) in spawned {
+            match handle.map(std::thread::ScopedJoinHandle::join) {
+                Some(Ok(listed)) => out.extend(listed),
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                None => out.extend(chunk.iter().map(|d| list(d))),
+            }
+        }
+        out
+    })
+}
+
 /// The exclusive upper bound of the keys starting with `prefix` (its last character
 /// incremented): `2026/11/30/` → `2026/11/300`.
 pub(crate) fn prefix_end(prefix: &str) -> String {
@@ -374,6 +416,44 @@ pub(crate) fn parent_rel(rel: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_listed_on_threads_come_back_in_order_as_one_thread_lists_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for day in 1..=20u32 {
+            let d = root.join(format!("2026/11/{day:02}"));
+            std::fs::create_dir_all(&d).unwrap();
+            for k in 0..day {
+                let name = format!("{day:02}{k:06}-0000-4000-8000-000000000000.jsonl");
+                std::fs::write(d.join(name), b"{}\n").unwrap();
+            }
+        }
+        let walk = walk(root).unwrap();
+        // A day that vanished after the walk: its error, in its place.
+        std::fs::remove_dir_all(root.join("2026/11/07")).unwrap();
+        let days: Vec<&DateDir> = walk.dirs.iter().filter(|d| d.depth == 3).collect();
+        assert_eq!(days.len(), 20);
+        let shape =
+            |listings: Vec<io::Result<DayListing>>| -> Vec<Result<Vec<String>, io::ErrorKind>> {
+                listings
+                    .into_iter()
+                    .map(|l| {
+                        l.map(|l| l.files.into_iter().map(|f| f.rel).collect())
+                            .map_err(|e| e.kind())
+                    })
+                    .collect()
+            };
+        let one = crate::read_pool::with_threads(1, || shape(list_days(&days, list_day_unstatted)));
+        assert_eq!(one[6], Err(io::ErrorKind::NotFound));
+        assert_eq!(one[19].as_ref().unwrap().len(), 20);
+        for threads in [2, 3, 4] {
+            let on = crate::read_pool::with_threads(threads, || {
+                shape(list_days(&days, list_day_unstatted))
+            });
+            assert_eq!(on, one, "{threads} threads");
+        }
+    }
 
     #[test]
     fn prefix_end_bounds_exactly_the_keys_with_the_prefix() {
