@@ -7,7 +7,7 @@
 //! (`/proc/thread-self/io`, Linux).
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::Path;
     use std::time::{Duration, SystemTime};
 
@@ -147,7 +147,7 @@ mod tests {
     }
 
     /// The SQL of every statement `op` runs on the store's connection.
-    fn statements_of(store: &StateStore, op: impl FnOnce()) -> Vec<String> {
+    pub(crate) fn statements_of(store: &StateStore, op: impl FnOnce()) -> Vec<String> {
         use rusqlite::trace::{TraceEvent, TraceEventCodes};
         use std::sync::{Arc, Mutex};
         let seen: Arc<Mutex<Vec<String>>> = Arc::default();

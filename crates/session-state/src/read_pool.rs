@@ -1459,25 +1459,12 @@ mod tests {
             .unwrap();
         }
         let store = crate::StateStore::open(root).unwrap();
-        let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
-        {
-            use rusqlite::trace::{TraceEvent, TraceEventCodes};
-            let sink = Arc::clone(&seen);
-            store
-                .lock()
-                .trace_v2(
-                    TraceEventCodes::SQLITE_TRACE_STMT,
-                    Some(move |e: TraceEvent<'_>| {
-                        if let TraceEvent::Stmt(_, sql) = e {
-                            sink.lock().unwrap().push(sql.to_owned());
-                        }
-                    }),
-                )
-                .unwrap();
-        }
-        let report = store.index_runs().unwrap();
+        let mut report = None;
+        let seen = crate::pass_cost::tests::statements_of(&store, || {
+            report = Some(store.index_runs().unwrap());
+        });
+        let report = report.unwrap();
         assert_eq!(report.files_read, 48, "{report:?}");
-        let seen = seen.lock().unwrap().clone();
         assert!(
             seen.iter().any(|sql| sql.contains("DROP TRIGGER")),
             "a bulk write: {seen:#?}"
