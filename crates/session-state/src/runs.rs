@@ -1320,7 +1320,8 @@ impl RunIndex {
         // A day without a stored row (a first build, a new day): every file in it is read, so
         // it is listed by name only and each file's size and mtime come from the `fstat` of
         // its reader; otherwise the `lstat` of each file is what tells which files changed.
-        let listings = tree::list_days(&relist, |d| {
+        let threads = crate::read_pool::max_threads(relist.len());
+        let listings = tree::list_days(&relist, threads, |d| {
             let end = tree::prefix_end(&d.rel);
             let nothing_known = snap
                 .relisted
@@ -1588,7 +1589,8 @@ impl RunIndex {
         let mut failed_dirs: BTreeSet<String> = BTreeSet::new();
         // Every file is read: its size and mtime come from the `fstat` of its reader.
         let days: Vec<&DateDir> = walk.dirs.iter().filter(|d| d.depth >= 3).collect();
-        let mut listings = tree::list_days(&days, tree::list_day_unstatted).into_iter();
+        let threads = crate::read_pool::max_threads(days.len());
+        let mut listings = tree::list_days(&days, threads, tree::list_day_unstatted).into_iter();
         for d in &walk.dirs {
             if d.depth < 3 {
                 dir_rows.push((d.rel.clone(), dir_row(d, 0)));

@@ -347,17 +347,20 @@ pub(crate) fn list_day_unstatted(dir: &DateDir) -> io::Result<DayListing> {
 }
 
 /// Lists the day directories `days`, each with `list` ([`list_day`] or [`list_day_unstatted`]),
-/// and returns their listings in the order of `days`. Eight days or more are split into
-/// contiguous runs of days listed on [`crate::read_pool::max_threads`] threads at once (the
-/// kernel's `readdir` of a day of ~1,440 files is CPU work, and a store-sized pass lists every
-/// day before it reads a file); a thread that cannot be started leaves its days to the caller.
-pub(crate) fn list_days<L>(days: &[&DateDir], list: L) -> Vec<io::Result<DayListing>>
+/// and returns their listings in the order of `days`. With `threads` > 1 the days are split
+/// into that many contiguous runs listed at once (the kernel's `readdir` of a day of ~1,440
+/// files is CPU work, and a store-sized pass lists every day before it reads a file; callers
+/// pass the read pool's `max_threads`); a thread that cannot be started leaves its days to the
+/// calling thread.
+pub(crate) fn list_days<L>(
+    days: &[&DateDir],
+    threads: usize,
+    list: L,
+) -> Vec<io::Result<DayListing>>
 where
     L: Fn(&DateDir) -> io::Result<DayListing> + Sync,
 {
-    let threads = crate::read_pool::max_threads(days.len())
-        .min(days.len())
-        .max(1);
+    let threads = threads.min(days.len()).max(1);
     if threads == 1 {
         return days.iter().map(|d| list(d)).collect();
     }
@@ -444,13 +447,11 @@ mod tests {
                     })
                     .collect()
             };
-        let one = crate::read_pool::with_threads(1, || shape(list_days(&days, list_day_unstatted)));
+        let one = shape(list_days(&days, 1, list_day_unstatted));
         assert_eq!(one[6], Err(io::ErrorKind::NotFound));
         assert_eq!(one[19].as_ref().unwrap().len(), 20);
-        for threads in [2, 3, 4] {
-            let on = crate::read_pool::with_threads(threads, || {
-                shape(list_days(&days, list_day_unstatted))
-            });
+        for threads in [2, 3, 4, 32] {
+            let on = shape(list_days(&days, threads, list_day_unstatted));
             assert_eq!(on, one, "{threads} threads");
         }
     }
