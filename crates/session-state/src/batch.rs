@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, params};
 use session_schema::{Num, RawJson, SessionState};
 
@@ -39,9 +40,14 @@ use crate::messages::{Lines, ReadMessages, parse_messages};
 use crate::pending_base::Base;
 use crate::recovery::Uncommitted;
 use crate::store::{StateStore, checked};
-use crate::stored::ROW_NAMES;
+use crate::stored::{ROW_COLUMNS, ROW_NAMES};
 use crate::summary::{Summary, summarize};
 use crate::types::{DeferredRename, Generation, IoStep, Recovery, SaveMode, SaveReport};
+
+/// A text value to bind, or `NULL`.
+fn text(t: Option<&str>) -> ValueRef<'_> {
+    t.map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()))
+}
 
 /// Most sessions in one [`StateStore::save_batch`]. A batch holds one file descriptor per
 /// session until its commit (256 stay well inside the usual limit of 1024 per process), and
@@ -134,6 +140,8 @@ struct Prepared<'a> {
 /// What the plan under the lock decided for one session.
 struct Planned {
     new_counter: u64,
+    /// The session has a `session_state` row (read under this transaction's write lock).
+    row_exists: bool,
     cache_valid: bool,
     /// Where the new lines go (`(lines kept, committed length, committed digest)`), or `None`
     /// for a rewrite.
@@ -632,6 +640,7 @@ impl StateStore {
         };
         Ok(Planned {
             new_counter,
+            row_exists: stored.is_some(),
             cache_valid,
             append_from,
             earlier,
@@ -871,40 +880,63 @@ impl StateStore {
             None => None,
         };
         let state = p.state;
-        let err = db_err(&self.db_path, "write session row");
-        // The row as stored (after column affinity) comes back from the statement itself: its
-        // fingerprint is the row half of the new generation, without reading the row again.
-        let row = conn
-            .prepare_cached(
-                "INSERT INTO session_state (session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+        let err = || db_err(&self.db_path, "write session row");
+        let int = |i: Option<i64>| i.map_or(ValueRef::Null, ValueRef::Integer);
+        // In `ROW_COLUMNS` order.
+        let bound: [ValueRef<'_>; 9] = [
+            ValueRef::Text(id.as_bytes()),
+            ValueRef::Text(state.updated_at.as_str().as_bytes()),
+            text(state.run_id.as_deref()),
+            int(state.invoke_seq),
+            ValueRef::Integer(p.schema_version),
+            text(p.meta_json.as_deref()),
+            ValueRef::Integer(i64::try_from(p.summary.message_count).unwrap_or(i64::MAX)),
+            text(p.summary.last_user_message.as_deref()),
+            text(p.summary.workspace_root.as_deref()),
+        ];
+        let row = if self.row_keeps_bound_values(conn)? {
+            // The columns store the bound values as they are (see `row_keeps_bound_values`):
+            // the row's fingerprint is theirs. A plain `UPDATE` (or `INSERT` for a new
+            // session) needs no statement journal, which an upsert with `RETURNING` (a
+            // trigger to SQLite) opens and fills with every page it touches.
+            let updated = if slot.planned.row_exists {
+                conn.prepare_cached(
+                    "UPDATE session_state SET updated_at = ?2, run_id = ?3, invoke_seq = ?4, \
+                     schema_version = ?5, meta_json = ?6, message_count = ?7, \
+                     last_user_message = ?8, workspace_root = ?9 WHERE session_id = ?1",
+                )
+                .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed))))
+                .map_err(err())?
+            } else {
+                0
+            };
+            if updated == 0 {
+                conn.prepare_cached(&format!(
+                    "INSERT INTO session_state ({ROW_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                ))
+                .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed))))
+                .map_err(err())?;
+            }
+            row_fingerprint(&bound)
+        } else {
+            // The row as stored (after column affinity) comes back from the statement itself.
+            conn.prepare_cached(&format!(
+                "INSERT INTO session_state ({ROW_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
                  ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at, run_id = excluded.run_id, \
                  invoke_seq = excluded.invoke_seq, schema_version = excluded.schema_version, meta_json = excluded.meta_json, \
                  message_count = excluded.message_count, last_user_message = excluded.last_user_message, \
                  workspace_root = excluded.workspace_root \
-                 RETURNING session_id, updated_at, run_id, invoke_seq, schema_version, meta_json, message_count, last_user_message, workspace_root",
-            )
+                 RETURNING {ROW_COLUMNS}"
+            ))
             .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        id,
-                        state.updated_at.as_str(),
-                        state.run_id,
-                        state.invoke_seq,
-                        p.schema_version,
-                        p.meta_json,
-                        i64::try_from(p.summary.message_count).unwrap_or(i64::MAX),
-                        p.summary.last_user_message,
-                        p.summary.workspace_root,
-                    ],
-                    |r| {
-                        let values = owned_row(r, ROW_NAMES.len())?;
-                        let refs: Vec<_> = values.iter().map(OwnedValue::as_ref).collect();
-                        Ok(row_fingerprint(&refs))
-                    },
-                )
+                stmt.query_row(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed)), |r| {
+                    let values = owned_row(r, ROW_NAMES.len())?;
+                    let refs: Vec<_> = values.iter().map(OwnedValue::as_ref).collect();
+                    Ok(row_fingerprint(&refs))
+                })
             })
-            .map_err(err)?;
+            .map_err(err())?
+        };
         conn.prepare_cached(
             "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file, pending_base) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \

@@ -100,14 +100,15 @@ mod tests {
             )
             .unwrap();
         // Read the row and the bookkeeping once (compare-and-swap and the append decision), write
-        // both; the row as stored comes back from its own INSERT … RETURNING.
+        // both. The row is updated in place: an upsert with RETURNING would open a statement
+        // journal (RETURNING is a trigger to SQLite) and copy every page it touches into it.
         assert_eq!(
             *ran.lock(),
             [
                 "BEGIN IMMEDIATE",
                 "SELECT session_state",
                 "SELECT session_files",
-                "INSERT session_state",
+                "UPDATE session_state",
                 "INSERT session_files",
                 "COMMIT",
             ]

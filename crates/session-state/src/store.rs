@@ -60,6 +60,9 @@ pub struct StateStore {
     pub(crate) leases: crate::lease_registry::Registry,
     /// What `open` settled ([`StateStore::recovery`]).
     pub(crate) recovered: Vec<Recovery>,
+    /// Whether `session_state` stores a save's bound values unchanged
+    /// ([`crate::stored::row_keeps_bound_values`]), learnt at the first save.
+    row_keeps_bound: std::sync::OnceLock<bool>,
 }
 
 /// Sessions kept in [`StateStore`]'s save cache.
@@ -165,6 +168,7 @@ impl StateStore {
             cache_room: std::sync::atomic::AtomicUsize::new(CACHED_SESSIONS),
             leases: Default::default(),
             recovered: Vec::new(),
+            row_keeps_bound: std::sync::OnceLock::new(),
         };
         store.recovered = store.recover_at_open()?;
         Ok(store)
@@ -251,6 +255,7 @@ impl StateStore {
             cache_room: std::sync::atomic::AtomicUsize::new(CACHED_SESSIONS),
             leases: Default::default(),
             recovered: Vec::new(),
+            row_keeps_bound: std::sync::OnceLock::new(),
         })
     }
 
@@ -269,6 +274,7 @@ impl StateStore {
             cache_room: std::sync::atomic::AtomicUsize::new(CACHED_SESSIONS),
             leases: Default::default(),
             recovered: Vec::new(),
+            row_keeps_bound: std::sync::OnceLock::new(),
         }
     }
 
@@ -461,6 +467,19 @@ impl StateStore {
             return Err(crate::faults::sqlite_failure(&self.db_path, "commit", &e));
         }
         tx.commit()
+    }
+
+    /// [`crate::stored::row_keeps_bound_values`] of this store's database, asked once.
+    ///
+    /// # Errors
+    /// [`StateError::Db`] when the table's columns cannot be read.
+    pub(crate) fn row_keeps_bound_values(&self, conn: &Connection) -> Result<bool> {
+        if let Some(known) = self.row_keeps_bound.get() {
+            return Ok(*known);
+        }
+        let known = crate::stored::row_keeps_bound_values(conn)
+            .map_err(db_err(&self.db_path, "read session_state columns"))?;
+        Ok(*self.row_keeps_bound.get_or_init(|| known))
     }
 
     /// `(generation, k)` when the cache says this store committed `messages[..k]` as

@@ -31,6 +31,61 @@ pub(crate) const ROW_NAMES: [&str; 9] = [
     "workspace_root",
 ];
 
+/// The storage class a save binds to each of [`ROW_NAMES`]: text (or null) for `true`, an
+/// integer (or null) for `false`.
+const ROW_BINDS_TEXT: [bool; 9] = [true, true, true, false, false, true, false, true, true];
+
+/// Whether every `session_state` column stores what a save binds to it unchanged, so that the
+/// fingerprint of the bound values is the stored row's (SQLite's column affinity, "Datatypes
+/// In SQLite" §3.1: a column of `TEXT` or no affinity keeps text; one of `INTEGER`, `NUMERIC`
+/// or no affinity keeps an integer). True for the reference's schema ([`db::CREATE_SESSION_STATE`]);
+/// a table declared otherwise (another tool's) makes the save read the stored row back.
+///
+/// # Errors
+/// `PRAGMA table_info` failed.
+pub(crate) fn row_keeps_bound_values(conn: &Connection) -> rusqlite::Result<bool> {
+    let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info('session_state')")?;
+    let declared = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(ROW_NAMES.iter().zip(ROW_BINDS_TEXT).all(|(name, text)| {
+        declared
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .is_some_and(|(_, declared)| match (affinity(declared), text) {
+                (Affinity::Text | Affinity::Blob, true) => true,
+                (Affinity::Integer | Affinity::Numeric | Affinity::Blob, false) => true,
+                _ => false,
+            })
+    }))
+}
+
+/// A column's type affinity ("Datatypes In SQLite" §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Affinity {
+    Integer,
+    Text,
+    Blob,
+    Real,
+    Numeric,
+}
+
+/// The affinity of a declared column type, by SQLite's rules in their order.
+fn affinity(declared: &str) -> Affinity {
+    let t = declared.to_ascii_uppercase();
+    if t.contains("INT") {
+        Affinity::Integer
+    } else if ["CHAR", "CLOB", "TEXT"].iter().any(|w| t.contains(w)) {
+        Affinity::Text
+    } else if t.contains("BLOB") || t.trim().is_empty() {
+        Affinity::Blob
+    } else if ["REAL", "FLOA", "DOUB"].iter().any(|w| t.contains(w)) {
+        Affinity::Real
+    } else {
+        Affinity::Numeric
+    }
+}
+
 /// Names of the `session_files` columns [`read_stored`] selects.
 const FILES_NAMES: [&str; 8] = [
     "session_id",
