@@ -18,9 +18,9 @@
 //!    `index_runs` (no day directory listed, no run file looked at).
 //!
 //! 4. A durable save against its physical floor: two `write` + `fdatasync` of the same bytes
-//!    per save (the messages file and the WAL are two files). Each round grows three sessions
+//!    per save (the messages file and the WAL are two files). Each round grows four sessions
 //!    in lockstep, interleaved save by save (ours without a lease, ours through a held lease,
-//!    the floor), over `SESSION_BENCH_REPEATS` rounds (default 3), printed as min/median/max
+//!    ours through a held lease with `save_appended` naming the kept messages, the floor), over `SESSION_BENCH_REPEATS` rounds (default 3), printed as min/median/max
 //!    of floor ÷ ours, with the CPU time of each (this thread's, from
 //!    `/proc/thread-self/schedstat`: what a save costs beside waiting for its syncs).
 //!
@@ -534,14 +534,15 @@ impl ThreadCpu {
     }
 }
 
-/// One round of the floor section: the same 500-message growth saved three ways in lockstep,
+/// One round of the floor section: the same 500-message growth saved four ways in lockstep,
 /// message by message, each timed per save (the order rotates every message, so that none
 /// always runs first after the others' syncs): ours without a held lease (`save` checks the
-/// lease), ours through a held lease, and the floor (the message's line written and
-/// `fdatasync`ed on two plain files). Returns the three total times in that order, then the
-/// three total CPU times ([`ThreadCpu`]).
-fn floor_round(n: usize) -> [[Duration; 3]; 2] {
-    let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
+/// lease), ours through a held lease (`save`, which compares the list with the stored one),
+/// ours through a held lease with `save_appended` (the caller names the kept messages), and
+/// the floor (the message's line written and `fdatasync`ed on two plain files). Returns the
+/// four total times in that order, then the four total CPU times ([`ThreadCpu`]).
+fn floor_round(n: usize) -> [[Duration; 4]; 2] {
+    let dirs = [(); 4].map(|()| tempfile::tempdir().unwrap());
     let open = |dir: &Path| {
         StateStore::open_with(
             dir,
@@ -554,6 +555,7 @@ fn floor_round(n: usize) -> [[Duration; 3]; 2] {
     };
     let unleased = open(dirs[0].path());
     let held = open(dirs[1].path());
+    let appending = open(dirs[2].path());
     let new_state = || SessionState {
         schema_version: Some(1i64.into()),
         session_id: "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1".into(),
@@ -562,18 +564,19 @@ fn floor_round(n: usize) -> [[Duration; 3]; 2] {
         meta: Some(meta()),
         ..Default::default()
     };
-    let mut states = [new_state(), new_state()];
+    let mut states = [new_state(), new_state(), new_state()];
     let lease = held.lease(&states[1].session_id).unwrap();
+    let append_lease = appending.lease(&states[2].session_id).unwrap();
     let plain = |name: &str| {
         fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dirs[2].path().join(name))
+            .open(dirs[3].path().join(name))
             .unwrap()
     };
     let (mut a, mut b) = (plain("a.jsonl"), plain("b.wal"));
-    let mut times = [Duration::ZERO; 3];
-    let mut cpu = [Duration::ZERO; 3];
+    let mut times = [Duration::ZERO; 4];
+    let mut cpu = [Duration::ZERO; 4];
     let clock = ThreadCpu::open();
     for i in 0..n {
         let m = message(i);
@@ -584,8 +587,8 @@ fn floor_round(n: usize) -> [[Duration; 3]; 2] {
             s.invoke_seq = Some(i as i64);
             s.updated_at = Timestamp::now();
         }
-        for k in 0..3 {
-            let which = (i + k) % 3;
+        for k in 0..4 {
+            let which = (i + k) % 4;
             let start = Instant::now();
             let cpu_start = clock.now();
             match which {
@@ -594,6 +597,9 @@ fn floor_round(n: usize) -> [[Duration; 3]; 2] {
                 }
                 1 => {
                     lease.save(&states[1]).unwrap();
+                }
+                2 => {
+                    append_lease.save_appended(&states[2], i).unwrap();
                 }
                 _ => {
                     for f in [&mut a, &mut b] {
@@ -609,54 +615,57 @@ fn floor_round(n: usize) -> [[Duration; 3]; 2] {
     [times, cpu]
 }
 
-/// The durable save against its physical floor: in each round the three are interleaved save
+/// The durable save against its physical floor: in each round the four are interleaved save
 /// by save (fsync latency drifts within seconds on a shared machine, see [`floor_round`]);
 /// floor time ÷ ours per round, so 1.0 means a save costs no more than its two syncs.
 fn bench_floor() {
     let n = scaled(500);
     let rounds = repeats();
     let load_before = load_average();
-    let (mut ours_ms, mut leased_ms, mut floor_ms) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut ratios, mut leased_ratios) = (Vec::new(), Vec::new());
-    let mut cpu_ms = [Vec::new(), Vec::new(), Vec::new()];
+    // Per save: [unleased, leased, leased appending, floor].
+    let mut ms: [Vec<f64>; 4] = Default::default();
+    let mut cpu_ms: [Vec<f64>; 4] = Default::default();
+    let mut ratios: [Vec<f64>; 3] = Default::default();
     for _ in 0..rounds {
         let [times, cpu] = floor_round(n);
         for (all, t) in cpu_ms.iter_mut().zip(cpu) {
             all.push(t.as_secs_f64() * 1e3 / n as f64);
         }
-        let [ours, leased, base] = times.map(|t| t.as_secs_f64());
-        ours_ms.push(ours * 1e3 / n as f64);
-        leased_ms.push(leased * 1e3 / n as f64);
-        floor_ms.push(base * 1e3 / n as f64);
-        ratios.push(base / ours);
-        leased_ratios.push(base / leased);
+        let secs = times.map(|t| t.as_secs_f64());
+        for (all, t) in ms.iter_mut().zip(secs) {
+            all.push(t * 1e3 / n as f64);
+        }
+        for (all, t) in ratios.iter_mut().zip(secs) {
+            all.push(secs[3] / t);
+        }
     }
-    let (a, b, c) = spread(&mut ours_ms);
-    let (d, e, f) = spread(&mut floor_ms);
-    let (g, h, i) = spread(&mut ratios);
-    let (j, k, l) = spread(&mut leased_ms);
-    let (m, o, p) = spread(&mut leased_ratios);
+    let ms = ms.map(|mut v| spread(&mut v));
+    let cpu = cpu_ms.map(|mut v| spread(&mut v));
+    let ratios = ratios.map(|mut v| spread(&mut v));
     println!();
     println!(
         "## durable save against its floor ({rounds} rounds of {n} saves, interleaved save by save, min / median / max)"
     );
-    let [q, r, s] = cpu_ms.map(|mut v| spread(&mut v));
     println!(
         "| | per save | floor ÷ this (goal >= 0.8) | CPU per save (user + system, this thread) |"
     );
     println!("|---|---:|---:|---:|");
-    println!(
-        "| ours, SaveDurability::Sync, `save` without a lease (the lease checked per save) | {a:.3} / {b:.3} / {c:.3} ms | {g:.2} / {h:.2} / {i:.2} | {:.3} / {:.3} / {:.3} ms |",
-        q.0, q.1, q.2
-    );
-    println!(
-        "| ours, SaveDurability::Sync, through a held lease | {j:.3} / {k:.3} / {l:.3} ms | {m:.2} / {o:.2} / {p:.2} | {:.3} / {:.3} / {:.3} ms |",
-        r.0, r.1, r.2
-    );
-    println!(
-        "| floor: 2 × (write + fdatasync) of the message's bytes | {d:.3} / {e:.3} / {f:.3} ms | | {:.3} / {:.3} / {:.3} ms |",
-        s.0, s.1, s.2
-    );
+    let names = [
+        "ours, SaveDurability::Sync, `save` without a lease (the lease checked per save)",
+        "ours, SaveDurability::Sync, `save` through a held lease",
+        "ours, SaveDurability::Sync, `save_appended` through a held lease",
+        "floor: 2 × (write + fdatasync) of the message's bytes",
+    ];
+    for (k, name) in names.iter().enumerate() {
+        let (a, b, c) = ms[k];
+        let (q, r, t) = cpu[k];
+        let ratio = ratios.get(k).map_or_else(String::new, |(g, h, i)| {
+            format!("{g:.2} / {h:.2} / {i:.2}")
+        });
+        println!(
+            "| {name} | {a:.3} / {b:.3} / {c:.3} ms | {ratio} | {q:.3} / {r:.3} / {t:.3} ms |"
+        );
+    }
     println!(
         "(load average before / after: {load_before} / {})",
         load_average()

@@ -263,7 +263,7 @@ impl StateStore {
         self.widen_cache(saves.len());
         let items: Vec<SaveItem<'_>> = saves
             .iter()
-            .map(|s| (s.state, s.expected, &[][..]))
+            .map(|s| (s.state, s.expected, &[][..], None))
             .collect();
         self.save_many(&items, policy, true)
     }
@@ -273,15 +273,18 @@ impl StateStore {
     /// serializing those messages (their form as written, lone surrogate escapes restored).
     /// `check_lease`: respect another holder's lease of the session (`false` for a migration
     /// inside `load`, which needs none).
+    /// `kept`: the caller says `state.messages[..kept]` are unchanged since this store's last
+    /// save of the session ([`StateStore::save_appended`]).
     pub(crate) fn save_one(
         &self,
         state: &SessionState,
         expected: Option<Option<Generation>>,
         written: &[(usize, Vec<u8>)],
+        kept: Option<usize>,
         check_lease: bool,
     ) -> Result<SaveReport> {
         let mut report = self.save_many(
-            &[(state, expected, written)],
+            &[(state, expected, written, kept)],
             BatchPolicy::AllOrNothing,
             check_lease,
         )?;
@@ -312,8 +315,8 @@ impl StateStore {
         let mut results: Vec<Option<Result<SaveReport>>> = Vec::with_capacity(items.len());
         // CPU work before taking the write lock.
         let mut prepared: Vec<(usize, Prepared<'_>)> = Vec::new();
-        for (i, &(state, expected, written)) in items.iter().enumerate() {
-            match self.prepare(state, expected, written) {
+        for (i, &(state, expected, written, kept)) in items.iter().enumerate() {
+            match self.prepare(state, expected, written, kept) {
                 Ok(p) => {
                     results.push(None);
                     prepared.push((i, p));
@@ -485,13 +488,16 @@ impl StateStore {
         state: &'a SessionState,
         expected: Option<Option<Generation>>,
         written: &'a [(usize, Vec<u8>)],
+        kept: Option<usize>,
     ) -> Result<Prepared<'a>> {
         let id = state.session_id.as_str();
         checked(id)?;
         // When this store committed a prefix of the list (checked by value, not by
-        // serializing), only the new messages are serialized; whether that prefix is still
-        // the committed one is checked under the lock.
-        let cached = self.cached_prefix(id, &state.messages);
+        // serializing, or as the caller says), only the new messages are serialized; whether
+        // that prefix is still the committed one is checked under the lock.
+        let cached = kept
+            .and_then(|kept| self.cached_prefix_kept(id, &state.messages, kept))
+            .or_else(|| self.cached_prefix(id, &state.messages));
         let mut lines = match cached {
             Some((_, k)) if written.is_empty() => Lines::serialize_from(id, &state.messages, k)?,
             _ => Lines::serialize(id, &state.messages)?,
@@ -1036,10 +1042,13 @@ impl StateStore {
 
 /// One session of a save: the state, the compare-and-swap expectation (see
 /// [`BatchSave::expected`]) and lines to write as given (see [`StateStore::save_one`]).
+/// One save for [`StateStore::save_many`]: the state, the compare-and-swap, lines as written
+/// (by message index) and the caller's count of messages kept since its last save.
 type SaveItem<'a> = (
     &'a SessionState,
     Option<Option<Generation>>,
     &'a [(usize, Vec<u8>)],
+    Option<usize>,
 );
 
 /// A committed session: its index in the batch and what each phase decided.

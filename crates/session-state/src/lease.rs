@@ -152,6 +152,15 @@ impl SessionLease<'_> {
         self.store.save(state)
     }
 
+    /// [`StateStore::save_appended`] of the session, as its lease holder: `state.messages[..kept]`
+    /// are the messages of the last save through this lease, unchanged.
+    ///
+    /// # Errors
+    /// As [`StateStore::save_appended`].
+    pub fn save_appended(&self, state: &SessionState, kept: usize) -> Result<SaveReport> {
+        self.store.save_appended(state, kept)
+    }
+
     /// [`StateStore::save_expecting`] of the session, as its lease holder.
     ///
     /// # Errors

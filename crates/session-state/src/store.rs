@@ -381,7 +381,7 @@ impl StateStore {
     /// # Errors
     /// As [`StateStore::save_expecting`], without [`StateError::Conflict`].
     pub fn save(&self, state: &SessionState) -> Result<SaveReport> {
-        self.save_one(state, None, &[], true)
+        self.save_one(state, None, &[], None, true)
     }
 
     /// Saves `state` only if the stored session still has generation `expected`
@@ -449,13 +449,60 @@ impl StateStore {
         state: &SessionState,
         expected: Option<Generation>,
     ) -> Result<SaveReport> {
-        self.save_one(state, Some(expected), &[], true)
+        self.save_one(state, Some(expected), &[], None, true)
+    }
+
+    /// [`StateStore::save`] for a caller that only appended messages since its last save of
+    /// the session through this store: `state.messages[..kept]` are the messages that save
+    /// stored, and only `state.messages[kept..]` are serialized and appended. The kept
+    /// messages are not compared one by one (only the last of them is, against this store's
+    /// copy), so a save costs what its new messages cost, not what the whole list does (a
+    /// `save` compares every message with the stored list to find where the new ones start).
+    ///
+    /// The store checks what it can without reading the list: this store made the session's
+    /// last commit (its generation is still the stored one, checked under the write lock),
+    /// that commit held exactly `kept` messages, and the last of them equals
+    /// `state.messages[kept - 1]`. When any of these fails (another process saved since, this
+    /// store's cache of recent sessions let the session go, `kept` is not the count of the
+    /// last save, the last kept message was changed) the save is a [`StateStore::save`],
+    /// which compares every message. A list whose earlier messages were changed in place
+    /// (compaction, an edit) must be saved with [`StateStore::save`]: here such a change is
+    /// not seen, and the stored list keeps the messages as they were saved.
+    ///
+    /// # Errors
+    /// As [`StateStore::save`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use session_schema::{SessionState, Timestamp, parse_message};
+    /// use session_state::{SaveMode, StateStore};
+    ///
+    /// let root = tempfile::tempdir()?;
+    /// let store = StateStore::open(root.path())?;
+    /// let mut state = SessionState {
+    ///     session_id: "f6d2c6d5-4a12-4cc4-bbc9-9a0c0d2b5af1".into(),
+    ///     updated_at: Timestamp::from_raw("2026-02-03T12:00:00.000Z"),
+    ///     messages: vec![parse_message(br#"{"role":"user","content":"hi"}"#)?.value],
+    ///     ..Default::default()
+    /// };
+    /// store.save(&state)?;
+    /// let saved = state.messages.len();
+    /// state.messages.push(parse_message(br#"{"role":"assistant","content":"hello"}"#)?.value);
+    /// let report = store.save_appended(&state, saved)?;
+    /// assert_eq!(report.mode, SaveMode::Appended { messages: 1 });
+    /// let stored = store.load(&state.session_id)?.ok_or("missing")?;
+    /// assert_eq!(stored.state.messages, state.messages);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn save_appended(&self, state: &SessionState, kept: usize) -> Result<SaveReport> {
+        self.save_one(state, None, &[], Some(kept), true)
     }
 
     /// A legacy snapshot's migration: [`StateStore::save_expecting`] with `None`, writing
     /// the messages that had lone surrogate escapes as they were written.
     pub(crate) fn save_migrated(&self, legacy: &crate::types::LegacyLoad) -> Result<SaveReport> {
-        self.save_one(&legacy.state, Some(None), &legacy.written, false)
+        self.save_one(&legacy.state, Some(None), &legacy.written, None, false)
     }
 
     /// Commits a save's transaction (the commit point). An injected `Commit` fault rolls
@@ -494,6 +541,26 @@ impl StateStore {
         let k = entry.messages.len();
         (k <= messages.len() && entry.messages[..] == messages[..k])
             .then_some((entry.generation, k))
+    }
+
+    /// [`StateStore::cached_prefix`] as the caller of [`StateStore::save_appended`] says:
+    /// `(generation, kept)` when this store's last commit of `id` held exactly `kept`
+    /// messages and the last of them equals `messages[kept - 1]`; the ones before it are
+    /// not compared.
+    pub(crate) fn cached_prefix_kept(
+        &self,
+        id: &str,
+        messages: &[BaseMessage],
+        kept: usize,
+    ) -> Option<(Generation, usize)> {
+        let cache = self.cache.lock();
+        let entry = cache.iter().find(|c| c.session_id == id)?;
+        let last_equal = match kept.checked_sub(1) {
+            None => true,
+            Some(last) => entry.messages.get(last).is_some_and(|m| messages.get(last) == Some(m)),
+        };
+        (entry.messages.len() == kept && kept <= messages.len() && last_equal)
+            .then_some((entry.generation, kept))
     }
 
     /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).

@@ -420,4 +420,27 @@ mod tests {
         );
         assert!(notes.is_empty());
     }
+
+    #[test]
+    fn declared_types_get_sqlites_affinities() {
+        // The examples of "Datatypes In SQLite" §3.1.1, and the rules' order.
+        for (declared, want) in [
+            ("INTEGER", Affinity::Integer),
+            ("BIGINT", Affinity::Integer),
+            ("CHARINT", Affinity::Integer),
+            ("FLOATING POINT", Affinity::Integer),
+            ("VARCHAR(255)", Affinity::Text),
+            ("text", Affinity::Text),
+            ("CLOB", Affinity::Text),
+            ("BLOB", Affinity::Blob),
+            ("", Affinity::Blob),
+            ("REAL", Affinity::Real),
+            ("DOUBLE PRECISION", Affinity::Real),
+            ("NUMERIC", Affinity::Numeric),
+            ("DECIMAL(10,5)", Affinity::Numeric),
+            ("STRING", Affinity::Numeric),
+        ] {
+            assert_eq!(affinity(declared), want, "{declared}");
+        }
+    }
 }
