@@ -21,7 +21,6 @@
 //! each session at its complete old state (before the commit) or its complete new state (after).
 
 use std::fs::File;
-use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +40,7 @@ use crate::pending_base::Base;
 use crate::recovery::Uncommitted;
 use crate::store::{StateStore, checked};
 use crate::stored::{ROW_COLUMNS, ROW_NAMES};
-use crate::summary::{Summary, summarize};
+use crate::summary::{Summary, summarize_serialized};
 use crate::types::{DeferredRename, Generation, IoStep, Recovery, SaveMode, SaveReport};
 
 /// A text value to bind, or `NULL`.
@@ -370,7 +369,7 @@ impl StateStore {
             let mut recovery = Vec::new();
             if let Err(e) = self.stage_all(&conn, &mut slots, &mut recovery) {
                 drop(tx);
-                return Err(abandon_all(e, slots));
+                return Err(self.abandon_all(e, slots));
             }
             if slots.is_empty() {
                 drop(tx);
@@ -378,7 +377,7 @@ impl StateStore {
                 // A failed COMMIT rolls back; make sure it did before taking the writes back.
                 let landed = slots.iter().all(|(_, slot)| self.landed(&conn, slot));
                 if !landed {
-                    return Err(abandon_all(e, slots));
+                    return Err(self.abandon_all(e, slots));
                 }
             }
             drop(conn);
@@ -529,7 +528,15 @@ impl StateStore {
             }
             None => None,
         };
-        let summary = summarize(&state.messages, meta_raw.as_ref());
+        // The new lines are serialized already (lines written as they were, with lone
+        // surrogate escapes restored, are not used: the summary is of the values).
+        let summary = summarize_serialized(&state.messages, meta_raw.as_ref(), |i| {
+            if written.is_empty() {
+                lines.line(i)
+            } else {
+                None
+            }
+        });
         let schema_version = state
             .schema_version
             .as_ref()
@@ -806,18 +813,26 @@ impl StateStore {
             self.fault(FaultPoint::TailTruncated)?;
         }
         if !new_bytes.is_empty() {
-            file.seek(SeekFrom::Start(committed_len))
-                .map_err(|e| StateError::io("seek", &p.main, e))?;
-            self.io()
-                .write_all(IoStep::AppendWrite, file, &new_bytes, &p.main)?;
+            self.io().write_all_at(
+                IoStep::AppendWrite,
+                file,
+                &new_bytes,
+                committed_len,
+                &p.main,
+            )?;
             self.fault(FaultPoint::AppendWritten)?;
         }
         let needs_sync = !new_bytes.is_empty() || actual != committed_len || created;
-        let identity = FileIdentity::of(
-            &file
-                .metadata()
-                .map_err(|e| StateError::io("stat", &p.main, e))?,
-        );
+        // A file to sync gets its identity from the sync phase, after the `fdatasync`.
+        let identity = if needs_sync {
+            FileIdentity::default()
+        } else {
+            FileIdentity::of(
+                &file
+                    .metadata()
+                    .map_err(|e| StateError::io("stat", &p.main, e))?,
+            )
+        };
         Ok(Staged {
             mode: SaveMode::Appended {
                 messages: (p.lines.count().saturating_sub(n)) as u64,
@@ -985,6 +1000,22 @@ impl StateStore {
             })
     }
 
+    /// Takes back every session's uncommitted writes (not after an injected crash, which must
+    /// leave everything as a crash would) and returns `e`. The sessions leave the save cache:
+    /// their next save compares the whole list and removes a temp file this one may have left
+    /// (see `finish_renames`).
+    fn abandon_all(&self, e: StateError, slots: Vec<(usize, Slot<'_>)>) -> StateError {
+        for (_, slot) in &slots {
+            self.forget(slot.prepared.id);
+        }
+        if !matches!(e, StateError::InjectedFault { .. }) {
+            for (_, slot) in slots {
+                slot.uncommitted.take_back();
+            }
+        }
+        e
+    }
+
     /// Phase 6: renames the committed temp files over their messages files, then one
     /// directory `fsync`; removes a temp file a crashed rewrite may have left at the
     /// generation of an append. One entry per session: the rename that failed (the save is
@@ -995,8 +1026,14 @@ impl StateStore {
         let mut renamed = Vec::new();
         for (k, (_, p, planned, staged, _)) in finished.iter().enumerate() {
             let Some(name) = &staged.pending_file else {
-                // Best effort: the save is committed.
-                let _ = fsutil::remove_if_exists(&self.temp_path(p.id, planned.new_counter));
+                // A rewrite that crashed before its commit left its temp file at this
+                // generation. None can have when this store made the last commit and holds the
+                // session's lease: no other save of ours ran since (the lease keeps them out),
+                // and a failed one of this store took its temp file back.
+                if !(planned.cache_valid && self.leases.holds(p.id)) {
+                    // Best effort: the save is committed.
+                    let _ = fsutil::remove_if_exists(&self.temp_path(p.id, planned.new_counter));
+                }
                 continue;
             };
             let tmp = dir.join(name);
@@ -1073,13 +1110,3 @@ struct AppendTarget {
     new_bytes: Vec<u8>,
 }
 
-/// Takes back every session's uncommitted writes (not after an injected crash, which must
-/// leave everything as a crash would) and returns `e`.
-fn abandon_all(e: StateError, slots: Vec<(usize, Slot<'_>)>) -> StateError {
-    if !matches!(e, StateError::InjectedFault { .. }) {
-        for (_, slot) in slots {
-            slot.uncommitted.take_back();
-        }
-    }
-    e
-}

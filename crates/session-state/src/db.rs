@@ -782,8 +782,9 @@ fn backfill_workspace_root(conn: &Connection) -> rusqlite::Result<()> {
 /// Fingerprint of a `session_state` row: all nine columns with their storage classes.
 pub(crate) fn row_fingerprint(values: &[ValueRef<'_>]) -> u64 {
     let mut chain = crate::fsutil::EMPTY_DIGEST;
+    let mut buf: Vec<u8> = Vec::new();
     for v in values {
-        let mut buf: Vec<u8> = Vec::new();
+        buf.clear();
         match v {
             ValueRef::Null => buf.push(0),
             ValueRef::Integer(i) => {

@@ -62,6 +62,39 @@ impl Io<'_> {
         }
     }
 
+    /// [`Io::write_all`] at `offset` (`pwrite`, the file position unused), so that an append
+    /// needs no `lseek` before it.
+    pub(crate) fn write_all_at(
+        &self,
+        step: IoStep,
+        file: &File,
+        bytes: &[u8],
+        offset: u64,
+        path: &Path,
+    ) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        match self.fault(step) {
+            None => file
+                .write_all_at(bytes, offset)
+                .map_err(|e| StateError::io("write", path, e)),
+            Some(IoFault::Fail(errno)) => Err(StateError::io(
+                "write",
+                path,
+                io::Error::from_raw_os_error(errno),
+            )),
+            Some(IoFault::Short { written, errno }) => {
+                let part = bytes.get(..written).unwrap_or(bytes);
+                file.write_all_at(part, offset)
+                    .map_err(|e| StateError::io("write", path, e))?;
+                Err(StateError::io(
+                    "write",
+                    path,
+                    io::Error::from_raw_os_error(errno),
+                ))
+            }
+        }
+    }
+
     /// `fdatasync` of a file.
     pub(crate) fn sync_data(&self, step: IoStep, file: &File, path: &Path) -> Result<()> {
         self.check(step, "fsync", path)?;

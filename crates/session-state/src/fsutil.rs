@@ -199,14 +199,14 @@ pub(crate) fn sync_dir(path: &Path) -> Result<()> {
     }
 }
 
-/// Opens an existing regular file for reading and writing; `None` when it does not exist.
-/// A symbolic link or any other file that is not a regular file is
-/// [`StateError::NotRegularFile`].
-pub(crate) fn open_rw_if_exists(path: &Path) -> Result<Option<File>> {
+/// Opens an existing regular file for reading and writing, with its `stat` taken through the
+/// open descriptor; `None` when it does not exist. A symbolic link or any other file that is
+/// not a regular file is [`StateError::NotRegularFile`].
+pub(crate) fn open_rw_if_exists(path: &Path) -> Result<Option<(File, fs::Metadata)>> {
     match open_store_file(path, |o| {
         o.read(true).write(true);
     }) {
-        Ok(opened) => opened.map(|(f, _)| Some(f)),
+        Ok(opened) => opened.map(Some),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StateError::io("open", path, e)),
     }
@@ -221,7 +221,8 @@ pub(crate) fn open_rw_if_exists(path: &Path) -> Result<Option<File>> {
 /// mtime, ctime) or resetting its mtime afterwards (ctime) all change it. The one change it
 /// cannot see is an in-place write of the same size within the timestamp granularity of our
 /// own write; every other difference makes the next save read and check the committed bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The default (all zero) stands for "not taken yet".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct FileIdentity {
     pub(crate) dev: u64,
     pub(crate) ino: u64,

@@ -52,6 +52,13 @@ impl Lines {
         })
     }
 
+    /// The serialized line of message `index` (with its `\n`), when it is among these.
+    pub(crate) fn line(&self, index: usize) -> Option<&[u8]> {
+        self.lines
+            .get(index.checked_sub(self.base)?)
+            .map(Vec::as_slice)
+    }
+
     /// Number of messages in the whole list (`base` + serialized ones).
     pub(crate) fn count(&self) -> usize {
         self.base + self.lines.len()

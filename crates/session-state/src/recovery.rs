@@ -40,6 +40,10 @@ pub(crate) const STALE_DIR: &str = "stale";
 /// [`crate::MAX_BATCH_SESSIONS`] lines of at most 129 bytes (an id and its `\n`).
 const INTENT_MAX: u64 = 1 << 16;
 
+/// The first read of the append intent: room for 31 session ids of 128 bytes, so that the
+/// usual intent (one session, or a few) comes in one `read`.
+const INTENT_READ: usize = 4096;
+
 /// What a save has written that only its commit makes visible: taken back when the save fails
 /// before or at its commit (not after an injected crash, which must leave everything as a
 /// crash would).
@@ -279,13 +283,31 @@ impl StateStore {
     /// The sessions the append intent names, one per line (a missing or unreadable file
     /// names none; lines that are not safe ids are skipped).
     fn read_intent(&self) -> Vec<String> {
-        let Ok(file) = File::open(self.intent_path()) else {
+        let Ok(mut file) = File::open(self.intent_path()) else {
             return Vec::new();
         };
-        let mut bytes = Vec::new();
-        if file.take(INTENT_MAX).read_to_end(&mut bytes).is_err() {
-            return Vec::new();
+        // Read until a short read: on a regular file that is its end, which saves the read
+        // that would return 0 (and `read_to_end`'s small first probe). A read cut short
+        // otherwise names fewer sessions, which only makes the caller write the intent again.
+        let mut bytes = vec![0u8; INTENT_READ];
+        let mut filled = 0;
+        loop {
+            let Some(room) = bytes.get_mut(filled..) else {
+                break;
+            };
+            match file.read(room) {
+                Ok(n) => {
+                    filled += n;
+                    if filled < bytes.len() || filled as u64 >= INTENT_MAX {
+                        break;
+                    }
+                    bytes.resize(bytes.len() * 2, 0);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Vec::new(),
+            }
         }
+        bytes.truncate(filled.min(usize::try_from(INTENT_MAX).unwrap_or(usize::MAX)));
         bytes
             .split(|&b| b == b'\n')
             .filter_map(|line| std::str::from_utf8(line).ok())
@@ -351,13 +373,10 @@ impl StateStore {
             return Ok(());
         }
         let main = self.messages_path(id)?;
-        let Some(file) = fsutil::open_rw_if_exists(&main)? else {
+        let Some((file, meta)) = fsutil::open_rw_if_exists(&main)? else {
             return Ok(());
         };
-        let size = file
-            .metadata()
-            .map_err(|e| StateError::io("stat", &main, e))?
-            .len();
+        let size = meta.len();
         if size <= f.file_len {
             return Ok(());
         }

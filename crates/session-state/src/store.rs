@@ -645,12 +645,9 @@ impl StateStore {
         f: &FilesRow,
         recorded: Option<FileIdentity>,
     ) -> Result<(bool, Option<(std::fs::File, u64)>)> {
-        let Some(file) = fsutil::open_rw_if_exists(main)? else {
+        let Some((file, meta)) = fsutil::open_rw_if_exists(main)? else {
             return Ok((f.file_len == 0, None));
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| StateError::io("stat", main, e))?;
         if meta.len() < f.file_len {
             return Ok((false, None));
         }
@@ -665,7 +662,7 @@ impl StateStore {
     /// digest chain are the committed ones; `None` when the file is missing, shorter or holds
     /// other bytes.
     pub(crate) fn read_committed(&self, main: &Path, f: &FilesRow) -> Result<Option<Vec<u8>>> {
-        let Some(file) = fsutil::open_rw_if_exists(main)? else {
+        let Some((file, _)) = fsutil::open_rw_if_exists(main)? else {
             return Ok((f.file_len == 0).then(Vec::new));
         };
         let mut committed = Vec::new();

@@ -32,12 +32,25 @@ pub struct Summary {
 /// Only the last user message is rendered; it is serialized and rendered from its JSON, so the
 /// result is byte-identical to the reference's `JSON.stringify` fallback. Never fails.
 pub fn summarize(messages: &[BaseMessage], meta: Option<&RawJson>) -> Summary {
-    let last_user_message = messages.iter().rev().find_map(|m| {
+    summarize_serialized(messages, meta, |_| None)
+}
+
+/// [`summarize`] for a save that has serialized some of the messages already: `line_of(i)`
+/// is message `i`'s JSON line when it is at hand (the last user message is then read from
+/// it instead of being serialized again).
+pub(crate) fn summarize_serialized<'a>(
+    messages: &[BaseMessage],
+    meta: Option<&RawJson>,
+    line_of: impl Fn(usize) -> Option<&'a [u8]>,
+) -> Summary {
+    let last_user_message = messages.iter().enumerate().rev().find_map(|(i, m)| {
         if m.role() != "user" {
             return None;
         }
-        let json = serde_json::to_vec(m).ok()?;
-        last_user_from_message_json(&json)
+        match line_of(i) {
+            Some(line) => last_user_from_message_json(line),
+            None => last_user_from_message_json(&serde_json::to_vec(m).ok()?),
+        }
     });
     Summary {
         message_count: messages.len() as u64,

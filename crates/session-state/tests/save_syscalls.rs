@@ -3,7 +3,9 @@
 //! `fdatasync` (the messages file, then SQLite's WAL at `COMMIT`: SQLite built with
 //! `HAVE_FDATASYNC`, see `.cargo/config.toml`) and no `fsync`; a save without a lease opens
 //! the lease file read-only to check it and creates, writes or removes nothing in `leases/`;
-//! a batch of K sessions makes K + 1 `fdatasync`; each save opens its messages file once.
+//! a batch of K sessions makes K + 1 `fdatasync`; each save opens its messages file once. A
+//! lease holder's `save_appended` makes no `lseek` (the append is a `pwrite`), reads the
+//! append intent with one `read`, removes nothing and takes two `stat`s.
 //! Skipped with a message when `strace` is not installed or cannot trace here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -82,6 +84,20 @@ fn child(root: &Path) {
         lease.save(&state(ID, n)).unwrap();
     }
     mark(root, "leased-end");
+    drop(lease);
+    let store = open_sync(&root.join("appended"));
+    let mut s = state(ID, 1);
+    store.save(&s).unwrap();
+    let lease = store.lease(ID).unwrap();
+    lease.save_appended(&state(ID, 2), 1).unwrap();
+    s = state(ID, 2);
+    mark(root, "appended-begin");
+    for n in 3..3 + SAVES {
+        let kept = s.messages.len();
+        s = state(ID, n);
+        lease.save_appended(&s, kept).unwrap();
+    }
+    mark(root, "appended-end");
     drop(lease);
     let store = open_sync(&root.join("batch"));
     let ids: Vec<String> = (0..BATCH)
@@ -163,7 +179,7 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
     let Some(trace) = common::traced_child(
         "durable_saves_make_two_data_syncs_and_create_no_lease_file",
         "fsync,fdatasync,open,openat,creat,unlink,unlinkat,rename,renameat,renameat2,mkdir,\
-         mkdirat,flock",
+         mkdirat,flock,lseek,read,statx,fstat,newfstatat",
         CHILD,
         &root,
         &dir.path().join("trace.txt"),
@@ -219,6 +235,32 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
         0,
         "{report}"
     );
+
+    let appended = phase(&trace, "appended");
+    let report = format!("{:?}", summary(&appended));
+    assert_eq!(count(&appended, "fdatasync"), 2 * SAVES, "{report}");
+    assert_eq!(opens_of(&appended, &messages_file), SAVES, "{report}");
+    // The new lines go out with one `pwrite` at the committed length: no `lseek`.
+    assert_eq!(count(&appended, "lseek"), 0, "{report}");
+    // No temp file of a crashed rewrite to remove: the store made the last commit and holds
+    // the lease.
+    assert_eq!(count(&appended, "unlink"), 0, "{report}");
+    // The append intent (already naming the session) is opened and read once per save.
+    assert_eq!(
+        appended
+            .iter()
+            .filter(|c| c.name.starts_with("open") && c.line.contains(".append-intent"))
+            .count(),
+        SAVES,
+        "{report}"
+    );
+    assert_eq!(count(&appended, "read"), SAVES, "{report}");
+    // The messages file's `stat` when it is opened and after its `fdatasync`, nothing else.
+    let stats = ["statx", "fstat", "newfstatat"]
+        .iter()
+        .map(|n| count(&appended, n))
+        .sum::<usize>();
+    assert_eq!(stats, 2 * SAVES, "{report}");
 
     let batch = phase(&trace, "batch");
     let report = format!("{:?}", summary(&batch));
