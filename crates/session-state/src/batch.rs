@@ -132,6 +132,9 @@ struct Prepared<'a> {
     lines: Lines,
     meta_json: Option<String>,
     summary: Summary,
+    /// The summary took the last user message of the remembered prefix from the save cache
+    /// (to be looked for again if the plan finds the cache out of date).
+    summary_from_cache: bool,
     schema_version: i64,
     main: PathBuf,
 }
@@ -403,6 +406,7 @@ impl StateStore {
                 prepared.id,
                 generation,
                 &prepared.state.messages,
+                prepared.summary.last_user_message.as_ref(),
                 if planned.cache_valid {
                     prepared.cached
                 } else {
@@ -530,13 +534,24 @@ impl StateStore {
         };
         // The new lines are serialized already (lines written as they were, with lone
         // surrogate escapes restored, are not used: the summary is of the values).
-        let summary = summarize_serialized(&state.messages, meta_raw.as_ref(), |i| {
-            if written.is_empty() {
-                lines.line(i)
-            } else {
-                None
-            }
-        });
+        // The remembered prefix's own summary stands for its messages (equal to the caller's,
+        // by value or as the caller said).
+        let known = cached
+            .filter(|_| written.is_empty())
+            .and_then(|(_, k)| self.cached_last_user(id, k).map(|last| (k, last)));
+        let summary_from_cache = known.is_some();
+        let summary = summarize_serialized(
+            &state.messages,
+            meta_raw.as_ref(),
+            |i| {
+                if written.is_empty() {
+                    lines.line(i)
+                } else {
+                    None
+                }
+            },
+            known,
+        );
         let schema_version = state
             .schema_version
             .as_ref()
@@ -550,6 +565,7 @@ impl StateStore {
             lines,
             meta_json,
             summary,
+            summary_from_cache,
             schema_version,
             main: self.messages_path(id)?,
         })
@@ -594,6 +610,18 @@ impl StateStore {
         };
         if p.lines.base != 0 && !cache_valid {
             p.lines = Lines::serialize(id, &p.state.messages)?;
+        }
+        if p.summary_from_cache && !cache_valid {
+            // The prefix was taken as the caller said (`save_appended`) and another commit came
+            // since: summarize the caller's whole list.
+            let meta = p
+                .meta_json
+                .as_ref()
+                .and_then(|m| RawJson::from_json(m.clone()).ok());
+            let lines = &p.lines;
+            p.summary =
+                summarize_serialized(&p.state.messages, meta.as_ref(), |i| lines.line(i), None);
+            p.summary_from_cache = false;
         }
         let lines = &p.lines;
         let messages = &p.state.messages;
@@ -958,24 +986,36 @@ impl StateStore {
             })
             .map_err(err())?
         };
-        conn.prepare_cached(
-            "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, file_lines, file_digest, pending_file, pending_base) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-             ON CONFLICT(session_id) DO UPDATE SET generation = excluded.generation, row_fingerprint = excluded.row_fingerprint, \
-             file_len = excluded.file_len, file_lines = excluded.file_lines, file_digest = excluded.file_digest, \
-             pending_file = excluded.pending_file, pending_base = excluded.pending_base",
-        )
-        .and_then(|mut stmt| stmt.execute(params![
-                id,
-                new_counter.cast_signed(),
-                row.cast_signed(),
-                staged.file_len.cast_signed(),
-                i64::try_from(p.lines.count()).unwrap_or(i64::MAX),
-                staged.file_digest.cast_signed(),
-                staged.pending_file,
-                pending_base,
-            ]))
-        .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
+        let bookkeeping = params![
+            id,
+            new_counter.cast_signed(),
+            row.cast_signed(),
+            staged.file_len.cast_signed(),
+            i64::try_from(p.lines.count()).unwrap_or(i64::MAX),
+            staged.file_digest.cast_signed(),
+            staged.pending_file,
+            pending_base,
+        ];
+        let err = || db_err(&self.db_path, "write session bookkeeping");
+        // An `UPDATE` of the existing row (one statement, no conflict handling), an `INSERT`
+        // when there is none.
+        let updated = conn
+            .prepare_cached(
+                "UPDATE session_files SET generation = ?2, row_fingerprint = ?3, file_len = ?4, \
+                 file_lines = ?5, file_digest = ?6, pending_file = ?7, pending_base = ?8 \
+                 WHERE session_id = ?1",
+            )
+            .and_then(|mut stmt| stmt.execute(bookkeeping))
+            .map_err(err())?;
+        if updated == 0 {
+            conn.prepare_cached(
+                "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, \
+                 file_lines, file_digest, pending_file, pending_base) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .and_then(|mut stmt| stmt.execute(bookkeeping))
+            .map_err(err())?;
+        }
         staged.row = row;
         Ok(())
     }

@@ -109,7 +109,7 @@ mod tests {
                 "SELECT session_state",
                 "SELECT session_files",
                 "UPDATE session_state",
-                "INSERT session_files",
+                "UPDATE session_files",
                 "COMMIT",
             ]
         );

@@ -76,6 +76,8 @@ struct CachedSession {
     session_id: String,
     generation: Generation,
     messages: Vec<BaseMessage>,
+    /// The summary's last user message of `messages` (column `last_user_message`).
+    last_user: Option<String>,
     /// `stat` of the messages file at that commit (see [`FileIdentity`]).
     identity: FileIdentity,
 }
@@ -563,12 +565,23 @@ impl StateStore {
             .then_some((entry.generation, kept))
     }
 
+    /// The summary's last user message of the `k` messages this store last committed for
+    /// `id` (`None` when the cache holds another count).
+    pub(crate) fn cached_last_user(&self, id: &str, k: usize) -> Option<Option<String>> {
+        let cache = self.cache.lock();
+        cache
+            .iter()
+            .find(|c| c.session_id == id && c.messages.len() == k)
+            .map(|c| c.last_user.clone())
+    }
+
     /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).
     pub(crate) fn remember(
         &self,
         id: &str,
         generation: Generation,
         messages: &[BaseMessage],
+        last_user: Option<&String>,
         extended: Option<(Generation, usize)>,
         identity: FileIdentity,
     ) {
@@ -579,9 +592,11 @@ impl StateStore {
                 session_id: id.to_owned(),
                 generation,
                 messages: Vec::new(),
+                last_user: None,
                 identity,
             },
         };
+        entry.last_user = last_user.cloned();
         match extended {
             // The cached list is a prefix of `messages`: clone only the new ones.
             Some((_, k)) if entry.messages.len() == k => {

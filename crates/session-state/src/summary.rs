@@ -32,18 +32,22 @@ pub struct Summary {
 /// Only the last user message is rendered; it is serialized and rendered from its JSON, so the
 /// result is byte-identical to the reference's `JSON.stringify` fallback. Never fails.
 pub fn summarize(messages: &[BaseMessage], meta: Option<&RawJson>) -> Summary {
-    summarize_serialized(messages, meta, |_| None)
+    summarize_serialized(messages, meta, |_| None, None)
 }
 
-/// [`summarize`] for a save that has serialized some of the messages already: `line_of(i)`
-/// is message `i`'s JSON line when it is at hand (the last user message is then read from
-/// it instead of being serialized again).
+/// [`summarize`] for a save that knows part of the answer already: `line_of(i)` is message
+/// `i`'s JSON line when it is at hand (a user message is then read from it instead of being
+/// serialized again), and `known = Some((k, last))` says that `messages[..k]` are the list
+/// whose last user message rendered as `last` (a save's remembered prefix), so that only the
+/// messages after them are looked at.
 pub(crate) fn summarize_serialized<'a>(
     messages: &[BaseMessage],
     meta: Option<&RawJson>,
     line_of: impl Fn(usize) -> Option<&'a [u8]>,
+    known: Option<(usize, Option<String>)>,
 ) -> Summary {
-    let last_user_message = messages.iter().enumerate().rev().find_map(|(i, m)| {
+    let from = known.as_ref().map_or(0, |(k, _)| (*k).min(messages.len()));
+    let rendered = |(i, m): (usize, &BaseMessage)| {
         if m.role() != "user" {
             return None;
         }
@@ -51,7 +55,17 @@ pub(crate) fn summarize_serialized<'a>(
             Some(line) => last_user_from_message_json(line),
             None => last_user_from_message_json(&serde_json::to_vec(m).ok()?),
         }
-    });
+    };
+    let tail = messages.get(from..).unwrap_or(&[]);
+    let last_user_message = tail
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, m)| rendered((from + i, m)))
+        .or_else(|| match known {
+            Some((_, last)) => last,
+            None => None,
+        });
     Summary {
         message_count: messages.len() as u64,
         last_user_message,

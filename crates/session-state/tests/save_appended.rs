@@ -37,6 +37,17 @@ fn line_len(m: &BaseMessage) -> u64 {
     serde_json::to_vec(m).unwrap().len() as u64 + 1
 }
 
+/// `(message_count, last_user_message)` of the stored row.
+fn summary(root: &Path) -> (i64, Option<String>) {
+    let conn = rusqlite::Connection::open(root.join("state.db")).unwrap();
+    conn.query_row(
+        "SELECT message_count, last_user_message FROM session_state WHERE session_id = ?1",
+        [ID],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap()
+}
+
 fn stored(root: &Path) -> Vec<BaseMessage> {
     StateStore::open(root)
         .unwrap()
@@ -177,4 +188,49 @@ fn a_row_whose_columns_convert_values_gets_the_fingerprint_of_what_is_stored() {
     s.messages.push(message(5, "message"));
     let report = store.save_appended(&s, kept).unwrap();
     assert_eq!(report.mode, SaveMode::Appended { messages: 1 });
+}
+
+#[test]
+fn the_summary_names_the_last_user_message_whether_new_or_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let lease = store.lease(ID).unwrap();
+    let mut s = state(1); // one user message
+    lease.save(&s).unwrap();
+    assert_eq!(summary(dir.path()), (1, Some("message 0".to_owned())));
+    // Assistant messages only: the last user message is the kept one.
+    for i in 1..4 {
+        let kept = s.messages.len();
+        s.messages.push(message(1, &format!("reply{i}")));
+        lease.save_appended(&s, kept).unwrap();
+        assert_eq!(summary(dir.path()), (kept as i64 + 1, Some("message 0".to_owned())));
+    }
+    // A new user message among the new ones.
+    let kept = s.messages.len();
+    s.messages.push(message(0, "question"));
+    s.messages.push(message(1, "answer"));
+    lease.save_appended(&s, kept).unwrap();
+    assert_eq!(summary(dir.path()), (6, Some("question 0".to_owned())));
+    // Through `save` (the prefix found by comparing), the same.
+    s.messages.push(message(1, "more"));
+    lease.save(&s).unwrap();
+    assert_eq!(summary(dir.path()), (7, Some("question 0".to_owned())));
+}
+
+#[test]
+fn a_kept_prefix_out_of_date_is_summarized_from_the_callers_list() {
+    // The caller edits its last user message in place (breaking `save_appended`'s contract)
+    // while another store saves in between: the save compares every message, and the summary
+    // is the caller's list's, not the remembered one.
+    let dir = tempfile::tempdir().unwrap();
+    let ours = StateStore::open(dir.path()).unwrap();
+    let theirs = StateStore::open(dir.path()).unwrap();
+    let mut s = state(2); // user, assistant
+    ours.save(&s).unwrap();
+    theirs.save(&s).unwrap(); // a commit of its own, same list
+    s.messages[0] = message(0, "edited");
+    s.messages.push(message(1, "reply"));
+    ours.save_appended(&s, 2).unwrap();
+    assert_eq!(stored(dir.path()), s.messages);
+    assert_eq!(summary(dir.path()), (3, Some("edited 0".to_owned())));
 }
