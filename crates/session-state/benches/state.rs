@@ -659,9 +659,9 @@ fn bench_floor() {
     for (k, name) in names.iter().enumerate() {
         let (a, b, c) = ms[k];
         let (q, r, t) = cpu[k];
-        let ratio = ratios.get(k).map_or_else(String::new, |(g, h, i)| {
-            format!("{g:.2} / {h:.2} / {i:.2}")
-        });
+        let ratio = ratios
+            .get(k)
+            .map_or_else(String::new, |(g, h, i)| format!("{g:.2} / {h:.2} / {i:.2}"));
         println!(
             "| {name} | {a:.3} / {b:.3} / {c:.3} ms | {ratio} | {q:.3} / {r:.3} / {t:.3} ms |"
         );

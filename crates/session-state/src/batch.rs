@@ -954,7 +954,9 @@ impl StateStore {
                      schema_version = ?5, meta_json = ?6, message_count = ?7, \
                      last_user_message = ?8, workspace_root = ?9 WHERE session_id = ?1",
                 )
-                .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed))))
+                .and_then(|mut stmt| {
+                    stmt.execute(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed)))
+                })
                 .map_err(err())?
             } else {
                 0
@@ -1149,4 +1151,3 @@ struct AppendTarget {
     /// The lines to append.
     new_bytes: Vec<u8>,
 }
-

@@ -283,37 +283,36 @@ impl StateStore {
     /// The sessions the append intent names, one per line (a missing or unreadable file
     /// names none; lines that are not safe ids are skipped).
     fn read_intent(&self) -> Vec<String> {
-        let Ok(mut file) = File::open(self.intent_path()) else {
-            return Vec::new();
-        };
-        // Read until a short read: on a regular file that is its end, which saves the read
-        // that would return 0 (and `read_to_end`'s small first probe). A read cut short
-        // otherwise names fewer sessions, which only makes the caller write the intent again.
-        let mut bytes = vec![0u8; INTENT_READ];
-        let mut filled = 0;
-        loop {
-            let Some(room) = bytes.get_mut(filled..) else {
-                break;
-            };
-            match file.read(room) {
-                Ok(n) => {
-                    filled += n;
-                    if filled < bytes.len() || filled as u64 >= INTENT_MAX {
-                        break;
-                    }
-                    bytes.resize(bytes.len() * 2, 0);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return Vec::new(),
-            }
+        match File::open(self.intent_path()) {
+            Ok(file) => intent_names(&file),
+            Err(_) => Vec::new(),
         }
-        bytes.truncate(filled.min(usize::try_from(INTENT_MAX).unwrap_or(usize::MAX)));
-        bytes
-            .split(|&b| b == b'\n')
-            .filter_map(|line| std::str::from_utf8(line).ok())
-            .filter(|id| session_schema::is_safe_id(id))
-            .map(str::to_owned)
-            .collect()
+    }
+
+    /// The append intent open read-write (created when missing), through the descriptor this
+    /// store kept from its last save while the file still has a name (`fstat`: its link
+    /// count), so that a save reads it with one `pread` instead of `open`, `read` and `close`.
+    /// A descriptor whose file was removed (or replaced) is dropped and the path opened again.
+    fn intent_file(&self) -> Result<parking_lot::MappedMutexGuard<'_, File>> {
+        use std::os::unix::fs::MetadataExt;
+        let mut kept = self.intent.lock();
+        if kept
+            .as_ref()
+            .is_some_and(|f| f.metadata().map_or(true, |m| m.nlink() == 0))
+        {
+            *kept = None;
+        }
+        if kept.is_none() {
+            let (file, _) = fsutil::open_private_rw(&self.intent_path())?;
+            *kept = Some(file);
+        }
+        parking_lot::MutexGuard::try_map(kept, Option::as_mut).map_err(|_| {
+            StateError::io(
+                "open",
+                self.intent_path(),
+                std::io::Error::other("append intent not open"),
+            )
+        })
     }
 
     /// Records, under the write lock and before the first byte is appended to the messages
@@ -327,7 +326,8 @@ impl StateStore {
         ids: &[&str],
         out: &mut Vec<Recovery>,
     ) -> Result<()> {
-        let previous = self.read_intent();
+        let file = self.intent_file()?;
+        let previous = intent_names(&file);
         let named: std::collections::BTreeSet<&str> = previous.iter().map(String::as_str).collect();
         if ids.iter().all(|id| named.contains(id)) {
             return Ok(());
@@ -339,14 +339,13 @@ impl StateStore {
             }
         }
         let path = self.intent_path();
-        let (mut file, _) = fsutil::open_private_rw(&path)?;
         let mut text = String::with_capacity(ids.iter().map(|id| id.len() + 1).sum());
         for id in ids {
             text.push_str(id);
             text.push('\n');
         }
         self.io()
-            .write_all(IoStep::IntentWrite, &mut file, text.as_bytes(), &path)?;
+            .write_all_at(IoStep::IntentWrite, &file, text.as_bytes(), 0, &path)?;
         file.set_len(text.len() as u64)
             .map_err(|e| StateError::io("truncate", &path, e))
     }
@@ -456,4 +455,35 @@ fn failed(id: &str, e: &StateError) -> Recovery {
         session_id: id.to_owned(),
         detail,
     }
+}
+
+/// The sessions an append intent names (see [`StateStore::record_append_intent`]), read from
+/// offset 0 with `pread` until a short read: on a regular file that is its end, which saves
+/// the read that would return 0. A read cut short otherwise names fewer sessions, which only
+/// makes a save write the intent again. Lines that are not safe ids are skipped; a read error
+/// names none.
+fn intent_names(file: &File) -> Vec<String> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = vec![0u8; INTENT_READ];
+    let mut filled = 0;
+    while let Some(room) = bytes.get_mut(filled..) {
+        match file.read_at(room, filled as u64) {
+            Ok(n) => {
+                filled += n;
+                if filled < bytes.len() || filled as u64 >= INTENT_MAX {
+                    break;
+                }
+                bytes.resize(bytes.len() * 2, 0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Vec::new(),
+        }
+    }
+    bytes.truncate(filled.min(usize::try_from(INTENT_MAX).unwrap_or(usize::MAX)));
+    bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|line| std::str::from_utf8(line).ok())
+        .filter(|id| session_schema::is_safe_id(id))
+        .map(str::to_owned)
+        .collect()
 }

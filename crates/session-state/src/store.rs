@@ -63,6 +63,8 @@ pub struct StateStore {
     /// Whether `session_state` stores a save's bound values unchanged
     /// ([`crate::stored::row_keeps_bound_values`]), learnt at the first save.
     row_keeps_bound: std::sync::OnceLock<bool>,
+    /// `messages/.append-intent`, kept open after this store's first appending save.
+    pub(crate) intent: Mutex<Option<std::fs::File>>,
 }
 
 /// Sessions kept in [`StateStore`]'s save cache.
@@ -171,6 +173,7 @@ impl StateStore {
             leases: Default::default(),
             recovered: Vec::new(),
             row_keeps_bound: std::sync::OnceLock::new(),
+            intent: Mutex::new(None),
         };
         store.recovered = store.recover_at_open()?;
         Ok(store)
@@ -258,6 +261,7 @@ impl StateStore {
             leases: Default::default(),
             recovered: Vec::new(),
             row_keeps_bound: std::sync::OnceLock::new(),
+            intent: Mutex::new(None),
         })
     }
 
@@ -277,6 +281,7 @@ impl StateStore {
             leases: Default::default(),
             recovered: Vec::new(),
             row_keeps_bound: std::sync::OnceLock::new(),
+            intent: Mutex::new(None),
         }
     }
 
@@ -559,7 +564,10 @@ impl StateStore {
         let entry = cache.iter().find(|c| c.session_id == id)?;
         let last_equal = match kept.checked_sub(1) {
             None => true,
-            Some(last) => entry.messages.get(last).is_some_and(|m| messages.get(last) == Some(m)),
+            Some(last) => entry
+                .messages
+                .get(last)
+                .is_some_and(|m| messages.get(last) == Some(m)),
         };
         (entry.messages.len() == kept && kept <= messages.len() && last_equal)
             .then_some((entry.generation, kept))

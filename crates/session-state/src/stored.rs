@@ -52,10 +52,15 @@ pub(crate) fn row_keeps_bound_values(conn: &Connection) -> rusqlite::Result<bool
         declared
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .is_some_and(|(_, declared)| match (affinity(declared), text) {
-                (Affinity::Text | Affinity::Blob, true) => true,
-                (Affinity::Integer | Affinity::Numeric | Affinity::Blob, false) => true,
-                _ => false,
+            .is_some_and(|(_, declared)| {
+                matches!(
+                    (affinity(declared), text),
+                    (Affinity::Text | Affinity::Blob, true)
+                        | (
+                            Affinity::Integer | Affinity::Numeric | Affinity::Blob,
+                            false
+                        )
+                )
             })
     }))
 }

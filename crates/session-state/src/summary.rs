@@ -62,10 +62,7 @@ pub(crate) fn summarize_serialized<'a>(
         .enumerate()
         .rev()
         .find_map(|(i, m)| rendered((from + i, m)))
-        .or_else(|| match known {
-            Some((_, last)) => last,
-            None => None,
-        });
+        .or(known.and_then(|(_, last)| last));
     Summary {
         message_count: messages.len() as u64,
         last_user_message,

@@ -203,7 +203,10 @@ fn the_summary_names_the_last_user_message_whether_new_or_kept() {
         let kept = s.messages.len();
         s.messages.push(message(1, &format!("reply{i}")));
         lease.save_appended(&s, kept).unwrap();
-        assert_eq!(summary(dir.path()), (kept as i64 + 1, Some("message 0".to_owned())));
+        assert_eq!(
+            summary(dir.path()),
+            (kept as i64 + 1, Some("message 0".to_owned()))
+        );
     }
     // A new user message among the new ones.
     let kept = s.messages.len();
