@@ -40,26 +40,7 @@ impl Io<'_> {
         bytes: &[u8],
         path: &Path,
     ) -> Result<()> {
-        match self.fault(step) {
-            None => file
-                .write_all(bytes)
-                .map_err(|e| StateError::io("write", path, e)),
-            Some(IoFault::Fail(errno)) => Err(StateError::io(
-                "write",
-                path,
-                io::Error::from_raw_os_error(errno),
-            )),
-            Some(IoFault::Short { written, errno }) => {
-                let part = bytes.get(..written).unwrap_or(bytes);
-                file.write_all(part)
-                    .map_err(|e| StateError::io("write", path, e))?;
-                Err(StateError::io(
-                    "write",
-                    path,
-                    io::Error::from_raw_os_error(errno),
-                ))
-            }
-        }
+        self.write_with(step, bytes, path, |part| file.write_all(part))
     }
 
     /// [`Io::write_all`] at `offset` (`pwrite`, the file position unused), so that an append
@@ -73,24 +54,26 @@ impl Io<'_> {
         path: &Path,
     ) -> Result<()> {
         use std::os::unix::fs::FileExt;
+        self.write_with(step, bytes, path, |part| file.write_all_at(part, offset))
+    }
+
+    /// Writes `bytes` with `write` unless step `step` has a fault: a failure writes nothing,
+    /// a short write writes the first bytes with `write` and then fails.
+    fn write_with(
+        &self,
+        step: IoStep,
+        bytes: &[u8],
+        path: &Path,
+        mut write: impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> Result<()> {
+        let failed = |errno| StateError::io("write", path, io::Error::from_raw_os_error(errno));
         match self.fault(step) {
-            None => file
-                .write_all_at(bytes, offset)
-                .map_err(|e| StateError::io("write", path, e)),
-            Some(IoFault::Fail(errno)) => Err(StateError::io(
-                "write",
-                path,
-                io::Error::from_raw_os_error(errno),
-            )),
+            None => write(bytes).map_err(|e| StateError::io("write", path, e)),
+            Some(IoFault::Fail(errno)) => Err(failed(errno)),
             Some(IoFault::Short { written, errno }) => {
-                let part = bytes.get(..written).unwrap_or(bytes);
-                file.write_all_at(part, offset)
+                write(bytes.get(..written).unwrap_or(bytes))
                     .map_err(|e| StateError::io("write", path, e))?;
-                Err(StateError::io(
-                    "write",
-                    path,
-                    io::Error::from_raw_os_error(errno),
-                ))
+                Err(failed(errno))
             }
         }
     }

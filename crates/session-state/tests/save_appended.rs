@@ -4,22 +4,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 
-use session_schema::{BaseMessage, SessionState, Timestamp, parse_message};
+use session_schema::{BaseMessage, SessionState, Timestamp};
 use session_state::{SaveMode, StateStore};
 
 const ID: &str = "5a7e0a11-0000-4000-8000-000000000001";
 
+/// Message `i` of a conversation: a user message when `i` is even, else an assistant's.
 fn message(i: usize, text: &str) -> BaseMessage {
     let role = if i.is_multiple_of(2) {
         "user"
     } else {
         "assistant"
     };
-    parse_message(format!(r#"{{"role":"{role}","content":"{text} {i}"}}"#).as_bytes())
-        .unwrap()
-        .value
+    common::msg(role, &format!("{text} {i}"))
 }
 
 fn state(n: usize) -> SessionState {
