@@ -243,6 +243,8 @@ impl ToSql for TextBytes<'_> {
 /// recorded as a [`ColumnDamage`] naming the row by its key (the first selected column).
 pub(crate) struct Cols<'r, 's> {
     row: &'r Row<'s>,
+    /// Index in `row` of the first of `names` (a row of a join holds several tables' columns).
+    base: usize,
     table: &'static str,
     names: &'static [&'static str],
     key: String,
@@ -256,9 +258,20 @@ impl<'r, 's> Cols<'r, 's> {
         table: &'static str,
         names: &'static [&'static str],
     ) -> rusqlite::Result<Self> {
-        let (key, _) = text_of(row.get_ref(0)?);
+        Cols::at(row, 0, table, names)
+    }
+
+    /// [`Cols::new`] over the columns of `row` from index `base` on.
+    pub(crate) fn at(
+        row: &'r Row<'s>,
+        base: usize,
+        table: &'static str,
+        names: &'static [&'static str],
+    ) -> rusqlite::Result<Self> {
+        let (key, _) = text_of(row.get_ref(base)?);
         Ok(Cols {
             row,
+            base,
             table,
             names,
             key: key.unwrap_or_default(),
@@ -268,7 +281,7 @@ impl<'r, 's> Cols<'r, 's> {
 
     /// The value of column `i` as stored.
     pub(crate) fn raw(&self, i: usize) -> rusqlite::Result<ValueRef<'r>> {
-        self.row.get_ref(i)
+        self.row.get_ref(self.base + i)
     }
 
     /// Records damage of column `i`.

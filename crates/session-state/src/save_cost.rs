@@ -71,7 +71,7 @@ mod tests {
     }
 
     #[test]
-    fn an_appending_save_runs_four_statements_besides_its_transaction() {
+    fn an_appending_save_runs_three_statements_besides_its_transaction() {
         let dir = tempfile::tempdir().unwrap();
         let store = open_sync(dir.path());
         for n in 1..=2 {
@@ -99,15 +99,14 @@ mod tests {
                 None::<fn(TraceEvent<'_>)>,
             )
             .unwrap();
-        // Read the row and the bookkeeping once (compare-and-swap and the append decision), write
-        // both. The row is updated in place: an upsert with RETURNING would open a statement
+        // Read the row and the bookkeeping in one statement (compare-and-swap and the append
+        // decision), write both. The row is updated in place: an upsert with RETURNING would open a statement
         // journal (RETURNING is a trigger to SQLite) and copy every page it touches into it.
         assert_eq!(
             *ran.lock(),
             [
                 "BEGIN IMMEDIATE",
                 "SELECT session_state",
-                "SELECT session_files",
                 "UPDATE session_state",
                 "UPDATE session_files",
                 "COMMIT",

@@ -91,6 +91,18 @@ fn affinity(declared: &str) -> Affinity {
     }
 }
 
+/// [`read_stored`]'s statement: the row's [`ROW_COLUMNS`], then `session_files`'
+/// [`FILES_NAMES`] of the same session id (matched with the bound id, as each table alone
+/// would be, not with the row's stored key).
+static ROW_AND_FILES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let row = ROW_NAMES.map(|n| format!("s.{n}")).join(", ");
+    let files = FILES_NAMES.map(|n| format!("f.{n}")).join(", ");
+    format!(
+        "SELECT {row}, {files} FROM session_state s \
+         LEFT JOIN session_files f ON f.session_id = ?1 WHERE s.session_id = ?1"
+    )
+});
+
 /// Names of the `session_files` columns [`read_stored`] selects.
 const FILES_NAMES: [&str; 8] = [
     "session_id",
@@ -141,7 +153,12 @@ struct FilesRead {
 }
 
 fn files_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FilesRead> {
-    let mut c = Cols::new(r, "session_files", &FILES_NAMES)?;
+    files_row_at(r, 0)
+}
+
+/// [`files_row`] over the columns of `r` from index `base` on (`FILES_NAMES` in order).
+fn files_row_at(r: &rusqlite::Row<'_>, base: usize) -> rusqlite::Result<FilesRead> {
+    let mut c = Cols::at(r, base, "session_files", &FILES_NAMES)?;
     let counter = c.bits(1)?;
     let fingerprint = c.bits(2)?;
     let file_len = c.count_required(3)?;
@@ -192,23 +209,28 @@ pub(crate) fn read_stored(
     db_path: &Path,
     session_id: &str,
 ) -> Result<Option<Stored>> {
-    let values: Option<Vec<OwnedValue>> = conn
-        .prepare_cached(&format!(
-            "SELECT {ROW_COLUMNS} FROM session_state WHERE session_id = ?1"
-        ))
+    // The row and our bookkeeping in one statement (a save reads both under its write lock).
+    let found: Option<(Vec<OwnedValue>, Option<FilesRead>)> = conn
+        .prepare_cached(&ROW_AND_FILES)
         .and_then(|mut stmt| {
             stmt.query_row([session_id], |r| {
-                crate::column::owned_row(r, ROW_NAMES.len())
+                let values = crate::column::owned_row(r, ROW_NAMES.len())?;
+                // No bookkeeping row: every column of the join's right side is NULL, its key
+                // among them (a stored key is never NULL: it was matched by `=`).
+                let files = match r.get_ref(ROW_NAMES.len())? {
+                    ValueRef::Null => None,
+                    _ => Some(files_row_at(r, ROW_NAMES.len())?),
+                };
+                Ok((values, files))
             })
             .optional()
         })
         .map_err(db_err(db_path, "read session row"))?;
-    let Some(values) = values else {
+    let Some((values, files)) = found else {
         return Ok(None);
     };
     let refs: Vec<ValueRef<'_>> = values.iter().map(OwnedValue::as_ref).collect();
     let fp = db::row_fingerprint(&refs);
-    let files = read_files(conn, db_path, session_id)?;
     let (counter, recorded, files, damage) = match files {
         Some(f) => {
             let ours = f.fingerprint == Some(fp);
