@@ -37,7 +37,7 @@ const ROW_BINDS_TEXT: [bool; 9] = [true, true, true, false, false, true, false, 
 
 /// Whether every `session_state` column stores what a save binds to it unchanged, so that the
 /// fingerprint of the bound values is the stored row's (SQLite's column affinity, "Datatypes
-/// In SQLite" §3.1: a column of `TEXT` or no affinity keeps text; one of `INTEGER`, `NUMERIC`
+/// In SQLite", section 3.1: a column of `TEXT` or no affinity keeps text; one of `INTEGER`, `NUMERIC`
 /// or no affinity keeps an integer). True for the reference's schema ([`db::CREATE_SESSION_STATE`]);
 /// a table declared otherwise (another tool's) makes the save read the stored row back.
 ///
@@ -46,7 +46,11 @@ const ROW_BINDS_TEXT: [bool; 9] = [true, true, true, false, false, true, false, 
 pub(crate) fn row_keeps_bound_values(conn: &Connection) -> rusqlite::Result<bool> {
     let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info('session_state')")?;
     let declared = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .query_map([], |r| {
+            let (name, _) = crate::column::text_of(r.get_ref(0)?);
+            let (declared, _) = crate::column::text_of(r.get_ref(1)?);
+            Ok((name.unwrap_or_default(), declared.unwrap_or_default()))
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(ROW_NAMES.iter().zip(ROW_BINDS_TEXT).all(|(name, text)| {
         declared
@@ -65,7 +69,7 @@ pub(crate) fn row_keeps_bound_values(conn: &Connection) -> rusqlite::Result<bool
     }))
 }
 
-/// A column's type affinity ("Datatypes In SQLite" §3.1).
+/// A column's type affinity ("Datatypes In SQLite", section 3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Affinity {
     Integer,
@@ -450,7 +454,7 @@ mod tests {
 
     #[test]
     fn declared_types_get_sqlites_affinities() {
-        // The examples of "Datatypes In SQLite" §3.1.1, and the rules' order.
+        // The examples of "Datatypes In SQLite", section 3.1.1, and the rules' order.
         for (declared, want) in [
             ("INTEGER", Affinity::Integer),
             ("BIGINT", Affinity::Integer),
