@@ -229,6 +229,11 @@ pub(crate) fn owned_row(r: &Row<'_>, n: usize) -> rusqlite::Result<Vec<OwnedValu
     (0..n).map(|i| r.get_ref(i).map(OwnedValue::of)).collect()
 }
 
+/// Whether column `i` of `r` is NULL (the right side of a `LEFT JOIN` that found no row).
+pub(crate) fn is_null(r: &Row<'_>, i: usize) -> rusqlite::Result<bool> {
+    Ok(matches!(r.get_ref(i)?, ValueRef::Null))
+}
+
 /// Bytes bound as TEXT as they are (a key read from a row, valid UTF-8 or not), so that a
 /// statement finds exactly the stored value.
 pub(crate) struct TextBytes<'a>(pub(crate) &'a [u8]);

@@ -47,9 +47,12 @@ pub(crate) fn row_keeps_bound_values(conn: &Connection) -> rusqlite::Result<bool
     let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info('session_state')")?;
     let declared = stmt
         .query_map([], |r| {
-            let (name, _) = crate::column::text_of(r.get_ref(0)?);
-            let (declared, _) = crate::column::text_of(r.get_ref(1)?);
-            Ok((name.unwrap_or_default(), declared.unwrap_or_default()))
+            let text = |v: &OwnedValue| text_of(v.as_ref()).0.unwrap_or_default();
+            let values = crate::column::owned_row(r, 2)?;
+            Ok((
+                values.first().map(text).unwrap_or_default(),
+                values.get(1).map(text).unwrap_or_default(),
+            ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(ROW_NAMES.iter().zip(ROW_BINDS_TEXT).all(|(name, text)| {
@@ -221,9 +224,10 @@ pub(crate) fn read_stored(
                 let values = crate::column::owned_row(r, ROW_NAMES.len())?;
                 // No bookkeeping row: every column of the join's right side is NULL, its key
                 // among them (a stored key is never NULL: it was matched by `=`).
-                let files = match r.get_ref(ROW_NAMES.len())? {
-                    ValueRef::Null => None,
-                    _ => Some(files_row_at(r, ROW_NAMES.len())?),
+                let files = if crate::column::is_null(r, ROW_NAMES.len())? {
+                    None
+                } else {
+                    Some(files_row_at(r, ROW_NAMES.len())?)
                 };
                 Ok((values, files))
             })
