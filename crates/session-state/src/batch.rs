@@ -48,6 +48,32 @@ fn text(t: Option<&str>) -> ValueRef<'_> {
     t.map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()))
 }
 
+/// An integer value to bind, or `NULL`.
+fn int(i: Option<i64>) -> ValueRef<'static> {
+    i.map_or(ValueRef::Null, ValueRef::Integer)
+}
+
+/// Writes one row in place: `update` (unless `exists` is false: no row can be there), then
+/// `insert` when it changed no row. Neither needs the statement journal that an upsert with
+/// `RETURNING` (a trigger to SQLite) opens and fills with every page it touches.
+fn update_or_insert(
+    conn: &Connection,
+    update: &str,
+    insert: &str,
+    params: &[&dyn rusqlite::ToSql],
+    exists: bool,
+) -> rusqlite::Result<()> {
+    let updated = if exists {
+        conn.prepare_cached(update)?.execute(params)?
+    } else {
+        0
+    };
+    if updated == 0 {
+        conn.prepare_cached(insert)?.execute(params)?;
+    }
+    Ok(())
+}
+
 /// Most sessions in one [`StateStore::save_batch`]. A batch holds one file descriptor per
 /// session until its commit (256 stay well inside the usual limit of 1024 per process), and
 /// `messages/.append-intent` names every appending session (at most 256 × 129 bytes).
@@ -131,6 +157,8 @@ struct Prepared<'a> {
     cached: Option<(Generation, usize)>,
     lines: Lines,
     meta_json: Option<String>,
+    /// `meta_json` as parsed for the summary.
+    meta: Option<RawJson>,
     summary: Summary,
     /// The summary took the last user message of the remembered prefix from the save cache
     /// (to be looked for again if the plan finds the cache out of date).
@@ -498,9 +526,10 @@ impl StateStore {
         // When this store committed a prefix of the list (checked by value, not by
         // serializing, or as the caller says), only the new messages are serialized; whether
         // that prefix is still the committed one is checked under the lock.
-        let cached = kept
+        let remembered = kept
             .and_then(|kept| self.cached_prefix_kept(id, &state.messages, kept))
             .or_else(|| self.cached_prefix(id, &state.messages));
+        let cached = remembered.as_ref().map(|r| (r.generation, r.kept));
         let mut lines = match cached {
             Some((_, k)) if written.is_empty() => Lines::serialize_from(id, &state.messages, k)?,
             _ => Lines::serialize(id, &state.messages)?,
@@ -520,7 +549,7 @@ impl StateStore {
             ),
             None => None,
         };
-        let meta_raw = match &meta_json {
+        let meta = match &meta_json {
             Some(m) => {
                 Some(
                     RawJson::from_json(m.clone()).map_err(|source| StateError::Serialize {
@@ -536,13 +565,13 @@ impl StateStore {
         // surrogate escapes restored, are not used: the summary is of the values).
         // The remembered prefix's own summary stands for its messages (equal to the caller's,
         // by value or as the caller said).
-        let known = cached
+        let known = remembered
             .filter(|_| written.is_empty())
-            .and_then(|(_, k)| self.cached_last_user(id, k).map(|last| (k, last)));
+            .map(|r| (r.kept, r.last_user));
         let summary_from_cache = known.is_some();
         let summary = summarize_serialized(
             &state.messages,
-            meta_raw.as_ref(),
+            meta.as_ref(),
             |i| {
                 if written.is_empty() {
                     lines.line(i)
@@ -564,6 +593,7 @@ impl StateStore {
             cached,
             lines,
             meta_json,
+            meta,
             summary,
             summary_from_cache,
             schema_version,
@@ -614,13 +644,9 @@ impl StateStore {
         if p.summary_from_cache && !cache_valid {
             // The prefix was taken as the caller said (`save_appended`) and another commit came
             // since: summarize the caller's whole list.
-            let meta = p
-                .meta_json
-                .as_ref()
-                .and_then(|m| RawJson::from_json(m.clone()).ok());
             let lines = &p.lines;
             p.summary =
-                summarize_serialized(&p.state.messages, meta.as_ref(), |i| lines.line(i), None);
+                summarize_serialized(&p.state.messages, p.meta.as_ref(), |i| lines.line(i), None);
             p.summary_from_cache = false;
         }
         let lines = &p.lines;
@@ -929,8 +955,6 @@ impl StateStore {
             None => None,
         };
         let state = p.state;
-        let err = || db_err(&self.db_path, "write session row");
-        let int = |i: Option<i64>| i.map_or(ValueRef::Null, ValueRef::Integer);
         // In `ROW_COLUMNS` order.
         let bound: [ValueRef<'_>; 9] = [
             ValueRef::Text(id.as_bytes()),
@@ -943,31 +967,24 @@ impl StateStore {
             text(p.summary.last_user_message.as_deref()),
             text(p.summary.workspace_root.as_deref()),
         ];
+        let values = bound.map(ToSqlOutput::Borrowed);
+        let params: [&dyn rusqlite::ToSql; 9] =
+            values.each_ref().map(|v| v as &dyn rusqlite::ToSql);
         let row = if self.row_keeps_bound_values(conn)? {
             // The columns store the bound values as they are (see `row_keeps_bound_values`):
-            // the row's fingerprint is theirs. A plain `UPDATE` (or `INSERT` for a new
-            // session) needs no statement journal, which an upsert with `RETURNING` (a
-            // trigger to SQLite) opens and fills with every page it touches.
-            let updated = if slot.planned.row_exists {
-                conn.prepare_cached(
-                    "UPDATE session_state SET updated_at = ?2, run_id = ?3, invoke_seq = ?4, \
-                     schema_version = ?5, meta_json = ?6, message_count = ?7, \
-                     last_user_message = ?8, workspace_root = ?9 WHERE session_id = ?1",
-                )
-                .and_then(|mut stmt| {
-                    stmt.execute(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed)))
-                })
-                .map_err(err())?
-            } else {
-                0
-            };
-            if updated == 0 {
-                conn.prepare_cached(&format!(
+            // the row's fingerprint is theirs.
+            update_or_insert(
+                conn,
+                "UPDATE session_state SET updated_at = ?2, run_id = ?3, invoke_seq = ?4, \
+                 schema_version = ?5, meta_json = ?6, message_count = ?7, \
+                 last_user_message = ?8, workspace_root = ?9 WHERE session_id = ?1",
+                &format!(
                     "INSERT INTO session_state ({ROW_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-                ))
-                .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed))))
-                .map_err(err())?;
-            }
+                ),
+                &params,
+                slot.planned.row_exists,
+            )
+            .map_err(db_err(&self.db_path, "write session row"))?;
             row_fingerprint(&bound)
         } else {
             // The row as stored (after column affinity) comes back from the statement itself.
@@ -980,44 +997,35 @@ impl StateStore {
                  RETURNING {ROW_COLUMNS}"
             ))
             .and_then(|mut stmt| {
-                stmt.query_row(rusqlite::params_from_iter(bound.map(ToSqlOutput::Borrowed)), |r| {
+                stmt.query_row(&params[..], |r| {
                     let values = owned_row(r, ROW_NAMES.len())?;
                     let refs: Vec<_> = values.iter().map(OwnedValue::as_ref).collect();
                     Ok(row_fingerprint(&refs))
                 })
             })
-            .map_err(err())?
+            .map_err(db_err(&self.db_path, "write session row"))?
         };
-        let bookkeeping = params![
-            id,
-            new_counter.cast_signed(),
-            row.cast_signed(),
-            staged.file_len.cast_signed(),
-            i64::try_from(p.lines.count()).unwrap_or(i64::MAX),
-            staged.file_digest.cast_signed(),
-            staged.pending_file,
-            pending_base,
-        ];
-        let err = || db_err(&self.db_path, "write session bookkeeping");
-        // An `UPDATE` of the existing row (one statement, no conflict handling), an `INSERT`
-        // when there is none.
-        let updated = conn
-            .prepare_cached(
-                "UPDATE session_files SET generation = ?2, row_fingerprint = ?3, file_len = ?4, \
-                 file_lines = ?5, file_digest = ?6, pending_file = ?7, pending_base = ?8 \
-                 WHERE session_id = ?1",
-            )
-            .and_then(|mut stmt| stmt.execute(bookkeeping))
-            .map_err(err())?;
-        if updated == 0 {
-            conn.prepare_cached(
-                "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, \
-                 file_lines, file_digest, pending_file, pending_base) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut stmt| stmt.execute(bookkeeping))
-            .map_err(err())?;
-        }
+        update_or_insert(
+            conn,
+            "UPDATE session_files SET generation = ?2, row_fingerprint = ?3, file_len = ?4, \
+             file_lines = ?5, file_digest = ?6, pending_file = ?7, pending_base = ?8 \
+             WHERE session_id = ?1",
+            "INSERT INTO session_files (session_id, generation, row_fingerprint, file_len, \
+             file_lines, file_digest, pending_file, pending_base) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                id,
+                new_counter.cast_signed(),
+                row.cast_signed(),
+                staged.file_len.cast_signed(),
+                i64::try_from(p.lines.count()).unwrap_or(i64::MAX),
+                staged.file_digest.cast_signed(),
+                staged.pending_file,
+                pending_base,
+            ],
+            true,
+        )
+        .map_err(db_err(&self.db_path, "write session bookkeeping"))?;
         staged.row = row;
         Ok(())
     }
@@ -1120,9 +1128,8 @@ impl StateStore {
 }
 
 /// One session of a save: the state, the compare-and-swap expectation (see
-/// [`BatchSave::expected`]) and lines to write as given (see [`StateStore::save_one`]).
-/// One save for [`StateStore::save_many`]: the state, the compare-and-swap, lines as written
-/// (by message index) and the caller's count of messages kept since its last save.
+/// [`BatchSave::expected`]), lines to write as given and the caller's count of messages kept
+/// since its last save (see [`StateStore::save_one`]).
 type SaveItem<'a> = (
     &'a SessionState,
     Option<Option<Generation>>,

@@ -404,6 +404,20 @@ fn migrate_with(conn: &Connection, fold: Fold) -> rusqlite::Result<()> {
 /// The sums of one key as they are stored (signed), in the order of [`SUMS`].
 type StoredSums = [i64; 9];
 
+/// The `runs` columns a [`TotalsOf`] holds, in its fields' order.
+pub(crate) const TOTALS_NAMES: [&str; 10] = [
+    "started_at_utc",
+    "model_provider",
+    "model_name",
+    "session_id",
+    "outcome",
+    "invocation_count",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "total_tokens",
+];
+
 /// The values of a `runs` row the running totals read, as stored.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TotalsOf<'a> {
@@ -580,26 +594,13 @@ fn fill_in_one_scan(conn: &Connection) -> rusqlite::Result<bool> {
     let mut fold = Fold::default();
     fold.begin();
     {
-        let mut stmt = conn.prepare(
-            "SELECT started_at_utc, model_provider, model_name, session_id, outcome, \
-             invocation_count, input_tokens, cached_input_tokens, output_tokens, total_tokens \
-             FROM runs WHERE diagnostic IS NULL",
-        )?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {} FROM runs WHERE diagnostic IS NULL",
+            TOTALS_NAMES.join(", ")
+        ))?;
         let mut rows = stmt.query([])?;
-        const NAMES: [&str; 10] = [
-            "started_at_utc",
-            "model_provider",
-            "model_name",
-            "session_id",
-            "outcome",
-            "invocation_count",
-            "input_tokens",
-            "cached_input_tokens",
-            "output_tokens",
-            "total_tokens",
-        ];
         while let Some(r) = rows.next()? {
-            let c = crate::column::Cols::new(r, "runs", &NAMES)?;
+            let c = crate::column::Cols::new(r, "runs", &TOTALS_NAMES)?;
             fold.add(&TotalsOf {
                 started_at_utc: c.raw(0)?,
                 model_provider: c.raw(1)?,

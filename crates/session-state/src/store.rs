@@ -73,6 +73,26 @@ const CACHED_SESSIONS: usize = 8;
 /// Most sessions the save cache keeps after large batches ([`StateStore::save_batch`]).
 const MAX_CACHED_SESSIONS: usize = 1024;
 
+/// A prefix of a list to save that this store committed ([`StateStore::cached_prefix`]).
+pub(crate) struct Remembered {
+    /// The generation of that commit.
+    pub(crate) generation: Generation,
+    /// Its number of messages: the list's first `kept` messages.
+    pub(crate) kept: usize,
+    /// The summary's last user message of those messages (column `last_user_message`).
+    pub(crate) last_user: Option<String>,
+}
+
+impl Remembered {
+    fn of(entry: &CachedSession) -> Remembered {
+        Remembered {
+            generation: entry.generation,
+            kept: entry.messages.len(),
+            last_user: entry.last_user.clone(),
+        }
+    }
+}
+
 /// What this store last committed for one session.
 struct CachedSession {
     session_id: String,
@@ -536,30 +556,24 @@ impl StateStore {
         Ok(*self.row_keeps_bound.get_or_init(|| known))
     }
 
-    /// `(generation, k)` when the cache says this store committed `messages[..k]` as
-    /// generation `generation` (compared by value).
-    pub(crate) fn cached_prefix(
-        &self,
-        id: &str,
-        messages: &[BaseMessage],
-    ) -> Option<(Generation, usize)> {
+    /// What the cache says this store committed as a prefix `messages[..k]` of `messages`
+    /// (compared by value).
+    pub(crate) fn cached_prefix(&self, id: &str, messages: &[BaseMessage]) -> Option<Remembered> {
         let cache = self.cache.lock();
         let entry = cache.iter().find(|c| c.session_id == id)?;
         let k = entry.messages.len();
-        (k <= messages.len() && entry.messages[..] == messages[..k])
-            .then_some((entry.generation, k))
+        (k <= messages.len() && entry.messages[..] == messages[..k]).then(|| Remembered::of(entry))
     }
 
-    /// [`StateStore::cached_prefix`] as the caller of [`StateStore::save_appended`] says:
-    /// `(generation, kept)` when this store's last commit of `id` held exactly `kept`
-    /// messages and the last of them equals `messages[kept - 1]`; the ones before it are
-    /// not compared.
+    /// [`StateStore::cached_prefix`] as the caller of [`StateStore::save_appended`] says: when
+    /// this store's last commit of `id` held exactly `kept` messages and the last of them
+    /// equals `messages[kept - 1]`; the ones before it are not compared.
     pub(crate) fn cached_prefix_kept(
         &self,
         id: &str,
         messages: &[BaseMessage],
         kept: usize,
-    ) -> Option<(Generation, usize)> {
+    ) -> Option<Remembered> {
         let cache = self.cache.lock();
         let entry = cache.iter().find(|c| c.session_id == id)?;
         let last_equal = match kept.checked_sub(1) {
@@ -570,17 +584,7 @@ impl StateStore {
                 .is_some_and(|m| messages.get(last) == Some(m)),
         };
         (entry.messages.len() == kept && kept <= messages.len() && last_equal)
-            .then_some((entry.generation, kept))
-    }
-
-    /// The summary's last user message of the `k` messages this store last committed for
-    /// `id` (`None` when the cache holds another count).
-    pub(crate) fn cached_last_user(&self, id: &str, k: usize) -> Option<Option<String>> {
-        let cache = self.cache.lock();
-        cache
-            .iter()
-            .find(|c| c.session_id == id && c.messages.len() == k)
-            .map(|c| c.last_user.clone())
+            .then(|| Remembered::of(entry))
     }
 
     /// Records what was just committed (most recent last, at most [`CACHED_SESSIONS`]).
