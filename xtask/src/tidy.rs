@@ -130,6 +130,30 @@ fn library_crates_never_print() {
     assert!(bad.is_empty(), "library code that prints: {bad:#?}");
 }
 
+/// The workspace denies `unsafe_code`; the one place allowed to lift it is the writeback hint
+/// of session-state's `fsutil.rs` (one `sync_file_range` call that `rustix` does not offer).
+#[test]
+fn unsafe_code_is_allowed_in_one_place_only() {
+    let allowed = "crates/session-state/src/fsutil.rs";
+    let mut found = Vec::new();
+    for p in rust_files() {
+        let r = rel(&p);
+        let code = code_only(&std::fs::read_to_string(&p).unwrap_or_default());
+        for (i, line) in code.lines().enumerate() {
+            let compact: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+            if compact.contains("allow(unsafe_code") {
+                found.push((r.clone(), i + 1));
+            }
+        }
+    }
+    let elsewhere: Vec<_> = found.iter().filter(|(r, _)| r != allowed).collect();
+    assert!(
+        elsewhere.is_empty(),
+        "`unsafe_code` allowed at {elsewhere:#?}"
+    );
+    assert_eq!(found.len(), 1, "{found:#?}");
+}
+
 /// The replay core is pure: only its `io` module touches files or the state database.
 #[test]
 fn replay_core_does_no_io() {

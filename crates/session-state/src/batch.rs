@@ -8,12 +8,17 @@
 //! 2. *plan* (under the write lock, `BEGIN IMMEDIATE`): read the stored row, check the
 //!    compare-and-swap, complete an interrupted rename, decide between append and rewrite;
 //! 3. *write*: name every appending session in `messages/.append-intent`, then cut uncommitted
-//!    tails, append the new lines or write the temp file of a rewrite;
-//! 4. *sync* (`SaveDurability::Sync`): `fdatasync` of every appended file, `fsync` of every temp
-//!    file, then one `fsync` of `messages/` when a file was created in it (a new messages file
-//!    or a temp file);
-//! 5. *commit*: every session's `session_state` row and `session_files` bookkeeping in the one
-//!    transaction, then its `COMMIT` (one WAL sync for the whole batch);
+//!    tails, append the new lines or write the temp file of a rewrite; with
+//!    `SaveDurability::Sync`, start the writeback of the written bytes (a hint,
+//!    `fsutil::start_writeback`);
+//! 4. *rows*: every session's `session_state` row and `session_files` bookkeeping in the one
+//!    transaction, while the disk writes the files back (nothing of it is visible to another
+//!    connection, or durable, before the `COMMIT` of phase 5);
+//! 5. *sync and commit* (the syncs with `SaveDurability::Sync`): `fdatasync` of every appended
+//!    file, `fsync` of every temp file, then one `fsync` of `messages/` when a file was
+//!    created in it (a new messages file or a temp file); then the transaction's `COMMIT`
+//!    (one WAL sync for the whole batch), so the rows are never durable before the bytes they
+//!    describe;
 //! 6. *finish*: rename the temp files of rewrites over their messages files, one directory
 //!    `fsync` after them.
 //!
@@ -778,6 +783,12 @@ impl StateStore {
             slot.staged = Some(staged);
         }
 
+        // The rows, while the disk writes the files back (the commit point is the caller's
+        // `COMMIT`, after the syncs below: nothing of the rows is visible or durable before).
+        for (_, slot) in slots.iter_mut() {
+            self.write_rows(conn, slot)?;
+        }
+
         // Syncs: every file, then the directory once.
         let dir = self.messages_dir();
         let (mut created, mut temps) = (false, false);
@@ -838,10 +849,6 @@ impl StateStore {
             }
         }
 
-        // The rows (the commit point is the caller's `COMMIT`).
-        for (_, slot) in slots.iter_mut() {
-            self.write_rows(conn, slot)?;
-        }
         Ok(())
     }
 
@@ -874,6 +881,10 @@ impl StateStore {
                 committed_len,
                 &p.main,
             )?;
+            if self.sync() {
+                // Written back while the rows are written (see `stage_all`).
+                fsutil::start_writeback(file, committed_len, new_bytes.len() as u64);
+            }
             self.fault(FaultPoint::AppendWritten)?;
         }
         let needs_sync = !new_bytes.is_empty() || actual != committed_len || created;
@@ -921,6 +932,9 @@ impl StateStore {
         slot.uncommitted = Uncommitted::Temp(tmp.clone());
         let all = p.lines.concat(0);
         self.io().write_all(IoStep::TempWrite, &mut f, &all, &tmp)?;
+        if self.sync() {
+            fsutil::start_writeback(&f, 0, all.len() as u64);
+        }
         self.fault(FaultPoint::TempWritten)?;
         // The rename keeps the inode; it may change the ctime, which only costs the next save
         // one read of the committed bytes.
@@ -939,7 +953,7 @@ impl StateStore {
         })
     }
 
-    /// Phase 5 of one session: its `session_state` row and `session_files` bookkeeping,
+    /// Phase 4 of one session: its `session_state` row and `session_files` bookkeeping,
     /// inside the batch's transaction.
     fn write_rows(&self, conn: &Connection, slot: &mut Slot<'_>) -> Result<()> {
         let p = &slot.prepared;

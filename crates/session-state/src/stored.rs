@@ -101,12 +101,20 @@ fn affinity(declared: &str) -> Affinity {
 /// [`read_stored`]'s statement: the row's [`ROW_COLUMNS`], then `session_files`'
 /// [`FILES_NAMES`] of the same session id (matched with the bound id, as each table alone
 /// would be, not with the row's stored key).
+///
+/// The bound id comes in through a one-row subquery (`k`) rather than as `?1` in both
+/// tables' terms: with the parameter written into a join's terms, SQLite's planner looks at
+/// its bound value, which marks the statement to be prepared again (parsed and planned) after
+/// every new binding, on every save (the statement status `SQLITE_STMTSTATUS_REPREPARE`;
+/// `save_cost` holds it at zero). The comparisons are the same: `k.id` has no affinity, as a
+/// parameter has none.
 static ROW_AND_FILES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let row = ROW_NAMES.map(|n| format!("s.{n}")).join(", ");
     let files = FILES_NAMES.map(|n| format!("f.{n}")).join(", ");
     format!(
-        "SELECT {row}, {files} FROM session_state s \
-         LEFT JOIN session_files f ON f.session_id = ?1 WHERE s.session_id = ?1"
+        "SELECT {row}, {files} FROM (SELECT ?1 AS id) k \
+         JOIN session_state s ON s.session_id = k.id \
+         LEFT JOIN session_files f ON f.session_id = k.id"
     )
 });
 

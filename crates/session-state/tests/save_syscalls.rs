@@ -179,7 +179,7 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
     let Some(trace) = common::traced_child(
         "durable_saves_make_two_data_syncs_and_create_no_lease_file",
         "fsync,fdatasync,open,openat,creat,unlink,unlinkat,rename,renameat,renameat2,mkdir,\
-         mkdirat,flock,lseek,read,statx,fstat,newfstatat",
+         mkdirat,flock,lseek,read,statx,fstat,newfstatat,sync_file_range",
         CHILD,
         &root,
         &dir.path().join("trace.txt"),
@@ -239,6 +239,18 @@ fn durable_saves_make_two_data_syncs_and_create_no_lease_file() {
     let appended = phase(&trace, "appended");
     let report = format!("{:?}", summary(&appended));
     assert_eq!(count(&appended, "fdatasync"), 2 * SAVES, "{report}");
+    // The messages file's writeback is started right after its write (the row statements run
+    // while the disk writes it), then its `fdatasync`, then the WAL's at `COMMIT`.
+    let syncs: Vec<&str> = appended
+        .iter()
+        .filter(|c| matches!(c.name.as_str(), "sync_file_range" | "fdatasync"))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        syncs,
+        ["sync_file_range", "fdatasync", "fdatasync"].repeat(SAVES),
+        "{report}"
+    );
     assert_eq!(opens_of(&appended, &messages_file), SAVES, "{report}");
     // The new lines go out with one `pwrite` at the committed length: no `lseek`.
     assert_eq!(count(&appended, "lseek"), 0, "{report}");
