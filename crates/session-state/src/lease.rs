@@ -161,6 +161,19 @@ impl SessionLease<'_> {
         self.store.save_appended(state, kept)
     }
 
+    /// [`StateStore::save_appended_expecting`] of the session, as its lease holder.
+    ///
+    /// # Errors
+    /// As [`StateStore::save_appended_expecting`].
+    pub fn save_appended_expecting(
+        &self,
+        state: &SessionState,
+        expected: Option<Generation>,
+        kept: usize,
+    ) -> Result<SaveReport> {
+        self.store.save_appended_expecting(state, expected, kept)
+    }
+
     /// [`StateStore::save_expecting`] of the session, as its lease holder.
     ///
     /// # Errors

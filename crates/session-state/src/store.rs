@@ -526,6 +526,22 @@ impl StateStore {
         self.save_one(state, None, &[], Some(kept), true)
     }
 
+    /// [`StateStore::save_appended`] with the compare-and-swap of
+    /// [`StateStore::save_expecting`]: saves only if the stored session still has generation
+    /// `expected` (`None` = the session must not exist yet), `state.messages[..kept]` being
+    /// the messages of this store's last save of it, unchanged.
+    ///
+    /// # Errors
+    /// As [`StateStore::save_expecting`].
+    pub fn save_appended_expecting(
+        &self,
+        state: &SessionState,
+        expected: Option<Generation>,
+        kept: usize,
+    ) -> Result<SaveReport> {
+        self.save_one(state, Some(expected), &[], Some(kept), true)
+    }
+
     /// A legacy snapshot's migration: [`StateStore::save_expecting`] with `None`, writing
     /// the messages that had lone surrogate escapes as they were written.
     pub(crate) fn save_migrated(&self, legacy: &crate::types::LegacyLoad) -> Result<SaveReport> {

@@ -82,6 +82,50 @@ fn the_new_messages_are_appended_and_the_generation_is_the_stored_ones() {
 }
 
 #[test]
+fn with_an_expected_generation_it_appends_or_is_a_conflict_writing_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = StateStore::open(dir.path()).unwrap();
+    let mut s = state(3);
+    let first = store
+        .save_appended_expecting(&s, None, 0)
+        .unwrap()
+        .generation;
+    let kept = s.messages.len();
+    s.messages.push(message(3, "message"));
+    let second = store
+        .save_appended_expecting(&s, Some(first), kept)
+        .unwrap();
+    assert_eq!(second.mode, SaveMode::Appended { messages: 1 });
+    assert_eq!(second.bytes_written, line_len(&s.messages[3]));
+    let file = dir.path().join(format!("messages/{ID}.jsonl"));
+    let len = std::fs::metadata(&file).unwrap().len();
+    // A stale generation, or expecting no session: a conflict, nothing written.
+    let mut more = s.clone();
+    more.messages.push(message(4, "message"));
+    for expected in [Some(first), None] {
+        let err = store
+            .save_appended_expecting(&more, expected, 4)
+            .unwrap_err();
+        assert!(
+            matches!(err, session_state::StateError::Conflict { .. }),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), len);
+    let loaded = store.load(ID).unwrap().unwrap();
+    assert_eq!(loaded.generation, Some(second.generation));
+    assert_eq!(loaded.state.messages, s.messages);
+    // Through a lease, from the generation the last save reported.
+    let lease = store.lease(ID).unwrap();
+    let third = lease
+        .save_appended_expecting(&more, Some(second.generation), 4)
+        .unwrap();
+    assert_eq!(third.mode, SaveMode::Appended { messages: 1 });
+    drop(lease);
+    assert_eq!(stored(dir.path()), more.messages);
+}
+
+#[test]
 fn a_count_that_is_not_the_last_saves_falls_back_to_comparing_every_message() {
     let dir = tempfile::tempdir().unwrap();
     let store = StateStore::open(dir.path()).unwrap();

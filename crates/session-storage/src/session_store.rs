@@ -55,6 +55,30 @@ pub trait SessionStore: Send + Sync {
     /// [`StorageError::Backend`](crate::StorageError::Backend).
     fn save_session(&self, state: &SessionState, expected: &Expected) -> Result<Version>;
 
+    /// [`save_session`](Self::save_session) for a caller that only appended messages since
+    /// its last save of the session through this client: `state.messages[..kept]` are the
+    /// messages that save stored, unchanged. A backend may take the caller at its word and
+    /// store only the new messages without comparing the kept ones (the local backend:
+    /// session-state's `save_appended_expecting`, which checks that this client made the
+    /// last save, that it held `kept` messages and that the last of them is unchanged, and
+    /// otherwise saves as `save_session` does); the default is `save_session`. Whatever
+    /// `kept` says, the session stored is `state` when earlier messages are unchanged, and the
+    /// version and compare-and-swap are those of `save_session`. A list edited before its
+    /// last kept message (compaction) must be saved with `save_session`: a backend that takes
+    /// the caller at its word does not see such an edit.
+    ///
+    /// # Errors
+    /// As [`save_session`](Self::save_session).
+    fn save_session_appended(
+        &self,
+        state: &SessionState,
+        expected: &Expected,
+        kept: usize,
+    ) -> Result<Version> {
+        let _ = kept;
+        self.save_session(state, expected)
+    }
+
     /// Saves several sessions, each as [`save_session`](Self::save_session) would (its
     /// `Expected`, its new version), and returns one result per entry, in order: a version
     /// conflict or any other refusal of one session fails only that entry, with nothing

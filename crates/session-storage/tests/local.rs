@@ -668,3 +668,47 @@ fn a_large_run_is_listed_with_the_counts_of_its_whole_file() {
     );
     assert_eq!(run.outcome.as_str(), "completed");
 }
+
+/// The local backend's appending save takes the caller at its word: the kept messages are not
+/// compared (session-state's `save_appended_expecting`), so only the new ones are written.
+/// An edit before the last kept message is, as documented, not seen there, and is stored by
+/// `save_session`, which compares every message.
+#[test]
+fn appending_saves_write_only_the_new_messages() {
+    let (_d, b) = store();
+    let msg = |text: &str| {
+        session_schema::parse_message(format!(r#"{{"role":"user","content":"{text}"}}"#).as_bytes())
+            .unwrap()
+            .value
+    };
+    let mut st = empty_session("s-grow");
+    st.messages = vec![msg("one"), msg("two"), msg("three")];
+    let v1 = b.save_session(&st, &Expected::Absent).unwrap();
+    let file = b.root().join("messages/s-grow.jsonl");
+    let before = fs::read(&file).unwrap();
+
+    // Appended, with an earlier message changed in the caller's copy: only the new message
+    // is written; the stored list keeps the earlier one as saved.
+    let mut grown = st.clone();
+    grown.messages[0] = msg("ONE, edited");
+    grown.messages.push(msg("four"));
+    let v2 = b
+        .save_session_appended(&grown, &Expected::Version(v1), 3)
+        .unwrap();
+    let after = fs::read(&file).unwrap();
+    assert_eq!(&after[..before.len()], &before[..]);
+    assert_eq!(
+        std::str::from_utf8(&after[before.len()..]).unwrap(),
+        "{\"role\":\"user\",\"content\":\"four\"}\n"
+    );
+    let loaded = b.load_session("s-grow").unwrap().unwrap();
+    assert_eq!(loaded.version, v2);
+    assert_eq!(loaded.state.messages[0], msg("one"));
+    assert_eq!(&loaded.state.messages[1..], &grown.messages[1..]);
+
+    // `save_session` compares every message and stores the edit.
+    let v3 = b.save_session(&grown, &Expected::Version(v2)).unwrap();
+    let loaded = b.load_session("s-grow").unwrap().unwrap();
+    assert_eq!(loaded.version, v3);
+    assert_eq!(loaded.state.messages, grown.messages);
+}

@@ -222,6 +222,11 @@ pub fn cases<H: Harness>() -> Vec<Case<H>> {
             sessions::save_load_round_trip::<H>
         ),
         case!(
+            "sessions::appending_saves",
+            "a save of a list the caller only appended to stores that list, with the versions and compare-and-swap of any save",
+            sessions::appending_saves::<H>
+        ),
+        case!(
             "sessions::compare_and_swap_on_save",
             "saves with a stale or absent expectation are typed conflicts and change nothing",
             sessions::compare_and_swap_on_save::<H>

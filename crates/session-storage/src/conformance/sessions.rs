@@ -110,6 +110,97 @@ pub(crate) fn save_load_round_trip<H: Harness>(h: &H) -> Check {
     Ok(())
 }
 
+/// `st` with `n` more user messages (`"turn {first}"`, …) and a later `updated_at`.
+fn with_turns(st: &SessionState, first: usize, n: usize) -> Result<SessionState, Fail> {
+    let mut out = st.clone();
+    for i in first..first + n {
+        let m = parse_message(format!(r#"{{"role":"user","content":"turn {i}"}}"#).as_bytes())
+            .map_err(|e| Fail::Failed(e.to_string()))?;
+        out.messages.push(m.value);
+    }
+    out.updated_at =
+        session_schema::Timestamp::from_raw(format!("2026-02-03T12:{:02}:00.000Z", first % 60));
+    Ok(out)
+}
+
+pub(crate) fn appending_saves<H: Harness>(h: &H) -> Check {
+    let b = h.fresh()?;
+    let st = rich_session("grow")?;
+    let v1 = b.save_session(&st, &Expected::Absent)?;
+    // The caller appended since its last save: the session stored is its whole list.
+    let kept = st.messages.len();
+    let two = with_turns(&st, 1, 2)?;
+    let v2 = b.save_session_appended(&two, &Expected::Version(v1.clone()), kept)?;
+    ensure!(v2 != v1, "an appending save kept the version {v1}");
+    let loaded = b
+        .load_session("grow")?
+        .ok_or_else(|| Fail::Failed("session gone after an appending save".into()))?;
+    ensure_eq!(loaded.version, v2, "version after an appending save");
+    same_state(&loaded.state, &two, "after an appending save")?;
+    // Compare-and-swap as for any save: a stale version is a conflict, nothing written.
+    let three = with_turns(&two, 3, 1)?;
+    expect_conflict(
+        b.save_session_appended(&three, &Expected::Version(v1.clone()), two.messages.len()),
+        Some(&v2),
+        "appending save from a stale version",
+    )?;
+    expect_conflict(
+        b.save_session_appended(&three, &Expected::Absent, two.messages.len()),
+        Some(&v2),
+        "appending save expecting no session",
+    )?;
+    let loaded = b
+        .load_session("grow")?
+        .ok_or_else(|| Fail::Failed("session gone after refused saves".into()))?;
+    ensure_eq!(loaded.version, v2, "version after refused appending saves");
+    same_state(&loaded.state, &two, "after refused appending saves")?;
+    let v3 = b.save_session_appended(&three, &Expected::Any, two.messages.len())?;
+    // A count that is not the last save's (too small, too large) still stores the list given.
+    let four = with_turns(&three, 4, 2)?;
+    let v4 = b.save_session_appended(&four, &Expected::Version(v3.clone()), 2)?;
+    let loaded = b
+        .load_session("grow")?
+        .ok_or_else(|| Fail::Failed("session gone".into()))?;
+    ensure_eq!(
+        loaded.version,
+        v4,
+        "version after a save with a wrong count"
+    );
+    same_state(&loaded.state, &four, "after a save with a smaller count")?;
+    let five = with_turns(&four, 6, 1)?;
+    b.save_session_appended(&five, &Expected::Version(v4), five.messages.len() + 3)?;
+    let loaded = b
+        .load_session("grow")?
+        .ok_or_else(|| Fail::Failed("session gone".into()))?;
+    same_state(
+        &loaded.state,
+        &five,
+        "after a save with a count past the list",
+    )?;
+    // A first save through it: nothing was kept.
+    let new = session("grow-new", "2026-02-03T12:00:00.000Z", 2, None)?;
+    let v = b.save_session_appended(&new, &Expected::Absent, 0)?;
+    let loaded = b
+        .load_session("grow-new")?
+        .ok_or_else(|| Fail::Failed("a first appending save stored nothing".into()))?;
+    ensure_eq!(loaded.version, v, "version of a first appending save");
+    same_state(&loaded.state, &new, "after a first appending save")?;
+    // Another client's save in between: the list given is what is stored.
+    if let Some(other) = h.second_client(&b)? {
+        let current =
+            load_version(&b, "grow")?.ok_or_else(|| Fail::Failed("session gone".into()))?;
+        let six = with_turns(&five, 7, 1)?;
+        let w = other.save_session(&six, &Expected::Version(current))?;
+        let seven = with_turns(&six, 8, 1)?;
+        b.save_session_appended(&seven, &Expected::Version(w), five.messages.len())?;
+        let loaded = b
+            .load_session("grow")?
+            .ok_or_else(|| Fail::Failed("session gone".into()))?;
+        same_state(&loaded.state, &seven, "after another client's save")?;
+    }
+    Ok(())
+}
+
 fn expect_conflict(
     result: Result<Version, StorageError>,
     found: Option<&Version>,

@@ -173,6 +173,42 @@ impl LocalBackend {
             found,
         }
     }
+
+    /// [`SessionStore::save_session`], or with `kept` [`SessionStore::save_session_appended`].
+    fn save_one(
+        &self,
+        state: &SessionState,
+        expected: &Expected,
+        kept: Option<usize>,
+    ) -> Result<Version> {
+        let id = state.session_id.as_str();
+        checked_id(id)?;
+        self.check_writable("save")?;
+        let expect = match expected {
+            Expected::Any => None,
+            Expected::Absent => Some(None),
+            Expected::Version(v) => match self.generation_for(id, v)? {
+                Ok(g) => Some(g),
+                Err(found) => return Err(LocalBackend::conflict(id, expected, found)),
+            },
+        };
+        let saved = match (expect, kept) {
+            (None, None) => self.store.save(state),
+            (Some(g), None) => self.store.save_expecting(state, g),
+            (None, Some(k)) => self.store.save_appended(state, k),
+            (Some(g), Some(k)) => self.store.save_appended_expecting(state, g, k),
+        };
+        match saved {
+            Ok(report) => {
+                self.remember_generation(id, Some(report.generation));
+                Ok(Version::new(report.generation.to_string()))
+            }
+            Err(StateError::Conflict { found, .. }) => {
+                Err(LocalBackend::conflict(id, expected, found_version(&found)))
+            }
+            Err(e) => Err(state_err("save", Target::session(id), e)),
+        }
+    }
 }
 
 impl SessionStore for LocalBackend {
@@ -189,31 +225,18 @@ impl SessionStore for LocalBackend {
     }
 
     fn save_session(&self, state: &SessionState, expected: &Expected) -> Result<Version> {
-        let id = state.session_id.as_str();
-        checked_id(id)?;
-        self.check_writable("save")?;
-        let expect = match expected {
-            Expected::Any => None,
-            Expected::Absent => Some(None),
-            Expected::Version(v) => match self.generation_for(id, v)? {
-                Ok(g) => Some(g),
-                Err(found) => return Err(LocalBackend::conflict(id, expected, found)),
-            },
-        };
-        let saved = match expect {
-            None => self.store.save(state),
-            Some(g) => self.store.save_expecting(state, g),
-        };
-        match saved {
-            Ok(report) => {
-                self.remember_generation(id, Some(report.generation));
-                Ok(Version::new(report.generation.to_string()))
-            }
-            Err(StateError::Conflict { found, .. }) => {
-                Err(LocalBackend::conflict(id, expected, found_version(&found)))
-            }
-            Err(e) => Err(state_err("save", Target::session(id), e)),
-        }
+        self.save_one(state, expected, None)
+    }
+
+    /// Only the messages after `kept` are serialized and appended when this client made the
+    /// session's last save (session-state's `save_appended_expecting`).
+    fn save_session_appended(
+        &self,
+        state: &SessionState,
+        expected: &Expected,
+        kept: usize,
+    ) -> Result<Version> {
+        self.save_one(state, expected, Some(kept))
     }
 
     /// One `StateStore::save_batch` (one `state.db` transaction) per `MAX_BATCH_SESSIONS` (256)
