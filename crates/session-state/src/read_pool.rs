@@ -24,7 +24,10 @@
 //! Memory stays bounded: a worker claims a block only when its last job is fewer than
 //! [`WINDOW`] jobs ahead of the job the taker waits for (or, while the taker takes from a
 //! block it holds, the first job it took from it), so at most [`WINDOW`] results wait to be
-//! taken, whatever the sizes of the files (each read bounded as it is on one thread).
+//! taken, whatever the sizes of the files (each read bounded as it is on one thread). A pool
+//! started with [`InOrder::start_windowed`] has its own window: the run index's rebuild, whose
+//! reads are rows and whose taker reads every stored row before it takes the first, lets its
+//! workers read 65,536 files ahead meanwhile.
 //! A panic in a worker (a bug: reading stored data never panics) is resumed on the taking
 //! thread when its job is taken, as if the job had run there; that worker stops (its
 //! scratch may be half-updated) and gives the jobs of its block after the panicking one back
@@ -131,6 +134,8 @@ struct Shared<R> {
     len: usize,
     /// Jobs per block ([`block_len`]).
     block: usize,
+    /// Most jobs a worker may be ahead of the job being taken ([`WINDOW`] by default).
+    window: usize,
     sent: AtomicU64,
     woken: AtomicU64,
 }
@@ -158,12 +163,13 @@ struct State<R> {
 
 impl<R> State<R> {
     /// Whether a worker must wait: no job was given back, and either the next block's last
-    /// job is not within [`WINDOW`] of the job being taken, or every job is claimed but a
+    /// job is not within `window` ([`WINDOW`] unless the pool was started with another) of
+    /// the job being taken, or every job is claimed but a
     /// worker still runs a block (it may give jobs back).
-    fn must_wait(&self, len: usize, block: usize) -> bool {
+    fn must_wait(&self, len: usize, block: usize, window: usize) -> bool {
         self.returned.is_empty()
             && if self.next < len {
-                self.next.saturating_add(block).min(len) > self.taking.saturating_add(WINDOW)
+                self.next.saturating_add(block).min(len) > self.taking.saturating_add(window)
             } else {
                 self.busy > 0
             }
@@ -180,7 +186,7 @@ impl<R> Shared<R> {
     /// they count as notified). The notification is made with the lock released
     /// ([`Shared::notify`]), so the woken thread does not wait for the lock at once.
     fn wake_workers(&self, st: &mut State<R>) -> bool {
-        let wake = st.waiting > 0 && !st.must_wait(self.len, self.block);
+        let wake = st.waiting > 0 && !st.must_wait(self.len, self.block, self.window);
         if wake {
             st.waiting = 0;
         }
@@ -215,7 +221,7 @@ impl<R> Shared<R> {
             if self.stop.load(Ordering::SeqCst) {
                 return (st, None);
             }
-            if !st.must_wait(self.len, self.block) {
+            if !st.must_wait(self.len, self.block, self.window) {
                 break;
             }
             st.waiting += 1;
@@ -337,6 +343,24 @@ impl<R: Send + 'static> InOrder<R> {
         J: Send + Sync + 'static,
         S: 'static,
     {
+        Self::start_windowed(jobs, threads, WINDOW, scratch, work)
+    }
+
+    /// [`InOrder::start`] with the workers allowed `window` jobs ahead of the job being
+    /// taken instead of [`WINDOW`] (at least one block): for a pass whose results are
+    /// small and whose taker has other work before it takes the first one, so that the
+    /// workers read on meanwhile. At most `window` results wait to be taken.
+    pub fn start_windowed<J, S>(
+        jobs: Vec<J>,
+        threads: usize,
+        window: usize,
+        scratch: impl Fn() -> S + Send + Sync + 'static,
+        work: impl Fn(&J, &mut S) -> R + Send + Sync + 'static,
+    ) -> InOrder<R>
+    where
+        J: Send + Sync + 'static,
+        S: 'static,
+    {
         let len = jobs.len();
         let threads = if threads > 1 { threads.min(len) } else { 0 };
         let shared = Arc::new(Shared {
@@ -355,6 +379,7 @@ impl<R: Send + 'static> InOrder<R> {
             stop: AtomicBool::new(false),
             len,
             block: block_len(len, threads),
+            window: window.max(block_len(len, threads)),
             sent: AtomicU64::new(0),
             woken: AtomicU64::new(0),
         });
@@ -454,7 +479,7 @@ fn worker<J, S, R>(
     // Threads to wake for the block handed over last.
     let mut wake = Wake::default();
     loop {
-        if (wake.workers || wake.taker) && st.must_wait(shared.len, shared.block) {
+        if (wake.workers || wake.taker) && st.must_wait(shared.len, shared.block, shared.window) {
             // Wake them before waiting, with the lock released.
             drop(st);
             shared.notify(std::mem::take(&mut wake));
@@ -646,12 +671,22 @@ impl RefreshReads {
     /// Starts reading `jobs` (`(position, job)`, positions increasing) on
     /// [`max_threads`] workers.
     pub(crate) fn start(jobs: Vec<(usize, FileJob)>) -> RefreshReads {
+        Self::start_windowed(jobs, WINDOW)
+    }
+
+    /// [`RefreshReads::start`] with the workers allowed `window` reads ahead
+    /// ([`InOrder::start_windowed`]).
+    pub(crate) fn start_windowed(jobs: Vec<(usize, FileJob)>, window: usize) -> RefreshReads {
         let count_reads = session_jsonl::counting_file_reads();
         let (keys, jobs): (Vec<usize>, Vec<FileJob>) = jobs.into_iter().unzip();
         let threads = max_threads(jobs.len());
-        let pool = InOrder::start(jobs, threads, Scratch::default, move |job, scratch| {
-            read_file(job, scratch, count_reads)
-        });
+        let pool = InOrder::start_windowed(
+            jobs,
+            threads,
+            window,
+            Scratch::default,
+            move |job, scratch| read_file(job, scratch, count_reads),
+        );
         RefreshReads {
             keys,
             cursor: 0,
@@ -769,6 +804,45 @@ mod tests {
         assert_eq!(pool.take(5 * WINDOW), Some(5 * WINDOW));
         assert_eq!(pool.take(3), None);
         assert_eq!(pool.take(5 * WINDOW + 1), Some(5 * WINDOW + 1));
+    }
+
+    /// A pool started with a wider window reads that far ahead before anything is taken
+    /// (a rebuild's workers read on while the stored rows are read), and no further.
+    #[test]
+    fn a_wider_window_lets_the_workers_read_that_far_ahead() {
+        let window = 4 * WINDOW;
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&ran);
+        let mut pool = InOrder::start_windowed(
+            (0..10 * WINDOW).collect(),
+            2,
+            window,
+            || (),
+            move |&j, ()| {
+                r.fetch_add(1, Ordering::SeqCst);
+                j
+            },
+        );
+        // Past the usual window with nothing taken (waited for, at most 10 s).
+        let start = std::time::Instant::now();
+        while ran.load(Ordering::SeqCst) < 3 * WINDOW {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "the workers stopped after {} jobs",
+                ran.load(Ordering::SeqCst)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            ran.load(Ordering::SeqCst) <= window,
+            "{}",
+            ran.load(Ordering::SeqCst)
+        );
+        for j in 0..10 * WINDOW {
+            assert_eq!(pool.take(j), Some(j));
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 10 * WINDOW);
     }
 
     #[test]
