@@ -148,17 +148,27 @@ pub(crate) mod tests {
 
     /// The SQL of every statement `op` runs on the store's connection.
     pub(crate) fn statements_of(store: &StateStore, op: impl FnOnce()) -> Vec<String> {
+        traced_statements(store, |_, sql| sql.to_owned(), op)
+    }
+
+    /// `record(statement, sql)` of every statement `op` runs on the store's connection, in
+    /// the order they start (SQLite's statement trace).
+    pub(crate) fn traced_statements<T: Send + 'static>(
+        store: &StateStore,
+        record: impl Fn(&rusqlite::trace::StmtRef<'_>, &str) -> T + Send + 'static,
+        op: impl FnOnce(),
+    ) -> Vec<T> {
         use rusqlite::trace::{TraceEvent, TraceEventCodes};
         use std::sync::{Arc, Mutex};
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen: Arc<Mutex<Vec<T>>> = Arc::default();
         let sink = Arc::clone(&seen);
         store
             .lock()
             .trace_v2(
                 TraceEventCodes::SQLITE_TRACE_STMT,
                 Some(move |e: TraceEvent<'_>| {
-                    if let TraceEvent::Stmt(_, sql) = e {
-                        sink.lock().unwrap().push(sql.to_owned());
+                    if let TraceEvent::Stmt(stmt, sql) = e {
+                        sink.lock().unwrap().push(record(&stmt, sql));
                     }
                 }),
             )
@@ -168,7 +178,7 @@ pub(crate) mod tests {
             .lock()
             .trace_v2(TraceEventCodes::empty(), None::<fn(TraceEvent<'_>)>)
             .unwrap();
-        seen.lock().unwrap().clone()
+        std::mem::take(&mut *seen.lock().unwrap())
     }
 
     #[test]

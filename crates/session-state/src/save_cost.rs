@@ -6,12 +6,9 @@
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use parking_lot::Mutex;
-    use rusqlite::trace::{TraceEvent, TraceEventCodes};
     use session_schema::{BaseMessage, SessionState, Timestamp, parse_message};
 
+    use crate::pass_cost::tests::traced_statements;
     use crate::store::StateStore;
     use crate::types::{SaveDurability, SaveMode, StoreOptions};
 
@@ -89,33 +86,19 @@ mod tests {
         for n in 1..=2 {
             store.save(&state(n)).unwrap();
         }
-        let ran: Arc<Mutex<Vec<String>>> = Arc::default();
-        let sink = Arc::clone(&ran);
-        store
-            .lock()
-            .trace_v2(
-                TraceEventCodes::SQLITE_TRACE_STMT,
-                Some(move |e: TraceEvent<'_>| {
-                    if let TraceEvent::Stmt(_, sql) = e {
-                        sink.lock().push(kind(sql));
-                    }
-                }),
-            )
-            .unwrap();
-        let report = store.save(&state(3)).unwrap();
-        assert_eq!(report.mode, SaveMode::Appended { messages: 1 });
-        store
-            .lock()
-            .trace_v2(
-                TraceEventCodes::SQLITE_TRACE_STMT,
-                None::<fn(TraceEvent<'_>)>,
-            )
-            .unwrap();
+        let ran = traced_statements(
+            &store,
+            |_, sql| kind(sql),
+            || {
+                let report = store.save(&state(3)).unwrap();
+                assert_eq!(report.mode, SaveMode::Appended { messages: 1 });
+            },
+        );
         // Read the row and the bookkeeping in one statement (compare-and-swap and the append
         // decision), write both. The row is updated in place: an upsert with RETURNING would open a statement
         // journal (RETURNING is a trigger to SQLite) and copy every page it touches into it.
         assert_eq!(
-            *ran.lock(),
+            ran,
             [
                 "BEGIN IMMEDIATE",
                 "SELECT session_state",
@@ -135,44 +118,28 @@ mod tests {
         use rusqlite::StatementStatus;
         let dir = tempfile::tempdir().unwrap();
         let store = open_sync(dir.path());
-        let seen: Arc<Mutex<Vec<(String, i32)>>> = Arc::default();
-        let sink = Arc::clone(&seen);
-        store
-            .lock()
-            .trace_v2(
-                TraceEventCodes::SQLITE_TRACE_STMT,
-                Some(move |e: TraceEvent<'_>| {
-                    if let TraceEvent::Stmt(stmt, sql) = e {
-                        let again = stmt.get_status(StatementStatus::RePrepare);
-                        sink.lock().push((kind(sql), again));
-                    }
-                }),
-            )
-            .unwrap();
         // A new session, appending saves without and with a lease, then another session
         // (the same statements with another bound id).
-        for n in 1..=3 {
-            store.save(&state(n)).unwrap();
-        }
-        let lease = store.lease(ID).unwrap();
-        for n in 4..=6 {
-            lease.save(&state(n)).unwrap();
-        }
-        drop(lease);
-        let mut other = state(2);
-        other.session_id = "c0575a7e-0000-4000-8000-000000000002".to_owned();
-        store.save(&other).unwrap();
-        store.save(&state(7)).unwrap();
-        store
-            .lock()
-            .trace_v2(
-                TraceEventCodes::SQLITE_TRACE_STMT,
-                None::<fn(TraceEvent<'_>)>,
-            )
-            .unwrap();
+        let seen = traced_statements(
+            &store,
+            |stmt, sql| (kind(sql), stmt.get_status(StatementStatus::RePrepare)),
+            || {
+                for n in 1..=3 {
+                    store.save(&state(n)).unwrap();
+                }
+                let lease = store.lease(ID).unwrap();
+                for n in 4..=6 {
+                    lease.save(&state(n)).unwrap();
+                }
+                drop(lease);
+                let mut other = state(2);
+                other.session_id = "c0575a7e-0000-4000-8000-000000000002".to_owned();
+                store.save(&other).unwrap();
+                store.save(&state(7)).unwrap();
+            },
+        );
         // Each statement's count of preparations again (it is the statement's own, kept while
         // it stays in the connection's cache) is the same at every save it runs in.
-        let seen = seen.lock();
         let mut counts: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
         for (k, n) in seen.iter() {
             counts.entry(k).or_default().push(*n);

@@ -11,7 +11,7 @@ use super::data::{js, session, state};
 use super::{Check, Fail, Harness, ensure, ensure_eq};
 use crate::SessionStore;
 use crate::error::StorageError;
-use crate::types::{Expected, PageCursor, SessionListQuery, Version};
+use crate::types::{Expected, PageCursor, SessionListQuery, StoredSession, Version};
 
 /// A session with every kind of message the format has, unknown fields and roles included.
 fn rich_session(session_id: &str) -> Result<SessionState, Fail> {
@@ -110,6 +110,12 @@ pub(crate) fn save_load_round_trip<H: Harness>(h: &H) -> Check {
     Ok(())
 }
 
+/// The stored session `id`; a failure naming `what` when there is none.
+fn stored<S: SessionStore + ?Sized>(b: &S, id: &str, what: &str) -> Result<StoredSession, Fail> {
+    b.load_session(id)?
+        .ok_or_else(|| Fail::Failed(format!("{what}: session {id} not found")))
+}
+
 /// `st` with `n` more user messages (`"turn {first}"`, …) and a later `updated_at`.
 fn with_turns(st: &SessionState, first: usize, n: usize) -> Result<SessionState, Fail> {
     let mut out = st.clone();
@@ -132,9 +138,7 @@ pub(crate) fn appending_saves<H: Harness>(h: &H) -> Check {
     let two = with_turns(&st, 1, 2)?;
     let v2 = b.save_session_appended(&two, &Expected::Version(v1.clone()), kept)?;
     ensure!(v2 != v1, "an appending save kept the version {v1}");
-    let loaded = b
-        .load_session("grow")?
-        .ok_or_else(|| Fail::Failed("session gone after an appending save".into()))?;
+    let loaded = stored(&b, "grow", "session gone after an appending save")?;
     ensure_eq!(loaded.version, v2, "version after an appending save");
     same_state(&loaded.state, &two, "after an appending save")?;
     // Compare-and-swap as for any save: a stale version is a conflict, nothing written.
@@ -149,18 +153,14 @@ pub(crate) fn appending_saves<H: Harness>(h: &H) -> Check {
         Some(&v2),
         "appending save expecting no session",
     )?;
-    let loaded = b
-        .load_session("grow")?
-        .ok_or_else(|| Fail::Failed("session gone after refused saves".into()))?;
+    let loaded = stored(&b, "grow", "session gone after refused saves")?;
     ensure_eq!(loaded.version, v2, "version after refused appending saves");
     same_state(&loaded.state, &two, "after refused appending saves")?;
     let v3 = b.save_session_appended(&three, &Expected::Any, two.messages.len())?;
     // A count that is not the last save's (too small, too large) still stores the list given.
     let four = with_turns(&three, 4, 2)?;
     let v4 = b.save_session_appended(&four, &Expected::Version(v3.clone()), 2)?;
-    let loaded = b
-        .load_session("grow")?
-        .ok_or_else(|| Fail::Failed("session gone".into()))?;
+    let loaded = stored(&b, "grow", "after a save with a smaller count")?;
     ensure_eq!(
         loaded.version,
         v4,
@@ -169,9 +169,7 @@ pub(crate) fn appending_saves<H: Harness>(h: &H) -> Check {
     same_state(&loaded.state, &four, "after a save with a smaller count")?;
     let five = with_turns(&four, 6, 1)?;
     b.save_session_appended(&five, &Expected::Version(v4), five.messages.len() + 3)?;
-    let loaded = b
-        .load_session("grow")?
-        .ok_or_else(|| Fail::Failed("session gone".into()))?;
+    let loaded = stored(&b, "grow", "after a save with a count past the list")?;
     same_state(
         &loaded.state,
         &five,
@@ -180,9 +178,7 @@ pub(crate) fn appending_saves<H: Harness>(h: &H) -> Check {
     // A first save through it: nothing was kept.
     let new = session("grow-new", "2026-02-03T12:00:00.000Z", 2, None)?;
     let v = b.save_session_appended(&new, &Expected::Absent, 0)?;
-    let loaded = b
-        .load_session("grow-new")?
-        .ok_or_else(|| Fail::Failed("a first appending save stored nothing".into()))?;
+    let loaded = stored(&b, "grow-new", "a first appending save stored nothing")?;
     ensure_eq!(loaded.version, v, "version of a first appending save");
     same_state(&loaded.state, &new, "after a first appending save")?;
     // Another client's save in between: the list given is what is stored.
@@ -193,9 +189,7 @@ pub(crate) fn appending_saves<H: Harness>(h: &H) -> Check {
         let w = other.save_session(&six, &Expected::Version(current))?;
         let seven = with_turns(&six, 8, 1)?;
         b.save_session_appended(&seven, &Expected::Version(w), five.messages.len())?;
-        let loaded = b
-            .load_session("grow")?
-            .ok_or_else(|| Fail::Failed("session gone".into()))?;
+        let loaded = stored(&b, "grow", "after another client's save")?;
         same_state(&loaded.state, &seven, "after another client's save")?;
     }
     Ok(())
