@@ -578,58 +578,50 @@ pub fn list_day(day: &DayDir) -> io::Result<Vec<RunFile>> {
     Ok(day_files)
 }
 
-/// Fewest day directories listed on more than one thread ([`list_days`]).
+/// Fewest day directories [`list_run_files`] lists on more than one thread.
 const PARALLEL_LIST_DAYS: usize = 8;
 
-/// Most threads [`list_days`] lists on.
+/// Most threads [`list_run_files`] lists on.
 const LIST_THREADS: usize = 4;
 
-/// [`list_day`] of every day of `days`, in their order. With [`PARALLEL_LIST_DAYS`] days or
-/// more, on as many threads as the machine has cores (at most [`LIST_THREADS`]), each taking
-/// every n-th day: a listing costs a `stat` per file (for the order within a day), which on
-/// a store of 100k runs is most of its time. Days a thread could not list (it could not be
-/// started, or stopped) are listed on this one.
-fn list_days(days: &[DayDir]) -> Vec<io::Result<Vec<RunFile>>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(LIST_THREADS);
-    let mut listed: Vec<Option<io::Result<Vec<RunFile>>>> = Vec::new();
-    listed.resize_with(days.len(), || None);
-    if threads > 1 && days.len() >= PARALLEL_LIST_DAYS {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (1..threads)
-                .filter_map(|t| {
-                    std::thread::Builder::new()
-                        .name(format!("session-list-{t}"))
-                        .spawn_scoped(s, move || {
-                            days.iter()
-                                .enumerate()
-                                .skip(t)
-                                .step_by(threads)
-                                .map(|(i, d)| (i, list_day(d)))
-                                .collect::<Vec<_>>()
-                        })
-                        .ok()
-                })
-                .collect();
-            for (i, d) in days.iter().enumerate().step_by(threads) {
-                if let Some(slot) = listed.get_mut(i) {
-                    *slot = Some(list_day(d));
-                }
-            }
-            for h in handles {
-                for (i, l) in h.join().unwrap_or_default() {
-                    if let Some(slot) = listed.get_mut(i) {
-                        *slot = Some(l);
-                    }
-                }
-            }
-        });
+/// `list(day)` of every day directory of `days`, in their order. With `threads` > 1 the days
+/// are split into that many contiguous runs listed at once (the kernel's `readdir` of a day of
+/// ~1,440 files, and a `stat` per file where the listing takes one, is CPU work, and a
+/// store-sized pass lists every day before it reads a file); a thread that cannot be started
+/// leaves its days to the calling thread, and a panic of `list` is resumed on it.
+pub fn list_days_on_threads<D, T, L>(days: &[D], threads: usize, list: L) -> Vec<T>
+where
+    D: Sync,
+    T: Send,
+    L: Fn(&D) -> T + Sync,
+{
+    let threads = threads.min(days.len()).max(1);
+    if threads == 1 {
+        return days.iter().map(&list).collect();
     }
-    days.iter()
-        .zip(listed)
-        .map(|(d, l)| l.unwrap_or_else(|| list_day(d)))
-        .collect()
+    let per = days.len().div_ceil(threads);
+    let list = &list;
+    std::thread::scope(|scope| {
+        let mut chunks = days.chunks(per);
+        let first = chunks.next().unwrap_or_default();
+        let spawned: Vec<_> = chunks
+            .map(|chunk| {
+                let handle = std::thread::Builder::new()
+                    .name("session-list".into())
+                    .spawn_scoped(scope, move || chunk.iter().map(list).collect::<Vec<_>>());
+                (chunk, handle.ok())
+            })
+            .collect();
+        let mut out: Vec<T> = first.iter().map(list).collect();
+        for (chunk, handle) in spawned {
+            match handle.map(std::thread::ScopedJoinHandle::join) {
+                Some(Ok(listed)) => out.extend(listed),
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                None => out.extend(chunk.iter().map(list)),
+            }
+        }
+        out
+    })
 }
 
 /// Every day directory (`YYYY/MM/DD`, padded or not) under `sessions_root`, newest first; a
@@ -659,7 +651,19 @@ pub fn list_run_files(sessions_root: &Path) -> Result<RunListing> {
     let mut walk = day_dirs_newest_first(sessions_root)?;
     let days: Vec<DayDir> = walk.by_ref().collect();
     let mut skipped = Vec::new();
-    for (day, listed) in days.iter().zip(list_days(&days)) {
+    // A listing costs a `stat` per file (for the order within a day): most of its time on a
+    // store of 100k runs.
+    let threads = if days.len() >= PARALLEL_LIST_DAYS {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(LIST_THREADS)
+    } else {
+        1
+    };
+    for (day, listed) in days
+        .iter()
+        .zip(list_days_on_threads(&days, threads, list_day))
+    {
         if day.nonstandard {
             listing.nonstandard_dirs.push(day.path.clone());
         }

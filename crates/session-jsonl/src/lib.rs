@@ -95,8 +95,8 @@ pub use follow::{FollowOptions, Follower};
 pub use holder::{LockHolder, exclusive_holder_pid, lock_holders};
 pub use layout::{
     DayDir, DayDirs, FoundRun, RunDate, RunFile, RunIdProbe, RunListing, day_dirs_newest_first,
-    find_all_runs, find_run, find_run_in_dirs_of, list_day, list_run_files, probe_run_id,
-    run_lookups_on_this_thread, run_path,
+    find_all_runs, find_run, find_run_in_dirs_of, list_day, list_days_on_threads, list_run_files,
+    probe_run_id, run_lookups_on_this_thread, run_path,
 };
 pub use reader::{
     DEFAULT_MAX_LINE_LEN, DEFAULT_READ_SIZE, Damage, DamageKind, EXCERPT_LEN, INITIAL_READ_BUFFER,

@@ -1331,7 +1331,7 @@ impl RunIndex {
         // it is listed by name only and each file's size and mtime come from the `fstat` of
         // its reader; otherwise the `lstat` of each file is what tells which files changed.
         let threads = crate::read_pool::max_threads(relist.len());
-        let listings = tree::list_days(&relist, threads, |d| {
+        let listings = session_jsonl::list_days_on_threads(&relist, threads, |d: &&DateDir| {
             let end = tree::prefix_end(&d.rel);
             let nothing_known = snap
                 .relisted
@@ -1600,7 +1600,9 @@ impl RunIndex {
         // Every file is read: its size and mtime come from the `fstat` of its reader.
         let days: Vec<&DateDir> = walk.dirs.iter().filter(|d| d.depth >= 3).collect();
         let threads = crate::read_pool::max_threads(days.len());
-        let mut listings = tree::list_days(&days, threads, tree::list_day_unstatted).into_iter();
+        let mut listings =
+            session_jsonl::list_days_on_threads(&days, threads, |d| tree::list_day_unstatted(d))
+                .into_iter();
         for d in &walk.dirs {
             if d.depth < 3 {
                 dir_rows.push((d.rel.clone(), dir_row(d, 0)));

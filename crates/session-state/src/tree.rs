@@ -346,51 +346,6 @@ pub(crate) fn list_day_unstatted(dir: &DateDir) -> io::Result<DayListing> {
     })
 }
 
-/// Lists the day directories `days`, each with `list` ([`list_day`] or [`list_day_unstatted`]),
-/// and returns their listings in the order of `days`. With `threads` > 1 the days are split
-/// into that many contiguous runs listed at once (the kernel's `readdir` of a day of ~1,440
-/// files is CPU work, and a store-sized pass lists every day before it reads a file; callers
-/// pass the read pool's `max_threads`); a thread that cannot be started leaves its days to the
-/// calling thread.
-pub(crate) fn list_days<L>(
-    days: &[&DateDir],
-    threads: usize,
-    list: L,
-) -> Vec<io::Result<DayListing>>
-where
-    L: Fn(&DateDir) -> io::Result<DayListing> + Sync,
-{
-    let threads = threads.min(days.len()).max(1);
-    if threads == 1 {
-        return days.iter().map(|d| list(d)).collect();
-    }
-    let per = days.len().div_ceil(threads);
-    let list = &list;
-    std::thread::scope(|scope| {
-        let mut chunks = days.chunks(per);
-        let first = chunks.next().unwrap_or_default();
-        let spawned: Vec<_> = chunks
-            .map(|chunk| {
-                let handle = std::thread::Builder::new()
-                    .name("session-list".into())
-                    .spawn_scoped(scope, move || {
-                        chunk.iter().map(|d| list(d)).collect::<Vec<_>>()
-                    });
-                (chunk, handle.ok())
-            })
-            .collect();
-        let mut out: Vec<io::Result<DayListing>> = first.iter().map(|d| list(d)).collect();
-        for (chunk, handle) in spawned {
-            match handle.map(std::thread::ScopedJoinHandle::join) {
-                Some(Ok(listed)) => out.extend(listed),
-                Some(Err(panic)) => std::panic::resume_unwind(panic),
-                None => out.extend(chunk.iter().map(|d| list(d))),
-            }
-        }
-        out
-    })
-}
-
 /// The exclusive upper bound of the keys starting with `prefix` (its last character
 /// incremented): `2026/11/30/` → `2026/11/300`.
 pub(crate) fn prefix_end(prefix: &str) -> String {
@@ -447,11 +402,15 @@ mod tests {
                     })
                     .collect()
             };
-        let one = shape(list_days(&days, 1, list_day_unstatted));
+        let one = shape(session_jsonl::list_days_on_threads(&days, 1, |d| {
+            list_day_unstatted(d)
+        }));
         assert_eq!(one[6], Err(io::ErrorKind::NotFound));
         assert_eq!(one[19].as_ref().unwrap().len(), 20);
         for threads in [2, 3, 4, 32] {
-            let on = shape(list_days(&days, threads, list_day_unstatted));
+            let on = shape(session_jsonl::list_days_on_threads(&days, threads, |d| {
+                list_day_unstatted(d)
+            }));
             assert_eq!(on, one, "{threads} threads");
         }
     }
