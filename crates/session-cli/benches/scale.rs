@@ -298,15 +298,21 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Min / median / max of repeated measurements (times, or per-round ratios).
 #[derive(Debug, Clone, Copy)]
-struct Spread {
-    min: Duration,
-    median: Duration,
-    max: Duration,
+struct Spread<T = Duration> {
+    min: T,
+    median: T,
+    max: T,
 }
 
-fn spread(mut v: Vec<Duration>) -> Spread {
-    v.sort();
+fn spread(v: Vec<Duration>) -> Spread {
+    spread_by(v, Ord::cmp)
+}
+
+/// [`spread`] of values ordered by `cmp`.
+fn spread_by<T: Copy>(mut v: Vec<T>, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) -> Spread<T> {
+    v.sort_by(cmp);
     Spread {
         min: v[0],
         median: v[v.len() / 2],
@@ -598,12 +604,7 @@ fn measure(parent: &Path, n: usize, repeats: usize) -> Measured {
 }
 
 /// Per-round ratios of an answer-sized command's time at the largest size ÷ at the smallest.
-#[derive(Debug, Clone, Copy)]
-struct Growth {
-    min: f64,
-    median: f64,
-    max: f64,
-}
+type Growth = Spread<f64>;
 
 /// Times the answer-sized commands on every store, interleaved across the sizes so that a
 /// change of the machine's speed during the run moves both sides of a growth ratio: one
@@ -661,15 +662,7 @@ fn measure_answers(sized: &mut [Measured], repeats: usize) -> BTreeMap<&'static 
     }
     ratios
         .into_iter()
-        .map(|(label, mut r)| {
-            r.sort_by(f64::total_cmp);
-            let growth = Growth {
-                min: r[0],
-                median: r[r.len() / 2],
-                max: r[r.len() - 1],
-            };
-            (label, growth)
-        })
+        .map(|(label, r)| (label, spread_by(r, f64::total_cmp)))
         .collect()
 }
 
