@@ -27,7 +27,7 @@
 //! taken, whatever the sizes of the files (each read bounded as it is on one thread). A pool
 //! started with [`InOrder::start_windowed`] has its own window: the run index's rebuild, whose
 //! reads are rows and whose taker reads every stored row before it takes the first, lets its
-//! workers read 65,536 files ahead meanwhile.
+//! workers read much further ahead meanwhile (`REINDEX_WINDOW` in `runs.rs`).
 //! A panic in a worker (a bug: reading stored data never panics) is resumed on the taking
 //! thread when its job is taken, as if the job had run there; that worker stops (its
 //! scratch may be half-updated) and gives the jobs of its block after the panicking one back
@@ -161,32 +161,31 @@ struct State<R> {
     taker_waits: bool,
 }
 
-impl<R> State<R> {
-    /// Whether a worker must wait: no job was given back, and either the next block's last
-    /// job is not within `window` ([`WINDOW`] unless the pool was started with another) of
-    /// the job being taken, or every job is claimed but a
-    /// worker still runs a block (it may give jobs back).
-    fn must_wait(&self, len: usize, block: usize, window: usize) -> bool {
-        self.returned.is_empty()
-            && if self.next < len {
-                self.next.saturating_add(block).min(len) > self.taking.saturating_add(window)
-            } else {
-                self.busy > 0
-            }
-    }
-}
-
 impl<R> Shared<R> {
     fn lock(&self) -> MutexGuard<'_, State<R>> {
         // No code panics while holding the lock; a poisoned one holds consistent numbers.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether a worker must wait in state `st`: no job was given back, and either the next
+    /// block's last job is not within the pool's window ([`WINDOW`] unless it was started
+    /// with another) of the job being taken, or every job is claimed but a worker still runs
+    /// a block (it may give jobs back).
+    fn must_wait(&self, st: &State<R>) -> bool {
+        st.returned.is_empty()
+            && if st.next < self.len {
+                st.next.saturating_add(self.block).min(self.len)
+                    > st.taking.saturating_add(self.window)
+            } else {
+                st.busy > 0
+            }
+    }
+
     /// Whether to wake the waiting workers: there are some and `st` lets them go on (then
     /// they count as notified). The notification is made with the lock released
     /// ([`Shared::notify`]), so the woken thread does not wait for the lock at once.
     fn wake_workers(&self, st: &mut State<R>) -> bool {
-        let wake = st.waiting > 0 && !st.must_wait(self.len, self.block, self.window);
+        let wake = st.waiting > 0 && !self.must_wait(st);
         if wake {
             st.waiting = 0;
         }
@@ -221,7 +220,7 @@ impl<R> Shared<R> {
             if self.stop.load(Ordering::SeqCst) {
                 return (st, None);
             }
-            if !st.must_wait(self.len, self.block, self.window) {
+            if !self.must_wait(&st) {
                 break;
             }
             st.waiting += 1;
@@ -479,7 +478,7 @@ fn worker<J, S, R>(
     // Threads to wake for the block handed over last.
     let mut wake = Wake::default();
     loop {
-        if (wake.workers || wake.taker) && st.must_wait(shared.len, shared.block, shared.window) {
+        if (wake.workers || wake.taker) && shared.must_wait(&st) {
             // Wake them before waiting, with the lock released.
             drop(st);
             shared.notify(std::mem::take(&mut wake));
