@@ -12,7 +12,18 @@ use std::io::Read;
 
 /// The most of `/proc/locks` that is read (a machine with tens of thousands of locks lists
 /// about 50 bytes per lock).
-const MAX_LOCK_TABLE: u64 = 8 << 20;
+const MAX_LOCK_TABLE: usize = 8 << 20;
+
+/// Bytes asked for by the first `read` of `/proc/locks`: the whole table of a machine with
+/// up to ~1,300 locks in one call.
+const LOCK_TABLE_FIRST_READ: usize = 64 << 10;
+
+/// Readings of `/proc/locks` before a file is said to have no holder. The kernel produces the
+/// table anew for each `read`, from the position of the line it stopped at: when other
+/// processes take or let go of locks between two reads (or between the pages of one), the
+/// lines after shift and one can be missed or seen twice. The callers ask about a lock they
+/// were just refused, so a table without it was torn: it is read again.
+const LOCK_TABLE_READINGS: usize = 3;
 
 /// One `flock` lock on a file, as the kernel lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,18 +42,53 @@ pub fn lock_holders(file: &File) -> Vec<LockHolder> {
     let Some((major, minor, ino)) = file_key(file) else {
         return Vec::new();
     };
-    let Ok(table) = File::open("/proc/locks") else {
-        return Vec::new();
-    };
-    let mut text = String::new();
-    if table
-        .take(MAX_LOCK_TABLE)
-        .read_to_string(&mut text)
-        .is_err()
-    {
-        return Vec::new();
+    holders_read(read_lock_table, major, minor, ino)
+}
+
+/// The holders of `(major, minor, ino)` in the tables `read` gives: read again, up to
+/// [`LOCK_TABLE_READINGS`] times in all, while a table names none (`None`: no table).
+fn holders_read(
+    mut read: impl FnMut() -> Option<String>,
+    major: u64,
+    minor: u64,
+    ino: u64,
+) -> Vec<LockHolder> {
+    for _ in 0..LOCK_TABLE_READINGS {
+        let Some(text) = read() else {
+            return Vec::new();
+        };
+        let holders = holders_in(&text, major, minor, ino);
+        if !holders.is_empty() {
+            return holders;
+        }
     }
-    holders_in(&text, major, minor, ino)
+    Vec::new()
+}
+
+/// The text of `/proc/locks` (at most [`MAX_LOCK_TABLE`] bytes), asked for in reads of at
+/// least [`LOCK_TABLE_FIRST_READ`] bytes, so that a table of that size comes in one `read`
+/// (a `read_to_string` starts with a 32-byte probe, and each further call is a new pass
+/// over a table that may have changed). `None` when it cannot be read.
+fn read_lock_table() -> Option<String> {
+    let mut table = File::open("/proc/locks").ok()?;
+    let mut buf = vec![0u8; LOCK_TABLE_FIRST_READ];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            if len >= MAX_LOCK_TABLE {
+                break;
+            }
+            buf.resize(len.saturating_mul(2).min(MAX_LOCK_TABLE), 0);
+        }
+        match table.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
 }
 
 /// The pid of the process holding an exclusive `flock` lock on `file`, when the kernel says
@@ -137,6 +183,58 @@ mod tests {
         2: -> FLOCK  ADVISORY  WRITE 9999 fe:00:10133507 0 EOF\n\
         3: POSIX  ADVISORY  WRITE 7000 fe:00:10133507 0 EOF\n\
         4: FLOCK  ADVISORY  WRITE 4242 103:02:77 0 EOF\n";
+
+    /// A table read while other locks came and went may lack the line of the lock asked
+    /// about: it is read again, a bounded number of times.
+    #[test]
+    fn a_table_without_the_lock_is_read_again() {
+        let torn = "1: FLOCK  ADVISORY  WRITE 4242 103:02:77 0 EOF\n".to_owned();
+        let mut tables = vec![TABLE.to_owned(), torn.clone()];
+        let mut reads = 0;
+        let found = holders_read(
+            || {
+                reads += 1;
+                tables.pop()
+            },
+            0xfe,
+            0,
+            5374954,
+        );
+        assert_eq!(
+            found,
+            [LockHolder {
+                pid: 8028,
+                exclusive: true
+            }]
+        );
+        assert_eq!(reads, 2);
+        // No holder in any reading: given up after LOCK_TABLE_READINGS readings.
+        let mut reads = 0;
+        let none = holders_read(
+            || {
+                reads += 1;
+                Some(torn.clone())
+            },
+            0xfe,
+            0,
+            5374954,
+        );
+        assert!(none.is_empty());
+        assert_eq!(reads, LOCK_TABLE_READINGS);
+        // No table at all: one attempt.
+        let mut reads = 0;
+        let no_table = holders_read(
+            || {
+                reads += 1;
+                None
+            },
+            0xfe,
+            0,
+            5374954,
+        );
+        assert!(no_table.is_empty());
+        assert_eq!(reads, 1);
+    }
 
     #[test]
     fn holders_are_found_by_device_and_inode_and_waiters_are_not_holders() {
